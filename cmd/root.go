@@ -1,0 +1,230 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/charmbracelet/log"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// Exit codes of Run and Execute.
+const (
+	ExitOK      = 0 // the command did what was asked
+	ExitFailure = 1 // it tried and failed; the error is on stderr
+	ExitUsage   = 2 // it was asked wrongly: unknown command or flag, bad flag value, wrong arguments
+)
+
+// app is what every subcommand receives from the root: the configuration,
+// the logger and the process's standard streams. Commands write to a.stdout
+// and a.stderr, never to os.Stdout, so tests and testscript see everything.
+//
+// How a subcommand reads its configuration, so that a flag beats a
+// STREAMCAST_* environment variable, which beats the config file, which beats
+// the default, for every key alike:
+//
+// First, keep the settings in a plain struct with yaml tags, a default
+// constructor and a Validate method (logConfig in config.go is one):
+//
+//	type serveConfig struct {
+//		Listen string `yaml:"listen"`
+//	}
+//
+// Second, declare a flag for each key a user should set on the command line,
+// defaulting to the struct's default, and mark it as that key's command-line
+// form:
+//
+//	cmd.Flags().String("listen", def.Listen, "address to listen on")
+//	configFlag(cmd.Flags(), "listen", "serve.listen")
+//
+// Third, in RunE, fill the struct through viper and use only the struct:
+//
+//	cfg := defaultServeConfig()
+//	if err := a.decode("serve", &cfg); err != nil {
+//		return err
+//	}
+//
+// decode registers every field as a key (so STREAMCAST_SERVE_LISTEN is
+// consulted even when no file mentions it), fills the struct and runs
+// Validate, naming where a bad value came from. The environment variable of
+// key "a.b_c" is STREAMCAST_A_B_C ("." and "-" become "_").
+//
+// A single key can also be read with a.v.GetString("serve.listen") once its
+// flag is marked. Never read a flag's variable directly: that skips the
+// environment and the file. Flags are bound to viper only for the command
+// that runs (in the root's PersistentPreRunE), so two commands may mark flags
+// for the same key. Subcommands must not set PersistentPreRun(E) themselves:
+// cobra runs only the nearest one, and the root's reads the configuration.
+type app struct {
+	v      *viper.Viper
+	logger *log.Logger // text at info until the root's PersistentPreRunE builds the configured one
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+
+	configFile string                 // --config
+	configUsed string                 // the file actually read ("" when none)
+	bound      map[string]*pflag.Flag // config key → the running command's flag for it
+}
+
+// NewRootCommand builds the whole streamcast command tree, reading from stdin
+// and writing to stdout and stderr. Each call returns a fresh tree with its
+// own configuration; Run uses one per invocation, and the doc generator and
+// tests build their own.
+func NewRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	a := &app{
+		v:      newViper(),
+		logger: newLogger(stderr, defaultLogConfig()),
+		stdin:  stdin,
+		stdout: stdout,
+		stderr: stderr,
+		bound:  map[string]*pflag.Flag{},
+	}
+	root := &cobra.Command{
+		Use:   "streamcast",
+		Short: "A durable WebSocket stream broker",
+		Long: `streamcast serves durable WebSocket streams. Each row a publisher sends is
+validated against the stream's JSON Schema and written to disk (fsync) before
+any subscriber sees it. Rows carry offsets, so a subscriber resumes exactly
+where it stopped. History moves from a SQLite buffer to Parquet files that
+form an Apache Iceberg table.
+
+Configuration comes from a YAML file (` + "`--config`, `$STREAMCAST_CONFIG`" + ` or
+` + "`./streamcast.yaml`" + `), then ` + "`STREAMCAST_*`" + ` environment variables, then
+flags; each overrides the one before (see "streamcast config"). Exit codes:
+0 success, 1 failure, 2 usage error.`,
+		SilenceUsage:      true, // Run prints the usage itself, for usage errors only
+		SilenceErrors:     true, // Run prints every error once, as "streamcast: <error>"
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return a.setup(cmd) },
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	def := defaultLogConfig()
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.configFile, "config", "", "read configuration from the YAML `FILE` (default $STREAMCAST_CONFIG, else ./streamcast.yaml if it exists)")
+	pf.Var(newChoice("level", def.Level, logLevels), "log-level", "log messages at this `level` and above: "+strings.Join(logLevels, ", "))
+	pf.Var(newChoice("format", def.Format, logFormats), "log-format", "log line `format`: "+strings.Join(logFormats, ", "))
+	configFlag(pf, "log-level", "log.level")
+	configFlag(pf, "log-format", "log.format")
+	_ = root.MarkPersistentFlagFilename("config", "yaml", "yml")
+	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions(logLevels, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions(logFormats, cobra.ShellCompDirectiveNoFileComp))
+
+	// The subcommands: one file and one constructor each (cmd/serve.go:
+	// func newServeCmd(a *app) *cobra.Command), one line each here. A command
+	// that takes positional arguments sets Args (strictArgs below); after
+	// adding or changing one, run go generate ./... for the man pages. In
+	// Long texts, put names with underscores in backquotes (`STREAMCAST_X`):
+	// the man pages read them as Markdown.
+	root.AddCommand(
+		newVersionCmd(a),
+		newConfigCmd(a),
+	)
+
+	root.InitDefaultCompletionCmd() // now, so the man pages and strictArgs see it
+	strictArgs(root)
+	return root
+}
+
+// Run runs streamcast with args (without the program name) and returns the
+// exit code. Errors are printed once to stderr as "streamcast: <error>"; a
+// usage error is followed by the command's usage.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := NewRootCommand(stdin, stdout, stderr)
+	root.SetArgs(args)
+	c, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "streamcast: %v\n", err)
+	if ue := (usageError{}); errors.As(err, &ue) {
+		if c == nil {
+			c = root
+		}
+		fmt.Fprintf(stderr, "\n%s", c.UsageString())
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// Execute runs streamcast with the process's arguments and standard streams
+// and returns the exit code for os.Exit. The context it passes to commands
+// is cancelled by the first SIGINT or SIGTERM, so a command can shut down
+// cleanly; a second signal kills the process the usual way.
+func Execute() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // restore default handling: a second Ctrl-C must still be able to kill a stuck shutdown
+	}()
+	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+}
+
+// usageError marks an error as the user's mistake in calling streamcast
+// (exit code 2, usage printed) rather than a failure of the work.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// strictArgs makes every argument mistake in the tree a usage error. A
+// command that declares Args keeps its check, wrapped; a command with
+// subcommands refuses an unknown one (cobra would print help and exit 0 for
+// a command that cannot run, and never check its arguments); any other
+// command takes no arguments. Set Args (cobra.ExactArgs, …) on commands that
+// take positional arguments.
+func strictArgs(c *cobra.Command) {
+	switch {
+	case c.HasSubCommands():
+		c.Args = unknownSubcommand
+		if !c.Runnable() {
+			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		}
+	case c.Args != nil:
+		check := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	default:
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), args[0])}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		strictArgs(sub)
+	}
+}
+
+// unknownSubcommand refuses the first argument of a command that only has
+// subcommands, suggesting the nearest names.
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	err := fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default, applied only on its legacy path
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		err = fmt.Errorf("%w; did you mean %q?", err, s[0])
+	}
+	return usageError{err}
+}

@@ -1,0 +1,11 @@
+// Command streamcast is a durable WebSocket stream broker: one binary that
+// serves streams, maintains their logs and reads their history. The commands
+// live in package cmd; the storage, protocol and server in pkg/. See README.md
+// and `streamcast --help`.
+//
+// The shell completions (completions/) and man pages (man/) are generated
+// from the command tree by the directive below and committed; the test in
+// internal/gendocs fails when they are stale.
+package main
+
+//go:generate go run ./internal/gendocs
