@@ -1,0 +1,14 @@
+// Package schema owns a stream's columns: it compiles a JSON Schema into
+// Arrow columns (and back, for the greeting), decodes and validates rows into
+// their one canonical JSON encoding, converts canonical rows to and from Arrow,
+// and evaluates where= filters.
+//
+// It carries I4 (one encoding): a row's canonical bytes, appended to Arrow and
+// encoded back with AppendJSON, are byte-identical to what Decode produced, and
+// Decode of canonical bytes returns them unchanged. It carries I6 (refuse,
+// never guess): a schema, row or filter that cannot be stored or served
+// exactly is refused with an error naming the property or column.
+//
+// The package knows nothing of the wire protocol, storage or the server: it
+// takes bytes and Arrow arrays and returns bytes, values and errors.
+package schema

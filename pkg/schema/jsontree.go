@@ -1,0 +1,158 @@
+package schema
+
+import "strconv"
+
+// jvalue is a parsed JSON value that keeps the order of object keys, which
+// encoding/json's maps lose and a schema's column order depends on. It is
+// used for the small documents this package reads whole (schemas and where=
+// filters); rows go through the streaming decoder instead.
+type jvalue struct {
+	kind    byte   // 'o' object, 'a' array, 's' string, 'n' number, 'b' boolean, 'z' null
+	str     string // string text, number token, or "true"/"false"
+	members []jmember
+	items   []*jvalue
+}
+
+type jmember struct {
+	key string
+	val *jvalue
+}
+
+// get returns the member named key, or nil.
+func (v *jvalue) get(key string) *jvalue {
+	for _, m := range v.members {
+		if m.key == key {
+			return m.val
+		}
+	}
+	return nil
+}
+
+// kindName names a JSON value's type in JSON Schema's words.
+func (v *jvalue) kindName() string {
+	switch v.kind {
+	case 'o':
+		return "an object"
+	case 'a':
+		return "an array"
+	case 's':
+		return "a string"
+	case 'n':
+		return "a number"
+	case 'b':
+		return "a boolean"
+	}
+	return "null"
+}
+
+// parseJSON parses one JSON document (surrounding whitespace allowed).
+// Duplicate keys in an object are refused: the two copies could only be read
+// by guessing which one was meant.
+func parseJSON(data []byte) (*jvalue, error) {
+	p := jparser{data: data}
+	pos := skipWS(data, 0)
+	v, pos, err := p.value(pos, 0)
+	if err != nil {
+		return nil, err
+	}
+	if pos = skipWS(data, pos); pos != len(data) {
+		return nil, syntaxError("unexpected text after the document" + gotAt(data, pos))
+	}
+	return v, nil
+}
+
+type syntaxError string
+
+func (e syntaxError) Error() string { return "invalid JSON: " + string(e) }
+
+type jparser struct{ data []byte }
+
+func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
+	data := p.data
+	if pos >= len(data) {
+		return nil, pos, syntaxError("unexpected end of input, expected a value")
+	}
+	if depth >= maxDepth {
+		return nil, pos, syntaxError("nested deeper than " + strconv.Itoa(maxDepth) + " levels")
+	}
+	switch c := data[pos]; {
+	case c == '{':
+		v := &jvalue{kind: 'o'}
+		pos = skipWS(data, pos+1)
+		if pos < len(data) && data[pos] == '}' {
+			return v, pos + 1, nil
+		}
+		for {
+			if pos >= len(data) || data[pos] != '"' {
+				return nil, pos, syntaxError("expected a string key" + gotAt(data, pos))
+			}
+			kb, end, prob := decodeString(data, pos, nil)
+			if prob != "" {
+				return nil, end, syntaxError(prob)
+			}
+			key := string(kb)
+			if v.get(key) != nil {
+				return nil, pos, syntaxError("the key " + strconv.Quote(key) + " appears twice in one object")
+			}
+			pos = skipWS(data, end)
+			if pos >= len(data) || data[pos] != ':' {
+				return nil, pos, syntaxError("expected ':' after a key" + gotAt(data, pos))
+			}
+			child, end2, err := p.value(skipWS(data, pos+1), depth+1)
+			if err != nil {
+				return nil, end2, err
+			}
+			v.members = append(v.members, jmember{key, child})
+			pos = skipWS(data, end2)
+			if pos < len(data) && data[pos] == ',' {
+				pos = skipWS(data, pos+1)
+				continue
+			}
+			if pos < len(data) && data[pos] == '}' {
+				return v, pos + 1, nil
+			}
+			return nil, pos, syntaxError("expected ',' or '}' in an object" + gotAt(data, pos))
+		}
+	case c == '[':
+		v := &jvalue{kind: 'a'}
+		pos = skipWS(data, pos+1)
+		if pos < len(data) && data[pos] == ']' {
+			return v, pos + 1, nil
+		}
+		for {
+			child, end, err := p.value(pos, depth+1)
+			if err != nil {
+				return nil, end, err
+			}
+			v.items = append(v.items, child)
+			pos = skipWS(data, end)
+			if pos < len(data) && data[pos] == ',' {
+				pos = skipWS(data, pos+1)
+				continue
+			}
+			if pos < len(data) && data[pos] == ']' {
+				return v, pos + 1, nil
+			}
+			return nil, pos, syntaxError("expected ',' or ']' in an array" + gotAt(data, pos))
+		}
+	case c == '"':
+		b, end, prob := decodeString(data, pos, nil)
+		if prob != "" {
+			return nil, end, syntaxError(prob)
+		}
+		return &jvalue{kind: 's', str: string(b)}, end, nil
+	case c == 't' && hasLit(data, pos, "true"):
+		return &jvalue{kind: 'b', str: "true"}, pos + 4, nil
+	case c == 'f' && hasLit(data, pos, "false"):
+		return &jvalue{kind: 'b', str: "false"}, pos + 5, nil
+	case c == 'n' && hasLit(data, pos, "null"):
+		return &jvalue{kind: 'z'}, pos + 4, nil
+	case c == '-' || isDigit(c):
+		end, _, ok := scanNumber(data, pos)
+		if !ok {
+			return nil, end, syntaxError("malformed number" + gotAt(data, end))
+		}
+		return &jvalue{kind: 'n', str: string(data[pos:end])}, end, nil
+	}
+	return nil, pos, syntaxError("expected a value" + gotAt(data, pos))
+}
