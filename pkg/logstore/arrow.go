@@ -1,0 +1,165 @@
+package logstore
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/streamcast/streamcast/pkg/schema"
+)
+
+// fileSchema is the Arrow schema of a log's sealed files and of ScanArrow's
+// records: streamcast_offset, streamcast_ts, then the declared columns. A
+// stream without a schema keeps each row's JSON in one string column.
+func fileSchema(sch *schema.Schema) *arrow.Schema {
+	fields := []arrow.Field{
+		{Name: OffsetColumn, Type: arrow.PrimitiveTypes.Int64},
+		{Name: TSColumn, Type: arrow.PrimitiveTypes.Int64},
+	}
+	if sch.IsAny() {
+		fields = append(fields, arrow.Field{Name: RowColumn, Type: arrow.BinaryTypes.String})
+	} else {
+		fields = append(fields, sch.Arrow().Fields()...)
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// sortable reports whether a column of type t can order a file.
+func sortable(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
+		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
+		arrow.FLOAT32, arrow.FLOAT64, arrow.BOOL,
+		arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY, arrow.FIXED_SIZE_BINARY:
+		return true
+	}
+	return false
+}
+
+// compareFunc compares rows i and j of one column; nulls sort first.
+type compareFunc func(i, j int) int
+
+func columnCompare(a arrow.Array) (compareFunc, error) {
+	var cf compareFunc
+	switch a := a.(type) {
+	case *array.Int8:
+		cf = func(i, j int) int { return cmp.Compare(a.Value(i), a.Value(j)) }
+	case *array.Int16:
+		cf = func(i, j int) int { return cmp.Compare(a.Value(i), a.Value(j)) }
+	case *array.Int32:
+		cf = func(i, j int) int { return cmp.Compare(a.Value(i), a.Value(j)) }
+	case *array.Int64:
+		cf = func(i, j int) int { return cmp.Compare(a.Value(i), a.Value(j)) }
+	case *array.Uint8:
+		cf = func(i, j int) int { return cmp.Compare(a.Value(i), a.Value(j)) }
+	case *array.Uint16:
+		cf = func(i, j int) int { return cmp.Compare(a.Value(i), a.Value(j)) }
+	case *array.Uint32:
+		cf = func(i, j int) int { return cmp.Compare(a.Value(i), a.Value(j)) }
+	case *array.Uint64:
+		cf = func(i, j int) int { return cmp.Compare(a.Value(i), a.Value(j)) }
+	case *array.Float32:
+		cf = func(i, j int) int { return cmp.Compare(a.Value(i), a.Value(j)) }
+	case *array.Float64:
+		cf = func(i, j int) int { return cmp.Compare(a.Value(i), a.Value(j)) }
+	case *array.Boolean:
+		cf = func(i, j int) int {
+			x, y := a.Value(i), a.Value(j)
+			switch {
+			case x == y:
+				return 0
+			case !x:
+				return -1
+			}
+			return 1
+		}
+	case *array.String:
+		cf = func(i, j int) int { return cmp.Compare(a.Value(i), a.Value(j)) }
+	case *array.LargeString:
+		cf = func(i, j int) int { return cmp.Compare(a.Value(i), a.Value(j)) }
+	case *array.Binary:
+		cf = func(i, j int) int { return bytes.Compare(a.Value(i), a.Value(j)) }
+	case *array.LargeBinary:
+		cf = func(i, j int) int { return bytes.Compare(a.Value(i), a.Value(j)) }
+	case *array.FixedSizeBinary:
+		cf = func(i, j int) int { return bytes.Compare(a.Value(i), a.Value(j)) }
+	default:
+		return nil, fmt.Errorf("cannot sort by a column of type %s", a.DataType())
+	}
+	if a.NullN() == 0 {
+		return cf, nil
+	}
+	return func(i, j int) int {
+		ni, nj := a.IsNull(i), a.IsNull(j)
+		switch {
+		case ni && nj:
+			return 0
+		case ni:
+			return -1
+		case nj:
+			return 1
+		}
+		return cf(i, j)
+	}, nil
+}
+
+// sortRecord returns rec's rows ordered by the given columns, ties kept in
+// their current (offset) order.
+func sortRecord(rec arrow.RecordBatch, cols []int) (arrow.RecordBatch, error) {
+	cmps := make([]compareFunc, len(cols))
+	for k, c := range cols {
+		f, err := columnCompare(rec.Column(c))
+		if err != nil {
+			return nil, fmt.Errorf("sort by %s: %w", rec.ColumnName(c), err)
+		}
+		cmps[k] = f
+	}
+	n := int(rec.NumRows())
+	perm := make([]int32, n)
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	slices.SortStableFunc(perm, func(x, y int32) int {
+		for _, f := range cmps {
+			if c := f(int(x), int(y)); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	return takeRecord(rec, perm)
+}
+
+// takeRecord returns the rows of rec at the given indexes, in that order.
+func takeRecord(rec arrow.RecordBatch, idx []int32) (arrow.RecordBatch, error) {
+	mem := memory.DefaultAllocator
+	ib := array.NewInt32Builder(mem)
+	ib.AppendValues(idx, nil)
+	indices := ib.NewArray()
+	ib.Release()
+	defer indices.Release()
+	ctx := compute.WithAllocator(context.Background(), mem)
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i := range cols {
+		c, err := compute.TakeArrayOpts(ctx, rec.Column(i), indices, compute.TakeOptions{BoundsCheck: false})
+		if err != nil {
+			return nil, fmt.Errorf("reorder column %s: %w", rec.ColumnName(i), err)
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, int64(len(idx))), nil
+}

@@ -1,0 +1,330 @@
+package logstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"github.com/streamcast/streamcast/pkg/schema"
+)
+
+// busyTimeoutMS bounds how long a statement waits for another process's
+// write transaction (a seal's bookkeeping, an evict chunk) before failing.
+const busyTimeoutMS = 10000
+
+// dsn returns the connection string for buffer.db. Every connection runs
+// WAL with synchronous=FULL: WAL alone syncs only at checkpoints, which
+// would let a crash lose commits that Append had acknowledged (I3).
+// Write connections start their transactions with BEGIN IMMEDIATE: a
+// deferred transaction that reads first gets SQLITE_BUSY, without waiting,
+// when it later needs to write while another process writes.
+func dsn(path string, write bool) string {
+	s := path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)", busyTimeoutMS)
+	if write {
+		return s + "&_txlock=immediate"
+	}
+	// Reads never write, whatever the handle's mode.
+	return s + "&_pragma=query_only(1)"
+}
+
+func openDB(path string, write bool) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path, write))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// The tables of buffer.db.
+//
+//	meta          k → v: format, schema, schema_kind, config, next_offset, start_offset
+//	groups        one row per commit group: first offset, count, ts, packed rows
+//	marks         exactly-once marks, upserted with the group they cover
+//	seal_intents  seals begun but not completed (at most one per sealer)
+//	files         completed sealed files: range, counts, sizes, column min/max
+const ddl = `
+CREATE TABLE meta (k TEXT PRIMARY KEY NOT NULL, v) WITHOUT ROWID;
+CREATE TABLE groups (
+	first INTEGER PRIMARY KEY,
+	n     INTEGER NOT NULL,
+	ts    INTEGER NOT NULL,
+	rows  BLOB NOT NULL
+);
+CREATE TABLE marks (
+	publisher   TEXT PRIMARY KEY NOT NULL,
+	last_seq    INTEGER NOT NULL,
+	last_offset INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE seal_intents (
+	name         TEXT PRIMARY KEY NOT NULL,
+	start_offset INTEGER NOT NULL,
+	end_offset   INTEGER NOT NULL,
+	created_us   INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE files (
+	start_offset INTEGER PRIMARY KEY,
+	end_offset   INTEGER NOT NULL,
+	name         TEXT NOT NULL UNIQUE,
+	row_count    INTEGER NOT NULL,
+	arrow_bytes  INTEGER NOT NULL,
+	json_bytes   INTEGER NOT NULL,
+	file_bytes   INTEGER NOT NULL,
+	min_ts       INTEGER NOT NULL,
+	max_ts       INTEGER NOT NULL,
+	stats        TEXT NOT NULL,
+	sealed_us    INTEGER NOT NULL
+);
+`
+
+// initBuffer creates buffer.db with its tables and meta in one transaction,
+// so a crash leaves either no log or a whole one.
+func initBuffer(dir string, sch *schema.Schema, cfg Config) error {
+	db, err := openDB(dir+"/"+bufferFile, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("encode config: %w", err)
+	}
+	kind := "declared"
+	if sch.IsAny() {
+		kind = "any"
+	}
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("create buffer.db: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("create buffer.db tables: %w", err)
+	}
+	for _, kv := range [][2]any{
+		{"format", formatV1},
+		{"schema", string(sch.JSON())},
+		{"schema_kind", kind},
+		{"config", string(cfgJSON)},
+		{"next_offset", int64(1)},
+		{"start_offset", int64(1)},
+		{"created_us", time.Now().UnixMicro()},
+	} {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES (?, ?)`, kv[0], kv[1]); err != nil {
+			return fmt.Errorf("write buffer.db meta: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create buffer.db: %w", err)
+	}
+	return nil
+}
+
+// writeStmts are the append path's statements, prepared once on wconn.
+type writeStmts struct {
+	insGroup, updNext, upsMark *sql.Stmt
+}
+
+func (s *writeStmts) close() {
+	for _, st := range []*sql.Stmt{s.insGroup, s.updNext, s.upsMark} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	*s = writeStmts{}
+}
+
+func (l *Log) prepare(ctx context.Context) error {
+	var err error
+	prep := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = l.wconn.PrepareContext(ctx, q)
+		return st
+	}
+	l.stmts.insGroup = prep(`INSERT INTO groups(first, n, ts, rows) VALUES (?, ?, ?, ?)`)
+	l.stmts.updNext = prep(`UPDATE meta SET v = ? WHERE k = 'next_offset'`)
+	l.stmts.upsMark = prep(`INSERT INTO marks(publisher, last_seq, last_offset) VALUES (?, ?, ?)
+		ON CONFLICT(publisher) DO UPDATE SET last_seq = excluded.last_seq, last_offset = excluded.last_offset`)
+	if err != nil {
+		l.stmts.close()
+		return fmt.Errorf("prepare buffer.db statements: %w", err)
+	}
+	return nil
+}
+
+// Mark is an exactly-once publisher's progress: the last sequence number
+// committed and the offset it was committed at.
+type Mark struct {
+	Publisher  string
+	LastSeq    int64
+	LastOffset int64
+}
+
+// Append commits rows as one group in one SQLite transaction (I1) and
+// returns the first row's offset; the rest follow densely. The commit is
+// fsynced before Append returns (I3). Marks are upserted in the same
+// transaction, so a mark never runs ahead of or behind its rows.
+//
+// rows must be canonical bytes that the log's schema has already accepted:
+// Append does not validate them again, since the publish path has just done
+// so and the hot path runs nothing it can avoid. A failed Append commits
+// nothing and consumes no offset. Only the Writer may append.
+func (l *Log) Append(ctx context.Context, rows [][]byte, ts int64, marks []Mark) (first int64, err error) {
+	if l.mode != Writer {
+		return 0, fmt.Errorf("append to log %s (open as %s): %w", l.dir, l.mode, ErrNotWriter)
+	}
+	if len(rows) == 0 {
+		return 0, fmt.Errorf("append to log %s: no rows given; a commit group holds at least one row", l.dir)
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed.Load() {
+		return 0, fmt.Errorf("append to log %s: %w", l.dir, ErrClosed)
+	}
+	first = l.next
+	n := int64(len(rows))
+	l.packed = packRows(l.packed[:0], rows)
+	if err := l.appendTx(ctx, first, n, ts, marks); err != nil {
+		// The transaction rolled back, but make sure the cached next offset
+		// still agrees with what is on disk before anything else commits.
+		if rerr := l.reloadNext(); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return 0, fmt.Errorf("append %d rows to log %s at offset %d: %w", n, l.dir, first, err)
+	}
+	l.next = first + n
+	return first, nil
+}
+
+func (l *Log) appendTx(ctx context.Context, first, n, ts int64, marks []Mark) (err error) {
+	c := l.wconn
+	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_, _ = c.ExecContext(context.Background(), "ROLLBACK")
+		}
+	}()
+	if _, err := l.stmts.insGroup.ExecContext(ctx, first, n, ts, l.packed); err != nil {
+		return err
+	}
+	if _, err := l.stmts.updNext.ExecContext(ctx, first+n); err != nil {
+		return err
+	}
+	for _, m := range marks {
+		if _, err := l.stmts.upsMark.ExecContext(ctx, m.Publisher, m.LastSeq, m.LastOffset); err != nil {
+			return fmt.Errorf("store mark of publisher %q: %w", m.Publisher, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// COMMIT runs uncancellable: interrupting it would leave the outcome
+	// for the caller to guess.
+	_, err = c.ExecContext(context.Background(), "COMMIT")
+	return err
+}
+
+// reloadNext re-reads next_offset from buffer.db (after a failed commit).
+func (l *Log) reloadNext() error {
+	var next int64
+	err := l.wconn.QueryRowContext(context.Background(), `SELECT v FROM meta WHERE k = 'next_offset'`).Scan(&next)
+	if err != nil {
+		return fmt.Errorf("re-read next offset: %w", err)
+	}
+	l.next = next
+	return nil
+}
+
+// Marks returns every exactly-once mark stored in the log, by publisher.
+func (l *Log) Marks(ctx context.Context) ([]Mark, error) {
+	if err := l.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := l.rdb.QueryContext(ctx, `SELECT publisher, last_seq, last_offset FROM marks ORDER BY publisher`)
+	if err != nil {
+		return nil, fmt.Errorf("read marks of log %s: %w", l.dir, err)
+	}
+	defer rows.Close()
+	var out []Mark
+	for rows.Next() {
+		var m Mark
+		if err := rows.Scan(&m.Publisher, &m.LastSeq, &m.LastOffset); err != nil {
+			return nil, fmt.Errorf("read marks of log %s: %w", l.dir, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read marks of log %s: %w", l.dir, err)
+	}
+	return out, nil
+}
+
+// writeTx runs fn inside a BEGIN IMMEDIATE transaction on the write
+// connection, committing when fn returns nil.
+func (l *Log) writeTx(ctx context.Context, fn func(c *sql.Conn) error) (err error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed.Load() {
+		return fmt.Errorf("log %s: %w", l.dir, ErrClosed)
+	}
+	if l.wconn == nil {
+		return fmt.Errorf("log %s: %w", l.dir, ErrReadOnly)
+	}
+	c := l.wconn
+	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_, _ = c.ExecContext(context.Background(), "ROLLBACK")
+		}
+	}()
+	if err := fn(c); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err = c.ExecContext(context.Background(), "COMMIT")
+	return err
+}
+
+// packRows appends rows to dst as uvarint length-prefixed byte strings.
+func packRows(dst []byte, rows [][]byte) []byte {
+	for _, r := range rows {
+		dst = binary.AppendUvarint(dst, uint64(len(r)))
+		dst = append(dst, r...)
+	}
+	return dst
+}
+
+// unpacker walks a packed group's rows.
+type unpacker struct {
+	b []byte
+}
+
+// next returns the next row, or ok=false at the end; err reports a packing
+// that does not parse (a corrupt buffer row).
+func (u *unpacker) next() (row []byte, ok bool, err error) {
+	if len(u.b) == 0 {
+		return nil, false, nil
+	}
+	n, k := binary.Uvarint(u.b)
+	if k <= 0 || uint64(len(u.b)-k) < n {
+		return nil, false, fmt.Errorf("packed rows are truncated: %w", ErrCorrupt)
+	}
+	row = u.b[k : k+int(n) : k+int(n)]
+	u.b = u.b[k+int(n):]
+	return row, true, nil
+}

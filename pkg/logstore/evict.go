@@ -1,0 +1,69 @@
+package logstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// evictChunkGroups bounds one evict transaction, so an Append waiting
+// behind it waits for a few hundred row deletions, never for the whole
+// buffer.
+const evictChunkGroups = 256
+
+// Evict deletes buffered groups that completed files now hold, in short
+// transactions of at most evictChunkGroups groups, and returns the number
+// of rows deleted. Seals cut only at group boundaries, so every group is
+// either wholly in a file or wholly buffered.
+//
+// Evict runs under clean.lock: when another process is evicting this log it
+// returns an error wrapping ErrBusy.
+func (l *Log) Evict(ctx context.Context) (evicted int64, err error) {
+	if err := l.checkOpen(); err != nil {
+		return 0, err
+	}
+	if l.mode == ReadOnly {
+		return 0, fmt.Errorf("evict log %s: %w", l.dir, ErrReadOnly)
+	}
+	l.evictMu.Lock()
+	defer l.evictMu.Unlock()
+	lk, err := l.roleLock("clean")
+	if err != nil {
+		return 0, fmt.Errorf("evict log %s: %w", l.dir, err)
+	}
+	defer lk.release()
+
+	var boundary sql.NullInt64
+	if err := l.rdb.QueryRowContext(ctx, `SELECT max(end_offset) FROM files`).Scan(&boundary); err != nil {
+		return 0, fmt.Errorf("evict log %s: read file records: %w", l.dir, err)
+	}
+	if !boundary.Valid {
+		return 0, nil
+	}
+	for {
+		var n, groups int64
+		err := l.writeTx(ctx, func(c *sql.Conn) error {
+			var lo, hi sql.NullInt64
+			// Only groups wholly below the boundary: a group straddling it
+			// (which seal never makes) would stay.
+			err := c.QueryRowContext(ctx, `SELECT min(first), max(first), count(*), coalesce(sum(n), 0) FROM (
+				SELECT first, n FROM groups WHERE first < ?1 AND first + n <= ?1 ORDER BY first LIMIT ?2)`,
+				boundary.Int64, evictChunkGroups).Scan(&lo, &hi, &groups, &n)
+			if err != nil || groups == 0 {
+				return err
+			}
+			_, err = c.ExecContext(ctx, `DELETE FROM groups WHERE first >= ? AND first <= ?`, lo.Int64, hi.Int64)
+			return err
+		})
+		if err != nil {
+			return evicted, fmt.Errorf("evict log %s below offset %d: %w", l.dir, boundary.Int64, err)
+		}
+		evicted += n
+		if groups < evictChunkGroups {
+			return evicted, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return evicted, err
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/apache/arrow-go/v18/arrow"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/streamcast/streamcast/pkg/schema"
+)
+
+// createLog makes a fresh log in a temp dir and closes it at cleanup.
+func createLog(t testing.TB, sch *schema.Schema, cfg Config) *Log {
+	t.Helper()
+	l, err := Create(filepath.Join(t.TempDir(), "s", "log"), sch, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// openLog opens dir in mode and closes it at cleanup.
+func openLog(t testing.TB, dir string, mode Mode) *Log {
+	t.Helper()
+	l, err := Open(dir, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// anyRow is the canonical row the tests append for a tag.
+func anyRow(tag string) []byte {
+	return fmt.Appendf(nil, `{"tag":%q,"pad":"%s"}`, tag, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")
+}
+
+// batch returns n rows tagged prefix-0 … prefix-(n-1).
+func batch(prefix string, n int) [][]byte {
+	rows := make([][]byte, n)
+	for i := range rows {
+		rows[i] = anyRow(fmt.Sprintf("%s-%d", prefix, i))
+	}
+	return rows
+}
+
+type scanned struct {
+	off, ts int64
+	row     string
+}
+
+// scanAll returns every row Scan yields for [from, to).
+func scanAll(t testing.TB, l *Log, from, to int64) []scanned {
+	t.Helper()
+	out, err := scanRange(l, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func scanRange(l *Log, from, to int64) ([]scanned, error) {
+	var out []scanned
+	err := l.Scan(context.Background(), from, to, nil, func(off, ts int64, row []byte) error {
+		out = append(out, scanned{off, ts, string(row)})
+		return nil
+	})
+	return out, err
+}
+
+// expectation is what a test appended: offset → row bytes and ts.
+type expectation map[int64]scanned
+
+func (e expectation) add(first, ts int64, rows [][]byte) {
+	for i, r := range rows {
+		off := first + int64(i)
+		e[off] = scanned{off, ts, string(r)}
+	}
+}
+
+// check verifies that got is exactly e restricted to [from, to), in order.
+func (e expectation) check(got []scanned, from, to int64) error {
+	want := from
+	for _, s := range got {
+		if s.off != want {
+			return fmt.Errorf("scan of [%d,%d) yielded offset %d where %d was expected", from, to, s.off, want)
+		}
+		w, ok := e[s.off]
+		if !ok {
+			return fmt.Errorf("scan yielded offset %d, which was never acknowledged", s.off)
+		}
+		if w != s {
+			return fmt.Errorf("offset %d: got (ts %d) %s, want (ts %d) %s", s.off, s.ts, s.row, w.ts, w.row)
+		}
+		want++
+	}
+	if want != to {
+		return fmt.Errorf("scan of [%d,%d) stopped at %d", from, to, want)
+	}
+	return nil
+}
+
+// checkFilesDir verifies that files/ holds exactly the completed files.
+func checkFilesDir(t testing.TB, l *Log) {
+	t.Helper()
+	known := map[string]bool{}
+	rows, err := l.rdb.Query(`SELECT name FROM files`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		known[n] = true
+	}
+	rows.Close()
+	entries, err := os.ReadDir(filepath.Join(l.dir, filesDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var extra []string
+	for _, e := range entries {
+		if !known[e.Name()] {
+			extra = append(extra, e.Name())
+		}
+		delete(known, e.Name())
+	}
+	sort.Strings(extra)
+	if len(extra) > 0 || len(known) > 0 {
+		t.Fatalf("files/ holds unrecorded %v; records name missing %v", extra, known)
+	}
+}
+
+// checkNoOverlap verifies that completed files tile a prefix of the
+// offsets without gaps or overlaps, and that buffer groups never start
+// inside a file twice over.
+func checkNoOverlap(t testing.TB, l *Log) {
+	t.Helper()
+	rows, err := l.rdb.Query(`SELECT start_offset, end_offset FROM files ORDER BY start_offset`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	prev := int64(1)
+	for rows.Next() {
+		var s, e int64
+		if err := rows.Scan(&s, &e); err != nil {
+			t.Fatal(err)
+		}
+		if s != prev || e <= s {
+			t.Fatalf("file [%d,%d) follows a file ending at %d", s, e, prev)
+		}
+		prev = e
+	}
+}
+
+func isRange(err error) bool {
+	var re *RangeError
+	return errors.As(err, &re)
+}
+
+func schemaAny() *schema.Schema { return schema.Any() }
+
+type arrowRecord = arrow.Record

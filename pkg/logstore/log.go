@@ -1,0 +1,410 @@
+package logstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/streamcast/streamcast/pkg/schema"
+)
+
+// DefaultTargetSealBytes is the Arrow size a seal aims for when Config leaves
+// TargetSealBytes at zero.
+const DefaultTargetSealBytes = 8 << 20
+
+// Names of the columns every sealed file carries before the declared ones,
+// and of the single column that holds rows of a stream without a schema.
+const (
+	OffsetColumn = "streamcast_offset"
+	TSColumn     = "streamcast_ts"
+	RowColumn    = "streamcast_row"
+)
+
+// Config is a log's configuration, stored in buffer.db at Create and read
+// back by Open. It never changes for the life of the log.
+type Config struct {
+	// SortBy names declared scalar columns that order rows within a sealed
+	// file (then offset). Empty means offset order.
+	SortBy []string `json:"sort_by"`
+	// TargetSealBytes is the Arrow size of the rows one seal cuts into a
+	// file; 0 means DefaultTargetSealBytes. Seals cut at commit-group
+	// boundaries, so a file may be larger by up to one group.
+	TargetSealBytes int64 `json:"target_seal_bytes"`
+}
+
+// withDefaults fills zero fields with their defaults.
+func (c Config) withDefaults() Config {
+	if c.TargetSealBytes == 0 {
+		c.TargetSealBytes = DefaultTargetSealBytes
+	}
+	if c.SortBy == nil {
+		c.SortBy = []string{}
+	}
+	return c
+}
+
+// validate checks c against the log's schema.
+func (c Config) validate(sch *schema.Schema) error {
+	if c.TargetSealBytes < 0 {
+		return fmt.Errorf("target_seal_bytes is %d; it must be positive (or 0 for the default %d)", c.TargetSealBytes, DefaultTargetSealBytes)
+	}
+	seen := map[string]bool{}
+	for _, name := range c.SortBy {
+		if seen[name] {
+			return fmt.Errorf("sort_by names %q twice", name)
+		}
+		seen[name] = true
+		if sch.IsAny() {
+			return fmt.Errorf("sort_by names %q, but a stream without a schema has no columns to sort by", name)
+		}
+		i, ok := sch.ColumnIndex(name)
+		if !ok {
+			return fmt.Errorf("sort_by names %q, which is not a column of the schema", name)
+		}
+		if !sortable(sch.Columns()[i].Type) {
+			return fmt.Errorf("sort_by names %q of type %s; only scalar columns (integers, numbers, booleans, strings, binary) can order a file", name, sch.Columns()[i].Type)
+		}
+	}
+	return nil
+}
+
+// Mode says what a handle may do with a log.
+type Mode int
+
+const (
+	// ReadOnly handles take no lock and never write.
+	ReadOnly Mode = iota
+	// Maintainer handles may Seal and Evict (bookkeeping writes in
+	// buffer.db, each step under its own role lock) but never Append.
+	Maintainer
+	// Writer is the one appending handle (I7): it holds an exclusive flock
+	// on <log>/lock for its whole life. It may also Seal and Evict.
+	Writer
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ReadOnly:
+		return "read-only"
+	case Maintainer:
+		return "maintainer"
+	case Writer:
+		return "writer"
+	}
+	return fmt.Sprintf("mode(%d)", int(m))
+}
+
+// Log is one open log. Its methods are safe for concurrent use.
+type Log struct {
+	dir    string
+	mode   Mode
+	sch    *schema.Schema
+	cfg    Config
+	fileSc *arrow.Schema // schema of sealed files: offset, ts, then the declared (or row) columns
+
+	lock *fileLock // writer lock (Writer mode only)
+
+	// wmu serialises everything done on wconn: SQLite transactions on one
+	// connection must not interleave, and a SELECT issued while another
+	// goroutine's transaction is open would silently join it.
+	wmu    sync.Mutex
+	wdb    *sql.DB   // nil in ReadOnly mode
+	wconn  *sql.Conn // the single connection every write goes through
+	stmts  writeStmts
+	next   int64  // next offset to assign; Writer only, guarded by wmu
+	packed []byte // reused packing buffer, guarded by wmu
+
+	rdb *sql.DB // reads: scans, extents, seal input
+
+	sealMu  sync.Mutex // one seal at a time within this process
+	evictMu sync.Mutex // one evict at a time within this process
+
+	closed atomic.Bool
+}
+
+// Schema returns the log's schema.
+func (l *Log) Schema() *schema.Schema { return l.sch }
+
+// Config returns the log's configuration, defaults filled in.
+func (l *Log) Config() Config {
+	c := l.cfg
+	c.SortBy = slices.Clone(c.SortBy)
+	return c
+}
+
+// Dir returns the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Mode returns the mode the log was opened in.
+func (l *Log) Mode() Mode { return l.mode }
+
+const (
+	bufferFile = "buffer.db"
+	lockFile   = "lock"
+	filesDir   = "files"
+	formatV1   = 1
+)
+
+// Create makes a new log in dir (which must not exist or be empty) with the
+// given schema and config, and returns it opened as the Writer.
+func Create(dir string, sch *schema.Schema, cfg Config) (*Log, error) {
+	if sch == nil {
+		return nil, fmt.Errorf("create log %s: no schema given (use schema.Any() for a stream without one)", dir)
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(sch); err != nil {
+		return nil, fmt.Errorf("create log %s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir)
+	switch {
+	case err == nil && len(entries) > 0:
+		return nil, fmt.Errorf("create log %s: the directory exists and is not empty; a log is never created over existing data (open it instead)", dir)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("create log %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, filesDir), 0o755); err != nil {
+		return nil, fmt.Errorf("create log %s: %w", dir, err)
+	}
+	lk, err := tryLock(filepath.Join(dir, lockFile))
+	if err != nil {
+		return nil, fmt.Errorf("create log %s: %w", dir, err)
+	}
+	// Another Create may have raced us into the empty directory; the lock
+	// decides, and the loser finds buffer.db.
+	if _, err := os.Stat(filepath.Join(dir, bufferFile)); err == nil {
+		lk.release()
+		return nil, fmt.Errorf("create log %s: a log already exists there; open it instead", dir)
+	}
+	// From here on everything in dir is ours: undo it on failure, so a
+	// retried Create does not find a half-made log in its way.
+	undo := func(err error) (*Log, error) {
+		for _, name := range []string{bufferFile, bufferFile + "-wal", bufferFile + "-shm", filesDir} {
+			_ = os.RemoveAll(filepath.Join(dir, name))
+		}
+		lk.release()
+		_ = os.Remove(filepath.Join(dir, lockFile))
+		return nil, fmt.Errorf("create log %s: %w", dir, err)
+	}
+	if err := initBuffer(dir, sch, cfg); err != nil {
+		return undo(err)
+	}
+	if err := syncDir(dir); err != nil {
+		return undo(err)
+	}
+	l, err := open(dir, Writer, lk)
+	if err != nil {
+		return undo(err)
+	}
+	return l, nil
+}
+
+// Open opens the existing log in dir. A Writer takes the log's lock file and
+// fails at once, naming the holder's pid, when another process holds it.
+// Writer and Maintainer opens recover an interrupted seal when no other
+// process is sealing.
+func Open(dir string, mode Mode) (*Log, error) {
+	if mode != ReadOnly && mode != Maintainer && mode != Writer {
+		return nil, fmt.Errorf("open log %s: unknown mode %d", dir, int(mode))
+	}
+	if _, err := os.Stat(filepath.Join(dir, bufferFile)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open log %s: no log there (%s is missing): %w", dir, filepath.Join(dir, bufferFile), fs.ErrNotExist)
+		}
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	var lk *fileLock
+	if mode == Writer {
+		var err error
+		lk, err = tryLock(filepath.Join(dir, lockFile))
+		if err != nil {
+			return nil, fmt.Errorf("open log %s for writing: %w", dir, err)
+		}
+	}
+	l, err := open(dir, mode, lk)
+	if err != nil {
+		lk.release()
+		return nil, err
+	}
+	return l, nil
+}
+
+// open does the work shared by Create and Open; lk is the writer lock in
+// Writer mode.
+func open(dir string, mode Mode, lk *fileLock) (*Log, error) {
+	l := &Log{dir: dir, mode: mode, lock: lk}
+	var err error
+	l.rdb, err = openDB(filepath.Join(dir, bufferFile), false)
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	l.rdb.SetMaxOpenConns(4)
+	l.rdb.SetMaxIdleConns(4)
+	fail := func(err error) (*Log, error) {
+		l.closeDBs()
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	ctx := context.Background()
+	m, err := readMeta(ctx, l.rdb)
+	if err != nil {
+		return fail(err)
+	}
+	l.sch, l.cfg = m.schema, m.config
+	l.fileSc = fileSchema(l.sch)
+	if mode != ReadOnly {
+		l.wdb, err = openDB(filepath.Join(dir, bufferFile), true)
+		if err != nil {
+			return fail(err)
+		}
+		l.wdb.SetMaxOpenConns(1)
+		l.wconn, err = l.wdb.Conn(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		if err := l.prepare(ctx); err != nil {
+			return fail(err)
+		}
+		if mode == Writer {
+			l.next = m.next
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filesDir), 0o755); err != nil {
+			return fail(err)
+		}
+		// Finish what a crashed sealer left, unless a live one is at it.
+		if err := l.recoverIfIdle(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	return l, nil
+}
+
+// Close releases the log's connections and, for the Writer, its lock.
+func (l *Log) Close() error {
+	if l.closed.Swap(true) {
+		return nil
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	err := l.closeDBs()
+	l.lock.release()
+	if err != nil {
+		return fmt.Errorf("close log %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// closeDBs closes the connections. The fields keep their (closed) values so
+// that a call racing Close gets an error from database/sql, never a nil
+// pointer.
+func (l *Log) closeDBs() error {
+	var errs []error
+	l.stmts.close()
+	if l.wconn != nil {
+		errs = append(errs, l.wconn.Close())
+	}
+	if l.wdb != nil {
+		errs = append(errs, l.wdb.Close())
+	}
+	if l.rdb != nil {
+		errs = append(errs, l.rdb.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (l *Log) checkOpen() error {
+	if l.closed.Load() {
+		return fmt.Errorf("log %s: %w", l.dir, ErrClosed)
+	}
+	return nil
+}
+
+// meta is what buffer.db's meta table says about the log.
+type meta struct {
+	schema *schema.Schema
+	config Config
+	next   int64
+}
+
+func readMeta(ctx context.Context, db *sql.DB) (meta, error) {
+	var m meta
+	rows, err := db.QueryContext(ctx, `SELECT k, v FROM meta`)
+	if err != nil {
+		return m, fmt.Errorf("read buffer.db: %w (was the log fully created?)", err)
+	}
+	defer rows.Close()
+	kv := map[string]any{}
+	for rows.Next() {
+		var k string
+		var v any
+		if err := rows.Scan(&k, &v); err != nil {
+			return m, fmt.Errorf("read buffer.db meta: %w", err)
+		}
+		kv[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return m, fmt.Errorf("read buffer.db meta: %w", err)
+	}
+	format, _ := kv["format"].(int64)
+	if format != formatV1 {
+		return m, fmt.Errorf("buffer.db has format %v; this streamcast reads format %d", kv["format"], formatV1)
+	}
+	schemaJSON := metaBytes(kv["schema"])
+	kind := string(metaBytes(kv["schema_kind"]))
+	switch kind {
+	case "any":
+		m.schema = schema.Any()
+	case "declared":
+		m.schema, err = schema.Compile(schemaJSON)
+		if err != nil {
+			return m, fmt.Errorf("the schema stored in buffer.db does not compile: %w", err)
+		}
+	default:
+		return m, fmt.Errorf("buffer.db meta has schema_kind %q; expected \"any\" or \"declared\"", kind)
+	}
+	if err := json.Unmarshal(metaBytes(kv["config"]), &m.config); err != nil {
+		return m, fmt.Errorf("the config stored in buffer.db is not valid JSON: %w", err)
+	}
+	m.config = m.config.withDefaults()
+	next, ok := kv["next_offset"].(int64)
+	if !ok || next < 1 {
+		return m, fmt.Errorf("buffer.db meta has next_offset %v; expected a positive integer", kv["next_offset"])
+	}
+	m.next = next
+	return m, nil
+}
+
+func metaBytes(v any) []byte {
+	switch v := v.(type) {
+	case []byte:
+		return v
+	case string:
+		return []byte(v)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory so entries created or removed in it survive a
+// crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	return nil
+}

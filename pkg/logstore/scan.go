@@ -1,0 +1,344 @@
+package logstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/streamcast/streamcast/pkg/schema"
+)
+
+// Extent returns the offsets the log can serve, [earliest, end): end is the
+// next offset Append will assign, earliest the lowest offset still held by
+// a file or the buffer (end when the log holds nothing).
+func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
+	if err := l.checkOpen(); err != nil {
+		return 0, 0, err
+	}
+	tx, err := l.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return 0, 0, fmt.Errorf("read extent of log %s: %w", l.dir, err)
+	}
+	defer tx.Rollback()
+	var fmin, gmin sql.NullInt64
+	err = tx.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'next_offset'`).Scan(&end)
+	if err == nil {
+		err = tx.QueryRowContext(ctx, `SELECT min(start_offset) FROM files`).Scan(&fmin)
+	}
+	if err == nil {
+		err = tx.QueryRowContext(ctx, `SELECT min(first) FROM groups`).Scan(&gmin)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("read extent of log %s: %w", l.dir, err)
+	}
+	switch {
+	case fmin.Valid:
+		earliest = fmin.Int64
+	case gmin.Valid:
+		earliest = gmin.Int64
+	default:
+		earliest = end
+	}
+	return earliest, end, nil
+}
+
+// Scan calls fn for every row in [from, to) that f matches (nil matches
+// all), in offset order, with its offset, streamcast_ts and canonical bytes:
+// the very bytes Append was given, whether the row now sits in the buffer
+// or in a sealed file (I4). row is valid only during the call. A range
+// outside Extent returns a *RangeError; an error from fn stops the scan and
+// is returned as is.
+func (l *Log) Scan(ctx context.Context, from, to int64, f *schema.Filter, fn func(offset, ts int64, row []byte) error) error {
+	all := f == nil || f.All()
+	var buf []byte
+	isAny := l.sch.IsAny()
+	onFile := func(fr fileRec, d *fileData, lo, hi int64) error {
+		for off := lo; off < hi; off++ {
+			i := d.row(off)
+			if isAny {
+				b := stringBytes(d.decl[0].(*array.String), i)
+				if !all && !f.MatchCanonical(b) {
+					continue
+				}
+				if err := fn(off, d.ts[i], b); err != nil {
+					return err
+				}
+				continue
+			}
+			if !all && !f.MatchArrow(d.decl, i) {
+				continue
+			}
+			buf = l.sch.AppendJSON(buf[:0], d.decl, i)
+			if err := fn(off, d.ts[i], buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	onGroup := func(g *bufGroup, lo, hi int64) error {
+		u := unpacker{b: g.rows}
+		for off := g.first; off < hi; off++ {
+			row, ok, err := u.next()
+			if err != nil || !ok {
+				return fmt.Errorf("buffer group at offset %d ends before offset %d: %w", g.first, off, ErrCorrupt)
+			}
+			if off < lo || (!all && !f.MatchCanonical(row)) {
+				continue
+			}
+			if err := fn(off, g.ts, row); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return l.walk(ctx, from, to, f, onFile, onGroup, nil)
+}
+
+// stringBytes returns value i of a string array without copying.
+func stringBytes(a *array.String, i int) []byte {
+	offs := a.ValueOffsets()
+	return a.ValueBytes()[offs[i]-offs[0] : offs[i+1]-offs[0]]
+}
+
+// ScanArrow calls fn with Arrow records holding the rows in [from, to) in
+// offset order: streamcast_offset, streamcast_ts, then the declared columns
+// (a stream without a schema has one string column, streamcast_row). A
+// record is valid only during the call; Retain it to keep it.
+func (l *Log) ScanArrow(ctx context.Context, from, to int64, fn func(rec arrow.Record) error) error {
+	const batchRows = 64 << 10
+	bld := array.NewRecordBuilder(memory.DefaultAllocator, l.fileSc)
+	defer bld.Release()
+	offB := bld.Field(0).(*array.Int64Builder)
+	tsB := bld.Field(1).(*array.Int64Builder)
+	decl := bld.Fields()[2:]
+	pending := 0
+	flush := func() error {
+		if pending == 0 {
+			return nil
+		}
+		pending = 0
+		rec := bld.NewRecordBatch()
+		defer rec.Release()
+		return fn(rec)
+	}
+	onFile := func(fr fileRec, d *fileData, lo, hi int64) error {
+		if err := flush(); err != nil {
+			return err
+		}
+		var rec arrow.RecordBatch
+		if d.perm == nil {
+			rec = d.rec.NewSlice(lo-d.start, hi-d.start)
+		} else {
+			var err error
+			rec, err = takeRecord(d.rec, d.perm[lo-d.start:hi-d.start])
+			if err != nil {
+				return fmt.Errorf("reorder %s: %w", fr.name, err)
+			}
+		}
+		defer rec.Release()
+		return fn(rec)
+	}
+	onGroup := func(g *bufGroup, lo, hi int64) error {
+		u := unpacker{b: g.rows}
+		for off := g.first; off < hi; off++ {
+			row, ok, err := u.next()
+			if err != nil || !ok {
+				return fmt.Errorf("buffer group at offset %d ends before offset %d: %w", g.first, off, ErrCorrupt)
+			}
+			if off < lo {
+				continue
+			}
+			offB.Append(off)
+			tsB.Append(g.ts)
+			if l.sch.IsAny() {
+				decl[0].(*array.StringBuilder).BinaryBuilder.Append(row)
+			} else if err := l.sch.AppendArrow(decl, row); err != nil {
+				return fmt.Errorf("buffered row at offset %d does not convert to Arrow: %w: %w", off, err, ErrCorrupt)
+			}
+			pending++
+			if pending >= batchRows {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return l.walk(ctx, from, to, nil, onFile, onGroup, flush)
+}
+
+// walk visits [from, to) in offset order: completed files below the files'
+// end, buffered groups above it. The buffer is read in short chunks, each
+// its own read transaction, so a slow consumer never pins a snapshot. When
+// a chunk finds its rows evicted (a seal completed and an evict ran since
+// the file list was read) walk reloads the file records and reads those
+// offsets from the new file: no row is doubled or dropped by maintenance
+// running concurrently, in this process or another.
+func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
+	onFile func(fileRec, *fileData, int64, int64) error,
+	onGroup func(*bufGroup, int64, int64) error,
+	done func() error) error {
+	earliest, end, err := l.Extent(ctx)
+	if err != nil {
+		return err
+	}
+	if from > to || from < earliest || to > end {
+		if from == to && from >= earliest && from <= end {
+			return nil
+		}
+		return &RangeError{From: from, To: to, Earliest: earliest, End: end}
+	}
+	files, err := l.filesIn(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	var chunk bufChunk
+	next := from
+	reloaded := false
+	for next < to {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if fr, ok := findFile(files, next); ok {
+			hi := min(fr.end, to)
+			if fr.mayMatch(f) {
+				d, err := l.readFile(ctx, fr)
+				if err != nil {
+					return err
+				}
+				err = onFile(fr, d, next, hi)
+				d.release()
+				if err != nil {
+					return err
+				}
+			}
+			next, reloaded = hi, false
+			continue
+		}
+		reached, err := l.readChunk(ctx, &chunk, next, to)
+		if err != nil {
+			return err
+		}
+		for i := range chunk.groups {
+			g := &chunk.groups[i]
+			if err := onGroup(g, max(next, g.first), min(g.first+g.n, to)); err != nil {
+				return err
+			}
+		}
+		if reached > next {
+			next, reloaded = reached, false
+			continue
+		}
+		// Offset next is no longer buffered: a file completed since holds it.
+		if reloaded {
+			return fmt.Errorf("log %s: offset %d is in neither a sealed file nor the buffer: %w", l.dir, next, ErrCorrupt)
+		}
+		if files, err = l.filesIn(ctx, next, to); err != nil {
+			return err
+		}
+		reloaded = true
+	}
+	if done != nil {
+		return done()
+	}
+	return nil
+}
+
+// filesIn returns the records of completed files overlapping [from, to), in
+// offset order.
+func (l *Log) filesIn(ctx context.Context, from, to int64) ([]fileRec, error) {
+	rows, err := l.rdb.QueryContext(ctx, `SELECT start_offset, end_offset, name, row_count, stats FROM files
+		WHERE end_offset > ? AND start_offset < ? ORDER BY start_offset`, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("read file records of log %s: %w", l.dir, err)
+	}
+	defer rows.Close()
+	var out []fileRec
+	for rows.Next() {
+		var fr fileRec
+		if err := rows.Scan(&fr.start, &fr.end, &fr.name, &fr.rows, &fr.stats); err != nil {
+			return nil, fmt.Errorf("read file records of log %s: %w", l.dir, err)
+		}
+		out = append(out, fr)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read file records of log %s: %w", l.dir, err)
+	}
+	return out, nil
+}
+
+func findFile(files []fileRec, off int64) (fileRec, bool) {
+	for _, fr := range files {
+		if fr.start <= off && off < fr.end {
+			return fr, true
+		}
+	}
+	return fileRec{}, false
+}
+
+// bufChunk holds one read of consecutive buffered groups; its byte slices
+// are reused from read to read.
+type bufChunk struct {
+	groups []bufGroup
+	data   []byte
+}
+
+// Bounds on one buffer read: enough rows that the query's cost vanishes per
+// row, few enough that memory stays small.
+// (Variables so tests can shrink them and make scans cross many reads.)
+var (
+	chunkGroups = 1024
+	chunkBytes  = 1 << 20
+)
+
+// readChunk reads consecutive groups starting with the one holding offset
+// next and ending before to, and returns the offset after the last group
+// read. It returns next itself when that offset is no longer buffered.
+func (l *Log) readChunk(ctx context.Context, c *bufChunk, next, to int64) (int64, error) {
+	c.groups = c.groups[:0]
+	c.data = c.data[:0]
+	rows, err := l.rdb.QueryContext(ctx, `SELECT first, n, ts, rows FROM groups
+		WHERE first >= (SELECT coalesce(max(first), ?1) FROM groups WHERE first <= ?1) AND first < ?2
+		ORDER BY first LIMIT ?3`, next, to, chunkGroups)
+	if err != nil {
+		return 0, fmt.Errorf("read buffer of log %s: %w", l.dir, err)
+	}
+	defer rows.Close()
+	reached := next
+	type span struct{ lo, hi int }
+	var spans []span
+	for rows.Next() {
+		var g bufGroup
+		var raw sql.RawBytes
+		if err := rows.Scan(&g.first, &g.n, &g.ts, &raw); err != nil {
+			return 0, fmt.Errorf("read buffer of log %s: %w", l.dir, err)
+		}
+		if len(c.groups) == 0 {
+			if g.first > next || g.first+g.n <= next {
+				break // next was evicted (or never buffered)
+			}
+		} else if g.first != reached {
+			break // not contiguous: stop, the caller resumes from reached
+		}
+		lo := len(c.data)
+		c.data = append(c.data, raw...)
+		spans = append(spans, span{lo, len(c.data)})
+		c.groups = append(c.groups, g)
+		reached = g.first + g.n
+		if len(c.data) >= chunkBytes {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return 0, fmt.Errorf("read buffer of log %s: %w", l.dir, err)
+	}
+	for i := range c.groups {
+		c.groups[i].rows = c.data[spans[i].lo:spans[i].hi]
+	}
+	return reached, nil
+}
