@@ -130,6 +130,9 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 	root.AddCommand(
 		newVersionCmd(a),
 		newConfigCmd(a),
+		newServeCmd(a),
+		newBenchCmd(a),
+		newMaintainCmd(a),
 	)
 
 	root.InitDefaultCompletionCmd() // now, so the man pages and strictArgs see it

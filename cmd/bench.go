@@ -1,0 +1,139 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+func newBenchCmd(a *app) *cobra.Command {
+	var (
+		cfg    wire.BenchConfig
+		tsUnit string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench URL",
+		Short: "Load a running server with publishers and subscribers and report rates and latencies",
+		Long: `Load a running server's stream with publishers and subscribers, then report
+what it sustained: publish rows/s and ack latency, frames delivered/s and
+publish→receive latency, drops (4429) and gaps, and the server's CPU seconds
+(read from its /stats).
+
+URL names a durable stream, e.g. ws://127.0.0.1:8765/demo. Rows are generated
+from the stream's schema (from the greeting), with the send time in an int64
+column (--ts-column, default ` + "`event_ts`" + `). Subscribers attach live before
+publishers start; after --duration, publishers stop, subscribers catch up, and
+the report is written: a table on a terminal, JSON with --json or when stdout
+is not a terminal.
+
+Run the server and bench on the same machine for latencies: both read the same
+clock.`,
+		Example: `  streamcast bench --publishers 8 --rows-per-frame 100 --duration 10s ws://127.0.0.1:8765/demo
+  streamcast bench --publishers 1 --rate 20000 --subscribers 100 --json ws://127.0.0.1:8765/demo`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) (rerr error) {
+			cfg.URL = args[0]
+			switch tsUnit {
+			case "us", "µs":
+			case "ns":
+				cfg.TSNanos = true
+			default:
+				return usageError{fmt.Errorf("--ts-unit is %q; give us or ns", tsUnit)}
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			res, err := wire.Bench(cmd.Context(), cfg)
+			if err != nil && (res.DurationS == 0 || !errors.Is(err, context.Canceled)) {
+				return err
+			}
+			// An interrupted run still reports what it measured, then fails.
+			defer func() {
+				if err != nil && rerr == nil {
+					rerr = fmt.Errorf("bench interrupted after %.1f s: %w", res.DurationS, err)
+				}
+			}()
+			if asJSON || !benchOnTerminal(a.stdout) {
+				out, err := json.Marshal(res)
+				if err != nil {
+					return fmt.Errorf("encode bench result: %w", err)
+				}
+				_, err = fmt.Fprintf(a.stdout, "%s\n", out)
+				return err
+			}
+			return writeBenchTable(a.stdout, res)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Publishers, "publishers", 1, "publisher connections")
+	f.IntVar(&cfg.RowsPerFrame, "rows-per-frame", 1, "rows per publish frame (more than 1 sends batches)")
+	f.Float64Var(&cfg.Rate, "rate", 0, "total rows/s across publishers (0 = as fast as the server acknowledges)")
+	f.IntVar(&cfg.Subscribers, "subscribers", 1, "subscriber connections")
+	f.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long publishers send")
+	f.StringVar(&cfg.TSColumn, "ts-column", "event_ts", "int64 `column` that carries each row's send time")
+	f.StringVar(&tsUnit, "ts-unit", "us", "unit of the send time: us or ns")
+	f.IntVar(&cfg.MaxInFlight, "max-in-flight", wire.DefaultMaxInFlight, "publish frames each publisher keeps unanswered")
+	f.DurationVar(&cfg.Drain, "drain", 10*time.Second, "after publishing stops, how long subscribers may take to catch up")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object, even on a terminal")
+	_ = cmd.RegisterFlagCompletionFunc("ts-unit", cobra.FixedCompletions([]string{"us", "ns"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// writeBenchTable prints the result as aligned text.
+func writeBenchTable(w io.Writer, r wire.BenchResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	rate := "max"
+	if r.TargetRate > 0 {
+		rate = fmt.Sprintf("%.0f rows/s", r.TargetRate)
+	}
+	lat := func(l wire.Latency) string {
+		if l.Count == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("p50 %.3f ms  p99 %.3f ms  max %.3f ms", l.P50, l.P99, l.Max)
+	}
+	cpu := "not reported by /stats"
+	if r.ServerCPUSeconds >= 0 {
+		cpu = fmt.Sprintf("%.2f s (%.0f%% of a core)", r.ServerCPUSeconds, r.ServerCPUPercent)
+	}
+	rows := [][2]string{
+		{"stream", fmt.Sprintf("%s (%s)", r.Stream, r.URL)},
+		{"load", fmt.Sprintf("%d publishers × %d rows/frame at %s, %d subscribers, %.1f s", r.Publishers, r.RowsPerFrame, rate, r.Subscribers, r.DurationS)},
+		{"published", fmt.Sprintf("%d rows, %.0f rows/s, %d errors", r.RowsPublished, r.PublishRowsPerS, r.PublishErrors)},
+		{"ack latency", lat(r.AckLatency)},
+		{"delivered", fmt.Sprintf("%d frames, %.0f frames/s", r.FramesDelivered, r.DeliveredPerS)},
+		{"publish→receive", lat(r.DeliveryLatency)},
+		{"drops", fmt.Sprintf("%d too slow (4429), %d gaps, %d missing, %d subscriber errors", r.Drops, r.Gaps, r.Missing, r.SubscriberErrors)},
+		{"server CPU", cpu},
+		{"bench CPU", fmt.Sprintf("%.2f s (%.0f%% of a core)", r.ClientCPUSeconds, r.ClientCPUPercent)},
+	}
+	if r.FirstErrorMessage != "" {
+		rows = append(rows, [2]string{"first error", r.FirstErrorMessage})
+	}
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], strings.ReplaceAll(row[1], "\t", " "))
+	}
+	return tw.Flush()
+}
+
+// benchOnTerminal reports whether w is a terminal.
+func benchOnTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

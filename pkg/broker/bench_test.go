@@ -1,0 +1,117 @@
+package broker
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// publishPipelined sends frames rows-per-frame rows each, keeping up to
+// window frames unanswered, and waits for every reply.
+func publishPipelined(b *testing.B, p *pubConn, frames, rowsPerFrame, window int) {
+	sem := make(chan struct{}, window)
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < frames; i++ {
+			if _, err := p.reply(); err != nil {
+				done <- err
+				return
+			}
+			<-sem
+		}
+		done <- nil
+	}()
+	msg := []byte(trade(1))
+	if rowsPerFrame > 1 {
+		msg = []byte(batch(1, rowsPerFrame))
+	}
+	for i := 0; i < frames; i++ {
+		sem <- struct{}{}
+		if err := p.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkPublishOneRowFrames(b *testing.B) {
+	srv := startServer(b, testConfig(b))
+	p := dialPublisher(b, srv, "trades")
+	b.ResetTimer()
+	start := time.Now()
+	publishPipelined(b, p, b.N, 1, 64)
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
+}
+
+func BenchmarkPublish8x100RowFrames(b *testing.B) {
+	srv := startServer(b, testConfig(b))
+	var ps []*pubConn
+	for i := 0; i < 8; i++ {
+		ps = append(ps, dialPublisher(b, srv, "trades"))
+	}
+	frames := b.N/800 + 1
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Add(1)
+		go func() { defer wg.Done(); publishPipelined(b, p, frames, 100, 64) }()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(frames*800)/time.Since(start).Seconds(), "rows/s")
+}
+
+func BenchmarkFanOut100(b *testing.B) {
+	cfg := testConfig(b)
+	cfg.Limits.MaxBacklog = 1 << 20
+	srv := startServer(b, cfg)
+	const nsubs = 100
+	var wg sync.WaitGroup
+	rows := (b.N/nsubs/100 + 1) * 100
+	for i := 0; i < nsubs; i++ {
+		ws, _ := mustDial(b, wsURL(srv, "/trades"))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < rows; i++ {
+				if _, _, err := ws.ReadMessage(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	p := dialPublisher(b, srv, "trades")
+	b.ResetTimer()
+	start := time.Now()
+	publishPipelined(b, p, rows/100, 100, 64)
+	wg.Wait()
+	el := time.Since(start)
+	b.ReportMetric(float64(rows*nsubs)/el.Seconds(), "frames/s")
+	b.ReportMetric(float64(rows)/el.Seconds(), "rows/s")
+}
+
+func BenchmarkReplay100k(b *testing.B) {
+	cfg := testConfig(b)
+	cfg.Streams[0].MaxReplay = nil
+	srv := startServer(b, cfg)
+	p := dialPublisher(b, srv, "trades")
+	publishPipelined(b, p, 1000, 100, 64)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		ws, g := mustDial(b, wsURL(srv, "/trades?offset=1"))
+		n := g.Replay.End - g.Replay.Start
+		for j := int64(0); j < n; j++ {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ws.Close()
+	}
+	b.ReportMetric(float64(b.N*100000)/time.Since(start).Seconds(), "rows/s")
+}

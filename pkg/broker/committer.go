@@ -1,0 +1,187 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// maxGroupRows caps the rows one group commit takes, so one transaction stays
+// short and the frames of a group reach subscribers promptly.
+const maxGroupRows = 10000
+
+// job is one publish frame waiting for the committer: its rows (canonical
+// bytes, validated on the publisher's goroutine) and where its reply goes.
+type job struct {
+	rows  [][]byte
+	one   [1][]byte // storage for rows of a one-row frame
+	pub   *publisher
+	reply *replySlot
+}
+
+// inbox holds the jobs of a durable stream until its committer takes them.
+// rows counts the rows queued or being committed, bounded by max_inbound.
+type inbox struct {
+	mu       sync.Mutex
+	nonEmpty sync.Cond // the committer waits for jobs
+	room     sync.Cond // publishers wait for room under max_inbound
+	jobs     []*job
+	rows     int
+	max      int
+	closed   bool // no more jobs: the committer drains and exits
+	stopping bool // shutdown: publishers stop waiting for room
+}
+
+func (in *inbox) init(max int) {
+	in.nonEmpty.L = &in.mu
+	in.room.L = &in.mu
+	in.max = max
+}
+
+// put queues j, waiting while the stream holds max_inbound rows (a frame
+// larger than the bound goes alone, when the inbox is empty). It reports false
+// when the inbox is closed.
+func (in *inbox) put(j *job) bool {
+	n := len(j.rows)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for !in.closed && !in.stopping && in.rows > 0 && in.rows+n > in.max {
+		in.room.Wait()
+	}
+	if in.closed {
+		return false
+	}
+	in.jobs = append(in.jobs, j)
+	in.rows += n
+	in.nonEmpty.Signal()
+	return true
+}
+
+// take waits for jobs and returns them: everything queued (up to
+// maxGroupRows, at least one job) with group commit, else one job. It returns
+// nil once the inbox is closed and empty.
+func (in *inbox) take(group bool, dst []*job) []*job {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for len(in.jobs) == 0 && !in.closed {
+		in.nonEmpty.Wait()
+	}
+	if len(in.jobs) == 0 {
+		return nil
+	}
+	k := 1
+	if group {
+		rows := len(in.jobs[0].rows)
+		for k < len(in.jobs) && rows+len(in.jobs[k].rows) <= maxGroupRows {
+			rows += len(in.jobs[k].rows)
+			k++
+		}
+	}
+	dst = append(dst[:0], in.jobs[:k]...)
+	rest := copy(in.jobs, in.jobs[k:])
+	clear(in.jobs[rest:])
+	in.jobs = in.jobs[:rest]
+	return dst
+}
+
+// release gives back the room of n committed (or failed) rows.
+func (in *inbox) release(n int) {
+	in.mu.Lock()
+	in.rows -= n
+	in.room.Broadcast()
+	in.mu.Unlock()
+}
+
+// close stops the inbox: queued jobs are still taken, new ones refused.
+func (in *inbox) close() {
+	in.mu.Lock()
+	in.closed = true
+	in.nonEmpty.Broadcast()
+	in.room.Broadcast()
+	in.mu.Unlock()
+}
+
+// stop releases publishers waiting for room (shutdown: what they hold is
+// accepted and committed, the bound notwithstanding).
+func (in *inbox) stop() {
+	in.mu.Lock()
+	in.stopping = true
+	in.room.Broadcast()
+	in.mu.Unlock()
+}
+
+// committed is a group the committer appended (or failed to), on its way to
+// the deliverer.
+type committed struct {
+	jobs  []*job
+	rows  [][]byte
+	first int64
+	ts    int64
+	err   error
+}
+
+// commit runs a durable stream's committer until its inbox is closed and
+// drained: take what is queued and append it in one transaction (fsync),
+// then hand the group to the deliverer, which under the fan-out lock
+// advances the frontier and offers the frames, then answers each publisher
+// in the order it sent (I3: commit, fan out, ack). The hand-off is one FIFO,
+// so groups are delivered in commit order (I1), and the next group's fsync
+// overlaps the previous group's fan-out.
+func (s *stream) commit() {
+	groups := make(chan committed, 2)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for g := range groups {
+			s.deliverGroup(g)
+		}
+	}()
+	defer func() {
+		close(groups)
+		<-done
+	}()
+	var jobs []*job
+	for {
+		jobs = s.inbox.take(s.cfg.GroupCommit, nil)
+		if jobs == nil {
+			return
+		}
+		n := 0
+		for _, j := range jobs {
+			n += len(j.rows)
+		}
+		rows := make([][]byte, 0, n)
+		for _, j := range jobs {
+			rows = append(rows, j.rows...)
+		}
+		ts := time.Now().UnixMicro()
+		// Never cancelled: rows accepted before a shutdown are committed
+		// and acknowledged during it.
+		first, err := s.log.Append(context.Background(), rows, ts, nil)
+		groups <- committed{jobs: jobs, rows: rows, first: first, ts: ts, err: err}
+	}
+}
+
+// deliverGroup fans a committed group out and acknowledges it (or answers
+// commit_failed for every frame of a group that failed).
+func (s *stream) deliverGroup(g committed) {
+	if g.err != nil {
+		s.srv.logger.Error("commit failed", "stream", s.name, "rows", len(g.rows), "err", g.err)
+		detail := "the server could not commit these rows (" + g.err.Error() + "); nothing was committed, so sending them again is safe"
+		for _, j := range g.jobs {
+			j.pub.resolve(j.reply, errorReply(wire.ReplyCommitFailed, detail))
+		}
+		s.inbox.release(len(g.rows))
+		return
+	}
+	frames := encodeFrames(g.rows, g.first, g.ts)
+	s.deliver(frames, g.rows, g.first, g.first+int64(len(g.rows)))
+	off := g.first
+	for _, j := range g.jobs {
+		j.pub.resolve(j.reply, okReply(off, len(j.rows)))
+		off += int64(len(j.rows))
+	}
+	s.inbox.release(len(g.rows))
+}

@@ -1,0 +1,471 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/streamcast/streamcast/pkg/schema"
+)
+
+// Defaults, in one place. DefaultConfig and DefaultStream are built from them.
+const (
+	DefaultListen          = "127.0.0.1:8765"
+	DefaultRoot            = "./streamcast-data"
+	DefaultMaxBacklog      = 8192
+	DefaultMaxInbound      = 65536
+	DefaultMaxInFlight     = 64
+	DefaultMaxMessageBytes = 1 << 20
+	DefaultMaxReplay       = 100000
+)
+
+// Config is the server's configuration: what `streamcast serve` reads from
+// streamcast.yaml (viper only fills it from the environment and flags). Start
+// from DefaultConfig; Validate before use.
+type Config struct {
+	// Listen is the TCP address to serve on; ":0" picks a free port.
+	Listen string `yaml:"listen"`
+	// Root is the directory holding every durable stream's logs, at
+	// <root>/<stream>/<stream>/.
+	Root string `yaml:"root"`
+	// Limits bound memory per connection and per stream.
+	Limits Limits `yaml:"limits"`
+	// Streams are the streams served, each at /<name>.
+	Streams []StreamConfig `yaml:"streams"`
+}
+
+// Limits are the bounds that keep one client from costing the others.
+type Limits struct {
+	// MaxBacklog is the number of frames queued for one subscriber before it
+	// is dropped with 4429 (I5).
+	MaxBacklog int `yaml:"max_backlog"`
+	// MaxInbound is the number of rows queued for commit on one stream,
+	// across its publishers, before publishers are held back (their sockets
+	// stop being read).
+	MaxInbound int `yaml:"max_inbound"`
+	// MaxInFlight is the number of replies one publisher may be owed before
+	// the server stops reading its socket.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxMessageBytes is the largest publish frame accepted; larger ones
+	// close the connection with 1009.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+}
+
+// StreamConfig declares one stream. Start from DefaultStream: its zero value
+// is a live-only stream with unbounded replay, which is rarely what you mean.
+type StreamConfig struct {
+	// Name is the stream's name and URL path; "" is served at / (live-only
+	// streams only, since a durable stream's name names its directory).
+	Name string `yaml:"name"`
+	// Schema is the stream's JSON Schema (inline). Empty with no SchemaFile
+	// means no schema: any JSON object is relayed unchecked.
+	Schema RawJSON `yaml:"schema,omitempty"`
+	// SchemaFile is a file holding the JSON Schema (relative paths are
+	// resolved against the config file's directory). Exclusive with Schema.
+	SchemaFile string `yaml:"schema_file,omitempty"`
+	// SortBy names scalar columns that order rows within a sealed file.
+	SortBy []string `yaml:"sort_by,omitempty"`
+	// Durable streams commit every row to a log before delivering it; live-only
+	// ones relay rows with null offsets and refuse ?offset.
+	Durable bool `yaml:"durable"`
+	// GroupCommit lets rows queued while a commit is in flight share the next
+	// one; off, every publish frame is its own commit.
+	GroupCommit bool `yaml:"group_commit"`
+	// MaxReplay bounds how many rows back a subscriber may resume; nil is
+	// unbounded (YAML null).
+	MaxReplay *int64 `yaml:"max_replay"`
+	// ExactlyOnce lets publishers name themselves with publisher=ID.
+	ExactlyOnce bool `yaml:"exactly_once"`
+}
+
+// DefaultConfig returns the configuration with every default filled in and no
+// streams.
+func DefaultConfig() Config {
+	return Config{
+		Listen: DefaultListen,
+		Root:   DefaultRoot,
+		Limits: Limits{
+			MaxBacklog:      DefaultMaxBacklog,
+			MaxInbound:      DefaultMaxInbound,
+			MaxInFlight:     DefaultMaxInFlight,
+			MaxMessageBytes: DefaultMaxMessageBytes,
+		},
+	}
+}
+
+// DefaultStream returns a durable, group-committing stream named name with no
+// schema and max_replay 100000.
+func DefaultStream(name string) StreamConfig {
+	mr := int64(DefaultMaxReplay)
+	return StreamConfig{Name: name, Durable: true, GroupCommit: true, MaxReplay: &mr}
+}
+
+// DemoSchema is the schema of the embedded default's demo stream: a trade.
+const DemoSchema = `{
+  "type": "object",
+  "properties": {
+    "event_ts": {"type": "integer"},
+    "symbol":   {"type": "string"},
+    "price":    {"type": "number"},
+    "amount":   {"type": "number"},
+    "side":     {"type": "integer", "format": "int32"},
+    "trade_id": {"type": ["string", "null"]}
+  },
+  "required": ["event_ts", "symbol", "price", "amount", "side"]
+}`
+
+// EmbeddedConfig is what `streamcast serve` serves without --config: a durable
+// demo stream of trades under ./streamcast-data on 127.0.0.1:8765.
+func EmbeddedConfig() Config {
+	c := DefaultConfig()
+	demo := DefaultStream("demo")
+	demo.Schema = RawJSON(DemoSchema)
+	demo.SortBy = []string{"event_ts"}
+	c.Streams = []StreamConfig{demo}
+	return c
+}
+
+// RawJSON is a JSON document held as bytes. In YAML it may be written as YAML
+// (a mapping, converted to JSON with its key order kept: property order is
+// column order) or as a string holding JSON.
+type RawJSON []byte
+
+// UnmarshalYAML converts the node to JSON, keeping mapping key order.
+func (r *RawJSON) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		*r = RawJSON(n.Value)
+		return nil
+	}
+	b, err := nodeJSON(nil, n)
+	if err != nil {
+		return err
+	}
+	*r = b
+	return nil
+}
+
+// MarshalYAML writes the document as YAML (through its JSON value).
+func (r RawJSON) MarshalYAML() (any, error) {
+	if len(r) == 0 {
+		return nil, nil
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(r, &n); err != nil {
+		return string(r), nil
+	}
+	if len(n.Content) == 1 {
+		return n.Content[0], nil
+	}
+	return string(r), nil
+}
+
+// nodeJSON appends the JSON encoding of a YAML node.
+func nodeJSON(dst []byte, n *yaml.Node) ([]byte, error) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return append(dst, "null"...), nil
+		}
+		return nodeJSON(dst, n.Content[0])
+	case yaml.AliasNode:
+		return nodeJSON(dst, n.Alias)
+	case yaml.MappingNode:
+		dst = append(dst, '{')
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode {
+				return nil, fmt.Errorf("line %d: a JSON Schema key must be a string", k.Line)
+			}
+			kb, _ := json.Marshal(k.Value)
+			dst = append(dst, kb...)
+			dst = append(dst, ':')
+			var err error
+			if dst, err = nodeJSON(dst, n.Content[i+1]); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, '}'), nil
+	case yaml.SequenceNode:
+		dst = append(dst, '[')
+		for i, c := range n.Content {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = nodeJSON(dst, c); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, ']'), nil
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return append(dst, "null"...), nil
+		case "!!bool":
+			var b bool
+			if err := n.Decode(&b); err != nil {
+				return nil, err
+			}
+			return strconv.AppendBool(dst, b), nil
+		case "!!int":
+			var i int64
+			if err := n.Decode(&i); err != nil {
+				return nil, fmt.Errorf("line %d: %w", n.Line, err)
+			}
+			return strconv.AppendInt(dst, i, 10), nil
+		case "!!float":
+			var f float64
+			if err := n.Decode(&f); err != nil {
+				return nil, fmt.Errorf("line %d: %w", n.Line, err)
+			}
+			b, err := json.Marshal(f)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %v is not a JSON number", n.Line, n.Value)
+			}
+			return append(dst, b...), nil
+		default:
+			b, _ := json.Marshal(n.Value)
+			return append(dst, b...), nil
+		}
+	}
+	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)
+}
+
+// UnmarshalYAML fills a stream declaration on top of DefaultStream, so a key
+// left out keeps its default and max_replay: null means unbounded.
+func (s *StreamConfig) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: a stream is a mapping of name, schema, durable, …", n.Line)
+	}
+	type plain StreamConfig
+	p := plain(DefaultStream(""))
+	if err := n.Decode(&p); err != nil {
+		return err
+	}
+	*s = StreamConfig(p)
+	return nil
+}
+
+// known lists the keys each part of the file may hold.
+var (
+	// log is the logging section every command shares (read by cmd).
+	topKeys    = []string{"listen", "root", "limits", "streams", "log"}
+	limitKeys  = []string{"max_backlog", "max_inbound", "max_in_flight", "max_message_bytes"}
+	streamKeys = []string{"name", "schema", "schema_file", "sort_by", "durable", "group_commit", "max_replay", "exactly_once"}
+)
+
+// checkKeys refuses a key outside allowed, naming it with its path and line,
+// and records the key of each value's line in lines (to name keys in type
+// errors).
+func checkKeys(n *yaml.Node, path string, allowed []string, lines map[int]string) error {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i].Value
+		full := k
+		if path != "" {
+			full = path + "." + k
+		}
+		if seen[k] {
+			return fmt.Errorf("line %d: key %s is given twice", n.Content[i].Line, full)
+		}
+		seen[k] = true
+		if !slices.Contains(allowed, k) {
+			return fmt.Errorf("line %d: unknown key %s (known here: %s)", n.Content[i].Line, full, strings.Join(allowed, ", "))
+		}
+		lines[n.Content[i+1].Line] = full // the deepest key of a line wins
+	}
+	return nil
+}
+
+// ParseConfig reads a YAML config on top of DefaultConfig. Unknown keys are
+// refused, naming the key. Relative schema_file paths are resolved against
+// dir. It does not validate: call Validate.
+func ParseConfig(data []byte, dir string) (Config, error) {
+	cfg := DefaultConfig()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return cfg, fmt.Errorf("config is not valid YAML: %w", err)
+	}
+	if len(doc.Content) == 0 {
+		return cfg, errors.New("config is empty; it needs at least a streams list")
+	}
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return cfg, fmt.Errorf("line %d: the config is a mapping of listen, root, limits and streams", top.Line)
+	}
+	lines := map[int]string{}
+	if err := checkKeys(top, "", topKeys, lines); err != nil {
+		return cfg, err
+	}
+	mine := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		v := top.Content[i+1]
+		switch top.Content[i].Value {
+		case "log":
+			continue // another command's section
+		case "limits":
+			if err := checkKeys(v, "limits", limitKeys, lines); err != nil {
+				return cfg, err
+			}
+		case "streams":
+			if v.Kind != yaml.SequenceNode && v.ShortTag() != "!!null" {
+				return cfg, fmt.Errorf("line %d: streams is a list of stream declarations", v.Line)
+			}
+			for j, s := range v.Content {
+				if err := checkKeys(s, fmt.Sprintf("streams[%d]", j), streamKeys, lines); err != nil {
+					return cfg, err
+				}
+			}
+		}
+		mine.Content = append(mine.Content, top.Content[i], v)
+	}
+	if err := mine.Decode(&cfg); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			msgs := make([]string, len(te.Errors))
+			for i, m := range te.Errors {
+				msgs[i] = m
+				var line int
+				if _, serr := fmt.Sscanf(m, "line %d:", &line); serr == nil {
+					if key, ok := lines[line]; ok {
+						msgs[i] = key + ": " + m
+					}
+				}
+			}
+			return cfg, fmt.Errorf("config: %s", strings.Join(msgs, "; "))
+		}
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	for i := range cfg.Streams {
+		s := &cfg.Streams[i]
+		if s.SchemaFile != "" && !filepath.IsAbs(s.SchemaFile) && dir != "" {
+			s.SchemaFile = filepath.Join(dir, s.SchemaFile)
+		}
+	}
+	return cfg, nil
+}
+
+// LoadConfigFile reads and parses a config file; see ParseConfig.
+func LoadConfigFile(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return DefaultConfig(), fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := ParseConfig(data, filepath.Dir(path))
+	if err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// nameRE is what a stream name may be: it names a URL path and a directory.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// Validate checks the whole configuration before anything is opened: limits
+// of at least 1, stream names valid and distinct, every schema compiling, and
+// sort_by naming columns. Each error names the key it is about.
+func (c *Config) Validate() error {
+	_, err := c.compile()
+	return err
+}
+
+// compile validates c and returns each stream's compiled schema, in order.
+func (c *Config) compile() ([]*schema.Schema, error) {
+	if strings.TrimSpace(c.Listen) == "" {
+		return nil, errors.New("listen is empty; give an address such as 127.0.0.1:8765 (or :0 for any free port)")
+	}
+	for _, l := range []struct {
+		key string
+		v   int
+	}{
+		{"max_backlog", c.Limits.MaxBacklog},
+		{"max_inbound", c.Limits.MaxInbound},
+		{"max_in_flight", c.Limits.MaxInFlight},
+		{"max_message_bytes", c.Limits.MaxMessageBytes},
+	} {
+		if l.v < 1 {
+			return nil, fmt.Errorf("limits.%s is %d; it must be at least 1", l.key, l.v)
+		}
+	}
+	if len(c.Streams) == 0 {
+		return nil, errors.New("streams is empty; declare at least one stream (name, schema, …)")
+	}
+	seen := map[string]int{}
+	schemas := make([]*schema.Schema, len(c.Streams))
+	for i := range c.Streams {
+		s := &c.Streams[i]
+		key := fmt.Sprintf("streams[%d]", i)
+		if s.Name != "" && !nameRE.MatchString(s.Name) {
+			return nil, fmt.Errorf("%s.name %q is not a stream name: use letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 characters", key, s.Name)
+		}
+		if j, dup := seen[s.Name]; dup {
+			return nil, fmt.Errorf("%s.name %q is already the name of streams[%d]; stream names must be distinct", key, s.Name, j)
+		}
+		seen[s.Name] = i
+		label := fmt.Sprintf("stream %q (%s)", s.Name, key)
+		if s.Durable && s.Name == "" {
+			return nil, fmt.Errorf("%s is durable but has the empty name, which names no directory; give it a name or durable: false", label)
+		}
+		if s.Durable && strings.TrimSpace(c.Root) == "" {
+			return nil, fmt.Errorf("root is empty, but %s is durable and needs a directory for its log", label)
+		}
+		if s.MaxReplay != nil && *s.MaxReplay < 0 {
+			return nil, fmt.Errorf("%s: max_replay is %d; give a count of rows ≥ 0, or null for unbounded", label, *s.MaxReplay)
+		}
+		doc := []byte(s.Schema)
+		if s.SchemaFile != "" {
+			if len(s.Schema) > 0 {
+				return nil, fmt.Errorf("%s gives both schema and schema_file; give one", label)
+			}
+			b, err := os.ReadFile(s.SchemaFile)
+			if err != nil {
+				return nil, fmt.Errorf("%s: schema_file: %w", label, err)
+			}
+			doc = b
+		}
+		if len(bytes.TrimSpace(doc)) == 0 || string(bytes.TrimSpace(doc)) == "null" {
+			schemas[i] = schema.Any()
+		} else {
+			sch, err := schema.Compile(doc)
+			if err != nil {
+				return nil, fmt.Errorf("%s: schema: %w", label, err)
+			}
+			schemas[i] = sch
+		}
+		for _, col := range s.SortBy {
+			if schemas[i].IsAny() {
+				return nil, fmt.Errorf("%s: sort_by names %q, but the stream has no schema and so no columns", label, col)
+			}
+			if _, ok := schemas[i].ColumnIndex(col); !ok {
+				return nil, fmt.Errorf("%s: sort_by names %q, which is not a column of its schema", label, col)
+			}
+		}
+	}
+	return schemas, nil
+}
+
+// names returns the configured stream names, sorted.
+func (c *Config) names() []string {
+	out := make([]string, 0, len(c.Streams))
+	for _, s := range c.Streams {
+		out = append(out, s.Name)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,397 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// WebSocket opcodes of the frames the server writes itself.
+const (
+	opText  = 0x1
+	opClose = 0x8
+	opPing  = 0x9
+	opPong  = 0xA
+	finBit  = 0x80
+)
+
+// frameHeaderLen is the length of the header of an unmasked server frame
+// carrying n payload bytes.
+func frameHeaderLen(n int) int {
+	switch {
+	case n < 126:
+		return 2
+	case n < 1<<16:
+		return 4
+	default:
+		return 10
+	}
+}
+
+// appendHeader appends the header of an unmasked, final server frame.
+func appendHeader(dst []byte, op byte, n int) []byte {
+	switch {
+	case n < 126:
+		return append(dst, finBit|op, byte(n))
+	case n < 1<<16:
+		return append(dst, finBit|op, 126, byte(n>>8), byte(n))
+	default:
+		dst = append(dst, finBit|op, 127)
+		return binary.BigEndian.AppendUint64(dst, uint64(n))
+	}
+}
+
+// textFrame returns payload as one complete text frame (header included).
+func textFrame(payload []byte) []byte {
+	b := make([]byte, 0, frameHeaderLen(len(payload))+len(payload))
+	b = appendHeader(b, opText, len(payload))
+	return append(b, payload...)
+}
+
+// controlFrame returns a ping, pong or close frame (payload ≤ 125 bytes).
+func controlFrame(op byte, payload []byte) []byte {
+	if len(payload) > 125 {
+		payload = payload[:125]
+	}
+	b := make([]byte, 0, 2+len(payload))
+	b = appendHeader(b, op, len(payload))
+	return append(b, payload...)
+}
+
+// closeFrame returns a close frame with code and reason (reason ≤ 123 bytes).
+func closeFrame(code int, reason string) []byte {
+	p := make([]byte, 2, 2+len(reason))
+	binary.BigEndian.PutUint16(p, uint16(code))
+	p = append(p, reason...)
+	return controlFrame(opClose, p)
+}
+
+// closeGrace bounds how long a connection waits for its queued frames and its
+// close frame to be written, and for the peer to answer a close.
+const closeGrace = 5 * time.Second
+
+// dropGrace bounds how long a subscriber dropped for falling behind (4429) has
+// to take its contiguous prefix and the close frame.
+const dropGrace = 10 * time.Second
+
+// wsConn is one upgraded connection. gorilla/websocket did the handshake and
+// reads frames; every write goes through this type's queue and is made by at
+// most one goroutine at a time (the writer, or the replay that precedes it),
+// straight to the net.Conn with batched writes: data frames arrive already
+// encoded (header and payload) and are shared, never copied, between
+// connections (I4).
+type wsConn struct {
+	srv *Server
+	ws  *websocket.Conn
+	nc  net.Conn
+	st  *stream // nil while refusing a request for an unknown stream
+
+	ctx    context.Context // cancelled when the connection ends (stops a replay)
+	cancel context.CancelFunc
+
+	// reads counts frames read from the peer (pongs included); keepalive
+	// compares it between ticks to find dead peers without a clock per frame.
+	reads     atomic.Int64
+	seenReads int64 // reads at the previous keepalive tick; keepalive goroutine only
+	// holding is set while the server itself stops reading the socket
+	// (publisher backpressure): the peer's pongs wait unread, so silence
+	// then proves nothing.
+	holding atomic.Bool
+	pinged  bool // a ping went out at the previous tick; keepalive goroutine only
+
+	pub *publisher // set on publisher connections
+	// afterWrite, when set, is told how many queued data frames each write put
+	// on the wire (publishers count their owed replies with it).
+	afterWrite func(n int)
+	// onDead, when set, is told that the socket failed.
+	onDead func()
+
+	wg sync.WaitGroup // the writer goroutine
+
+	mu         sync.Mutex
+	out        [][]byte // data frames waiting for the writer, in order
+	spare      [][]byte // the writer's previous batch, recycled for out
+	ctrl       [][]byte // control frames (ping, pong) to write before out
+	closing    []byte   // close frame to write once out is written; nil = none yet
+	closeCode  int      // code of closing
+	closeSent  bool     // closing was handed to the writer
+	peerClosed bool     // the peer's close frame was read
+	writing    bool     // the writer (or a replay) owns the socket
+	finishing  bool     // the connection is ending: no new writer may start
+	dead       bool     // the socket failed: frames are dropped
+}
+
+func newConn(srv *Server, ws *websocket.Conn, st *stream) *wsConn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &wsConn{srv: srv, ws: ws, nc: ws.NetConn(), st: st, ctx: ctx, cancel: cancel}
+	// All writes go through the writer: answer pings and closes through it,
+	// never through gorilla's own control writes.
+	ws.SetPingHandler(func(data string) error {
+		c.reads.Add(1)
+		c.enqueueCtrl(controlFrame(opPong, []byte(data)))
+		return nil
+	})
+	ws.SetPongHandler(func(string) error {
+		c.reads.Add(1)
+		return nil
+	})
+	ws.SetCloseHandler(func(code int, _ string) error {
+		c.mu.Lock()
+		c.peerClosed = true
+		c.mu.Unlock()
+		if code == websocket.CloseNoStatusReceived {
+			code = websocket.CloseNormalClosure
+		}
+		c.close(code, "")
+		return nil
+	})
+	return c
+}
+
+// startWriterLocked starts the writer goroutine; c.mu is held and the caller
+// has checked that no writer runs and the connection is not finishing.
+func (c *wsConn) startWriterLocked() {
+	c.writing = true
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.writeLoop()
+	}()
+}
+
+// canStartLocked reports whether a new writer may start now.
+func (c *wsConn) canStartLocked() bool {
+	return !c.writing && !c.finishing && !c.dead
+}
+
+// enqueue queues complete frames for writing, in order. Frames queued after
+// the close frame are dropped.
+func (c *wsConn) enqueue(frames ...[]byte) {
+	c.mu.Lock()
+	if c.dead || c.closing != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.out = append(c.out, frames...)
+	if c.canStartLocked() {
+		c.startWriterLocked()
+	}
+	c.mu.Unlock()
+}
+
+// enqueueCtrl queues a control frame, written ahead of queued data frames.
+func (c *wsConn) enqueueCtrl(frame []byte) {
+	c.mu.Lock()
+	if c.dead || c.closeSent {
+		c.mu.Unlock()
+		return
+	}
+	c.ctrl = append(c.ctrl, frame)
+	if c.canStartLocked() {
+		c.startWriterLocked()
+	}
+	c.mu.Unlock()
+}
+
+// close queues a close frame after everything already queued; the first call
+// wins. It reports whether this call set the close frame.
+func (c *wsConn) close(code int, reason string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeLocked(code, reason)
+}
+
+func (c *wsConn) closeLocked(code int, reason string) bool {
+	if c.closing != nil || c.dead {
+		return false
+	}
+	c.closing = closeFrame(code, reason)
+	c.closeCode = code
+	if c.canStartLocked() {
+		c.startWriterLocked()
+	}
+	return true
+}
+
+// abort drops the connection at once: nothing more is written.
+func (c *wsConn) abort() {
+	c.mu.Lock()
+	c.dead = true
+	c.out, c.ctrl = nil, nil
+	c.mu.Unlock()
+	_ = c.nc.Close()
+	if c.onDead != nil {
+		c.onDead()
+	}
+}
+
+// isDead reports whether the socket failed or was aborted.
+func (c *wsConn) isDead() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dead
+}
+
+// writeLoop writes whatever is queued, as few syscalls as the kernel allows
+// (net.Buffers → writev), until the queue is empty.
+func (c *wsConn) writeLoop() {
+	var ctrl [][]byte
+	for {
+		c.mu.Lock()
+		if c.dead {
+			c.writing = false
+			c.mu.Unlock()
+			return
+		}
+		ctrl = append(ctrl[:0], c.ctrl...)
+		clear(c.ctrl)
+		c.ctrl = c.ctrl[:0]
+		batch := c.out
+		c.out = c.spare
+		c.spare = nil
+		var closing []byte
+		if c.closing != nil && !c.closeSent {
+			closing = c.closing
+			c.closeSent = true
+		}
+		if len(ctrl) == 0 && len(batch) == 0 && closing == nil {
+			c.writing = false
+			if cap(batch) <= 1024 {
+				c.spare = batch[:0]
+			}
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+
+		if err := c.writeFrames(ctrl, batch, closing); err != nil {
+			c.mu.Lock()
+			c.dead = true
+			c.writing = false
+			c.out, c.ctrl = nil, nil
+			c.mu.Unlock()
+			_ = c.nc.Close()
+			if c.onDead != nil {
+				c.onDead()
+			}
+			return
+		}
+		clear(ctrl)
+		n := len(batch)
+		if n > 0 && c.afterWrite != nil {
+			c.afterWrite(n)
+		}
+		c.mu.Lock()
+		if cap(batch) <= 4096 && c.spare == nil {
+			c.spare = batch[:0]
+		}
+		c.mu.Unlock()
+		if closing != nil {
+			// The close frame is out; wait a bounded time for the peer's.
+			_ = c.nc.SetReadDeadline(time.Now().Add(closeGrace))
+		}
+	}
+}
+
+// writeFrames writes control frames, then data frames, then a close frame,
+// with one writev where possible.
+func (c *wsConn) writeFrames(ctrl, batch [][]byte, closing []byte) error {
+	var total int64
+	if len(ctrl) > 0 {
+		bufs := net.Buffers(ctrl)
+		n, err := bufs.WriteTo(c.nc)
+		total += n
+		if err != nil {
+			return err
+		}
+	}
+	if len(batch) > 0 {
+		if closing != nil {
+			batch = append(batch, closing)
+			closing = nil
+		}
+		bufs := net.Buffers(batch)
+		n, err := bufs.WriteTo(c.nc)
+		total += n
+		if err != nil {
+			return err
+		}
+	}
+	if closing != nil {
+		n, err := c.nc.Write(closing)
+		total += int64(n)
+		if err != nil {
+			return err
+		}
+	}
+	if c.st != nil {
+		c.st.bytesSent.Add(total)
+	}
+	return nil
+}
+
+// writeDirect writes b from the goroutine that owns the socket (the replay).
+func (c *wsConn) writeDirect(b []byte) error {
+	n, err := c.nc.Write(b)
+	if c.st != nil {
+		c.st.bytesSent.Add(int64(n))
+	}
+	return err
+}
+
+// takeCtrl hands the queued control frames to the goroutine that owns the
+// socket (the replay answers pings between chunks).
+func (c *wsConn) takeCtrl() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.ctrl) == 0 {
+		return nil
+	}
+	out := c.ctrl
+	c.ctrl = nil
+	return out
+}
+
+// readLoop reads until the peer closes or fails, discarding data frames (a
+// subscriber has nothing to say); gorilla calls the control handlers above.
+func (c *wsConn) readLoop() {
+	for {
+		_, r, err := c.ws.NextReader()
+		if err != nil {
+			return
+		}
+		c.reads.Add(1)
+		if _, err := discard(r); err != nil {
+			return
+		}
+	}
+}
+
+// finish ends the connection: the writer gets a bounded time to write what is
+// queued (the close frame among it), then the socket is closed and every
+// goroutine of the connection has ended when finish returns.
+func (c *wsConn) finish() {
+	c.mu.Lock()
+	c.finishing = true
+	writing := c.writing
+	orderly := c.peerClosed || c.closing != nil
+	c.mu.Unlock()
+	if writing && orderly {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(closeGrace))
+	} else if writing {
+		// The peer is gone without a close: nothing queued can reach it.
+		c.abort()
+	}
+	c.cancel()
+	c.wg.Wait()
+	c.mu.Lock()
+	c.dead = true
+	c.out, c.spare, c.ctrl = nil, nil, nil
+	c.mu.Unlock()
+	_ = c.nc.Close()
+}

@@ -1,0 +1,28 @@
+// Package broker is streamcast's server: it opens each configured stream's
+// log, accepts publishers and subscribers over WebSocket (protocol 4, see
+// pkg/wire), commits rows and fans them out, and serves /stats and /health.
+//
+// It carries the delivery invariants. A stream's committer appends a group of
+// rows in one transaction (I1), and only then, under the stream's fan-out
+// lock, advances the frontier and queues each row's one pre-encoded frame to
+// every subscriber before acknowledging the publishers (I3: commit, fan out,
+// ack; I4: one encoding, shared bytes, the same function for replay). Adding a
+// subscriber and reading the frontier happen under the same lock (I2), so a
+// replay of [offset, frontier) and the live queue partition the stream
+// exactly. A subscriber's queue is bounded by max_backlog frames and offering
+// to it never blocks; on overflow it gets a contiguous prefix and close 4429
+// with the offset to resume at (I5). Requests that cannot be served exactly
+// are refused with a close code and the numbers (I6).
+//
+// Decisions the protocol leaves open: offset=0 on a log that never held a row
+// is served (every row from the first); 4416 "empty" is sent only when a log
+// held rows and now holds none, so "everything from the earliest" cannot mean
+// nothing silently. A durable stream needs a non-empty name (it names a
+// directory). publisher= is refused with 4412 until exactly-once publishing
+// is built. Subscribers' frames are written by the server itself, straight to
+// the socket with writev; gorilla/websocket does the handshake and reads.
+//
+// The package never validates rows on the committer (publishers' goroutines
+// do), never lets a subscriber's speed reach a publisher or another
+// subscriber, and never appends to a log it does not hold the lock of (I7).
+package broker

@@ -1,0 +1,130 @@
+package broker
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/pkg/schema"
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// ServeHTTP serves WebSocket upgrades on /<stream>, and GET /stats and
+// GET /health.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !websocket.IsWebSocketUpgrade(r) {
+		s.serveHTTP(w, r)
+		return
+	}
+	if s.state.Load() != stateReady || !s.track() {
+		http.Error(w, "streamcast is starting or stopping; retry shortly", http.StatusServiceUnavailable)
+		return
+	}
+	// The one parser of the protocol's query, shared with the client.
+	q, qerr := wire.ParseRequest(r.URL.Path, r.URL.RawQuery)
+	st := s.streams[q.Stream]
+	up := &s.subUp
+	if qerr == nil && q.Publish && st != nil {
+		up = &s.pubUp
+	}
+	ws, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		s.untrack()
+		return // gorilla answered with an HTTP error
+	}
+	// Serve the connection on a goroutine of its own and return: net/http's
+	// goroutine would otherwise keep its request buffers (about 10 KiB)
+	// alive for the life of every idle subscriber.
+	go func() {
+		defer s.untrack()
+		s.serveConn(ws, st, q, qerr)
+	}()
+}
+
+// serveConn serves one upgraded connection until it ends.
+func (s *Server) serveConn(ws *websocket.Conn, st *stream, q wire.Request, qerr error) {
+	c := newConn(s, ws, st)
+	isPub := qerr == nil && st != nil && q.Publish && q.Publisher == ""
+	if isPub {
+		newPublisher(c, st) // before register: keepalive may start the writer
+	}
+	if !s.register(c) {
+		c.close(websocket.CloseGoingAway, "server shutting down")
+		c.finish()
+		return
+	}
+	defer s.unregister(c)
+
+	var sub *subscriber
+	switch {
+	case qerr != nil:
+		var br *wire.BadRequest
+		if !errors.As(qerr, &br) {
+			br = &wire.BadRequest{Detail: qerr.Error()}
+		}
+		c.refuse(br)
+	case st == nil:
+		c.refuse(&wire.StreamNotFound{Serves: s.names})
+	case q.Publisher != "" && !st.cfg.ExactlyOnce:
+		c.refuse(&wire.ExactlyOnceUnavailable{Why: "stream"})
+	case q.Publisher != "":
+		// Declared exactly-once, but this server does not publish
+		// exactly once yet: refuse rather than silently publish at least once.
+		c.refuse(&wire.ExactlyOnceUnavailable{Why: "broker"})
+	case isPub:
+		s.publish(c.pub)
+	default:
+		var filter *schema.Filter
+		var echo []byte
+		if q.Where != nil {
+			f, err := st.sch.CompileFilter(q.Where)
+			if err != nil {
+				c.refuse(&wire.BadRequest{Detail: err.Error()})
+				break
+			}
+			echo = []byte("{}")
+			if !f.All() {
+				filter, echo = f, f.JSON()
+			}
+		}
+		req := offsetRequest{given: q.Offset != wire.Null, offset: q.Offset}
+		sub = s.subscribe(c, st, req, filter, echo)
+	}
+	c.readLoop()
+	if sub != nil {
+		st.detach(sub)
+	}
+	c.finish()
+}
+
+// refuse closes c with a refusal's code and reason (instead of a greeting).
+func (c *wsConn) refuse(r wire.Refusal) {
+	c.close(r.Code(), r.Reason())
+}
+
+// serveHTTP answers plain HTTP requests.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/stats", "/health":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, r.URL.Path+" takes GET", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.URL.Path == "/stats" {
+			s.serveStats(w)
+		} else {
+			s.serveHealth(w)
+		}
+	default:
+		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(s.names)+"), and GET /stats and /health", http.StatusNotFound)
+	}
+}
+
+func firstName(names []string) string {
+	if len(names) == 0 {
+		return "stream"
+	}
+	return names[0]
+}

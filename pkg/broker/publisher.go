@@ -1,0 +1,459 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/pkg/schema"
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// replySlot is the reply owed for one publish frame. Slots are answered in
+// the order their frames arrived, whatever order they are resolved in.
+type replySlot struct {
+	frame []byte // the complete reply frame, once resolved
+	done  bool
+}
+
+// publisher is one publishing connection. Its reader goroutine validates each
+// frame (schema.Decode, never on the committer) and queues it; replies go out
+// in send order through the connection's writer.
+type publisher struct {
+	c   *wsConn
+	st  *stream
+	max int // max_in_flight
+
+	mu       sync.Mutex
+	cond     sync.Cond    // the reader waits for in-flight room; shutdown waits for owed == 0
+	slots    []*replySlot // replies owed and not yet queued, in send order
+	ready    [][]byte     // scratch for queueing resolved replies
+	owed     int          // frames queued or owed and not yet written (the greeting counts until written)
+	stop     bool         // shutdown: read no more frames
+	connDead bool         // the writer failed: owed will never drain
+
+	row schema.Row // reused across frames
+	buf []byte     // reused read buffer
+}
+
+// newPublisher makes c a publisher connection of st.
+func newPublisher(c *wsConn, st *stream) *publisher {
+	// owed starts at 1: the greeting counts until it is written.
+	p := &publisher{c: c, st: st, max: st.limits.MaxInFlight, owed: 1}
+	p.cond.L = &p.mu
+	c.pub = p
+	c.afterWrite = p.written
+	c.onDead = p.dead
+	return p
+}
+
+// publish serves a publisher connection until it ends. Its connection is
+// tracked and registered; the caller finishes it.
+func (srv *Server) publish(p *publisher) {
+	c, st := p.c, p.st
+	st.publishers.Add(1)
+	defer st.publishers.Add(-1)
+
+	if !srv.addPublisherReader() {
+		c.close(wire.CloseGoingAway, "server shutting down")
+		return
+	}
+	end := wire.Null
+	if st.cfg.Durable {
+		end = st.endOffset.Load()
+	}
+	c.enqueue(st.greeting(end, nil, nil))
+	stopping := p.readFrames()
+	srv.pubReaders.Done()
+
+	if stopping {
+		// Shutdown: every frame read so far is committed and answered
+		// before the 1001 (the committer drains after every reader stopped).
+		p.waitOwed(30 * time.Second)
+		c.close(wire.CloseGoingAway, "server shutting down")
+	}
+}
+
+// readFrames reads and handles publish frames until the connection ends or
+// the server stops (reported true).
+func (p *publisher) readFrames() (stopping bool) {
+	c := p.c
+	limit := p.st.limits.MaxMessageBytes
+	for {
+		p.mu.Lock()
+		if p.owed >= p.max {
+			c.holding.Store(true)
+			for p.owed >= p.max && !p.stop && !p.connDead {
+				p.cond.Wait() // max_in_flight: stop reading this socket
+			}
+			c.holding.Store(false)
+		}
+		stop, dead := p.stop, p.connDead
+		p.mu.Unlock()
+		if stop {
+			return true
+		}
+		if dead {
+			return false
+		}
+		typ, r, err := c.ws.NextReader()
+		if err != nil {
+			return p.stopped()
+		}
+		c.reads.Add(1)
+		data, tooBig, err := readMessage(r, p.buf, limit)
+		p.buf = data[:0]
+		if err != nil {
+			return p.stopped()
+		}
+		if tooBig {
+			reason := wire.CloseReason("too_big", wire.Field{Key: "max_message_bytes", Value: limit})
+			c.close(wire.CloseTooBig, reason)
+			return false
+		}
+		p.handle(typ, data)
+	}
+}
+
+func (p *publisher) stopped() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stop
+}
+
+// readMessage reads one message into buf (reused), reporting tooBig when it
+// exceeds limit bytes (the rest is left for gorilla to skip).
+func readMessage(r io.Reader, buf []byte, limit int) ([]byte, bool, error) {
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > limit {
+				return buf[:0], true, nil
+			}
+			n := 2*cap(buf) + 512
+			if n > limit+1 {
+				n = limit + 1
+			}
+			if n <= cap(buf) {
+				n = cap(buf) + 1
+			}
+			nb := make([]byte, len(buf), n)
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > limit {
+			return buf[:0], true, nil
+		}
+		if err == io.EOF {
+			return buf, false, nil
+		}
+		if err != nil {
+			return buf[:0], false, err
+		}
+	}
+}
+
+// handle validates one frame and queues it for commit (durable) or delivers
+// it (live-only); a frame that is not a row or whose rows the schema refuses
+// is answered at once and commits nothing. The connection stays open.
+func (p *publisher) handle(typ int, data []byte) {
+	st := p.st
+	var j *job
+	var slot *replySlot
+	if st.log != nil {
+		j = &job{pub: p}
+		j.reply = &replySlot{}
+		slot = j.reply
+	} else {
+		slot = &replySlot{}
+	}
+	p.mu.Lock()
+	p.slots = append(p.slots, slot)
+	p.owed++
+	p.mu.Unlock()
+
+	if typ != websocket.TextMessage {
+		p.resolve(slot, errorReply(wire.ReplyBadFrame, "publish frames are text frames of JSON; this one is binary"))
+		return
+	}
+	var rows [][]byte
+	if j != nil {
+		rows = j.one[:0]
+	}
+	rows, code, detail := p.decode(rows, data)
+	if code != "" {
+		p.resolve(slot, errorReply(code, detail))
+		return
+	}
+	if j != nil {
+		j.rows = rows
+		p.c.holding.Store(true) // put may wait for room under max_inbound
+		ok := st.inbox.put(j)
+		p.c.holding.Store(false)
+		if !ok {
+			p.resolve(slot, errorReply(wire.ReplyCommitFailed, "the server is shutting down; nothing was committed, so sending these rows again is safe"))
+		}
+		return
+	}
+	ts := time.Now().UnixMicro()
+	st.deliver(encodeFrames(rows, wire.Null, ts), rows, wire.Null, wire.Null)
+	p.resolve(slot, okReply(wire.Null, len(rows)))
+}
+
+// decode splits and validates a publish frame into canonical rows (one
+// allocation holds them all). On failure it returns the reply's error code
+// and detail.
+func (p *publisher) decode(rows [][]byte, data []byte) ([][]byte, string, string) {
+	sch := p.st.sch
+	b := trimSpace(data)
+	if len(b) == 0 {
+		return nil, wire.ReplyBadFrame, "publish frame is empty; send a row (a JSON object) or a list of rows"
+	}
+	switch b[0] {
+	case '{':
+		if err := sch.Decode(&p.row, b); err != nil {
+			return nil, rowErrorCode(err, b), rowErrorDetail(-1, err, b)
+		}
+		row := append([]byte(nil), p.row.Canonical...)
+		return append(rows, row), "", ""
+	case '[':
+		elems, err := splitArray(b)
+		if err != nil {
+			return nil, wire.ReplyBadFrame, "publish frame is not JSON: " + err.Error()
+		}
+		if len(elems) == 0 {
+			return nil, wire.ReplyBadFrame, "publish frame is an empty list; send a row or a list of rows"
+		}
+		var arena []byte
+		ends := make([]int, 0, len(elems))
+		for i, e := range elems {
+			if e[0] != '{' {
+				return nil, wire.ReplyBadFrame, fmt.Sprintf("publish frame holds %s at position %d, not a row (a JSON object)", jsonKind(e[0]), i)
+			}
+			if err := sch.Decode(&p.row, e); err != nil {
+				return nil, rowErrorCode(err, e), rowErrorDetail(i, err, e)
+			}
+			if arena == nil {
+				arena = make([]byte, 0, len(p.row.Canonical)*len(elems)+64)
+			}
+			arena = append(arena, p.row.Canonical...)
+			ends = append(ends, len(arena))
+		}
+		start := 0
+		for _, end := range ends {
+			rows = append(rows, arena[start:end:end])
+			start = end
+		}
+		return rows, "", ""
+	default:
+		return nil, wire.ReplyBadFrame, fmt.Sprintf("publish frame is %s, not a row (a JSON object) or a list of rows", jsonKind(b[0]))
+	}
+}
+
+// rowErrorCode maps a decode error: a row the schema refuses is "rejected";
+// a row that is not JSON at all is "bad_frame" (checked only on this error
+// path, so valid rows are parsed once).
+func rowErrorCode(err error, row []byte) string {
+	var re *schema.RowError
+	if errors.As(err, &re) && json.Valid(row) {
+		return wire.ReplyRejected
+	}
+	return wire.ReplyBadFrame
+}
+
+func rowErrorDetail(i int, err error, row []byte) string {
+	msg := err.Error()
+	if rowErrorCode(err, row) == wire.ReplyBadFrame {
+		msg = "publish frame is not JSON: " + msg
+	}
+	if i >= 0 {
+		return "row " + strconv.Itoa(i) + " of the batch: " + msg + "; nothing in the batch was committed"
+	}
+	return msg
+}
+
+// jsonKind names the JSON value starting with c, for a person.
+func jsonKind(c byte) string {
+	switch c {
+	case '{':
+		return "an object"
+	case '[':
+		return "a list"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			return "a number"
+		}
+		return "something that is not JSON"
+	}
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// splitArray returns the top-level elements of the JSON array b (trimmed).
+// It checks structure only (brackets, strings); each element is validated by
+// the schema.
+func splitArray(b []byte) ([][]byte, error) {
+	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+		return nil, errors.New("a list must start with [ and end with ]")
+	}
+	inner := b[1 : len(b)-1]
+	var elems [][]byte
+	depth := 0
+	start := 0
+	inStr := false
+	for i := 0; i < len(inner); i++ {
+		ch := inner[i]
+		if inStr {
+			switch ch {
+			case '\\':
+				i++
+			case '"':
+				inStr = false
+			}
+			continue
+		}
+		switch ch {
+		case '"':
+			inStr = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth < 0 {
+				return nil, fmt.Errorf("unbalanced %q at byte %d", ch, i+1)
+			}
+		case ',':
+			if depth == 0 {
+				e := trimSpace(inner[start:i])
+				if len(e) == 0 {
+					return nil, fmt.Errorf("empty element before byte %d", i+1)
+				}
+				elems = append(elems, e)
+				start = i + 1
+			}
+		}
+	}
+	if inStr {
+		return nil, errors.New("unterminated string")
+	}
+	if depth != 0 {
+		return nil, errors.New("unbalanced brackets")
+	}
+	e := trimSpace(inner[start:])
+	if len(e) == 0 {
+		if len(elems) > 0 {
+			return nil, errors.New("trailing comma")
+		}
+		return nil, nil
+	}
+	return append(elems, e), nil
+}
+
+// replyFrame builds a complete reply frame from a payload appender with one
+// allocation: the header is written in front of the payload afterwards.
+func replyFrame(sizeHint int, build func([]byte) []byte) []byte {
+	const reserve = 10
+	b := make([]byte, reserve, reserve+sizeHint)
+	b = build(b)
+	n := len(b) - reserve
+	h := frameHeaderLen(n)
+	appendHeader(b[reserve-h:reserve-h], opText, n)
+	return b[reserve-h:]
+}
+
+func okReply(first int64, n int) []byte {
+	return replyFrame(8+n*12, func(b []byte) []byte { return wire.AppendOK(b, first, n) })
+}
+
+func errorReply(code, detail string) []byte {
+	return replyFrame(32+len(detail), func(b []byte) []byte { return wire.AppendErrorReply(b, code, detail) })
+}
+
+// resolve answers slot and queues every reply now answerable in send order.
+func (p *publisher) resolve(slot *replySlot, frame []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	slot.frame, slot.done = frame, true
+	k := 0
+	for k < len(p.slots) && p.slots[k].done {
+		p.ready = append(p.ready, p.slots[k].frame)
+		p.slots[k].frame = nil
+		k++
+	}
+	if k == 0 {
+		return
+	}
+	n := copy(p.slots, p.slots[k:])
+	clear(p.slots[n:])
+	p.slots = p.slots[:n]
+	// Queued under p.mu so two resolvers (committer, reader) keep the order.
+	p.c.enqueue(p.ready...)
+	clear(p.ready)
+	p.ready = p.ready[:0]
+}
+
+// written is told by the writer how many frames went out.
+func (p *publisher) written(n int) {
+	p.mu.Lock()
+	p.owed -= n
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// dead is told by the writer that the socket failed.
+func (p *publisher) dead() {
+	p.mu.Lock()
+	p.connDead = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// fence stops the reader (shutdown): it reads no further frame.
+func (p *publisher) fence() {
+	p.mu.Lock()
+	p.stop = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	_ = p.c.nc.SetReadDeadline(time.Now())
+}
+
+// waitOwed waits until every reply owed is written, the socket fails, or the
+// timeout passes.
+func (p *publisher) waitOwed(timeout time.Duration) {
+	t := time.AfterFunc(timeout, func() {
+		p.mu.Lock()
+		p.connDead = true
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer t.Stop()
+	p.mu.Lock()
+	for p.owed > 0 && !p.connDead {
+		p.cond.Wait()
+	}
+	p.mu.Unlock()
+}

@@ -1,0 +1,126 @@
+package broker
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// StreamStats are the facts /stats reports about one stream: counters only,
+// no verdict and no rate (a rate is the difference of two end_offset reads).
+type StreamStats struct {
+	Name         string   `json:"name"`
+	Durable      bool     `json:"durable"`
+	EndOffset    *int64   `json:"end_offset"` // nil on a live-only stream
+	Subscribers  int64    `json:"subscribers"`
+	Publishers   int64    `json:"publishers"`
+	StartedTS    float64  `json:"started_ts"`      // wall clock, s since the epoch
+	UptimeS      float64  `json:"uptime_s"`        // monotonic
+	LastSendTS   *float64 `json:"last_send_ts"`    // nil: nothing sent by this process
+	LastSendAgeS *float64 `json:"last_send_age_s"` // monotonic
+	BytesSent    int64    `json:"bytes_sent"`      // bytes written to this stream's connections
+}
+
+// ProcessStats are facts about the server process, for load tests.
+type ProcessStats struct {
+	CPUSeconds float64 `json:"cpu_seconds"` // user + system CPU time
+	RSSBytes   int64   `json:"rss_bytes"`   // resident set size now (peak where "now" is unknown)
+	Goroutines int     `json:"goroutines"`
+}
+
+// Stats is the /stats document.
+type Stats struct {
+	ServedAt float64       `json:"served_at"`
+	Process  ProcessStats  `json:"process"`
+	Streams  []StreamStats `json:"streams"`
+}
+
+// Stats returns the server's stats now.
+func (s *Server) Stats() Stats {
+	now := time.Now()
+	mono := time.Since(s.started)
+	out := Stats{ServedAt: unixSeconds(now), Process: processStats(), Streams: make([]StreamStats, 0, len(s.ordered))}
+	for _, st := range s.ordered {
+		ss := StreamStats{
+			Name:        st.name,
+			Durable:     st.cfg.Durable,
+			Subscribers: st.subscribers.Load(),
+			Publishers:  st.publishers.Load(),
+			StartedTS:   unixSeconds(s.startedWall),
+			UptimeS:     mono.Seconds(),
+			BytesSent:   st.bytesSent.Load(),
+		}
+		if st.cfg.Durable {
+			if e := st.endOffset.Load(); e != wire.Null {
+				ss.EndOffset = &e
+			}
+		}
+		if last := st.lastSend.Load(); last != 0 {
+			at := time.Duration(last)
+			ts := unixSeconds(s.startedWall.Add(at))
+			age := (mono - at).Seconds()
+			if age < 0 {
+				age = 0
+			}
+			ss.LastSendTS, ss.LastSendAgeS = &ts, &age
+		}
+		out.Streams = append(out.Streams, ss)
+	}
+	return out
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
+
+// processStats reads CPU time (getrusage) and the current RSS (/proc/self/statm,
+// falling back to the peak from getrusage).
+func processStats() ProcessStats {
+	p := ProcessStats{Goroutines: runtime.NumGoroutine()}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		p.CPUSeconds = tvSeconds(ru.Utime) + tvSeconds(ru.Stime)
+		p.RSSBytes = int64(ru.Maxrss) * 1024
+	}
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) >= 2 {
+			if pages, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				p.RSSBytes = pages * int64(os.Getpagesize())
+			}
+		}
+	}
+	return p
+}
+
+func tvSeconds(tv syscall.Timeval) float64 {
+	return float64(tv.Sec) + float64(tv.Usec)/1e6
+}
+
+func (s *Server) serveStats(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s.Stats())
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	switch s.state.Load() {
+	case stateReady:
+		_, _ = w.Write([]byte("{\"status\":\"ready\"}\n"))
+	case stateStarting:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("{\"status\":\"starting\"}\n"))
+	default:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("{\"status\":\"stopping\"}\n"))
+	}
+}

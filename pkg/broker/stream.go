@@ -1,0 +1,287 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/schema"
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// stream is one served stream: its log (durable streams), its committer's
+// inbox, and the set of subscribers its commits fan out to.
+type stream struct {
+	srv        *Server
+	cfg        StreamConfig
+	name       string
+	sch        *schema.Schema
+	limits     Limits
+	log        *logstore.Log // nil on a live-only stream
+	schemaJSON []byte        // the greeting's schema; nil = no schema
+
+	inbox inbox // durable streams: rows waiting for the committer
+
+	// mu is the fan-out lock. Advancing end and offering a commit's frames to
+	// every subscriber happen under it as one step, and so do adding a
+	// subscriber and reading end (I2): a subscriber attaching between a commit
+	// and its fan-out would otherwise either miss those rows or get them twice.
+	mu      sync.Mutex
+	end     int64         // frontier: the offset the next row gets (durable only)
+	subs    []*subscriber // attached subscribers; subscriber.idx is the position
+	filters map[string]*sharedFilter
+
+	// Stats, read without the lock.
+	endOffset   atomic.Int64 // copy of end for /stats
+	subscribers atomic.Int64
+	publishers  atomic.Int64
+	bytesSent   atomic.Int64
+	lastSend    atomic.Int64 // monotonic ns since srv.started of the last delivery; 0 = none
+}
+
+// sharedFilter interns identical where= filters so a commit evaluates each
+// distinct predicate once per row, however many subscribers use it.
+type sharedFilter struct {
+	f    *schema.Filter
+	refs int
+}
+
+func newStream(srv *Server, cfg StreamConfig, sch *schema.Schema, limits Limits) *stream {
+	s := &stream{srv: srv, cfg: cfg, name: cfg.Name, sch: sch, limits: limits, filters: map[string]*sharedFilter{}}
+	if !sch.IsAny() {
+		s.schemaJSON = sch.JSON()
+	}
+	s.inbox.init(limits.MaxInbound)
+	return s
+}
+
+// logDir is where a durable stream's (current) log lives.
+func (s *stream) logDir(root string) string {
+	return filepath.Join(root, s.name, s.name)
+}
+
+// open opens (or creates) a durable stream's log for writing and reads its
+// frontier. A live-only stream has nothing to open.
+func (s *stream) open(ctx context.Context, root string) error {
+	if !s.cfg.Durable {
+		s.end = wire.Null
+		s.endOffset.Store(wire.Null)
+		return nil
+	}
+	dir := s.logDir(root)
+	lg, err := logstore.Open(dir, logstore.Writer)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return fmt.Errorf("stream %q: %w", s.name, err)
+		}
+		lg, err = logstore.Create(dir, s.sch, logstore.Config{SortBy: s.cfg.SortBy})
+		if err != nil {
+			return fmt.Errorf("stream %q: %w", s.name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("stream %q: %w", s.name, err)
+	}
+	if got, want := string(lg.Schema().JSON()), string(s.sch.JSON()); got != want || lg.Schema().IsAny() != s.sch.IsAny() {
+		_ = lg.Close()
+		return fmt.Errorf("stream %q: the log at %s was created with another schema than the config declares; "+
+			"a stream's schema changes only through `streamcast migrate` (log has %s, config has %s)", s.name, dir, clip(got, 200), clip(want, 200))
+	}
+	_, end, err := lg.Extent(ctx)
+	if err != nil {
+		_ = lg.Close()
+		return fmt.Errorf("stream %q: read the extent of %s: %w", s.name, dir, err)
+	}
+	s.log = lg
+	s.end = end
+	s.endOffset.Store(end)
+	return nil
+}
+
+// closeLog closes the log; the committer must have stopped.
+func (s *stream) closeLog() error {
+	if s.log == nil {
+		return nil
+	}
+	err := s.log.Close()
+	s.log = nil
+	return err
+}
+
+// clip shortens s for an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// digits returns the number of decimal digits of v ≥ 0.
+func digits(v int64) int {
+	n := 1
+	for v >= 10 {
+		v /= 10
+		n++
+	}
+	return n
+}
+
+// frameLen is the length of the complete frame of a row (header + payload).
+func frameLen(offset, ts int64, rowLen int) int {
+	p := 4 + rowLen // [ , , ]
+	if offset == wire.Null {
+		p += 4
+	} else {
+		p += digits(offset)
+	}
+	p += digits(ts)
+	return frameHeaderLen(p) + p
+}
+
+// appendDataFrame appends the complete WebSocket frame of the data frame
+// [offset,ts,row]. The live path (committer) and the replay path both call it,
+// so a replayed frame is byte-identical to the live one (I4).
+func appendDataFrame(dst []byte, offset, ts int64, row []byte) []byte {
+	p := 4 + len(row)
+	if offset == wire.Null {
+		p += 4
+	} else {
+		p += digits(offset)
+	}
+	p += digits(ts)
+	dst = appendHeader(dst, opText, p)
+	return wire.AppendFrame(dst, offset, ts, row)
+}
+
+// encodeFrames encodes rows committed from first (wire.Null on a live-only
+// stream) with stamp ts into one shared arena; frames[i] is row i's frame.
+func encodeFrames(rows [][]byte, first, ts int64) [][]byte {
+	size := 0
+	for i, r := range rows {
+		off := first
+		if first != wire.Null {
+			off = first + int64(i)
+		}
+		size += frameLen(off, ts, len(r))
+	}
+	arena := make([]byte, 0, size)
+	frames := make([][]byte, len(rows))
+	for i, r := range rows {
+		off := first
+		if first != wire.Null {
+			off = first + int64(i)
+		}
+		start := len(arena)
+		arena = appendDataFrame(arena, off, ts, r)
+		frames[i] = arena[start:len(arena):len(arena)]
+	}
+	return frames
+}
+
+// deliver publishes committed (or, on a live-only stream, validated) rows to
+// every subscriber: under the fan-out lock the frontier moves to next and each
+// subscriber's queue gets the frames its filter takes. It never blocks on a
+// subscriber (I5). first is the offset of rows[0] (wire.Null when live-only).
+func (s *stream) deliver(frames, rows [][]byte, first, next int64) {
+	s.mu.Lock()
+	if first != wire.Null {
+		s.end = next
+		s.endOffset.Store(next)
+	}
+	var matches map[*schema.Filter][]bool
+	for _, sub := range s.subs {
+		if sub.filter == nil {
+			sub.offer(frames, nil, first, next)
+			continue
+		}
+		m, ok := matches[sub.filter]
+		if !ok {
+			if matches == nil {
+				matches = map[*schema.Filter][]bool{}
+			}
+			m = make([]bool, len(rows))
+			for i, r := range rows {
+				m[i] = sub.filter.MatchCanonical(r)
+			}
+			matches[sub.filter] = m
+		}
+		sub.offer(frames, m, first, next)
+	}
+	s.mu.Unlock()
+	s.lastSend.Store(int64(time.Since(s.srv.started)) | 1)
+}
+
+// attachLocked adds sub to the fan-out set; s.mu is held.
+func (s *stream) attachLocked(sub *subscriber) {
+	sub.idx = len(s.subs)
+	s.subs = append(s.subs, sub)
+	if sub.filter != nil {
+		key := string(sub.filter.JSON())
+		if sf, ok := s.filters[key]; ok {
+			sf.refs++
+			sub.filter = sf.f
+		} else {
+			s.filters[key] = &sharedFilter{f: sub.filter, refs: 1}
+		}
+	}
+	s.subscribers.Add(1)
+}
+
+// detach removes sub from the fan-out set; it is a no-op when sub is not in it.
+func (s *stream) detach(sub *subscriber) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := sub.idx
+	if i < 0 || i >= len(s.subs) || s.subs[i] != sub {
+		return
+	}
+	last := len(s.subs) - 1
+	s.subs[i] = s.subs[last]
+	s.subs[i].idx = i
+	s.subs[last] = nil
+	s.subs = s.subs[:last]
+	sub.idx = -1
+	if sub.filter != nil {
+		key := string(sub.filter.JSON())
+		if sf, ok := s.filters[key]; ok {
+			if sf.refs--; sf.refs <= 0 {
+				delete(s.filters, key)
+			}
+		}
+	}
+	s.subscribers.Add(-1)
+}
+
+// greeting returns the greeting for a connection to this stream.
+func (s *stream) greeting(frontier int64, replay *wire.Range, where []byte) []byte {
+	g := wire.Greeting{
+		Streamcast:  wire.Protocol,
+		Stream:      s.name,
+		EndOffset:   frontier,
+		Replay:      replay,
+		Durable:     s.cfg.Durable,
+		GroupCommit: s.cfg.Durable && s.cfg.GroupCommit,
+		Schema:      s.schemaJSON,
+		Where:       where,
+	}
+	return textFrame(g.AppendJSON(nil))
+}
+
+// maxReplay returns the stream's max_replay, or -1 when unbounded.
+func (s *stream) maxReplay() int64 {
+	if s.cfg.MaxReplay == nil {
+		return -1
+	}
+	return *s.cfg.MaxReplay
+}
+
+// itoa is strconv.FormatInt in base 10.
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

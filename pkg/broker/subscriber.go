@@ -1,0 +1,244 @@
+package broker
+
+import (
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/schema"
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// subscriber is one subscribing connection in a stream's fan-out set. Its
+// queue is its connection's outbound queue, bounded by max_backlog frames (I5).
+type subscriber struct {
+	c          *wsConn
+	st         *stream
+	filter     *schema.Filter // nil: every row
+	idx        int            // position in st.subs; -1 when detached; guarded by st.mu
+	maxBacklog int
+}
+
+// offer queues the frames sub's filter takes (match nil: all of them). It
+// never blocks: when the queue is full, sub keeps the contiguous prefix that
+// fits and is closed with 4429 naming the offset to resume at (I5). Called
+// under the stream's fan-out lock.
+func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
+	c := sub.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead || c.closing != nil {
+		return
+	}
+	room := sub.maxBacklog - len(c.out)
+	added := false
+	for i, f := range frames {
+		if match != nil && !match[i] {
+			continue
+		}
+		if room <= 0 {
+			resume, behind := wire.Null, wire.Null
+			if first != wire.Null {
+				resume = first + int64(i)
+				behind = next - resume
+			}
+			c.closeLocked(wire.CloseTooSlow, (&wire.TooSlow{Offset: resume, Behind: behind}).Reason())
+			// A subscriber that stopped reading may never take its prefix:
+			// bound the wait so its connection ends.
+			_ = c.nc.SetWriteDeadline(time.Now().Add(dropGrace))
+			return
+		}
+		c.out = append(c.out, f)
+		room--
+		added = true
+	}
+	if added && c.canStartLocked() {
+		c.startWriterLocked()
+	}
+}
+
+// offsetRequest is what a subscribe asked for.
+type offsetRequest struct {
+	given  bool  // ?offset= was present
+	offset int64 // the offset asked for; 0 = earliest
+}
+
+// resolveStart decides where a subscription starts, or why it cannot be
+// served exactly (I6). earliest and logEnd are the log's extent (read just
+// before the fan-out lock was taken), frontier the stream's end read under it,
+// maxReplay the stream's bound (-1: unbounded). replay reports whether the
+// greeting carries a replay window.
+func resolveStart(req offsetRequest, durable bool, earliest, logEnd, frontier, maxReplay int64) (start int64, replay bool, refusal *wire.NotReplayable) {
+	if !req.given {
+		return frontier, false, nil
+	}
+	if !durable {
+		return 0, false, &wire.NotReplayable{Why: wire.WhyNotDurable, Offset: req.offset, Earliest: wire.Null, EndOffset: wire.Null, MaxReplay: wire.Null}
+	}
+	nr := func(why string) *wire.NotReplayable {
+		mr := maxReplay
+		if mr < 0 {
+			mr = wire.Null
+		}
+		return &wire.NotReplayable{Why: why, Offset: req.offset, Earliest: earliest, EndOffset: frontier, MaxReplay: mr}
+	}
+	start = req.offset
+	if req.offset == 0 {
+		// Earliest. A log that never held a row is not refused: the
+		// subscriber gets every row from the first one. A log whose rows
+		// have all gone (retention) has nothing to replay, and saying so
+		// beats silently starting at the frontier.
+		if earliest == logEnd && logEnd > 1 && earliest >= frontier {
+			return 0, false, nr(wire.WhyEmpty)
+		}
+		start = earliest
+	}
+	if start > frontier {
+		if req.offset == 0 {
+			// earliest past the frontier cannot happen with one writer;
+			// refuse rather than guess.
+			return 0, false, nr(wire.WhyEvicted)
+		}
+		return 0, false, nr(wire.WhyAhead)
+	}
+	if maxReplay >= 0 && frontier-start > maxReplay {
+		return 0, false, nr(wire.WhyTooOld)
+	}
+	if start < earliest {
+		return 0, false, nr(wire.WhyEvicted)
+	}
+	return start, true, nil
+}
+
+// subscribe attaches c to st (I2), greets it and starts the goroutine that
+// replays [start, frontier) and then writes the live queue. It returns the
+// subscriber to detach when the connection ends, or nil when the request was
+// refused (c is closing).
+func (srv *Server) subscribe(c *wsConn, st *stream, req offsetRequest, filter *schema.Filter, where []byte) *subscriber {
+	earliest, logEnd := wire.Null, wire.Null
+	if req.given && st.log != nil {
+		var err error
+		earliest, logEnd, err = st.log.Extent(c.ctx)
+		if err != nil {
+			srv.logger.Error("read log extent", "stream", st.name, "err", err)
+			c.close(closeInternal, internalReason("the log could not be read; retry later"))
+			return nil
+		}
+	}
+	sub := &subscriber{c: c, st: st, filter: filter, idx: -1, maxBacklog: st.limits.MaxBacklog}
+
+	st.mu.Lock()
+	frontier := st.end
+	start, replay, refusal := resolveStart(req, st.cfg.Durable, earliest, logEnd, frontier, st.maxReplay())
+	if refusal == nil {
+		// The replay goroutine owns the socket until the replay is written;
+		// frames offered meanwhile wait in the queue (counted against
+		// max_backlog). Set under the fan-out lock, before any offer.
+		c.mu.Lock()
+		c.writing = true
+		c.wg.Add(1)
+		c.mu.Unlock()
+		st.attachLocked(sub)
+	}
+	st.mu.Unlock()
+	if refusal != nil {
+		c.close(refusal.Code(), refusal.Reason())
+		return nil
+	}
+
+	var rg *wire.Range
+	if replay {
+		rg = &wire.Range{Start: start, End: frontier}
+	}
+	greet := st.greeting(frontier, rg, where)
+	go func() {
+		defer c.wg.Done()
+		if replay && start < frontier {
+			sub.replay(greet, start, frontier)
+		} else if err := c.writeDirect(greet); err != nil {
+			c.abort()
+		}
+		c.writeLoop()
+	}()
+	return sub
+}
+
+// closeInternal is the close code for a server-side failure (RFC 6455 1011);
+// pkg/wire has no name for it, so it is defined here.
+const closeInternal = 1011
+
+// internalReason is the reason of a 1011 close: {"error":"internal","detail":…}.
+func internalReason(detail string) string {
+	return wire.CloseReason("internal", wire.Field{Key: "detail", Value: detail})
+}
+
+// replayChunk is how many bytes of replayed frames are written per syscall.
+const replayChunk = 128 << 10
+
+var replayBufs = sync.Pool{New: func() any { b := make([]byte, 0, replayChunk+4096); return &b }}
+
+// replay writes the greeting and the frames of [start, frontier) read from
+// the log, filtered by the subscriber's where=. It runs on the goroutine that
+// owns the socket; on failure the connection is closed with a reason.
+func (sub *subscriber) replay(greet []byte, start, frontier int64) {
+	c, st := sub.c, sub.st
+	bp := replayBufs.Get().(*[]byte)
+	buf := append((*bp)[:0], greet...)
+	defer func() {
+		*bp = buf[:0]
+		if cap(buf) <= 4*replayChunk {
+			replayBufs.Put(bp)
+		}
+	}()
+	var werr error
+	sent := false
+	err := st.log.Scan(c.ctx, start, frontier, sub.filter, func(offset, ts int64, row []byte) error {
+		buf = appendDataFrame(buf, offset, ts, row)
+		sent = true
+		if len(buf) >= replayChunk {
+			if ctrl := c.takeCtrl(); ctrl != nil {
+				for _, f := range ctrl {
+					if werr = c.writeDirect(f); werr != nil {
+						return werr
+					}
+				}
+			}
+			if werr = c.writeDirect(buf); werr != nil {
+				return werr
+			}
+			buf = buf[:0]
+		}
+		return nil
+	})
+	if werr != nil || c.ctx.Err() != nil {
+		c.abort()
+		return
+	}
+	if err != nil {
+		var re *logstore.RangeError
+		if errors.As(err, &re) && !sent {
+			// Evicted between the extent check and the scan: the
+			// greeting is not written yet, so refuse as if before it.
+			nr := &wire.NotReplayable{Why: wire.WhyEvicted, Offset: start, Earliest: re.Earliest, EndOffset: frontier, MaxReplay: wire.Null}
+			c.close(nr.Code(), nr.Reason())
+			return
+		}
+		sub.st.srv.logger.Error("replay failed", "stream", st.name, "from", start, "to", frontier, "err", err)
+		if werr = c.writeDirect(buf); werr != nil {
+			c.abort()
+			return
+		}
+		c.close(closeInternal, internalReason("replay failed; resume from the last offset received"))
+		return
+	}
+	if werr = c.writeDirect(buf); werr != nil {
+		c.abort()
+	}
+}
+
+// discard reads and drops a message a subscriber sent.
+func discard(r io.Reader) (int64, error) {
+	return io.Copy(io.Discard, r)
+}

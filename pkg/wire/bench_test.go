@@ -1,0 +1,80 @@
+package wire
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// BenchmarkRecv measures the subscriber's receive path: a fake server writes
+// pre-encoded frames as fast as the socket takes them (many per write, as the
+// broker batches), the client Recvs and finds the ts column as bench does.
+func BenchmarkRecv(b *testing.B) {
+	var stop atomic.Bool
+	frame := AppendFrame(nil, 0, 1790038800124001, []byte(`{"event_ts":1790038800123456,"symbol":"BTC-USD","price":85565.0,"amount":0.015,"side":0}`))
+	url := fakeServerB(b, func(c *websocket.Conn) {
+		g := Greeting{Stream: "t", EndOffset: 0, Durable: true}
+		_ = c.WriteMessage(websocket.TextMessage, g.AppendJSON(nil))
+		// Write raw frames (unmasked, server side) in big batches.
+		var batch []byte
+		for i := 0; i < 256; i++ {
+			batch = append(batch, 0x81, byte(len(frame)))
+			batch = append(batch, frame...)
+		}
+		nc := c.NetConn()
+		for !stop.Load() {
+			if _, err := nc.Write(batch); err != nil {
+				return
+			}
+		}
+		closeWith(c, CloseNormal, "")
+	})
+	ctx := context.Background()
+	s, err := Subscribe(ctx, url+"/t", SubscribeOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		stop.Store(true)
+		s.Close()
+	}()
+	key := []byte(`"event_ts":`)
+	var h histogram
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		s.last, s.next = Null, Null // the fake repeats one offset
+		m, err := s.Recv(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ts, _ := findInt(m.Row, key)
+		h.add(time.Duration(time.Now().UnixNano() - ts*1000))
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "frames/s")
+}
+
+func fakeServerB(b *testing.B, script func(c *websocket.Conn)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	up := websocket.Upgrader{}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		script(c)
+	})}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	return "ws://" + ln.Addr().String()
+}

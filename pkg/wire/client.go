@@ -1,0 +1,209 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// ErrClosed is returned by a Subscription or Publisher used after its Close.
+var ErrClosed = errors.New("wire: connection closed by this client")
+
+// DefaultMaxInFlight is the number of publish frames a Publisher keeps
+// unanswered, the server's default max_in_flight.
+const DefaultMaxInFlight = 64
+
+// DefaultReadLimit is the largest frame a client accepts (the server's
+// default transport ceiling).
+const DefaultReadLimit = 1 << 20
+
+// closeWait bounds how long Close waits for the server's close echo.
+const closeWait = 2 * time.Second
+
+// DialOptions are the connection settings shared by Subscribe and Publish.
+type DialOptions struct {
+	Header    http.Header       // extra handshake headers (e.g. Authorization)
+	Dialer    *websocket.Dialer // nil: a dialer with 64 KiB buffers and a 10 s handshake timeout
+	ReadLimit int64             // largest frame accepted; 0 = DefaultReadLimit
+}
+
+func (o *DialOptions) dialer() *websocket.Dialer {
+	if o.Dialer != nil {
+		return o.Dialer
+	}
+	return &websocket.Dialer{
+		Proxy:            http.ProxyFromEnvironment,
+		HandshakeTimeout: 10 * time.Second,
+		ReadBufferSize:   64 << 10,
+		WriteBufferSize:  64 << 10,
+	}
+}
+
+// resolveURL parses a stream URL (ws, wss, or http/https which map to ws/wss),
+// reads any request already in its query, and lets merge add the options'
+// parts, refusing a part given twice.
+func resolveURL(raw string, merge func(*Request) error) (*url.URL, Request, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, Request{}, fmt.Errorf("stream URL %q: %w", raw, err)
+	}
+	switch u.Scheme {
+	case "ws", "wss":
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	default:
+		return nil, Request{}, fmt.Errorf("stream URL %q: scheme %q is not ws, wss, http or https", raw, u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, Request{}, fmt.Errorf("stream URL %q has no host; write it as ws://host:port/stream", raw)
+	}
+	req, err := ParseRequest(u.Path, u.RawQuery)
+	if err != nil {
+		return nil, Request{}, fmt.Errorf("stream URL %q: %w", raw, err)
+	}
+	if err := merge(&req); err != nil {
+		return nil, Request{}, fmt.Errorf("stream URL %q: %w", raw, err)
+	}
+	u.RawQuery = req.Query()
+	u.Fragment = ""
+	return u, req, nil
+}
+
+// dial opens the WebSocket and reads the greeting. A close before the
+// greeting is returned as the typed error of its code.
+func dial(ctx context.Context, u *url.URL, req Request, o *DialOptions) (*websocket.Conn, *Greeting, error) {
+	d := o.dialer()
+	conn, resp, err := d.DialContext(ctx, u.String(), o.Header)
+	if err != nil {
+		if resp != nil {
+			switch resp.StatusCode {
+			case http.StatusUnauthorized:
+				return nil, nil, fmt.Errorf("connect %s: the server wants credentials (401); put them in the URL as ws://user:pass@host/…", redact(u))
+			case http.StatusForbidden:
+				return nil, nil, fmt.Errorf("connect %s: the server refused these credentials for stream %q (403)", redact(u), req.Stream)
+			}
+			return nil, nil, fmt.Errorf("connect %s: the server answered HTTP %d, not a WebSocket upgrade; is this a streamcast URL?", redact(u), resp.StatusCode)
+		}
+		return nil, nil, fmt.Errorf("connect %s: %w", redact(u), err)
+	}
+	limit := o.ReadLimit
+	if limit <= 0 {
+		limit = DefaultReadLimit
+	}
+	conn.SetReadLimit(limit)
+	stop := watch(ctx, conn)
+	g, err := readGreeting(conn, req)
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("waiting for the greeting from %s: %w", redact(u), ctx.Err())
+		}
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, g, nil
+}
+
+// watch makes a blocked read on conn return when ctx ends; stop undoes it.
+func watch(ctx context.Context, conn *websocket.Conn) (stop func() bool) {
+	if ctx.Done() == nil {
+		return func() bool { return true }
+	}
+	return context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
+}
+
+func readGreeting(conn *websocket.Conn, req Request) (*Greeting, error) {
+	typ, r, err := conn.NextReader()
+	if err != nil {
+		return nil, closeErr(err, req, Null)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, closeErr(err, req, Null)
+	}
+	if typ != websocket.TextMessage {
+		return nil, &ProtocolError{Msg: "the first frame was binary; a streamcast greeting is text"}
+	}
+	return ParseGreeting(data)
+}
+
+// closeErr maps a read error to this package's errors: a close frame to the
+// typed error of its code (nil would be a clean 1000, reported as io.EOF),
+// with the fields only the client knows filled in.
+func closeErr(err error, req Request, next int64) error {
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	if ce.Code == websocket.CloseAbnormalClosure {
+		return &CloseError{Code: ce.Code, Reason: "the connection ended without a close frame"}
+	}
+	e := ParseClose(ce.Code, ce.Text)
+	switch e := e.(type) {
+	case nil:
+		return io.EOF
+	case *StreamNotFound:
+		e.Stream = req.Stream
+	case *StreamRetired:
+		e.Stream = req.Stream
+	case *Superseded:
+		if e.Publisher == "" {
+			e.Publisher = req.Publisher
+		}
+	case *TooSlow:
+		if e.Offset == Null {
+			e.Offset = next
+		}
+	case *GoingAway:
+		e.Offset = next
+	case *NotReplayable:
+		if e.Offset == Null && req.Offset != Null {
+			e.Offset = req.Offset
+		}
+	}
+	return e
+}
+
+// redact drops credentials from a URL for messages.
+func redact(u *url.URL) string {
+	if u.User == nil {
+		return u.String()
+	}
+	c := *u
+	c.User = url.User("xxx")
+	return c.String()
+}
+
+// isNetClosed reports an error from using a connection this side closed.
+func isNetClosed(err error) bool {
+	return errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "use of closed network connection")
+}
+
+// closeConn sends close 1000 and waits (bounded) for the peer's echo while
+// discarding what still arrives, so the server sees a clean close; then it
+// closes the socket. The caller must be the only reader of conn.
+func closeConn(conn *websocket.Conn) {
+	deadline := time.Now().Add(closeWait)
+	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(CloseNormal, ""), deadline)
+	_ = conn.SetReadDeadline(deadline)
+	for {
+		_, r, err := conn.NextReader()
+		if err != nil {
+			break
+		}
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			break
+		}
+	}
+	conn.Close()
+}

@@ -1,0 +1,174 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// DefaultSaveEvery is how often a Cursor writes its file at most, unless a
+// save is forced (a clean exit).
+const DefaultSaveEvery = time.Second
+
+// Cursor is a consumer's position kept in a file: the decimal text of the
+// last offset it finished with, so the next run resumes one above it.
+//
+// A Cursor only moves forward on its own (Advance ignores offsets at or below
+// the highest it has seen), so an --offset that re-reads older rows never
+// rewinds the file. Saves are atomic: a temporary file beside the target is
+// written, synced and renamed over it, so a crash leaves either the old or
+// the new position, never a torn one. Safe for concurrent use.
+type Cursor struct {
+	path  string
+	every time.Duration
+	now   func() time.Time
+
+	mu      sync.Mutex // guards the fields below and serializes file writes
+	loaded  int64      // the value read at open; Null when the file was absent
+	highest int64      // the furthest offset finished with; Null when none
+	saved   int64      // the value the file holds (as far as this process knows)
+	lastAt  time.Time  // when the file was last written
+}
+
+// OpenCursor reads the cursor file at path. A missing file is an absent
+// cursor (Last returns Null). A file that cannot be read, is empty, or does
+// not hold one non-negative integer is also treated as absent: warn is then
+// non-nil and says why, for the caller to show; err is reserved for a path
+// that cannot be used at all (a directory).
+func OpenCursor(path string) (c *Cursor, warn error, err error) {
+	c = &Cursor{path: path, every: DefaultSaveEvery, now: time.Now, loaded: Null, highest: Null, saved: Null}
+	info, statErr := os.Stat(path)
+	if statErr == nil && info.IsDir() {
+		return nil, nil, fmt.Errorf("cursor %s is a directory; give a file path", path)
+	}
+	data, readErr := os.ReadFile(path)
+	switch {
+	case errors.Is(readErr, fs.ErrNotExist):
+		return c, nil, nil
+	case readErr != nil:
+		return c, fmt.Errorf("cursor %s cannot be read (%v); starting as if it were absent", path, unwrapPath(readErr)), nil
+	}
+	text := bytes.TrimSpace(data)
+	if len(text) == 0 {
+		return c, fmt.Errorf("cursor %s is empty; starting as if it were absent", path), nil
+	}
+	n, perr := strconv.ParseInt(string(text), 10, 64)
+	if perr != nil || n < 0 {
+		return c, fmt.Errorf("cursor %s holds %s, not an offset; starting as if it were absent", path, clip(text, 30)), nil
+	}
+	c.loaded, c.highest, c.saved = n, n, n
+	return c, nil, nil
+}
+
+// unwrapPath drops the *fs.PathError wrapper (its path is already in the
+// message).
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Path returns the cursor's file.
+func (c *Cursor) Path() string { return c.path }
+
+// Loaded returns the offset the file held when it was opened, or Null.
+func (c *Cursor) Loaded() int64 { return c.loaded }
+
+// Last returns the furthest offset finished with (loaded or advanced), or Null.
+func (c *Cursor) Last() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.highest
+}
+
+// Resume returns where a consumer resumes: Last()+1, or Null when the cursor
+// is absent.
+func (c *Cursor) Resume() int64 {
+	last := c.Last()
+	if last == Null {
+		return Null
+	}
+	return last + 1
+}
+
+// Advance records that every row up to offset has been finished with. It
+// never moves the cursor backwards: an offset at or below the highest seen is
+// ignored (and reported false).
+func (c *Cursor) Advance(offset int64) bool {
+	if offset < 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.highest != Null && offset <= c.highest {
+		return false
+	}
+	c.highest = offset
+	return true
+}
+
+// Save writes the cursor's position to its file if it changed and a second
+// (DefaultSaveEvery) has passed since the last write, or at once when force
+// is set. Nothing is written before the cursor has a position.
+func (c *Cursor) Save(force bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.highest == Null || c.highest == c.saved {
+		return nil
+	}
+	now := c.now()
+	if !force && !c.lastAt.IsZero() && now.Sub(c.lastAt) < c.every {
+		return nil
+	}
+	if err := writeFileAtomic(c.path, strconv.AppendInt(nil, c.highest, 10)); err != nil {
+		return fmt.Errorf("save cursor %s at offset %d: %w", c.path, c.highest, err)
+	}
+	c.saved, c.lastAt = c.highest, now
+	return nil
+}
+
+// writeFileAtomic replaces path with data (plus a newline): it writes a
+// temporary file in the same directory, syncs it, renames it over path and
+// syncs the directory, so readers and a crash see the old or the new
+// content, never a mix.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(name)
+		}
+	}()
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(name, path); err != nil {
+		return err
+	}
+	ok = true
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // the rename's durability; not all filesystems support it
+		d.Close()
+	}
+	return nil
+}

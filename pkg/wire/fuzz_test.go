@@ -1,0 +1,145 @@
+package wire
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"unicode/utf8"
+)
+
+// The parsers read bytes from the network: none may panic, and what they
+// accept must survive re-encoding. Seeds live in testdata/fuzz.
+
+func FuzzParseClose(f *testing.F) {
+	f.Add(4416, `{"error":"not_replayable","why":"too_old","offset":100,"end_offset":250000,"max_replay":100000}`)
+	f.Add(4404, `{"error":"no_such_stream","omitted":3,"serves":["a","b"]}`)
+	f.Add(4429, `{"error":"too_slow","offset":null,"behind":8192}`)
+	f.Add(4400, `plain text`)
+	f.Fuzz(func(t *testing.T, code int, reason string) {
+		err := ParseClose(code, reason)
+		if err == nil {
+			return
+		}
+		_ = err.Error()
+		if r, ok := err.(Refusal); ok {
+			again := r.Reason()
+			if len(again) > MaxReasonBytes {
+				t.Fatalf("re-encoded reason is %d bytes: %s", len(again), again)
+			}
+			if !json.Valid([]byte(again)) {
+				t.Fatalf("re-encoded reason is not JSON: %s", again)
+			}
+		}
+	})
+}
+
+func FuzzCloseReason(f *testing.F) {
+	f.Add("no_such_stream", "serves", "a,b,c", "detail", "x", int64(5))
+	f.Fuzz(func(t *testing.T, name, k1, list, k2, s string, n int64) {
+		var names []string
+		for i := 0; i < len(list); i += 3 {
+			names = append(names, list[i:min(i+3, len(list))])
+		}
+		r := CloseReason(name, Field{k1, names}, Field{k2, s}, Field{"n", n})
+		if len(r) > MaxReasonBytes || !json.Valid([]byte(r)) || !utf8.ValidString(r) {
+			t.Fatalf("reason %q (%d bytes)", r, len(r))
+		}
+		nf := &StreamNotFound{Serves: names}
+		if r := nf.Reason(); len(r) > MaxReasonBytes || !json.Valid([]byte(r)) {
+			t.Fatalf("4404 reason %q", r)
+		}
+	})
+}
+
+func FuzzParseGreeting(f *testing.F) {
+	f.Add([]byte(`{"streamcast":4,"stream":"trades","end_offset":1861,"replay":[1200,1861],"durable":true,"group_commit":true,"schema":{"type":"object"},"metadata":"s3://b/m.json","metadata_hint":null,"stream_id":"5f0c","where":null}`))
+	f.Add([]byte(`{"streamcast":5,"publisher":{"id":"p","last_seq":3,"last_offset":null}}`))
+	f.Add([]byte(`<html>`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g, err := ParseGreeting(data)
+		if err != nil {
+			return
+		}
+		b := g.AppendJSON(nil)
+		if !json.Valid(b) {
+			t.Fatalf("re-encoded greeting is not JSON: %s", b)
+		}
+		g2, err := ParseGreeting(b)
+		if err != nil {
+			t.Fatalf("re-encoded greeting %s does not parse: %v", b, err)
+		}
+		// Raw schema/where are compacted on the way out; compare the rest.
+		g.Schema, g.Where, g2.Schema, g2.Where = nil, nil, nil, nil
+		if !utf8.ValidString(g.Stream+g.Metadata+g.MetadataHint+g.StreamID) || (g.Publisher != nil && !utf8.ValidString(g.Publisher.ID)) {
+			return // invalid UTF-8 is replaced on the way out
+		}
+		if !reflect.DeepEqual(g, g2) {
+			t.Fatalf("round trip:\n%+v\n%+v", g, g2)
+		}
+	})
+}
+
+func FuzzParseReply(f *testing.F) {
+	f.Add([]byte(`{"ok":[1,2,3]}`))
+	f.Add([]byte(`{"ok":[null],"duplicate":true}`))
+	f.Add([]byte(`{"error":"sequence_gap","expected":3,"got":9}`))
+	f.Add([]byte(`{"error":"rejected","detail":"column \"x\""}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast, slow Reply
+		err := ParseReply(data, &fast)
+		if err != nil {
+			return
+		}
+		_ = fast.Err()
+		// The fast path must agree with encoding/json on what it accepts.
+		var m map[string]json.RawMessage
+		if json.Unmarshal(data, &m) != nil {
+			t.Fatalf("ParseReply accepted non-JSON %q", data)
+		}
+		b := fast.AppendJSON(nil)
+		if err := ParseReply(b, &slow); err != nil {
+			t.Fatalf("re-encoded reply %s: %v", b, err)
+		}
+		if len(fast.OK) == 0 && len(slow.OK) == 0 {
+			fast.OK, slow.OK = nil, nil
+		}
+		if fast.Error == "" && !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("round trip %s:\n%+v\n%+v", b, fast, slow)
+		}
+	})
+}
+
+func FuzzParseFrame(f *testing.F) {
+	f.Add([]byte(`[1861,1790038800124001,{"event_ts":1790038800123456,"price":85565.0}]`))
+	f.Add([]byte(`[null,null,{}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		off, ts, row, bad := parseFrame(data)
+		if bad != "" {
+			return
+		}
+		if off < Null || len(row) < 2 || row[0] != '{' || row[len(row)-1] != '}' {
+			t.Fatalf("parseFrame(%q) = %d %d %q", data, off, ts, row)
+		}
+		if json.Valid(data) {
+			var v []json.RawMessage
+			if json.Unmarshal(data, &v) != nil || len(v) != 3 {
+				t.Fatalf("accepted %q, which is not a triple", data)
+			}
+		}
+	})
+}
+
+func FuzzParseRequest(f *testing.F) {
+	f.Add("/trades", "offset=5&where=%7B%22a%22%3A1%7D")
+	f.Add("/t", "publish&publisher=p")
+	f.Fuzz(func(t *testing.T, path, query string) {
+		req, err := ParseRequest(path, query)
+		if err != nil {
+			return
+		}
+		back, err := ParseRequest(path, req.Query())
+		if err != nil || !reflect.DeepEqual(req, back) {
+			t.Fatalf("%q?%q → %+v → %q → %+v %v", path, query, req, req.Query(), back, err)
+		}
+	})
+}

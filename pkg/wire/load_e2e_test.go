@@ -1,0 +1,247 @@
+package wire_test
+
+// End-to-end tests of Load and Tail (the engines of `streamcast publish` and
+// `streamcast tail`) against the real broker on 127.0.0.1.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/schema"
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// canonical returns the demo schema's canonical encoding of each row.
+func canonical(t *testing.T, rows ...[]byte) string {
+	t.Helper()
+	sch, err := schema.Compile([]byte(broker.DemoSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	for _, r := range rows {
+		if b, err = sch.AppendCanonical(b, r); err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, '\n')
+	}
+	return string(b)
+}
+
+// everyRow tails the stream from the earliest row to the frontier, rows only.
+func everyRow(t *testing.T, url string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if _, err := wire.Tail(ctxT(t), url, &out, wire.TailOptions{Offset: wire.At(0), UntilCaughtUp: true, Rows: true}); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadPublishesEveryLineOfItsInputsInOrder(t *testing.T) {
+	for _, batch := range []int{1, 7} {
+		t.Run(fmt.Sprint("batch ", batch), func(t *testing.T) {
+			url := serve(t, nil) + "/trades"
+			var rows [][]byte
+			var a, b strings.Builder
+			for i := range 30 {
+				rows = append(rows, trade(i))
+				w := &a
+				if i >= 20 {
+					w = &b
+				}
+				w.Write(trade(i))
+				if i%5 == 0 {
+					w.WriteString("\r\n\n") // CRLF, then a blank line
+				} else {
+					w.WriteString("\n")
+				}
+			}
+			first := writeFile(t, "a.ndjson", a.String())
+			second := writeFile(t, "b.ndjson", strings.TrimSuffix(b.String(), "\n")) // no final newline
+			sum, err := wire.Load(ctxT(t), url, wire.LoadOptions{Inputs: []string{first, second}, BatchSize: batch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.RowsPublished != 30 || sum.BlankLines != 6 || sum.LinesRead != 36 || sum.FirstOffset == wire.Null || sum.LastOffset-sum.FirstOffset != 29 {
+				t.Errorf("summary %+v", sum)
+			}
+			if got, want := everyRow(t, url), canonical(t, rows...); got != want {
+				t.Errorf("stream holds\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestLoadStopsAtTheFirstRefusedLineAfterPublishingWhatCameBefore(t *testing.T) {
+	url := serve(t, nil) + "/trades"
+	input := string(trade(0)) + "\n" + string(trade(1)) + "\n" + `{"event_ts":"soon"}` + "\n" + string(trade(3)) + "\n"
+	path := writeFile(t, "in.ndjson", input)
+	sum, err := wire.Load(ctxT(t), url, wire.LoadOptions{Inputs: []string{path}, BatchSize: 10})
+	var re *schema.RowError
+	if !errors.As(err, &re) {
+		t.Fatalf("err %T %v, want a *schema.RowError cause", err, err)
+	}
+	for _, w := range []string{path + ":3", `column "event_ts"`, "--quarantine"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%q lacks %q", err, w)
+		}
+	}
+	if sum.RowsPublished != 2 {
+		t.Errorf("summary %+v, want the 2 rows before the refused line published", sum)
+	}
+	if got, want := everyRow(t, url), canonical(t, trade(0), trade(1)); got != want {
+		t.Errorf("stream holds\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestLoadWindowSendsAPartialBatchWhileTheInputIsQuiet(t *testing.T) {
+	url := serve(t, nil) + "/trades"
+	ctx := ctxT(t)
+	live, err := wire.Subscribe(ctx, url, wire.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := wire.Load(ctx, url, wire.LoadOptions{Stdin: pr, BatchSize: 100, Window: 20 * time.Millisecond})
+		done <- err
+	}()
+	for i := range 3 {
+		fmt.Fprintf(pw, "%s\n", trade(i))
+	}
+	for i := range 3 { // arrive although the batch is not full and stdin is open
+		if _, err := live.Recv(ctx); err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+	}
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadFollowPublishesLinesAppendedToTheFileUntilStopped(t *testing.T) {
+	url := serve(t, nil) + "/trades"
+	path := writeFile(t, "grow.ndjson", string(trade(0))+"\n"+string(trade(1))+"\n")
+	ctx, stop := context.WithCancel(ctxT(t))
+	defer stop()
+	live, err := wire.Subscribe(ctx, url, wire.SubscribeOptions{Offset: wire.At(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	type result struct {
+		sum wire.LoadSummary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// Batches of 100 never fill: the end of the file sends what waits.
+		sum, err := wire.Load(ctx, url, wire.LoadOptions{Inputs: []string{path}, Follow: true, BatchSize: 100, PollEvery: 10 * time.Millisecond})
+		done <- result{sum, err}
+	}()
+	recv := func(n int) {
+		for range n {
+			if _, err := live.Recv(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	recv(2)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "%s\n%s", trade(2), trade(3)[:10]) // the second line is still being written
+	recv(1)
+	fmt.Fprintf(f, "%s\n", trade(3)[10:])
+	f.Close()
+	recv(1)
+	stop()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("a followed load stopped by its context: %v, want nil", r.err)
+	}
+	if r.sum.RowsPublished != 4 || !r.sum.Complete {
+		t.Errorf("summary %+v", r.sum)
+	}
+}
+
+func TestLoadExactlyOnceResumesFromTheMark(t *testing.T) {
+	url := serve(t, func(c *broker.Config) { c.Streams[0].ExactlyOnce = true }) + "/trades"
+	var rows [][]byte
+	var in strings.Builder
+	for i := range 50 {
+		rows = append(rows, trade(i))
+		fmt.Fprintf(&in, "%s\n", trade(i))
+	}
+	path := writeFile(t, "in.ndjson", in.String())
+	// A first run that loads only the first 20 lines (as if it died there).
+	head := writeFile(t, "head.ndjson", strings.Join(strings.SplitAfter(in.String(), "\n")[:20], ""))
+	_, err := wire.Load(ctxT(t), url, wire.LoadOptions{Inputs: []string{head}, Publisher: "loader", BatchSize: 7})
+	var eo *wire.ExactlyOnceUnavailable
+	if errors.As(err, &eo) && eo.Why == "broker" {
+		t.Skip("the broker does not publish exactly once yet (4412 why=broker)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := wire.Load(ctxT(t), url, wire.LoadOptions{Inputs: []string{path}, Publisher: "loader", BatchSize: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.ResumedFrom != 20 || sum.DuplicatesSkipped != 20 || sum.RowsPublished != 30 {
+		t.Errorf("summary %+v", sum)
+	}
+	sum, err = wire.Load(ctxT(t), url, wire.LoadOptions{Inputs: []string{path}, Publisher: "loader"})
+	if err != nil || sum.RowsPublished != 0 || sum.DuplicatesSkipped != 50 {
+		t.Errorf("a rerun of a finished load: %+v, %v; want every row skipped", sum, err)
+	}
+	if got, want := everyRow(t, url), canonical(t, rows...); got != want {
+		t.Errorf("stream holds\n%s\nwant each input row once\n%s", got, want)
+	}
+}
+
+func TestTailReadsBackWhatLoadPublished(t *testing.T) {
+	url := serve(t, nil) + "/trades"
+	var in strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&in, "%s\n", trade(i))
+	}
+	sum, err := wire.Load(ctxT(t), url, wire.LoadOptions{Stdin: strings.NewReader(in.String()), BatchSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := wire.Tail(ctxT(t), url, &out, wire.TailOptions{Offset: wire.At(sum.FirstOffset + 10), Count: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.First != sum.FirstOffset+10 || res.Last != sum.FirstOffset+14 || strings.Count(out.String(), "\n") != 5 {
+		t.Errorf("result %+v, output %q", res, out.String())
+	}
+	if !strings.HasPrefix(out.String(), fmt.Sprintf("[%d,", sum.FirstOffset+10)) {
+		t.Errorf("output %q does not start with the frame of offset %d", out.String(), sum.FirstOffset+10)
+	}
+}

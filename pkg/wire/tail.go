@@ -1,0 +1,593 @@
+package wire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/streamcast/streamcast/pkg/schema"
+)
+
+// Logger receives what Tail and Load tell a person while they run:
+// reconnects, warnings. charmbracelet/log's *log.Logger satisfies it.
+type Logger interface {
+	Info(msg any, keyvals ...any)
+	Warn(msg any, keyvals ...any)
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Info(any, ...any) {}
+func (nopLogger) Warn(any, ...any) {}
+
+// Defaults of TailOptions.
+const (
+	DefaultMinBackoff     = 100 * time.Millisecond
+	DefaultMaxBackoff     = 10 * time.Second
+	DefaultTailBatchBytes = 4 << 20
+)
+
+// TailOptions configure Tail. The zero value tails live from the frontier,
+// printing whole frames, until the server closes or ctx ends.
+type TailOptions struct {
+	DialOptions
+
+	// Offset starts the tail at *Offset, inclusive (0 is the earliest row).
+	// nil resumes one above the cursor, or without a cursor reads live
+	// from the frontier.
+	Offset *int64
+	// Where is the server-side filter (a JSON object of column to value).
+	Where json.RawMessage
+	// Count stops the tail after this many rows; 0 is no limit.
+	Count int64
+	// UntilCaughtUp stops the tail once every row below the first
+	// greeting's frontier has been written, at once when there is nothing
+	// to replay. With Where, the rows are filtered here, with the same
+	// predicate code the server runs, because only unfiltered offsets show
+	// where the replay ends.
+	UntilCaughtUp bool
+	// Reconnect resumes after a 1001, a dropped connection or a 4429, with
+	// capped exponential backoff, at the offset after the last row
+	// received. The first connection must succeed, so a mistyped URL
+	// fails at once.
+	Reconnect bool
+	// Rows writes only each row's object instead of the whole
+	// [offset,ts,row] frame.
+	Rows bool
+	// Cursor, when set, is advanced to the offset of each row once its line
+	// has been written (and flushed), saved at most once a second and once
+	// more when Tail returns.
+	Cursor *Cursor
+	// Logger hears about reconnects; nil discards.
+	Logger Logger
+	// MinBackoff and MaxBackoff bound the wait between reconnects
+	// (defaults DefaultMinBackoff, DefaultMaxBackoff).
+	MinBackoff, MaxBackoff time.Duration
+	// BatchBytes is how much output may wait for a slow writer before
+	// reading stops (default DefaultTailBatchBytes).
+	BatchBytes int
+}
+
+// TailResult says what a tail wrote.
+type TailResult struct {
+	Rows       int64 // lines written
+	First      int64 // offset of the first row written; Null when none
+	Last       int64 // offset of the last row written; Null when none
+	Frontier   int64 // end_offset of the first greeting; Null on a live-only stream
+	Reconnects int   // reconnections made
+}
+
+// TailError is a tail that could not go on, worded for the command line:
+// Msg says what happened and which flags to rerun with. Err is the cause
+// (a *NotReplayable, *StreamNotFound, *TooSlow, …) for errors.As.
+type TailError struct {
+	Msg string
+	Err error
+}
+
+// Error is Msg.
+func (e *TailError) Error() string { return e.Msg }
+
+// Unwrap returns the cause.
+func (e *TailError) Unwrap() error { return e.Err }
+
+// Tail subscribes to the stream at rawURL and writes one line per row to
+// out: the frame [offset,ts,row] exactly as received, or with opts.Rows the
+// row alone. Lines are written in batches of whatever has arrived, and each
+// batch is one Write (followed by Flush when out has one) before the cursor
+// moves past its rows.
+//
+// It returns nil when the server closes with 1000, when ctx ends (a clean
+// stop: the cursor is saved), or when Count or UntilCaughtUp is satisfied. A
+// refusal or a lost connection (without Reconnect) is a *TailError. A failed
+// write to out is returned as is, wrapped.
+func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (res TailResult, err error) {
+	res = TailResult{First: Null, Last: Null, Frontier: Null}
+	log := opts.Logger
+	if log == nil {
+		log = nopLogger{}
+	}
+	minB, maxB := opts.MinBackoff, opts.MaxBackoff
+	if minB <= 0 {
+		minB = DefaultMinBackoff
+	}
+	if maxB < minB {
+		maxB = max(DefaultMaxBackoff, minB)
+	}
+	limit := opts.BatchBytes
+	if limit <= 0 {
+		limit = DefaultTailBatchBytes
+	}
+
+	next := Null // where the next subscription starts; Null = live
+	switch {
+	case opts.Offset != nil:
+		if *opts.Offset < 0 {
+			return res, fmt.Errorf("offset %d is negative; give 0 (earliest) or more", *opts.Offset)
+		}
+		next = *opts.Offset
+	case opts.Cursor != nil:
+		next = opts.Cursor.Resume()
+	}
+	clientFilter := opts.UntilCaughtUp && len(opts.Where) > 0
+	src := "" // where a refused offset came from, for the message
+	if opts.Offset == nil && next != Null {
+		src = " (one above --cursor " + opts.Cursor.Path() + ")"
+	}
+	advise := func(err error, resume int64) error {
+		return tailError(err, resume, src, opts.Cursor != nil, opts.Reconnect)
+	}
+
+	w := newTailWriter(ctx, out, opts.Cursor, limit)
+	defer func() {
+		if werr := w.finish(); werr != nil && err == nil {
+			err = werr
+		}
+	}()
+
+	var (
+		filter  *schema.Filter
+		target  = Null // UntilCaughtUp: stop below this offset
+		first   = true
+		backoff = minB
+	)
+	for {
+		so := SubscribeOptions{DialOptions: opts.DialOptions}
+		if next != Null {
+			so.Offset = At(next)
+		}
+		if !clientFilter {
+			so.Where = opts.Where
+		}
+		sub, serr := Subscribe(ctx, rawURL, so)
+		if serr != nil {
+			if ctx.Err() != nil {
+				return res, nil
+			}
+			if first {
+				return res, advise(serr, Null)
+			}
+			if !opts.Reconnect || !retryable(serr) {
+				return res, advise(serr, next)
+			}
+			log.Warn("reconnect failed; retrying", "in", backoff, "at", offsetText(next), "err", serr)
+			if !sleepCtx(ctx, backoff) {
+				return res, nil
+			}
+			backoff = min(2*backoff, maxB)
+			res.Reconnects++
+			continue
+		}
+		g := sub.Greeting()
+		if first {
+			first = false
+			res.Frontier = g.EndOffset
+			if clientFilter {
+				sch, cerr := sub.Schema()
+				if cerr == nil && sch == nil {
+					sch = schema.Any()
+				}
+				if cerr == nil {
+					filter, cerr = sch.CompileFilter(opts.Where)
+				}
+				if cerr != nil {
+					sub.Close()
+					return res, &TailError{Msg: "--where " + string(opts.Where) + ": " + cerr.Error(), Err: cerr}
+				}
+				if filter.All() {
+					filter = nil
+				}
+			}
+			if opts.UntilCaughtUp {
+				if g.Replay == nil || g.Replay.Start >= g.Replay.End {
+					sub.Close()
+					return res, nil
+				}
+				target = g.Replay.End
+			}
+		}
+
+		received, rerr := tailOne(ctx, sub, w, &res, &opts, filter, target)
+		resume := sub.Resume()
+		sub.Close()
+		if received > 0 {
+			backoff = minB
+		}
+		switch {
+		case rerr == nil || errors.Is(rerr, errTailDone) || errors.Is(rerr, io.EOF) || ctx.Err() != nil:
+			return res, nil
+		case errors.Is(rerr, errWriter):
+			return res, w.failure()
+		case !opts.Reconnect || !retryable(rerr):
+			return res, advise(rerr, resume)
+		}
+		if resume == Null && next != Null {
+			resume = next // a live-only stream has no offsets; never happens on a durable one
+		}
+		next = resume
+		res.Reconnects++
+		log.Info("reconnecting", "in", backoff, "at", offsetText(next), "reason", rerr)
+		if !sleepCtx(ctx, backoff) {
+			return res, nil
+		}
+		backoff = min(2*backoff, maxB)
+	}
+}
+
+// errTailDone ends a subscription loop that did what was asked.
+var errTailDone = errors.New("tail: done")
+
+// errWriter ends a subscription loop whose output failed.
+var errWriter = errors.New("tail: output failed")
+
+// tailOne reads one subscription until it ends or the tail is done, handing
+// each row to w. It returns how many frames it received.
+func tailOne(ctx context.Context, sub *Subscription, w *tailWriter, res *TailResult, opts *TailOptions, filter *schema.Filter, target int64) (int64, error) {
+	var received int64
+	for {
+		m, err := sub.Recv(ctx)
+		if err != nil {
+			return received, err
+		}
+		received++
+		if target != Null && m.Offset >= target {
+			return received, errTailDone // past the frontier: not part of the catch-up
+		}
+		show := filter == nil || filter.MatchCanonical(m.Row)
+		line := m.Frame()
+		if opts.Rows {
+			line = m.Row
+		}
+		if !show {
+			line = nil
+		}
+		if !w.add(line, m.Offset, show) {
+			return received, errWriter
+		}
+		if show {
+			res.Rows++
+			if res.First == Null {
+				res.First = m.Offset
+			}
+			res.Last = m.Offset
+			if opts.Count > 0 && res.Rows >= opts.Count {
+				return received, errTailDone
+			}
+		}
+		if target != Null && m.Offset >= target-1 {
+			return received, errTailDone
+		}
+	}
+}
+
+// retryable reports whether --reconnect should retry after err: the server
+// going away, dropping a slow reader, or the network failing. Refusals,
+// protocol errors and clean ends are final.
+func retryable(err error) bool {
+	var (
+		ga *GoingAway
+		ts *TooSlow
+		ce *CloseError
+		pe *ProtocolError
+		re Refusal
+	)
+	switch {
+	case errors.As(err, &ga), errors.As(err, &ts), errors.As(err, &ce):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.As(err, &pe), errors.As(err, &re):
+		return false
+	}
+	return true // a network error: dial failure, reset, timeout
+}
+
+// tailError words err for the command line: what happened, with the
+// numbers, and the flags that get the tail going again. resume is the
+// offset to rerun at to lose nothing (Null when unknown or live); src says
+// where a refused start offset came from ("" when from --offset).
+func tailError(err error, resume int64, src string, hasCursor, reconnect bool) error {
+	again := func(at int64) string {
+		if at == Null {
+			return "rerun the tail"
+		}
+		s := "rerun with --offset " + strconv.FormatInt(at, 10)
+		if hasCursor {
+			s += " (or with the same --cursor)"
+		}
+		return s
+	}
+	var (
+		nr *NotReplayable
+		ts *TooSlow
+		ga *GoingAway
+	)
+	switch {
+	case errors.As(err, &nr):
+		return &TailError{Msg: notReplayableAdvice(nr, src), Err: err}
+	case errors.As(err, &ts):
+		if ts.Offset == Null {
+			return &TailError{Msg: "the server dropped this tail for falling behind" + behindText(ts.Behind) + "; the stream is live-only, so the rows it missed are gone; rerun the tail, and read faster (or filter with --where)", Err: err}
+		}
+		hint := "; pass --reconnect to resume automatically"
+		if reconnect {
+			hint = ""
+		}
+		return &TailError{Msg: "the server dropped this tail for falling behind" + behindText(ts.Behind) + "; " + again(ts.Offset) + " to lose nothing" + hint, Err: err}
+	case errors.As(err, &ga):
+		return &TailError{Msg: "the server closed the connection (it is shutting down); " + again(resume) + " to lose nothing, or pass --reconnect to resume automatically", Err: err}
+	}
+	var re Refusal
+	var pe *ProtocolError
+	if errors.As(err, &re) || errors.As(err, &pe) || resume == Null {
+		return &TailError{Msg: err.Error(), Err: err}
+	}
+	return &TailError{Msg: fmt.Sprintf("%v; %s to lose nothing, or pass --reconnect to resume automatically", err, again(resume)), Err: err}
+}
+
+func behindText(n int64) string {
+	if n == Null {
+		return ""
+	}
+	return " (" + strconv.FormatInt(n, 10) + " frames)"
+}
+
+// notReplayableAdvice words a 4416 with the flags that get past it.
+func notReplayableAdvice(e *NotReplayable, from string) string {
+	asked := "offset " + num(e.Offset)
+	if e.Offset == 0 {
+		asked = "the earliest row"
+	}
+	const catchUp = "--catch-up (coming in a later release) will read the gap from the published table"
+	switch e.Why {
+	case WhyTooOld:
+		if e.EndOffset == Null || e.MaxReplay == Null {
+			return fmt.Sprintf("%s%s is further behind the frontier than the stream's max_replay allows; rerun with a later --offset, or %s", asked, from, catchUp)
+		}
+		oldest := e.EndOffset - e.MaxReplay
+		skipped := ""
+		if e.Offset != Null && e.Offset < oldest {
+			skipped = fmt.Sprintf(" (rows %d to %d are skipped)", e.Offset, oldest-1)
+		}
+		return fmt.Sprintf("%s%s is more than max_replay=%d rows behind the frontier %d, so the server will not replay it; rerun with --offset %d, the oldest offset it replays now%s, or %s", asked, from, e.MaxReplay, e.EndOffset, oldest, skipped, catchUp)
+	case WhyEvicted:
+		gone := ""
+		if e.Offset != Null && e.Earliest != Null && e.Offset < e.Earliest {
+			gone = fmt.Sprintf(" (rows %d to %d are no longer served)", e.Offset, e.Earliest-1)
+		}
+		return fmt.Sprintf("%s%s is below %s, the earliest offset this stream still serves; rerun with --offset earliest to start there%s, or %s", asked, from, num(e.Earliest), gone, catchUp)
+	case WhyAhead:
+		return fmt.Sprintf("%s%s is past %s, the next offset this stream will assign: it came from another server or one that was restored; rerun with --offset %s to read from now, or --offset earliest", asked, from, num(e.EndOffset), num(e.EndOffset))
+	case WhyNotDurable:
+		return "this stream is live-only (it keeps no log), so it cannot replay from an offset; tail it without --offset and --cursor"
+	case WhyEmpty:
+		return "this stream's log holds no rows any more, so there is nothing to replay; tail it without --offset to read live, or " + catchUp
+	}
+	return e.Error()
+}
+
+func offsetText(o int64) string {
+	if o == Null {
+		return "live"
+	}
+	return strconv.FormatInt(o, 10)
+}
+
+// sleepCtx waits d, reporting false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// tailWriter moves lines from the reading goroutine to out in batches: the
+// reader appends to one buffer while the writer goroutine writes the other,
+// so each Write carries everything that arrived during the previous one,
+// and nothing waits in a buffer while the reader blocks on the network. The
+// cursor moves only after the Write (and Flush) that carried a row's line
+// returned: a crash never leaves it past a row the output did not get.
+type tailWriter struct {
+	out    io.Writer
+	flush  func() error // out's Flush, when it buffers
+	cursor *Cursor
+	limit  int
+
+	mu       sync.Mutex // guards the fields below; notEmpty and notFull wait on it
+	notEmpty sync.Cond  // the writer waits for work
+	notFull  sync.Cond  // the reader waits while limit bytes are queued
+	buf      []byte     // lines not yet handed to the writer
+	last     int64      // offset of the last frame in buf (also one without a line); Null
+	pending  bool       // buf or last holds something to hand over
+	done     bool       // the reader is finished: write what is left, then stop
+	stopped  bool       // ctx ended: the reader must not wait for room
+	err      error      // the first write or cursor failure; the reader stops
+
+	spare  []byte // the writer's buffer, swapped with buf
+	exited chan struct{}
+	stop   func() bool
+
+	// The saver writes a cursor position that a throttled save skipped,
+	// once the throttle allows, so a quiet stream does not leave the file
+	// behind what was written.
+	saverStop chan struct{}
+	saverDone chan struct{}
+}
+
+func newTailWriter(ctx context.Context, out io.Writer, cursor *Cursor, limit int) *tailWriter {
+	w := &tailWriter{out: out, cursor: cursor, limit: limit, last: Null, exited: make(chan struct{}),
+		buf: make([]byte, 0, 64<<10), spare: make([]byte, 0, 64<<10)}
+	if f, ok := out.(interface{ Flush() error }); ok {
+		w.flush = f.Flush
+	}
+	w.notEmpty.L = &w.mu
+	w.notFull.L = &w.mu
+	w.stop = context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		w.stopped = true
+		w.mu.Unlock()
+		w.notFull.Broadcast()
+	})
+	go w.run()
+	if cursor != nil {
+		w.saverStop, w.saverDone = make(chan struct{}), make(chan struct{})
+		go w.saver()
+	}
+	return w
+}
+
+func (w *tailWriter) saver() {
+	defer close(w.saverDone)
+	t := time.NewTicker(w.cursor.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.saverStop:
+			return
+		case <-t.C:
+			if err := w.cursor.Save(false); err != nil {
+				w.mu.Lock()
+				if w.err == nil {
+					w.err = err
+				}
+				w.mu.Unlock()
+				w.notFull.Broadcast()
+				return
+			}
+		}
+	}
+}
+
+// add queues line (when show) and records offset as finished with once the
+// line is written. It reports false when the output has failed or ctx ended
+// while waiting for room.
+func (w *tailWriter) add(line []byte, offset int64, show bool) bool {
+	w.mu.Lock()
+	for len(w.buf) >= w.limit && w.err == nil && !w.stopped {
+		w.notFull.Wait()
+	}
+	if w.err != nil || (w.stopped && len(w.buf) >= w.limit) {
+		w.mu.Unlock()
+		return false
+	}
+	wasIdle := !w.pending
+	if show {
+		w.buf = append(w.buf, line...)
+		w.buf = append(w.buf, '\n')
+	}
+	if offset != Null {
+		w.last = offset
+	}
+	w.pending = true
+	w.mu.Unlock()
+	if wasIdle {
+		w.notEmpty.Signal()
+	}
+	return true
+}
+
+func (w *tailWriter) run() {
+	defer close(w.exited)
+	for {
+		w.mu.Lock()
+		for !w.pending && !w.done {
+			w.notEmpty.Wait()
+		}
+		if !w.pending {
+			w.mu.Unlock()
+			return
+		}
+		b, last := w.buf, w.last
+		w.buf, w.last, w.pending = w.spare[:0], Null, false
+		w.mu.Unlock()
+		w.notFull.Broadcast()
+
+		err := w.write(b, last)
+		w.spare = b[:0]
+		if err != nil {
+			w.mu.Lock()
+			if w.err == nil {
+				w.err = err
+			}
+			w.mu.Unlock()
+			w.notFull.Broadcast()
+			return
+		}
+	}
+}
+
+func (w *tailWriter) write(b []byte, last int64) error {
+	if len(b) > 0 {
+		if _, err := w.out.Write(b); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+		if w.flush != nil {
+			if err := w.flush(); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
+		}
+	}
+	if last != Null && w.cursor != nil {
+		w.cursor.Advance(last)
+		return w.cursor.Save(false)
+	}
+	return nil
+}
+
+// failure returns the error that stopped the writer.
+func (w *tailWriter) failure() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// finish writes what is queued, stops the writer and saves the cursor one
+// last time. It returns the writer's failure, if any.
+func (w *tailWriter) finish() error {
+	w.stop()
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+	w.notEmpty.Signal()
+	<-w.exited
+	if w.saverStop != nil {
+		close(w.saverStop)
+		<-w.saverDone
+	}
+	err := w.failure()
+	if w.cursor != nil {
+		if serr := w.cursor.Save(true); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	return err
+}
