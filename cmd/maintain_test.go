@@ -1,12 +1,17 @@
 package cmd
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -16,8 +21,11 @@ func TestMaintainRefusesMissingFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"maintain", "--every", "1s", "--log", "x"},
 		{"maintain", "--role", "seal", "--every", "1s"},
-		{"maintain", "--role", "compact", "--log", "x"},
+		{"maintain", "--role", "frobnicate", "--log", "x"},
 		{"maintain", "--role", "seal", "--every", "0s", "--log", "x"},
+		{"maintain", "--role", "clean", "--staging-retention", "-1s", "--log", "x"},
+		{"maintain", "--role", "clean", "--ready-fd", "1", "--log", "x"},
+		{"maintain", "--role", "clean", "--ready-fd", "987", "--log", "x"},
 	} {
 		code, _, stderr := run(t, args...)
 		if code != ExitUsage {
@@ -26,9 +34,12 @@ func TestMaintainRefusesMissingFlags(t *testing.T) {
 	}
 }
 
-func TestMaintainSealsAndCleansUntilCancelled(t *testing.T) {
+// TestMaintainRunsEveryRoleUntilCancelled runs each role in turn over one
+// log: afterwards its rows are in the published table and nowhere else, and
+// still read back through the log.
+func TestMaintainRunsEveryRoleUntilCancelled(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s", "log")
-	l, err := logstore.Create(dir, schema.Any(), logstore.Config{})
+	l, err := logstore.Create(dir, schema.Any(), logstore.Config{TargetFileBytes: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,10 +50,11 @@ func TestMaintainSealsAndCleansUntilCancelled(t *testing.T) {
 	}
 	t.Chdir(t.TempDir())
 	t.Setenv(configEnv, "")
-	for _, role := range []string{"seal", "clean"} {
+	for _, role := range []string{"seal", "compact", "publish", "clean", "clean", "clean-published"} {
 		rctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
 		var out, errOut bytes.Buffer
-		code := Run(rctx, []string{"maintain", "--role", role, "--every", "50ms", "--flush-every", "100ms", "--log", dir}, strings.NewReader(""), &out, &errOut)
+		code := Run(rctx, []string{"maintain", "--role", role, "--every", "50ms", "--flush-every", "100ms",
+			"--staging-retention", "1ns", "--local-delete-grace", "1ns", "--log", dir}, strings.NewReader(""), &out, &errOut)
 		cancel()
 		if code != ExitOK {
 			t.Fatalf("maintain --role %s: exit %d; stderr:\n%s", role, code, errOut.String())
@@ -56,8 +68,66 @@ func TestMaintainSealsAndCleansUntilCancelled(t *testing.T) {
 	if err != nil || strings.Join(rows, " ") != `{"a":1} {"a":2}` {
 		t.Fatalf("after maintain: %v, %v", rows, err)
 	}
-	entries, _ := filepath.Glob(filepath.Join(dir, "files", "*.parquet"))
-	if len(entries) != 1 {
-		t.Fatalf("maintain --role seal left %v in files/", entries)
+	st, err := l.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PublishedThrough != 2 || st.BufferedRows != 0 || st.LocalFiles != 0 {
+		t.Fatalf("after every role: %+v", st)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(dir, "files", "*.parquet")); len(entries) != 0 {
+		t.Fatalf("maintain --role clean left %v in files/", entries)
+	}
+	loc, _ := l.PublishedLocation()
+	if entries, _ := filepath.Glob(filepath.Join(loc, "data", "*.parquet")); len(entries) != 1 {
+		t.Fatalf("the published table holds %v", entries)
 	}
 }
+
+func TestMaintainReportsReadyAndFlushedOnTheReadyDescriptor(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s", "log")
+	l, err := logstore.Create(dir, schema.Any(), logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// maintain closes the descriptor it is given when it ends: give it a
+	// copy of its own.
+	fd, err := unix.Dup(int(w.Fd()))
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	t.Setenv(configEnv, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	var errOut bytes.Buffer
+	go func() {
+		done <- Run(ctx, []string{"maintain", "--role", "seal", "--every", "1h", "--flush-every", "0",
+			"--ready-fd", strconv.Itoa(fd), "--log", dir}, strings.NewReader(""), &bytes.Buffer{}, &errOut)
+	}()
+	lines := bufio.NewScanner(r)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("first line on the ready descriptor: %q", lines.Text())
+	}
+	// SIGUSR1 is the flush request; this process gets it.
+	if err := syscallKill(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	if !lines.Scan() || lines.Text() != "flushed" {
+		t.Fatalf("after SIGUSR1: %q", lines.Text())
+	}
+	cancel()
+	if code := <-done; code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}
+
+func syscallKill(pid int) error { return unix.Kill(pid, unix.SIGUSR1) }

@@ -133,6 +133,8 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 		newServeCmd(a),
 		newBenchCmd(a),
 		newMaintainCmd(a),
+		newTailCmd(a),
+		newPublishCmd(a),
 	)
 
 	root.InitDefaultCompletionCmd() // now, so the man pages and strictArgs see it

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -19,6 +20,14 @@ type job struct {
 	one   [1][]byte // storage for rows of a one-row frame
 	pub   *publisher
 	reply *replySlot
+
+	// Exactly-once frames only (ps == nil on a plain one); see exactlyonce.go.
+	ps           *pubState
+	seq          int64  // seq of the frame's first row
+	n            int    // rows in the frame; rows holds the last n-skip
+	skip         int    // leading rows at or below the mark, not appended again
+	failed       string // set by admit: why the frame cannot be committed
+	prevAppended int64  // ps.appended before admit, for rollback
 }
 
 // inbox holds the jobs of a durable stream until its committer takes them.
@@ -116,7 +125,8 @@ func (in *inbox) stop() {
 // the deliverer.
 type committed struct {
 	jobs  []*job
-	rows  [][]byte
+	rows  [][]byte // the rows appended (those of jobs admit failed are not)
+	taken int      // rows taken from the inbox, to give back
 	first int64
 	ts    int64
 	err   error
@@ -128,60 +138,119 @@ type committed struct {
 // advances the frontier and offers the frames, then answers each publisher
 // in the order it sent (I3: commit, fan out, ack). The hand-off is one FIFO,
 // so groups are delivered in commit order (I1), and the next group's fsync
-// overlaps the previous group's fan-out.
+// overlaps the previous group's fan-out. On an exactly-once stream the
+// publishers' marks go into the same transaction as their rows.
 func (s *stream) commit() {
 	groups := make(chan committed, 2)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		var replies [][]byte
 		for g := range groups {
-			s.deliverGroup(g)
+			replies = s.deliverGroup(g, replies)
 		}
 	}()
 	defer func() {
 		close(groups)
 		<-done
 	}()
-	var jobs []*job
+	// The committer is the log's one appender (I7), so it knows the offset
+	// the next group starts at; exactly-once marks carry their row's offset
+	// into the transaction that writes it.
+	s.mu.Lock()
+	next := s.end
+	s.mu.Unlock()
+	var marks []logstore.Mark
 	for {
-		jobs = s.inbox.take(s.cfg.GroupCommit, nil)
+		jobs := s.inbox.take(s.cfg.GroupCommit, nil)
 		if jobs == nil {
 			return
 		}
-		n := 0
+		taken := 0
 		for _, j := range jobs {
-			n += len(j.rows)
+			taken += len(j.rows)
 		}
-		rows := make([][]byte, 0, n)
+		if s.marks != nil {
+			marks = s.marks.admit(jobs, next, marks)
+		}
+		rows := make([][]byte, 0, taken)
 		for _, j := range jobs {
-			rows = append(rows, j.rows...)
+			if j.failed == "" {
+				rows = append(rows, j.rows...)
+			}
 		}
 		ts := time.Now().UnixMicro()
-		// Never cancelled: rows accepted before a shutdown are committed
-		// and acknowledged during it.
-		first, err := s.log.Append(context.Background(), rows, ts, nil)
-		groups <- committed{jobs: jobs, rows: rows, first: first, ts: ts, err: err}
+		var first int64
+		var err error
+		if len(rows) > 0 {
+			// Never cancelled: rows accepted before a shutdown are committed
+			// and acknowledged during it.
+			first, err = s.appendGroup(context.Background(), rows, ts, marks)
+			switch {
+			case err != nil:
+				if s.marks != nil {
+					s.marks.rollback(jobs)
+				}
+			case first != next && len(marks) > 0:
+				// Cannot happen with one appender; if it does, the marks
+				// just stored carry wrong offsets (their seqs are right).
+				s.srv.logger.Error("the log assigned another offset than the committer expected; "+
+					"exactly-once marks of this group carry wrong last_offset values",
+					"stream", s.name, "expected", next, "got", first)
+			}
+			if err == nil {
+				next = first + int64(len(rows))
+			}
+		}
+		groups <- committed{jobs: jobs, rows: rows, taken: taken, first: first, ts: ts, err: err}
 	}
 }
 
+// appendGroup commits one group to the log; tests replace it to fail commits.
+func (s *stream) appendGroup(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
+	if s.appendHook != nil {
+		return s.appendHook(ctx, rows, ts, marks)
+	}
+	return s.log.Append(ctx, rows, ts, marks)
+}
+
 // deliverGroup fans a committed group out and acknowledges it (or answers
-// commit_failed for every frame of a group that failed).
-func (s *stream) deliverGroup(g committed) {
+// commit_failed for every frame of a group that failed). replies is scratch
+// space, returned for reuse.
+func (s *stream) deliverGroup(g committed, replies [][]byte) [][]byte {
+	failed := ""
 	if g.err != nil {
 		s.srv.logger.Error("commit failed", "stream", s.name, "rows", len(g.rows), "err", g.err)
-		detail := "the server could not commit these rows (" + g.err.Error() + "); nothing was committed, so sending them again is safe"
+		failed = "the server could not commit these rows (" + g.err.Error() + "); nothing was committed, so sending them again is safe"
+	} else if len(g.rows) > 0 {
+		frames := encodeFrames(g.rows, g.first, g.ts)
+		s.deliver(frames, g.rows, g.first, g.first+int64(len(g.rows)))
+	}
+	if s.marks == nil {
+		off := g.first
 		for _, j := range g.jobs {
-			j.pub.resolve(j.reply, errorReply(wire.ReplyCommitFailed, detail))
+			if failed != "" {
+				j.pub.resolve(j.reply, errorReply(wire.ReplyCommitFailed, failed))
+				continue
+			}
+			j.pub.resolve(j.reply, okReply(off, len(j.rows)))
+			off += int64(len(j.rows))
 		}
-		s.inbox.release(len(g.rows))
-		return
+		s.inbox.release(g.taken)
+		return replies
 	}
-	frames := encodeFrames(g.rows, g.first, g.ts)
-	s.deliver(frames, g.rows, g.first, g.first+int64(len(g.rows)))
-	off := g.first
-	for _, j := range g.jobs {
-		j.pub.resolve(j.reply, okReply(off, len(j.rows)))
-		off += int64(len(j.rows))
+	if cap(replies) < len(g.jobs) {
+		replies = make([][]byte, len(g.jobs))
 	}
-	s.inbox.release(len(g.rows))
+	replies = replies[:len(g.jobs)]
+	s.marks.record(g.jobs, g.first, failed, replies)
+	for i, j := range g.jobs {
+		j.pub.resolve(j.reply, replies[i])
+	}
+	// Settled only once answered: a superseded connection's replies are then
+	// queued ahead of its 4409.
+	s.marks.done(g.jobs)
+	clear(replies)
+	s.inbox.release(g.taken)
+	return replies
 }

@@ -12,9 +12,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -27,6 +29,14 @@ const (
 	DefaultMaxInFlight     = 64
 	DefaultMaxMessageBytes = 1 << 20
 	DefaultMaxReplay       = 100000
+
+	// How often serve's maintenance children run their roles (maintain:).
+	DefaultSealEvery           = 250 * time.Millisecond
+	DefaultCompactEvery        = 10 * time.Second
+	DefaultPublishEvery        = 10 * time.Second
+	DefaultCleanEvery          = 10 * time.Second
+	DefaultCleanPublishedEvery = 60 * time.Second
+	DefaultFlushEvery          = 60 * time.Second
 )
 
 // Config is the server's configuration: what `streamcast serve` reads from
@@ -42,6 +52,9 @@ type Config struct {
 	Limits Limits `yaml:"limits"`
 	// Streams are the streams served, each at /<name>.
 	Streams []StreamConfig `yaml:"streams"`
+	// Maintain says which maintenance roles serve runs as child processes
+	// over the durable streams' logs, and how often.
+	Maintain MaintainConfig `yaml:"maintain"`
 }
 
 // Limits are the bounds that keep one client from costing the others.
@@ -100,6 +113,7 @@ func DefaultConfig() Config {
 			MaxInFlight:     DefaultMaxInFlight,
 			MaxMessageBytes: DefaultMaxMessageBytes,
 		},
+		Maintain: DefaultMaintain(),
 	}
 }
 
@@ -262,9 +276,10 @@ func (s *StreamConfig) UnmarshalYAML(n *yaml.Node) error {
 // known lists the keys each part of the file may hold.
 var (
 	// log is the logging section every command shares (read by cmd).
-	topKeys    = []string{"listen", "root", "limits", "streams", "log"}
-	limitKeys  = []string{"max_backlog", "max_inbound", "max_in_flight", "max_message_bytes"}
-	streamKeys = []string{"name", "schema", "schema_file", "sort_by", "durable", "group_commit", "max_replay", "exactly_once"}
+	topKeys      = []string{"listen", "root", "limits", "streams", "maintain", "log"}
+	limitKeys    = []string{"max_backlog", "max_inbound", "max_in_flight", "max_message_bytes"}
+	streamKeys   = []string{"name", "schema", "schema_file", "sort_by", "durable", "group_commit", "max_replay", "exactly_once"}
+	maintainKeys = []string{"seal_every", "compact_every", "publish_every", "clean_every", "clean_published_every", "flush_every"}
 )
 
 // checkKeys refuses a key outside allowed, naming it with its path and line,
@@ -321,6 +336,10 @@ func ParseConfig(data []byte, dir string) (Config, error) {
 			continue // another command's section
 		case "limits":
 			if err := checkKeys(v, "limits", limitKeys, lines); err != nil {
+				return cfg, err
+			}
+		case "maintain":
+			if err := checkKeys(v, "maintain", maintainKeys, lines); err != nil {
 				return cfg, err
 			}
 		case "streams":
@@ -403,6 +422,9 @@ func (c *Config) compile() ([]*schema.Schema, error) {
 			return nil, fmt.Errorf("limits.%s is %d; it must be at least 1", l.key, l.v)
 		}
 	}
+	if err := c.Maintain.Validate(); err != nil {
+		return nil, err
+	}
 	if len(c.Streams) == 0 {
 		return nil, errors.New("streams is empty; declare at least one stream (name, schema, …)")
 	}
@@ -468,4 +490,170 @@ func (c *Config) names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// MaintainConfig is the maintain: section: which maintenance roles serve
+// runs, as one `streamcast maintain --role R` child process per role over
+// every durable stream's log, and how often each makes a pass.
+//
+// The roles that run are exactly those whose interval is positive. An
+// interval of 0 (or null) leaves that role to you: run `streamcast maintain
+// --role R` yourself, or nothing does it. `maintain: false` (or serve
+// --no-maintain) runs no child at all; `maintain: true`, an empty section or
+// none is DefaultMaintain, which runs every role.
+type MaintainConfig struct {
+	// Enabled is false for `maintain: false`: serve runs no child.
+	Enabled bool `yaml:"-"`
+	// SealEvery is the seal role's pause between passes: buffered rows →
+	// Parquet files, a full target at a time.
+	SealEvery time.Duration `yaml:"seal_every"`
+	// CompactEvery is the compact role's: small adjacent files → large ones.
+	CompactEvery time.Duration `yaml:"compact_every"`
+	// PublishEvery is the publish role's: finished files → the published
+	// Iceberg table, one commit per pass.
+	PublishEvery time.Duration `yaml:"publish_every"`
+	// CleanEvery is the clean role's: evict buffered rows that files hold,
+	// delete published local files past retention, drain the delete queue.
+	CleanEvery time.Duration `yaml:"clean_every"`
+	// CleanPublishedEvery is the clean-published role's: expire old
+	// snapshots of the published table and delete what none references.
+	CleanPublishedEvery time.Duration `yaml:"clean_published_every"`
+	// FlushEvery makes seal and publish cut everything buffered once per
+	// interval, at wall-clock multiples of it, and makes a graceful stop
+	// flush too. 0 never flushes: not on a schedule, not at a stop.
+	FlushEvery time.Duration `yaml:"flush_every"`
+}
+
+// DefaultMaintain runs every role at its default interval, flushing once a
+// minute.
+func DefaultMaintain() MaintainConfig {
+	return MaintainConfig{
+		Enabled:             true,
+		SealEvery:           DefaultSealEvery,
+		CompactEvery:        DefaultCompactEvery,
+		PublishEvery:        DefaultPublishEvery,
+		CleanEvery:          DefaultCleanEvery,
+		CleanPublishedEvery: DefaultCleanPublishedEvery,
+		FlushEvery:          DefaultFlushEvery,
+	}
+}
+
+// MaintainRole is one role serve runs, with the pause between its passes.
+type MaintainRole struct {
+	Role  logstore.Role
+	Every time.Duration
+}
+
+// maintainInterval ties a maintain: key to its role and field.
+type maintainInterval struct {
+	key   string
+	role  logstore.Role
+	every *time.Duration
+}
+
+func (m *MaintainConfig) intervals() []maintainInterval {
+	return []maintainInterval{
+		{"seal_every", logstore.RoleSeal, &m.SealEvery},
+		{"compact_every", logstore.RoleCompact, &m.CompactEvery},
+		{"publish_every", logstore.RolePublish, &m.PublishEvery},
+		{"clean_every", logstore.RoleClean, &m.CleanEvery},
+		{"clean_published_every", logstore.RoleCleanPublished, &m.CleanPublishedEvery},
+	}
+}
+
+// Roles returns the roles serve runs, in the order seal, compact, publish,
+// clean, clean-published: those with a positive interval, none when
+// maintenance is off.
+func (m MaintainConfig) Roles() []MaintainRole {
+	if !m.Enabled {
+		return nil
+	}
+	var out []MaintainRole
+	for _, iv := range m.intervals() {
+		if *iv.every > 0 {
+			out = append(out, MaintainRole{Role: iv.role, Every: *iv.every})
+		}
+	}
+	return out
+}
+
+// Runs reports whether serve runs role.
+func (m MaintainConfig) Runs(role logstore.Role) bool {
+	for _, r := range m.Roles() {
+		if r.Role == role {
+			return true
+		}
+	}
+	return false
+}
+
+// UnmarshalYAML reads `maintain: false`, `maintain: true` or a mapping of
+// intervals laid over DefaultMaintain. An interval is a duration ("250ms",
+// "10s"), or 0 or null to not run that role.
+func (m *MaintainConfig) UnmarshalYAML(n *yaml.Node) error {
+	*m = DefaultMaintain()
+	switch {
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool":
+		return n.Decode(&m.Enabled)
+	case n.Kind != yaml.MappingNode:
+		return fmt.Errorf("line %d: maintain is false, true, or a mapping of %s", n.Line, strings.Join(maintainKeys, ", "))
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, v := n.Content[i].Value, n.Content[i+1]
+		d, err := parseInterval(v)
+		if err != nil {
+			return fmt.Errorf("line %d: maintain.%s: %w", v.Line, key, err)
+		}
+		if key == "flush_every" {
+			m.FlushEvery = d
+			continue
+		}
+		for _, iv := range m.intervals() {
+			if iv.key == key {
+				*iv.every = d
+			}
+		}
+	}
+	return nil
+}
+
+// parseInterval reads a duration, 0 or null (both 0).
+func parseInterval(v *yaml.Node) (time.Duration, error) {
+	if v.Kind != yaml.ScalarNode {
+		return 0, errors.New("give a duration such as 10s, or 0")
+	}
+	switch v.ShortTag() {
+	case "!!null":
+		return 0, nil
+	case "!!int":
+		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil && n == 0 {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("%s has no unit; give a duration such as %ss, or 0", v.Value, v.Value)
+	}
+	d, err := time.ParseDuration(v.Value)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration; give one such as 250ms or 10s, or 0", v.Value)
+	}
+	return d, nil
+}
+
+// Validate checks the intervals: none negative, and a role set to run
+// only when this build has it.
+func (m *MaintainConfig) Validate() error {
+	if !m.Enabled {
+		return nil
+	}
+	for _, iv := range m.intervals() {
+		switch {
+		case *iv.every < 0:
+			return fmt.Errorf("maintain.%s is %s; give a positive duration, or 0 to leave the %s role to you", iv.key, *iv.every, iv.role)
+		case *iv.every > 0 && !slices.Contains(logstore.Roles, iv.role):
+			return fmt.Errorf("maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, logstore.Roles)
+		}
+	}
+	if m.FlushEvery < 0 {
+		return fmt.Errorf("maintain.flush_every is %s; give a positive duration, or 0 to never flush", m.FlushEvery)
+	}
+	return nil
 }

@@ -18,9 +18,20 @@
 // is served (every row from the first); 4416 "empty" is sent only when a log
 // held rows and now holds none, so "everything from the earliest" cannot mean
 // nothing silently. A durable stream needs a non-empty name (it names a
-// directory). publisher= is refused with 4412 until exactly-once publishing
-// is built. Subscribers' frames are written by the server itself, straight to
-// the socket with writev; gorilla/websocket does the handshake and reads.
+// directory). publisher= is served on streams declared exactly_once (which
+// must be durable: the marks live in the log) and refused with 4412 elsewhere;
+// anonymous publishers still publish at least once on an exactly-once stream.
+// exactlyonce.go documents how frames are judged against a publisher's mark.
+// Subscribers' frames are written by the server itself, straight to the
+// socket with writev; gorilla/websocket does the handshake and reads.
+//
+// Run also supervises serve's maintenance children (supervisor.go): one
+// `streamcast maintain --role R` process per role the maintain: section
+// runs, over every durable log. Streams are served only once every child
+// has reported ready; a child that exits is restarted with backoff; a
+// SIGKILL of the server takes the children with it (Linux); and a graceful
+// stop flushes seal, then publish, before stopping the rest, so every
+// acknowledged row ends up sealed and published.
 //
 // The package never validates rows on the committer (publishers' goroutines
 // do), never lets a subscriber's speed reach a publisher or another

@@ -73,6 +73,7 @@ func testConfig(t testing.TB) Config {
 	raw := DefaultStream("raw")
 	raw.Durable = false
 	cfg.Streams = []StreamConfig{trades, live, raw}
+	cfg.Maintain.Enabled = false // no child processes; the supervision tests turn them on
 	return cfg
 }
 

@@ -45,9 +45,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveConn serves one upgraded connection until it ends.
 func (s *Server) serveConn(ws *websocket.Conn, st *stream, q wire.Request, qerr error) {
 	c := newConn(s, ws, st)
-	isPub := qerr == nil && st != nil && q.Publish && q.Publisher == ""
+	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce)
 	if isPub {
-		newPublisher(c, st) // before register: keepalive may start the writer
+		newPublisher(c, st, q.Publisher) // before register: keepalive may start the writer
 	}
 	if !s.register(c) {
 		c.close(websocket.CloseGoingAway, "server shutting down")
@@ -68,10 +68,6 @@ func (s *Server) serveConn(ws *websocket.Conn, st *stream, q wire.Request, qerr 
 		c.refuse(&wire.StreamNotFound{Serves: s.names})
 	case q.Publisher != "" && !st.cfg.ExactlyOnce:
 		c.refuse(&wire.ExactlyOnceUnavailable{Why: "stream"})
-	case q.Publisher != "":
-		// Declared exactly-once, but this server does not publish
-		// exactly once yet: refuse rather than silently publish at least once.
-		c.refuse(&wire.ExactlyOnceUnavailable{Why: "broker"})
 	case isPub:
 		s.publish(c.pub)
 	default:

@@ -30,22 +30,30 @@ type publisher struct {
 	st  *stream
 	max int // max_in_flight
 
-	mu       sync.Mutex
-	cond     sync.Cond    // the reader waits for in-flight room; shutdown waits for owed == 0
-	slots    []*replySlot // replies owed and not yet queued, in send order
-	ready    [][]byte     // scratch for queueing resolved replies
-	owed     int          // frames queued or owed and not yet written (the greeting counts until written)
-	stop     bool         // shutdown: read no more frames
-	connDead bool         // the writer failed: owed will never drain
+	// Exactly-once connections (id != ""): ps is set by marks.claim and read
+	// by this connection's goroutines; queued is guarded by st.marks.mu.
+	id     string
+	ps     *pubState
+	queued int // frames this connection queued and not yet answered
+
+	mu         sync.Mutex
+	cond       sync.Cond    // the reader waits for in-flight room; shutdown waits for owed == 0
+	slots      []*replySlot // replies owed and not yet queued, in send order
+	ready      [][]byte     // scratch for queueing resolved replies
+	owed       int          // frames queued or owed and not yet written (the greeting counts until written)
+	stop       bool         // shutdown: read no more frames
+	superseded bool         // a newer connection took the publisher id: read no more frames
+	connDead   bool         // the writer failed: owed will never drain
 
 	row schema.Row // reused across frames
 	buf []byte     // reused read buffer
 }
 
-// newPublisher makes c a publisher connection of st.
-func newPublisher(c *wsConn, st *stream) *publisher {
+// newPublisher makes c a publisher connection of st; id is its exactly-once
+// publisher id ("" for a plain publisher).
+func newPublisher(c *wsConn, st *stream, id string) *publisher {
 	// owed starts at 1: the greeting counts until it is written.
-	p := &publisher{c: c, st: st, max: st.limits.MaxInFlight, owed: 1}
+	p := &publisher{c: c, st: st, max: st.limits.MaxInFlight, owed: 1, id: id}
 	p.cond.L = &p.mu
 	c.pub = p
 	c.afterWrite = p.written
@@ -64,20 +72,69 @@ func (srv *Server) publish(p *publisher) {
 		c.close(wire.CloseGoingAway, "server shutting down")
 		return
 	}
+	var mark *wire.PublisherMark
+	if p.id != "" {
+		m, ok := p.claim()
+		defer st.marks.release(p)
+		if !ok {
+			srv.pubReaders.Done()
+			c.close(wire.CloseSuperseded, (&wire.Superseded{Publisher: p.id}).Reason())
+			return
+		}
+		mark = &m
+	}
 	end := wire.Null
 	if st.cfg.Durable {
 		end = st.endOffset.Load()
 	}
-	c.enqueue(st.greeting(end, nil, nil))
+	c.enqueue(st.greetingWith(end, nil, nil, mark))
 	stopping := p.readFrames()
 	srv.pubReaders.Done()
 
-	if stopping {
+	switch {
+	case stopping:
 		// Shutdown: every frame read so far is committed and answered
 		// before the 1001 (the committer drains after every reader stopped).
 		p.waitOwed(30 * time.Second)
 		c.close(wire.CloseGoingAway, "server shutting down")
+	case p.isSuperseded():
+		// The frames this connection queued are answered first, then 4409:
+		// its peer learns exactly which of them landed.
+		st.marks.waitQueued(p)
+		c.close(wire.CloseSuperseded, (&wire.Superseded{Publisher: p.id}).Reason())
 	}
+}
+
+// claim takes p's publisher id for this connection, superseding the
+// connection that held it, and waits until every frame queued under the id
+// is committed or failed, so the mark it returns for the greeting counts
+// them. It reports false when a newer connection took the id meanwhile.
+func (p *publisher) claim() (wire.PublisherMark, bool) {
+	marks := p.st.marks
+	if old := marks.claim(p); old != nil {
+		old.supersede()
+	}
+	// Not reading the socket while settling: keepalive must not take the
+	// unread pongs for a dead peer.
+	p.c.holding.Store(true)
+	defer p.c.holding.Store(false)
+	return marks.settle(p)
+}
+
+// supersede stops the reader of a connection whose publisher id a newer
+// connection took: it reads no further frame.
+func (p *publisher) supersede() {
+	p.mu.Lock()
+	p.superseded = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	_ = p.c.nc.SetReadDeadline(time.Now())
+}
+
+func (p *publisher) isSuperseded() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.superseded
 }
 
 // readFrames reads and handles publish frames until the connection ends or
@@ -89,12 +146,12 @@ func (p *publisher) readFrames() (stopping bool) {
 		p.mu.Lock()
 		if p.owed >= p.max {
 			c.holding.Store(true)
-			for p.owed >= p.max && !p.stop && !p.connDead {
+			for p.owed >= p.max && !p.stop && !p.connDead && !p.superseded {
 				p.cond.Wait() // max_in_flight: stop reading this socket
 			}
 			c.holding.Store(false)
 		}
-		stop, dead := p.stop, p.connDead
+		stop, dead := p.stop, p.connDead || p.superseded
 		p.mu.Unlock()
 		if stop {
 			return true
@@ -188,24 +245,60 @@ func (p *publisher) handle(typ int, data []byte) {
 	if j != nil {
 		rows = j.one[:0]
 	}
-	rows, code, detail := p.decode(rows, data)
+	var seq int64
+	var code, detail string
+	if p.ps != nil {
+		seq, rows, code, detail = p.decodeSeq(rows, data)
+	} else {
+		rows, code, detail = p.decode(rows, data)
+		if code == wire.ReplyBadFrame && hasSeq(data) {
+			detail = "publish frame starts with a number, like an exactly-once [seq, row] frame, but this connection " +
+				"has no publisher id; send the row(s) without a seq, or connect with &publisher=ID to a stream with exactly_once: true"
+		}
+	}
 	if code != "" {
 		p.resolve(slot, errorReply(code, detail))
 		return
 	}
-	if j != nil {
+	if p.ps != nil {
+		v, reply := st.marks.judge(p, j, seq, rows)
+		switch v {
+		case verdictReply:
+			p.resolve(slot, reply)
+			return
+		case verdictDrop:
+			p.resolve(slot, nil)
+			return
+		}
+	} else if j != nil {
 		j.rows = rows
+	}
+	if j != nil {
 		p.c.holding.Store(true) // put may wait for room under max_inbound
 		ok := st.inbox.put(j)
 		p.c.holding.Store(false)
 		if !ok {
 			p.resolve(slot, errorReply(wire.ReplyCommitFailed, "the server is shutting down; nothing was committed, so sending these rows again is safe"))
+			if j.ps != nil {
+				st.marks.unqueue(j)
+			}
 		}
 		return
 	}
 	ts := time.Now().UnixMicro()
 	st.deliver(encodeFrames(rows, wire.Null, ts), rows, wire.Null, wire.Null)
 	p.resolve(slot, okReply(wire.Null, len(rows)))
+}
+
+// hasSeq reports whether a frame looks like an exactly-once frame: a list
+// whose first element is a number.
+func hasSeq(data []byte) bool {
+	b := trimSpace(data)
+	if len(b) < 2 || b[0] != '[' {
+		return false
+	}
+	b = trimSpace(b[1:])
+	return len(b) > 0 && (b[0] == '-' || (b[0] >= '0' && b[0] <= '9'))
 }
 
 // decode splits and validates a publish frame into canonical rows (one
@@ -394,13 +487,20 @@ func errorReply(code, detail string) []byte {
 }
 
 // resolve answers slot and queues every reply now answerable in send order.
+// A nil frame answers nothing (a superseded connection's frame, dropped: the
+// 4409 that follows tells the peer).
 func (p *publisher) resolve(slot *replySlot, frame []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	slot.frame, slot.done = frame, true
 	k := 0
 	for k < len(p.slots) && p.slots[k].done {
-		p.ready = append(p.ready, p.slots[k].frame)
+		if f := p.slots[k].frame; f != nil {
+			p.ready = append(p.ready, f)
+		} else {
+			p.owed--
+			p.cond.Broadcast()
+		}
 		p.slots[k].frame = nil
 		k++
 	}
@@ -411,7 +511,9 @@ func (p *publisher) resolve(slot *replySlot, frame []byte) {
 	clear(p.slots[n:])
 	p.slots = p.slots[:n]
 	// Queued under p.mu so two resolvers (committer, reader) keep the order.
-	p.c.enqueue(p.ready...)
+	if len(p.ready) > 0 {
+		p.c.enqueue(p.ready...)
+	}
 	clear(p.ready)
 	p.ready = p.ready[:0]
 }

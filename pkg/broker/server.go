@@ -8,12 +8,16 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
 // Options are the server's dependencies and knobs that are not configuration
@@ -24,9 +28,21 @@ type Options struct {
 	// PingInterval is how often every connection is pinged; a peer that sends
 	// nothing (not even a pong) for two intervals is dropped. 0 means 20 s.
 	PingInterval time.Duration
-	// OnReady, when set, is called once every stream is open and the server
-	// accepts connections, with the address it listens on.
+	// OnReady, when set, is called once every stream is open, every
+	// maintenance child is ready and the server accepts connections, with
+	// the address it listens on.
 	OnReady func(addr net.Addr)
+	// Executable is the streamcast binary the maintenance children run
+	// (`Executable maintain --role R …`). It is required when the config's
+	// maintain section runs any role over a durable stream; `streamcast
+	// serve` passes its own executable.
+	Executable string
+	// ConfigFile, when set, is passed to the children as --config, so they
+	// read the file serve read rather than whatever their defaults find.
+	ConfigFile string
+	// ChildReadyTimeout bounds how long Run waits for every maintenance
+	// child to report ready before it fails; 0 means 30 s.
+	ChildReadyTimeout time.Duration
 }
 
 // Server states, for /health.
@@ -54,6 +70,12 @@ type Server struct {
 	state atomic.Int32
 	ready chan struct{}
 	addr  atomic.Pointer[net.Addr]
+
+	// sup runs the maintenance children; nil when there are none. tierLogs
+	// holds, per stream in config order, the log /stats reads the tiers of
+	// (nil for a live-only stream); nil while the logs are not open.
+	sup      atomic.Pointer[supervisor]
+	tierLogs atomic.Pointer[[]*logstore.Log]
 
 	runMu  sync.Mutex
 	cancel context.CancelFunc
@@ -92,6 +114,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	if opts.PingInterval <= 0 {
 		opts.PingInterval = 20 * time.Second
+	}
+	if opts.ChildReadyTimeout <= 0 {
+		opts.ChildReadyTimeout = DefaultChildReadyTimeout
+	}
+	if roles := cfg.Maintain.Roles(); len(roles) > 0 && opts.Executable == "" && slices.ContainsFunc(cfg.Streams, func(s StreamConfig) bool { return s.Durable }) {
+		return nil, fmt.Errorf("maintain runs %d roles as child processes, but no streamcast executable was given to run them (Options.Executable); "+
+			"give one, or set maintain: false to run none", len(roles))
 	}
 	s := &Server{
 		cfg:         cfg,
@@ -172,6 +201,30 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		opened = append(opened, st)
 	}
+	tierLogs := make([]*logstore.Log, len(s.ordered))
+	var writers []*logstore.Log
+	for i, st := range s.ordered {
+		if st.log != nil {
+			tierLogs[i] = st.log
+			writers = append(writers, st.log)
+		}
+	}
+	s.tierLogs.Store(&tierLogs)
+	sup, err := s.startMaintenance(ctx)
+	if err != nil {
+		s.state.Store(stateStopping)
+		_ = httpSrv.Close()
+		<-serveErr
+		s.tierLogs.Store(nil)
+		for _, o := range opened {
+			_ = o.closeLog()
+		}
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			s.logger.Info("stopped while starting")
+			return nil
+		}
+		return err
+	}
 	for _, st := range s.ordered {
 		if st.log != nil {
 			s.committers.Add(1)
@@ -207,6 +260,12 @@ func (s *Server) Run(ctx context.Context) error {
 	s.shutdown(httpSrv, serveErr)
 	close(stopKeepalive)
 	s.keepalive.Wait()
+	// Writes are fenced and the committers drained: flush and stop the
+	// maintenance children (see supervisor.stop for the order).
+	if sup != nil {
+		sup.stop(writers)
+	}
+	s.tierLogs.Store(nil)
 	for _, st := range s.ordered {
 		if err := st.closeLog(); err != nil {
 			s.logger.Error("close log", "stream", st.name, "err", err)
@@ -217,6 +276,41 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.logger.Info("stopped")
 	return runErr
+}
+
+// startMaintenance starts one maintenance child per configured role over
+// every durable log, and waits until each is ready. It returns nil when
+// serve runs none.
+func (s *Server) startMaintenance(ctx context.Context) (*supervisor, error) {
+	var dirs []string
+	for _, st := range s.ordered {
+		if st.log == nil {
+			continue
+		}
+		dir, err := filepath.Abs(st.log.Dir())
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: %w", st.name, err)
+		}
+		dirs = append(dirs, dir)
+	}
+	if len(dirs) == 0 {
+		return nil, nil
+	}
+	m := s.cfg.Maintain
+	if !m.Runs(logstore.RoleSeal) {
+		s.logger.Warn("serve runs no seal role (maintain: false, --no-maintain or maintain.seal_every: 0): rows stay in each log's buffer unless you run `streamcast maintain --role seal` yourself")
+	}
+	roles := m.Roles()
+	if len(roles) == 0 {
+		return nil, nil
+	}
+	sup := newSupervisor(s.opts.Executable, s.opts.ConfigFile, roles, dirs, m.FlushEvery, s.opts.ChildReadyTimeout, s.logger)
+	s.sup.Store(sup)
+	if err := sup.start(ctx); err != nil {
+		s.sup.Store(nil)
+		return nil, err
+	}
+	return sup, nil
 }
 
 // Close shuts the server down as cancelling Run's context does, and waits

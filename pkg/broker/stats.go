@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -26,6 +28,25 @@ type StreamStats struct {
 	LastSendTS   *float64 `json:"last_send_ts"`    // nil: nothing sent by this process
 	LastSendAgeS *float64 `json:"last_send_age_s"` // monotonic
 	BytesSent    int64    `json:"bytes_sent"`      // bytes written to this stream's connections
+
+	// The log's tiers (durable streams; null when live-only, or when the
+	// log could not be read just now).
+	BufferedRows     *int64   `json:"buffered_rows"`     // rows in buffer.db (some also in files, until clean evicts them)
+	LocalFiles       *int64   `json:"local_files"`       // Parquet files under <log>/files/ the log records
+	PublishedThrough *int64   `json:"published_through"` // the last offset the published table holds; 0: none
+	PublishLagRows   *int64   `json:"publish_lag_rows"`  // rows committed and not yet published
+	PublishLagS      *float64 `json:"publish_lag_s"`     // age of the oldest unpublished row; 0 when none
+}
+
+// ChildStats are the facts /stats reports about one maintenance child
+// (`streamcast maintain --role R` started by serve).
+type ChildStats struct {
+	Role      string  `json:"role"`
+	PID       *int    `json:"pid"`        // null while it is down, waiting to be restarted
+	Ready     bool    `json:"ready"`      // it opened every log and runs its passes
+	Restarts  int     `json:"restarts"`   // restarts since serve started
+	LastError *string `json:"last_error"` // the last error it logged, or how it last exited; null: none
+	EveryS    float64 `json:"every_s"`    // its pause between passes
 }
 
 // ProcessStats are facts about the server process, for load tests.
@@ -40,14 +61,19 @@ type Stats struct {
 	ServedAt float64       `json:"served_at"`
 	Process  ProcessStats  `json:"process"`
 	Streams  []StreamStats `json:"streams"`
+	Children []ChildStats  `json:"children"` // serve's maintenance children; [] when it runs none
 }
 
 // Stats returns the server's stats now.
 func (s *Server) Stats() Stats {
 	now := time.Now()
 	mono := time.Since(s.started)
-	out := Stats{ServedAt: unixSeconds(now), Process: processStats(), Streams: make([]StreamStats, 0, len(s.ordered))}
-	for _, st := range s.ordered {
+	out := Stats{ServedAt: unixSeconds(now), Process: processStats(), Streams: make([]StreamStats, 0, len(s.ordered)), Children: []ChildStats{}}
+	if sup := s.sup.Load(); sup != nil {
+		out.Children = sup.stats()
+	}
+	logs := s.tierLogs.Load()
+	for i, st := range s.ordered {
 		ss := StreamStats{
 			Name:        st.name,
 			Durable:     st.cfg.Durable,
@@ -71,9 +97,25 @@ func (s *Server) Stats() Stats {
 			}
 			ss.LastSendTS, ss.LastSendAgeS = &ts, &age
 		}
+		if logs != nil && (*logs)[i] != nil {
+			ss.addTiers((*logs)[i])
+		}
 		out.Streams = append(out.Streams, ss)
 	}
 	return out
+}
+
+// addTiers fills the tier fields from the log's status; they stay null
+// when it cannot be read (the log is closing, say).
+func (ss *StreamStats) addTiers(l *logstore.Log) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := l.Status(ctx)
+	if err != nil {
+		return
+	}
+	ss.BufferedRows, ss.LocalFiles = &st.BufferedRows, &st.LocalFiles
+	ss.PublishedThrough, ss.PublishLagRows, ss.PublishLagS = &st.PublishedThrough, &st.PublishLagRows, &st.PublishLagSecs
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }

@@ -30,6 +30,13 @@ type stream struct {
 
 	inbox inbox // durable streams: rows waiting for the committer
 
+	// marks is the exactly-once state of a stream declared exactly_once
+	// (nil otherwise); set by open, before the committer starts.
+	marks *marks
+	// appendHook, when set (tests only, before Run), replaces the log's
+	// Append on the committer.
+	appendHook func(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error)
+
 	// mu is the fan-out lock. Advancing end and offering a commit's frames to
 	// every subscriber happen under it as one step, and so do adding a
 	// subscriber and reading end (I2): a subscriber attaching between a commit
@@ -72,6 +79,10 @@ func (s *stream) logDir(root string) string {
 // frontier. A live-only stream has nothing to open.
 func (s *stream) open(ctx context.Context, root string) error {
 	if !s.cfg.Durable {
+		if s.cfg.ExactlyOnce {
+			return fmt.Errorf("stream %q has exactly_once: true but durable: false; publisher marks are committed "+
+				"with the rows in the stream's log, so make it durable or drop exactly_once", s.name)
+		}
 		s.end = wire.Null
 		s.endOffset.Store(wire.Null)
 		return nil
@@ -99,6 +110,14 @@ func (s *stream) open(ctx context.Context, root string) error {
 	if err != nil {
 		_ = lg.Close()
 		return fmt.Errorf("stream %q: read the extent of %s: %w", s.name, dir, err)
+	}
+	if s.cfg.ExactlyOnce {
+		stored, err := lg.Marks(ctx)
+		if err != nil {
+			_ = lg.Close()
+			return fmt.Errorf("stream %q: read the exactly-once marks of %s: %w", s.name, dir, err)
+		}
+		s.marks = newMarks(stored)
 	}
 	s.log = lg
 	s.end = end
@@ -262,6 +281,11 @@ func (s *stream) detach(sub *subscriber) {
 
 // greeting returns the greeting for a connection to this stream.
 func (s *stream) greeting(frontier int64, replay *wire.Range, where []byte) []byte {
+	return s.greetingWith(frontier, replay, where, nil)
+}
+
+// greetingWith is greeting, carrying an exactly-once publisher's mark.
+func (s *stream) greetingWith(frontier int64, replay *wire.Range, where []byte, mark *wire.PublisherMark) []byte {
 	g := wire.Greeting{
 		Streamcast:  wire.Protocol,
 		Stream:      s.name,
@@ -271,6 +295,7 @@ func (s *stream) greeting(frontier int64, replay *wire.Range, where []byte) []by
 		GroupCommit: s.cfg.Durable && s.cfg.GroupCommit,
 		Schema:      s.schemaJSON,
 		Where:       where,
+		Publisher:   mark,
 	}
 	return textFrame(g.AppendJSON(nil))
 }

@@ -6,11 +6,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
 
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -29,6 +31,82 @@ func fileSchema(sch *schema.Schema) *arrow.Schema {
 		fields = append(fields, sch.Arrow().Fields()...)
 	}
 	return arrow.NewSchema(fields, nil)
+}
+
+// fieldIDKey is the Arrow field metadata key pqarrow writes as a Parquet
+// field id.
+const fieldIDKey = "PARQUET:field_id"
+
+// withFieldIDs returns sc with every field, nested ones too, carrying the
+// field id ice gives it, so the Parquet files written with it map onto the
+// published table's columns by id, as the Iceberg spec prefers (readers
+// that ignore the table's name mapping need it). ice must have been made
+// from sc: the two have the same shape.
+func withFieldIDs(sc *arrow.Schema, ice *iceberg.Schema) (*arrow.Schema, error) {
+	fields := make([]arrow.Field, sc.NumFields())
+	for i, f := range sc.Fields() {
+		nf := ice.Fields()[i]
+		if nf.Name != f.Name {
+			return nil, fmt.Errorf("column %d is %s in Arrow, %s in Iceberg", i, f.Name, nf.Name)
+		}
+		var err error
+		if fields[i], err = annotate(f, nf.ID, nf.Type); err != nil {
+			return nil, fmt.Errorf("column %s: %w", f.Name, err)
+		}
+	}
+	return arrow.NewSchema(fields, nil), nil
+}
+
+func annotate(f arrow.Field, id int, t iceberg.Type) (arrow.Field, error) {
+	keys, vals := []string{fieldIDKey}, []string{strconv.Itoa(id)}
+	for i, k := range f.Metadata.Keys() {
+		if k != fieldIDKey {
+			keys, vals = append(keys, k), append(vals, f.Metadata.Values()[i])
+		}
+	}
+	f.Metadata = arrow.NewMetadata(keys, vals)
+	switch at := f.Type.(type) {
+	case *arrow.StructType:
+		st, ok := t.(*iceberg.StructType)
+		if !ok || len(st.FieldList) != at.NumFields() {
+			return f, fmt.Errorf("struct %s has no matching Iceberg struct", f.Name)
+		}
+		children := make([]arrow.Field, at.NumFields())
+		for i, c := range at.Fields() {
+			var err error
+			if children[i], err = annotate(c, st.FieldList[i].ID, st.FieldList[i].Type); err != nil {
+				return f, err
+			}
+		}
+		f.Type = arrow.StructOf(children...)
+	case *arrow.ListType:
+		lt, ok := t.(*iceberg.ListType)
+		if !ok {
+			return f, fmt.Errorf("list %s has no matching Iceberg list", f.Name)
+		}
+		elem, err := annotate(at.ElemField(), lt.ElementID, lt.Element)
+		if err != nil {
+			return f, err
+		}
+		f.Type = arrow.ListOfField(elem)
+	case *arrow.MapType:
+		mt, ok := t.(*iceberg.MapType)
+		if !ok {
+			return f, fmt.Errorf("map %s has no matching Iceberg map", f.Name)
+		}
+		key, err := annotate(at.KeyField(), mt.KeyID, mt.KeyType)
+		if err != nil {
+			return f, err
+		}
+		item, err := annotate(at.ItemField(), mt.ValueID, mt.ValueType)
+		if err != nil {
+			return f, err
+		}
+		m := arrow.MapOfFields(key, item)
+		m.KeysSorted = at.KeysSorted
+		f.Type = m
+	}
+	return f, nil
 }
 
 // sortable reports whether a column of type t can order a file.

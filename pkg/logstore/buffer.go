@@ -47,7 +47,9 @@ func openDB(path string, write bool) (*sql.DB, error) {
 //	groups        one row per commit group: first offset, count, ts, packed rows
 //	marks         exactly-once marks, upserted with the group they cover
 //	seal_intents  seals begun but not completed (at most one per sealer)
-//	files         completed sealed files: range, counts, sizes, column min/max
+//	files         completed local files (sealed or compacted): range, counts, sizes, column min/max
+//
+// and the tables of the later tiers (tiersDDL).
 const ddl = `
 CREATE TABLE meta (k TEXT PRIMARY KEY NOT NULL, v) WITHOUT ROWID;
 CREATE TABLE groups (
@@ -80,6 +82,56 @@ CREATE TABLE files (
 	stats        TEXT NOT NULL,
 	sealed_us    INTEGER NOT NULL
 );
+` + tiersDDL
+
+// tiersDDL creates the tables of compaction, publishing and deletion. Open
+// runs it on logs created before these tiers existed.
+//
+//	published        data files of the published table, as the last recorded commit left them
+//	publish_intents  files a publish pass is uploading and committing (one pass at a time)
+//	compact_intents  compaction outputs being written
+//	delete_queue     files and objects to delete once due, after a check that nothing references them
+const tiersDDL = `
+CREATE TABLE IF NOT EXISTS published (
+	start_offset INTEGER PRIMARY KEY,
+	end_offset   INTEGER NOT NULL,
+	name         TEXT NOT NULL,
+	path         TEXT NOT NULL UNIQUE,
+	row_count    INTEGER NOT NULL,
+	file_bytes   INTEGER NOT NULL,
+	min_ts       INTEGER NOT NULL,
+	max_ts       INTEGER NOT NULL,
+	stats        TEXT NOT NULL,
+	published_us INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS publish_intents (
+	path         TEXT PRIMARY KEY NOT NULL,
+	pass         TEXT NOT NULL,
+	name         TEXT NOT NULL,
+	start_offset INTEGER NOT NULL,
+	end_offset   INTEGER NOT NULL,
+	row_count    INTEGER NOT NULL,
+	file_bytes   INTEGER NOT NULL,
+	min_ts       INTEGER NOT NULL,
+	max_ts       INTEGER NOT NULL,
+	stats        TEXT NOT NULL,
+	created_us   INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS compact_intents (
+	name         TEXT PRIMARY KEY NOT NULL,
+	start_offset INTEGER NOT NULL,
+	end_offset   INTEGER NOT NULL,
+	inputs       TEXT NOT NULL,
+	created_us   INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS delete_queue (
+	tier   TEXT NOT NULL,
+	path   TEXT NOT NULL,
+	due_us INTEGER NOT NULL,
+	reason TEXT NOT NULL,
+	PRIMARY KEY (tier, path)
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta(k, v) VALUES ('published_through', 0);
 `
 
 // initBuffer creates buffer.db with its tables and meta in one transaction,
@@ -115,6 +167,7 @@ func initBuffer(dir string, sch *schema.Schema, cfg Config) error {
 		{"next_offset", int64(1)},
 		{"start_offset", int64(1)},
 		{"created_us", time.Now().UnixMicro()},
+		{"log_id", newToken()},
 	} {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES (?, ?)`, kv[0], kv[1]); err != nil {
 			return fmt.Errorf("write buffer.db meta: %w", err)

@@ -147,12 +147,13 @@ func TestRowsReadFromFilesAreByteIdentical(t *testing.T) {
 			files, _ := l.filesIn(ctx, 1, end)
 			reordered := false
 			for _, fr := range files {
-				d, err := l.readFile(ctx, fr)
+				err := l.eachGroup(ctx, fr, fr.start, fr.end, func(d *fileData, lo, hi int64) error {
+					reordered = reordered || d.perm != nil
+					return nil
+				})
 				if err != nil {
 					t.Fatal(err)
 				}
-				reordered = reordered || d.perm != nil
-				d.release()
 			}
 			if reordered != (len(tc.sortBy) > 0) {
 				t.Fatalf("files reordered = %v with sort_by %v", reordered, tc.sortBy)

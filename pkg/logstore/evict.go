@@ -33,13 +33,20 @@ func (l *Log) Evict(ctx context.Context) (evicted int64, err error) {
 	}
 	defer lk.release()
 
-	var boundary sql.NullInt64
-	if err := l.rdb.QueryRowContext(ctx, `SELECT max(end_offset) FROM files`).Scan(&boundary); err != nil {
-		return 0, fmt.Errorf("evict log %s: read file records: %w", l.dir, err)
+	return l.evictBuffer(ctx)
+}
+
+// evictBuffer deletes buffered groups that files hold; the caller holds
+// clean.lock.
+func (l *Log) evictBuffer(ctx context.Context) (evicted int64, err error) {
+	end, ok, err := sealedEnd(ctx, l.rdb, l.tiers)
+	if err != nil {
+		return 0, fmt.Errorf("evict log %s: %w", l.dir, err)
 	}
-	if !boundary.Valid {
+	if !ok {
 		return 0, nil
 	}
+	boundary := sql.NullInt64{Int64: end, Valid: true}
 	for {
 		var n, groups int64
 		err := l.writeTx(ctx, func(c *sql.Conn) error {

@@ -3,25 +3,41 @@ package logstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
-// fileRec is a completed file as buffer.db records it.
+// fileRec is a data file as buffer.db records it: a local file (files) or
+// a data file of the published table (published).
 type fileRec struct {
 	start, end int64 // offsets [start, end)
 	name       string
 	rows       int64
 	stats      string // JSON {"column": [min, max]}
+	published  bool   // a data file of the published table, at path
+	path       string // its location in the table (published files only)
+}
+
+// where names the file for messages: its local path or its location.
+func (fr fileRec) where(l *Log) string {
+	if fr.published {
+		return fr.path
+	}
+	return filepath.Join(l.dir, filesDir, fr.name)
 }
 
 // mayMatch reports whether the file may hold a row matching f, by its
@@ -43,8 +59,9 @@ func (fr fileRec) mayMatch(f *schema.Filter) bool {
 	})
 }
 
-// fileData is a sealed file read into memory and checked against its
-// record. Its rows may be in sort_by order; perm maps offsets to rows.
+// fileData is one row group of a data file read into memory and checked.
+// A row group holds a contiguous offset range; its rows may be in sort_by
+// order, and perm maps offsets to rows.
 type fileData struct {
 	rec   arrow.RecordBatch
 	start int64
@@ -68,73 +85,264 @@ func (d *fileData) release() {
 	}
 }
 
-// readFile reads a completed file whole and checks that it holds exactly
-// the offsets its record says, once each. Any failure is an error naming
-// the file and wrapping ErrCorrupt; none of its bytes are served then.
-func (l *Log) readFile(ctx context.Context, fr fileRec) (*fileData, error) {
-	path := filepath.Join(l.dir, filesDir, fr.name)
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("sealed file %s (offsets [%d,%d)) is unreadable: %s: %w", path, fr.start, fr.end, fmt.Sprintf(format, args...), ErrCorrupt)
+// errFileGone reports a data file that is no longer where its record said
+// when the file list was read: maintenance moved its rows to another tier
+// or file since. The reader reloads the records and tries again.
+var errFileGone = errors.New("data file is gone")
+
+// rowGroup is the offset range of one row group, from the file's footer.
+type rowGroup struct {
+	start, end int64
+}
+
+// dataFile is an open data file whose footer has been checked against its
+// record.
+type dataFile struct {
+	fr     fileRec
+	src    *countingReader
+	closer io.Closer
+	pq     *file.Reader
+	groups []rowGroup
+}
+
+func (df *dataFile) close() {
+	if df.pq != nil {
+		_ = df.pq.Close() // its source, a countingReader, is no io.Closer: closed below
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, bad("%v", err)
+	if df.closer != nil {
+		_ = df.closer.Close()
 	}
-	defer f.Close()
-	rdr, err := file.NewParquetReader(f)
-	if err != nil {
-		return nil, bad("%v", err)
+}
+
+// countingReader remembers the first I/O error of the reader underneath,
+// so a failure to fetch bytes (a network error) is reported as such rather
+// than as the corrupt file the decoder would then see.
+type countingReader struct {
+	r interface {
+		io.ReaderAt
+		io.Seeker
 	}
-	defer rdr.Close()
-	fr2, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{BatchSize: max(fr.rows, 1)}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, bad("%v", err)
+	err error
+}
+
+func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	if err != nil && !errors.Is(err, io.EOF) && c.err == nil {
+		c.err = err
 	}
-	tbl, err := readTable(ctx, fr2)
+	return n, err
+}
+
+func (c *countingReader) Seek(off int64, whence int) (int64, error) {
+	n, err := c.r.Seek(off, whence)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
+
+var _ parquet.ReaderAtSeeker = (*countingReader)(nil)
+
+// openData opens a data file and checks its footer: row groups tile the
+// recorded range, each a contiguous offset range. A file that is not there
+// returns errFileGone; one that disagrees with its record an error wrapping
+// ErrCorrupt; a published file that cannot be fetched the I/O error.
+func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error) {
+	where := fr.where(l)
+	df := &dataFile{fr: fr}
+	defer func() {
+		if err != nil {
+			df.close()
+		}
+	}()
+	var r interface {
+		io.ReaderAt
+		io.Seeker
+		io.Closer
+	}
+	if fr.published {
+		pt, err := l.published()
+		if err != nil {
+			return nil, err
+		}
+		r, err = pt.open(fr.path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("published file %s: %w", where, errFileGone)
+			}
+			return nil, fmt.Errorf("open published file %s (offsets [%d,%d)): %w", where, fr.start, fr.end, err)
+		}
+	} else {
+		f, err := os.Open(where)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("file %s: %w", where, errFileGone)
+			}
+			return nil, l.corrupt(fr, "%v", err)
+		}
+		r = f
+	}
+	df.closer = r
+	df.src = &countingReader{r: r}
+	pq, err := newParquetReader(df.src)
 	if err != nil {
-		return nil, bad("%v", err)
+		return nil, l.readErr(df, "%v", err)
+	}
+	df.pq = pq
+	md := df.pq.MetaData()
+	next, rows := fr.start, int64(0)
+	for i := range md.NumRowGroups() {
+		rg := md.RowGroup(i)
+		lo, hi, err := offsetRange(rg)
+		if err != nil {
+			return nil, l.readErr(df, "row group %d: %v", i, err)
+		}
+		if lo != next || hi-lo+1 != rg.NumRows() {
+			return nil, l.readErr(df, "row group %d holds offsets [%d,%d] in %d rows where [%d,…) was expected", i, lo, hi, rg.NumRows(), next)
+		}
+		df.groups = append(df.groups, rowGroup{lo, hi + 1})
+		next = hi + 1
+		rows += rg.NumRows()
+	}
+	if next != fr.end || rows != fr.end-fr.start || (fr.rows != 0 && fr.rows != rows) {
+		return nil, l.readErr(df, "it holds offsets [%d,%d) in %d rows where [%d,%d) was recorded", fr.start, next, rows, fr.start, fr.end)
+	}
+	return df, nil
+}
+
+// offsetRange returns the smallest and largest streamcast_offset of a row
+// group from its footer statistics, which every file streamcast writes has.
+func offsetRange(rg *metadata.RowGroupMetaData) (lo, hi int64, err error) {
+	cc, err := rg.ColumnChunk(0)
+	if err != nil {
+		return 0, 0, err
+	}
+	st, err := cc.Statistics()
+	if err != nil {
+		return 0, 0, err
+	}
+	is, ok := st.(*metadata.Int64Statistics)
+	if !ok || !is.HasMinMax() {
+		return 0, 0, fmt.Errorf("its %s column has no min/max statistics", OffsetColumn)
+	}
+	return is.Min(), is.Max(), nil
+}
+
+func newParquetReader(r parquet.ReaderAtSeeker) (rdr *file.Reader, err error) {
+	// A damaged footer can trip a panic deep in a decoder; it must surface
+	// as an error naming the file, never take the process down.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("decoding the footer failed: %v", p)
+		}
+	}()
+	return file.NewParquetReader(r)
+}
+
+// corrupt returns the error for a file whose bytes cannot be trusted.
+func (l *Log) corrupt(fr fileRec, format string, args ...any) error {
+	kind := "file"
+	if fr.published {
+		kind = "published file"
+	}
+	return fmt.Errorf("%s %s (offsets [%d,%d)) is unreadable: %s: %w", kind, fr.where(l), fr.start, fr.end, fmt.Sprintf(format, args...), ErrCorrupt)
+}
+
+// readErr is corrupt, unless fetching the bytes failed: then the error is
+// the I/O failure, which a later read may not meet.
+func (l *Log) readErr(df *dataFile, format string, args ...any) error {
+	if df.fr.published && df.src != nil && df.src.err != nil {
+		return fmt.Errorf("read %s (offsets [%d,%d)): %w", df.fr.where(l), df.fr.start, df.fr.end, df.src.err)
+	}
+	return l.corrupt(df.fr, format, args...)
+}
+
+// eachGroup reads the row groups of fr that hold offsets in [lo, hi) and
+// calls fn with each, checked: it holds exactly the offsets of its range,
+// once each, and the columns the log expects. Nothing of a row group that
+// fails a check is passed to fn.
+func (l *Log) eachGroup(ctx context.Context, fr fileRec, lo, hi int64, fn func(d *fileData, lo, hi int64) error) error {
+	df, err := l.openData(ctx, fr)
+	if err != nil {
+		return err
+	}
+	defer df.close()
+	var maxRows int64
+	for _, g := range df.groups {
+		maxRows = max(maxRows, g.end-g.start)
+	}
+	ar, err := pqarrow.NewFileReader(df.pq, pqarrow.ArrowReadProperties{BatchSize: max(maxRows, 1)}, memory.DefaultAllocator)
+	if err != nil {
+		return l.readErr(df, "%v", err)
+	}
+	for i, g := range df.groups {
+		if g.end <= lo || g.start >= hi {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d, err := l.readGroup(ctx, df, ar, i)
+		if err != nil {
+			return err
+		}
+		err = fn(d, max(lo, g.start), min(hi, g.end))
+		d.release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readGroup reads row group i of an open file and checks it.
+func (l *Log) readGroup(ctx context.Context, df *dataFile, ar *pqarrow.FileReader, i int) (*fileData, error) {
+	g := df.groups[i]
+	tbl, err := readRowGroup(ctx, ar, i)
+	if err != nil {
+		return nil, l.readErr(df, "row group %d: %v", i, err)
 	}
 	defer tbl.Release()
 	if err := sameSchema(tbl.Schema(), l.fileSc); err != nil {
-		return nil, bad("%v", err)
+		return nil, l.corrupt(df.fr, "%v", err)
 	}
-	n := fr.end - fr.start
-	if tbl.NumRows() != n || fr.rows != n {
-		return nil, bad("it holds %d rows where %d were recorded", tbl.NumRows(), n)
+	n := g.end - g.start
+	if tbl.NumRows() != n {
+		return nil, l.corrupt(df.fr, "row group %d holds %d rows where its footer says %d", i, tbl.NumRows(), n)
 	}
 	cols := make([]arrow.Array, tbl.NumCols())
-	for i := range cols {
-		ch := tbl.Column(i).Data()
+	for c := range cols {
+		ch := tbl.Column(c).Data()
 		if len(ch.Chunks()) == 1 {
-			cols[i] = ch.Chunk(0)
-			cols[i].Retain()
+			cols[c] = ch.Chunk(0)
+			cols[c].Retain()
 			continue
 		}
-		cols[i], err = array.Concatenate(ch.Chunks(), memory.DefaultAllocator)
+		cols[c], err = array.Concatenate(ch.Chunks(), memory.DefaultAllocator)
 		if err != nil {
-			for _, c := range cols[:i] {
-				c.Release()
+			for _, a := range cols[:c] {
+				a.Release()
 			}
-			return nil, bad("%v", err)
+			return nil, l.corrupt(df.fr, "%v", err)
 		}
 	}
 	rec := array.NewRecordBatch(l.fileSc, cols, n)
 	for _, c := range cols {
 		c.Release()
 	}
-	d := &fileData{rec: rec, start: fr.start}
+	d := &fileData{rec: rec, start: g.start}
 	offs, ok := rec.Column(0).(*array.Int64)
 	tsc, ok2 := rec.Column(1).(*array.Int64)
 	if !ok || !ok2 || offs.NullN() > 0 || tsc.NullN() > 0 {
 		d.release()
-		return nil, bad("its %s or %s column is missing or holds nulls", OffsetColumn, TSColumn)
+		return nil, l.corrupt(df.fr, "its %s or %s column is missing or holds nulls", OffsetColumn, TSColumn)
 	}
 	d.ts = tsc.Int64Values()
 	d.decl = rec.Columns()[2:]
 	vals := offs.Int64Values()
 	inOrder := true
-	for i, v := range vals {
-		if v != fr.start+int64(i) {
+	for k, v := range vals {
+		if v != g.start+int64(k) {
 			inOrder = false
 			break
 		}
@@ -142,20 +350,20 @@ func (l *Log) readFile(ctx context.Context, fr fileRec) (*fileData, error) {
 	if !inOrder {
 		d.perm = make([]int32, n)
 		seen := make([]bool, n)
-		for i, v := range vals {
-			k := v - fr.start
-			if k < 0 || k >= n || seen[k] {
+		for k, v := range vals {
+			j := v - g.start
+			if j < 0 || j >= n || seen[j] {
 				d.release()
-				return nil, bad("offset %d is outside its range or appears twice", v)
+				return nil, l.corrupt(df.fr, "offset %d is outside its row group's range [%d,%d) or appears twice", v, g.start, g.end)
 			}
-			seen[k] = true
-			d.perm[k] = int32(i)
+			seen[j] = true
+			d.perm[j] = int32(k)
 		}
 	}
 	return d, nil
 }
 
-func readTable(ctx context.Context, fr *pqarrow.FileReader) (tbl arrow.Table, err error) {
+func readRowGroup(ctx context.Context, ar *pqarrow.FileReader, i int) (tbl arrow.Table, err error) {
 	// A damaged file can trip a panic deep in a decoder; it must surface
 	// as an error naming the file, never take the process down.
 	defer func() {
@@ -163,7 +371,11 @@ func readTable(ctx context.Context, fr *pqarrow.FileReader) (tbl arrow.Table, er
 			err = fmt.Errorf("decoding failed: %v", r)
 		}
 	}()
-	return fr.ReadTable(ctx)
+	cols := make([]int, ar.ParquetReader().MetaData().Schema.NumColumns())
+	for c := range cols {
+		cols[c] = c
+	}
+	return ar.ReadRowGroups(ctx, cols, []int{i})
 }
 
 // sameSchema checks that a file's columns are the ones the log expects.

@@ -14,69 +14,11 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 
 	"github.com/streamcast/streamcast/pkg/schema"
 )
-
-// DefaultTargetSealBytes is the Arrow size a seal aims for when Config leaves
-// TargetSealBytes at zero.
-const DefaultTargetSealBytes = 8 << 20
-
-// Names of the columns every sealed file carries before the declared ones,
-// and of the single column that holds rows of a stream without a schema.
-const (
-	OffsetColumn = "streamcast_offset"
-	TSColumn     = "streamcast_ts"
-	RowColumn    = "streamcast_row"
-)
-
-// Config is a log's configuration, stored in buffer.db at Create and read
-// back by Open. It never changes for the life of the log.
-type Config struct {
-	// SortBy names declared scalar columns that order rows within a sealed
-	// file (then offset). Empty means offset order.
-	SortBy []string `json:"sort_by"`
-	// TargetSealBytes is the Arrow size of the rows one seal cuts into a
-	// file; 0 means DefaultTargetSealBytes. Seals cut at commit-group
-	// boundaries, so a file may be larger by up to one group.
-	TargetSealBytes int64 `json:"target_seal_bytes"`
-}
-
-// withDefaults fills zero fields with their defaults.
-func (c Config) withDefaults() Config {
-	if c.TargetSealBytes == 0 {
-		c.TargetSealBytes = DefaultTargetSealBytes
-	}
-	if c.SortBy == nil {
-		c.SortBy = []string{}
-	}
-	return c
-}
-
-// validate checks c against the log's schema.
-func (c Config) validate(sch *schema.Schema) error {
-	if c.TargetSealBytes < 0 {
-		return fmt.Errorf("target_seal_bytes is %d; it must be positive (or 0 for the default %d)", c.TargetSealBytes, DefaultTargetSealBytes)
-	}
-	seen := map[string]bool{}
-	for _, name := range c.SortBy {
-		if seen[name] {
-			return fmt.Errorf("sort_by names %q twice", name)
-		}
-		seen[name] = true
-		if sch.IsAny() {
-			return fmt.Errorf("sort_by names %q, but a stream without a schema has no columns to sort by", name)
-		}
-		i, ok := sch.ColumnIndex(name)
-		if !ok {
-			return fmt.Errorf("sort_by names %q, which is not a column of the schema", name)
-		}
-		if !sortable(sch.Columns()[i].Type) {
-			return fmt.Errorf("sort_by names %q of type %s; only scalar columns (integers, numbers, booleans, strings, binary) can order a file", name, sch.Columns()[i].Type)
-		}
-	}
-	return nil
-}
 
 // Mode says what a handle may do with a log.
 type Mode int
@@ -110,7 +52,8 @@ type Log struct {
 	mode   Mode
 	sch    *schema.Schema
 	cfg    Config
-	fileSc *arrow.Schema // schema of sealed files: offset, ts, then the declared (or row) columns
+	fileSc *arrow.Schema   // schema of sealed files: offset, ts, then the declared (or row) columns, with field ids
+	iceSc  *iceberg.Schema // the published table's schema (nil when the columns have no Iceberg equivalent)
 
 	lock *fileLock // writer lock (Writer mode only)
 
@@ -126,8 +69,21 @@ type Log struct {
 
 	rdb *sql.DB // reads: scans, extents, seal input
 
-	sealMu  sync.Mutex // one seal at a time within this process
-	evictMu sync.Mutex // one evict at a time within this process
+	sealMu     sync.Mutex // one seal at a time within this process
+	evictMu    sync.Mutex // one evict (and clean) at a time within this process
+	compactMu  sync.Mutex // one compaction at a time within this process
+	publishMu  sync.Mutex // one publish at a time within this process
+	cleanPubMu sync.Mutex // one clean-published at a time within this process
+
+	// pol is cfg with the policy overrides of the maintenance process
+	// (RoleOptions.Override); guarded by polMu.
+	polMu sync.Mutex
+	pol   Config
+	logID string // meta log_id: stamped on the published table (I8)
+	tiers bool   // buffer.db has the tables of the later tiers (false only for an old log opened read-only)
+
+	pubMu sync.Mutex
+	pub   *pubTable // the published table's location and IO, made on first use
 
 	closed atomic.Bool
 }
@@ -259,7 +215,17 @@ func open(dir string, mode Mode, lk *fileLock) (*Log, error) {
 		return fail(err)
 	}
 	l.sch, l.cfg = m.schema, m.config
+	l.pol = l.cfg
 	l.fileSc = fileSchema(l.sch)
+	// The published table's schema, and the file schema with its field ids.
+	// A schema Iceberg cannot hold leaves the files without ids; publishing
+	// then reports why.
+	if ice, err := table.ArrowSchemaToIcebergWithFreshIDs(l.fileSc, false); err == nil {
+		if sc, err := withFieldIDs(l.fileSc, ice); err == nil {
+			l.fileSc, l.iceSc = sc, ice
+		}
+	}
+	l.logID = m.logID
 	if mode != ReadOnly {
 		l.wdb, err = openDB(filepath.Join(dir, bufferFile), true)
 		if err != nil {
@@ -270,6 +236,22 @@ func open(dir string, mode Mode, lk *fileLock) (*Log, error) {
 		if err != nil {
 			return fail(err)
 		}
+		// Logs made before compaction and publishing existed get their
+		// tables now; IF NOT EXISTS makes this a no-op otherwise.
+		if err := l.writeTx(ctx, func(c *sql.Conn) error {
+			if _, err := c.ExecContext(ctx, tiersDDL); err != nil {
+				return err
+			}
+			if l.logID == "" {
+				l.logID = newToken()
+				_, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO meta(k, v) VALUES ('log_id', ?)`, l.logID)
+				return err
+			}
+			return nil
+		}); err != nil {
+			return fail(fmt.Errorf("add the tables of the later tiers to buffer.db: %w", err))
+		}
+		l.tiers = true
 		if err := l.prepare(ctx); err != nil {
 			return fail(err)
 		}
@@ -283,6 +265,17 @@ func open(dir string, mode Mode, lk *fileLock) (*Log, error) {
 		if err := l.recoverIfIdle(ctx); err != nil {
 			return fail(err)
 		}
+	} else {
+		var n int
+		if err := l.rdb.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'published'`).Scan(&n); err != nil {
+			return fail(err)
+		}
+		l.tiers = n > 0
+	}
+	if l.logID == "" {
+		// A read-only open of a log no maintainer has opened since it got a
+		// log id: read it again in case another process just wrote it.
+		_ = l.rdb.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'log_id'`).Scan(&l.logID)
 	}
 	return l, nil
 }
@@ -296,6 +289,9 @@ func (l *Log) Close() error {
 	defer l.wmu.Unlock()
 	err := l.closeDBs()
 	l.lock.release()
+	l.pubMu.Lock()
+	l.pub.close()
+	l.pubMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("close log %s: %w", l.dir, err)
 	}
@@ -332,6 +328,7 @@ type meta struct {
 	schema *schema.Schema
 	config Config
 	next   int64
+	logID  string
 }
 
 func readMeta(ctx context.Context, db *sql.DB) (meta, error) {
@@ -379,6 +376,7 @@ func readMeta(ctx context.Context, db *sql.DB) (meta, error) {
 		return m, fmt.Errorf("buffer.db meta has next_offset %v; expected a positive integer", kv["next_offset"])
 	}
 	m.next = next
+	m.logID = string(metaBytes(kv["log_id"]))
 	return m, nil
 }
 

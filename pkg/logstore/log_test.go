@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -40,8 +41,13 @@ func TestOpenMissingLogNamesThePath(t *testing.T) {
 }
 
 func TestConfigIsStoredAndReadBack(t *testing.T) {
-	l := createLog(t, schema.Any(), Config{TargetSealBytes: 12345})
-	want := Config{SortBy: []string{}, TargetSealBytes: 12345}
+	stored := Config{TargetSealBytes: 12345, Published: "s3://bucket/some/path", S3: S3Config{Endpoint: "http://127.0.0.1:1", Region: "eu-west-3", PathStyle: true},
+		TargetFileBytes: 1 << 20, StagingRetention: time.Minute, DeleteGrace: time.Second}
+	l := createLog(t, schema.Any(), stored)
+	want := stored.withDefaults()
+	if want.StagingMaxBytes != DefaultStagingMaxBytes || want.LocalDeleteGrace != DefaultLocalDeleteGrace || want.StagingRetention != time.Minute {
+		t.Fatalf("defaults filled wrongly: %+v", want)
+	}
 	if got := l.Config(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Config() = %+v, want %+v", got, want)
 	}
@@ -60,7 +66,9 @@ func TestConfigIsStoredAndReadBack(t *testing.T) {
 }
 
 func TestCreateRefusesABadConfig(t *testing.T) {
-	for _, cfg := range []Config{{TargetSealBytes: -1}, {SortBy: []string{"x"}}} {
+	for _, cfg := range []Config{{TargetSealBytes: -1}, {SortBy: []string{"x"}}, {Published: "relative/dir"}, {Published: "s3://"},
+		{Published: "file:///"}, {Published: "gs://bucket/x"}, {StagingRetention: -time.Second}, {TargetFileBytes: -1},
+		{S3: S3Config{Endpoint: "127.0.0.1:9000"}}} {
 		if _, err := Create(filepath.Join(t.TempDir(), "l"), schema.Any(), cfg); err == nil {
 			t.Errorf("Create with %+v succeeded", cfg)
 		}

@@ -78,6 +78,10 @@ func helperMain(role, dir, tag string) error {
 				return err
 			}
 		}
+	case "read-table":
+		return readTableMain(out, dir, tag)
+	case "run-role":
+		return runRoleMain(dir, tag)
 	}
 	return fmt.Errorf("unknown helper role %q", role)
 }

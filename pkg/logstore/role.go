@@ -19,23 +19,42 @@ const (
 	// RoleSeal seals full targets every pass, and everything buffered once
 	// per FlushEvery.
 	RoleSeal Role = "seal"
-	// RoleClean evicts buffered rows that sealed files hold.
+	// RoleCompact merges small local files into larger ones.
+	RoleCompact Role = "compact"
+	// RolePublish pushes finished files into the published table every
+	// pass, and every file once per FlushEvery.
+	RolePublish Role = "publish"
+	// RoleClean evicts buffered rows that files hold, takes published
+	// local files out past retention and drains the local delete queue.
 	RoleClean Role = "clean"
+	// RoleCleanPublished expires old snapshots of the published table and
+	// deletes what nothing references any more, after the grace.
+	RoleCleanPublished Role = "clean-published"
 )
 
 // Roles lists the roles RunRole accepts.
-var Roles = []Role{RoleSeal, RoleClean}
+var Roles = []Role{RoleSeal, RoleCompact, RolePublish, RoleClean, RoleCleanPublished}
 
 // RoleOptions tunes RunRole.
 type RoleOptions struct {
 	// Every is the pause between passes; it must be positive.
 	Every time.Duration
-	// FlushEvery makes one seal pass per interval a flush, at wall-clock
-	// multiples of it (so every process agrees when, across restarts);
-	// 0 never flushes on a schedule.
+	// FlushEvery makes seal and publish flush once per interval, at
+	// wall-clock multiples of it (so every process agrees when, across
+	// restarts): seal cuts everything buffered, and publish pushes every
+	// file, on each pass until the table holds everything that was
+	// committed at the boundary. 0 never flushes on a schedule.
 	FlushEvery time.Duration
-	// Flush, when it delivers, makes the next pass run at once and flush.
+	// Flush, when it delivers, makes the next pass run at once and flush
+	// (compact too merges every run then); see Flushed.
 	Flush <-chan struct{}
+	// Flushed, when set, is called after each pass that Flush asked for.
+	Flushed func()
+	// Ready, when set, is called once, after every log has been opened.
+	Ready func()
+	// Override replaces the retention, grace and S3 settings stored in each
+	// log's config where it sets them (non-zero fields only).
+	Override Config
 	// Passes stops the loop after this many passes; 0 runs until ctx ends.
 	Passes int
 	// Logger receives a line per failed pass and per pass that did work;
@@ -48,11 +67,16 @@ type RoleOptions struct {
 // RunRole runs role over the logs in dirs, one pass over every log after
 // another, until ctx ends (then it finishes the pass it is in) or Passes
 // passes ran. A log that fails to open, or a step that fails, is logged
-// and tried again on the next pass: one bad log or one bad moment never
-// stops the loop. A step another process holds the role lock for is
-// skipped quietly.
+// and tried again on the next pass: one bad log or one bad moment (an
+// unreachable S3, say) never stops the loop, and nothing is lost by a
+// retry. A step another process holds the role lock for is skipped
+// quietly.
 func RunRole(ctx context.Context, role Role, dirs []string, opts RoleOptions) error {
-	if role != RoleSeal && role != RoleClean {
+	known := false
+	for _, r := range Roles {
+		known = known || r == role
+	}
+	if !known {
 		return fmt.Errorf("unknown maintenance role %q; the roles are %v", role, Roles)
 	}
 	if len(dirs) == 0 {
@@ -72,14 +96,15 @@ func RunRole(ctx context.Context, role Role, dirs []string, opts RoleOptions) er
 	if now == nil {
 		now = time.Now
 	}
-	r := &roleRunner{role: role, dirs: dirs, logger: logger, logs: map[string]*Log{}}
+	r := &roleRunner{role: role, dirs: dirs, logger: logger, logs: map[string]*Log{}, override: opts.Override, flushTo: map[string]int64{},
+		sealWait: min(opts.Every, 2*time.Second)}
 	defer r.close()
 
 	var nextFlush time.Time
 	if opts.FlushEvery > 0 {
 		nextFlush = now().Truncate(opts.FlushEvery).Add(opts.FlushEvery)
 	}
-	forced := false
+	forced, ready := false, false
 	for pass := 1; ; pass++ {
 		t := now()
 		flush := forced
@@ -87,10 +112,19 @@ func RunRole(ctx context.Context, role Role, dirs []string, opts RoleOptions) er
 			flush = true
 			nextFlush = t.Truncate(opts.FlushEvery).Add(opts.FlushEvery)
 		}
-		forced = false
 		// The pass ignores cancellation: a signal ends the loop after the
 		// pass, never in the middle of a step.
-		r.pass(context.WithoutCancel(ctx), flush)
+		if r.openAll() && !ready {
+			ready = true
+			if opts.Ready != nil {
+				opts.Ready()
+			}
+		}
+		r.pass(context.WithoutCancel(ctx), flush, forced)
+		if forced && opts.Flushed != nil {
+			opts.Flushed()
+		}
+		forced = false
 		if opts.Passes > 0 && pass >= opts.Passes {
 			return nil
 		}
@@ -114,10 +148,17 @@ func RunRole(ctx context.Context, role Role, dirs []string, opts RoleOptions) er
 }
 
 type roleRunner struct {
-	role   Role
-	dirs   []string
-	logger *log.Logger
-	logs   map[string]*Log
+	role     Role
+	dirs     []string
+	logger   *log.Logger
+	logs     map[string]*Log
+	override Config
+	// flushTo is, per log, the end the published table must reach before
+	// publish stops flushing: the log's end at the last flush boundary.
+	flushTo map[string]int64
+	// sealWait bounds how long a flushing publish pass waits for the seal
+	// role's flush at the same boundary.
+	sealWait time.Duration
 }
 
 func (r *roleRunner) close() {
@@ -128,14 +169,39 @@ func (r *roleRunner) close() {
 	}
 }
 
-// pass runs the role's step once over every log.
-func (r *roleRunner) pass(ctx context.Context, flush bool) {
+// openAll opens the logs not open yet and reports whether all are.
+func (r *roleRunner) openAll() bool {
+	all := true
 	for _, dir := range r.dirs {
-		r.step(ctx, dir, flush)
+		_, ok := r.open(dir)
+		all = all && ok
+	}
+	return all
+}
+
+// pass runs the role's step once over every log.
+func (r *roleRunner) pass(ctx context.Context, flush, forced bool) {
+	for _, dir := range r.dirs {
+		r.step(ctx, dir, flush, forced)
 	}
 }
 
-func (r *roleRunner) step(ctx context.Context, dir string, flush bool) {
+func (r *roleRunner) open(dir string) (*Log, bool) {
+	if l, ok := r.logs[dir]; ok {
+		return l, true
+	}
+	l, err := Open(dir, Maintainer)
+	if err != nil {
+		r.logger.Error("cannot open log; retrying next pass", "role", r.role, "log", dir, "err", err)
+		return nil, false
+	}
+	l.setOverride(r.override)
+	r.logs[dir] = l
+	return l, true
+}
+
+// step runs the role on one log.
+func (r *roleRunner) step(ctx context.Context, dir string, flush, forced bool) {
 	defer func() {
 		// A step must never take the loop down; report and go on.
 		if p := recover(); p != nil {
@@ -145,23 +211,30 @@ func (r *roleRunner) step(ctx context.Context, dir string, flush bool) {
 	}()
 	l, ok := r.logs[dir]
 	if !ok {
-		var err error
-		l, err = Open(dir, Maintainer)
-		if err != nil {
-			r.logger.Error("cannot open log; retrying next pass", "role", r.role, "log", dir, "err", err)
-			return
-		}
-		r.logs[dir] = l
+		return // openAll reported why
 	}
 	start := time.Now()
 	var n int64
+	var cleaned Cleaned
 	var err error
 	switch r.role {
 	case RoleSeal:
 		n, err = l.Seal(ctx, flush)
+	case RoleCompact:
+		n, err = l.Compact(ctx, forced)
+	case RolePublish:
+		flush, err = r.publishFlush(ctx, l, dir, flush)
+		if err == nil {
+			n, err = l.Publish(ctx, flush)
+		}
 	case RoleClean:
-		n, err = l.Evict(ctx)
+		cleaned, err = l.Clean(ctx)
+		n = cleaned.BufferRows + int64(cleaned.LocalFiles+cleaned.Deleted)
+	case RoleCleanPublished:
+		cleaned, err = l.CleanPublished(ctx)
+		n = int64(cleaned.Expired + cleaned.Deleted)
 	}
+	took := time.Since(start).Round(time.Millisecond)
 	switch {
 	case errors.Is(err, ErrBusy):
 		r.logger.Debug("another process runs this step; skipped", "role", r.role, "log", dir, "err", err)
@@ -169,9 +242,49 @@ func (r *roleRunner) step(ctx context.Context, dir string, flush bool) {
 		r.logger.Error("pass failed; retrying next pass", "role", r.role, "log", dir, "rows", n, "err", err)
 		// Reopen next time: the handle may be what went wrong.
 		r.drop(dir)
+	case n > 0 && (r.role == RoleClean || r.role == RoleCleanPublished):
+		r.logger.Info("cleaned", "log", dir, "buffer_rows", cleaned.BufferRows, "local_files", cleaned.LocalFiles,
+			"expired_snapshots", cleaned.Expired, "deleted", cleaned.Deleted, "took", took)
 	case n > 0:
-		r.logger.Info(passVerb(r.role), "log", dir, "rows", n, "flush", flush, "took", time.Since(start).Round(time.Millisecond))
+		r.logger.Info(passVerb(r.role), "log", dir, "rows", n, "flush", flush, "took", took)
 	}
+}
+
+// publishFlush decides whether this publish pass flushes: at a boundary,
+// and after it until the table holds everything committed at the boundary
+// (seal, flushing at the same boundary, may finish after this pass).
+func (r *roleRunner) publishFlush(ctx context.Context, l *Log, dir string, flush bool) (bool, error) {
+	if flush {
+		_, end, err := l.Extent(ctx)
+		if err != nil {
+			return false, err
+		}
+		r.flushTo[dir] = end
+		// Seal flushes at the same boundary; give it a moment, so this
+		// pass, not the next, publishes what it cuts.
+		deadline := time.Now().Add(r.sealWait)
+		for time.Now().Before(deadline) {
+			sealed, _, err := sealedEnd(ctx, l.rdb, l.tiers)
+			if err != nil || sealed >= end {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return true, nil
+	}
+	to, ok := r.flushTo[dir]
+	if !ok {
+		return false, nil
+	}
+	through, err := l.PublishedThrough(ctx)
+	if err != nil {
+		return false, err
+	}
+	if through+1 >= to {
+		delete(r.flushTo, dir)
+		return false, nil
+	}
+	return true, nil
 }
 
 func (r *roleRunner) drop(dir string) {
@@ -182,8 +295,13 @@ func (r *roleRunner) drop(dir string) {
 }
 
 func passVerb(role Role) string {
-	if role == RoleSeal {
+	switch role {
+	case RoleSeal:
 		return "sealed"
+	case RoleCompact:
+		return "compacted"
+	case RolePublish:
+		return "published"
 	}
 	return "evicted"
 }

@@ -61,7 +61,7 @@ func TestRunRoleSealsAndCleansOverPasses(t *testing.T) {
 	if n := strings.Count(out.String(), "cannot open log"); n != 2 {
 		t.Fatalf("the missing log was reported %d times, want 2:\n%s", n, out.String())
 	}
-	if !strings.Contains(out.String(), "sealed") || !strings.Contains(out.String(), "evicted") {
+	if !strings.Contains(out.String(), "sealed") || !strings.Contains(out.String(), "cleaned") {
 		t.Fatalf("passes that did work were not logged:\n%s", out.String())
 	}
 }
@@ -111,7 +111,7 @@ func TestRunRoleRefusesBadOptions(t *testing.T) {
 		dirs []string
 		opts RoleOptions
 	}{
-		{"compact", []string{"x"}, RoleOptions{Every: time.Second}},
+		{"frobnicate", []string{"x"}, RoleOptions{Every: time.Second}},
 		{RoleSeal, nil, RoleOptions{Every: time.Second}},
 		{RoleSeal, []string{"x"}, RoleOptions{}},
 		{RoleSeal, []string{"x"}, RoleOptions{Every: time.Second, FlushEvery: -1}},

@@ -15,7 +15,8 @@ import (
 
 // Extent returns the offsets the log can serve, [earliest, end): end is the
 // next offset Append will assign, earliest the lowest offset still held by
-// a file or the buffer (end when the log holds nothing).
+// any tier (the published table, a local file or the buffer; end when the
+// log holds nothing). Below earliest is evicted from every tier.
 func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 	if err := l.checkOpen(); err != nil {
 		return 0, 0, err
@@ -25,8 +26,11 @@ func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 		return 0, 0, fmt.Errorf("read extent of log %s: %w", l.dir, err)
 	}
 	defer tx.Rollback()
-	var fmin, gmin sql.NullInt64
+	var pmin, fmin, gmin sql.NullInt64
 	err = tx.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'next_offset'`).Scan(&end)
+	if err == nil && l.tiers {
+		err = tx.QueryRowContext(ctx, `SELECT min(start_offset) FROM published`).Scan(&pmin)
+	}
 	if err == nil {
 		err = tx.QueryRowContext(ctx, `SELECT min(start_offset) FROM files`).Scan(&fmin)
 	}
@@ -36,13 +40,11 @@ func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("read extent of log %s: %w", l.dir, err)
 	}
-	switch {
-	case fmin.Valid:
-		earliest = fmin.Int64
-	case gmin.Valid:
-		earliest = gmin.Int64
-	default:
-		earliest = end
+	earliest = end
+	for _, v := range []sql.NullInt64{pmin, fmin, gmin} {
+		if v.Valid && v.Int64 < earliest {
+			earliest = v.Int64
+		}
 	}
 	return earliest, end, nil
 }
@@ -172,13 +174,18 @@ func (l *Log) ScanArrow(ctx context.Context, from, to int64, fn func(rec arrow.R
 	return l.walk(ctx, from, to, nil, onFile, onGroup, flush)
 }
 
-// walk visits [from, to) in offset order: completed files below the files'
-// end, buffered groups above it. The buffer is read in short chunks, each
-// its own read transaction, so a slow consumer never pins a snapshot. When
-// a chunk finds its rows evicted (a seal completed and an evict ran since
-// the file list was read) walk reloads the file records and reads those
-// offsets from the new file: no row is doubled or dropped by maintenance
-// running concurrently, in this process or another.
+// walk visits [from, to) in offset order across the tiers: local files
+// where they hold an offset, published files below them, buffered groups
+// above. Each tier is bounded by what its neighbour has recorded: the file
+// lists come from buffer.db, never from listing a directory or a table.
+//
+// The buffer is read in short chunks, each its own read transaction, so a
+// slow consumer never pins a snapshot. When a chunk finds its rows evicted
+// (a seal completed and an evict ran since the file lists were read), or a
+// file is gone (compaction replaced it, clean deleted it after publishing),
+// walk reloads the file records and reads those offsets from where they are
+// now: no row is doubled or dropped by maintenance running concurrently, in
+// this process or another.
 func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 	onFile func(fileRec, *fileData, int64, int64) error,
 	onGroup func(*bufGroup, int64, int64) error,
@@ -193,26 +200,35 @@ func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 		}
 		return &RangeError{From: from, To: to, Earliest: earliest, End: end}
 	}
-	files, err := l.filesIn(ctx, from, to)
+	tiers, err := l.tierFiles(ctx, from, to)
 	if err != nil {
 		return err
 	}
 	var chunk bufChunk
 	next := from
 	reloaded := false
+	var gone fileRec // the file found missing before the last reload
 	for next < to {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if fr, ok := findFile(files, next); ok {
+		if fr, ok := tiers.find(next); ok {
 			hi := min(fr.end, to)
 			if fr.mayMatch(f) {
-				d, err := l.readFile(ctx, fr)
-				if err != nil {
-					return err
+				err := l.eachGroup(ctx, fr, next, hi, func(d *fileData, lo, hi int64) error {
+					return onFile(fr, d, lo, hi)
+				})
+				if errors.Is(err, errFileGone) {
+					if reloaded && gone == fr {
+						// Still recorded, still missing: not a move but a loss.
+						return l.corrupt(fr, "the file is missing")
+					}
+					if tiers, err = l.tierFiles(ctx, next, to); err != nil {
+						return err
+					}
+					reloaded, gone = true, fr
+					continue
 				}
-				err = onFile(fr, d, next, hi)
-				d.release()
 				if err != nil {
 					return err
 				}
@@ -236,12 +252,12 @@ func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 		}
 		// Offset next is no longer buffered: a file completed since holds it.
 		if reloaded {
-			return fmt.Errorf("log %s: offset %d is in neither a sealed file nor the buffer: %w", l.dir, next, ErrCorrupt)
+			return fmt.Errorf("log %s: offset %d is in neither a file nor the buffer: %w", l.dir, next, ErrCorrupt)
 		}
-		if files, err = l.filesIn(ctx, next, to); err != nil {
+		if tiers, err = l.tierFiles(ctx, next, to); err != nil {
 			return err
 		}
-		reloaded = true
+		reloaded, gone = true, fileRec{}
 	}
 	if done != nil {
 		return done()
@@ -249,27 +265,77 @@ func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 	return nil
 }
 
-// filesIn returns the records of completed files overlapping [from, to), in
-// offset order.
-func (l *Log) filesIn(ctx context.Context, from, to int64) ([]fileRec, error) {
-	rows, err := l.rdb.QueryContext(ctx, `SELECT start_offset, end_offset, name, row_count, stats FROM files
-		WHERE end_offset > ? AND start_offset < ? ORDER BY start_offset`, from, to)
+// tierSet is the recorded files of the local and published tiers over a
+// range, each in offset order.
+type tierSet struct {
+	local, published []fileRec
+}
+
+// find returns the file holding off, preferring a local one: it is read
+// without the network.
+func (t tierSet) find(off int64) (fileRec, bool) {
+	if fr, ok := findFile(t.local, off); ok {
+		return fr, true
+	}
+	return findFile(t.published, off)
+}
+
+// tierFiles reads the records of local and published files overlapping
+// [from, to) in one read transaction, so a file moving between the tiers
+// is seen in exactly one of them or both, never in neither.
+func (l *Log) tierFiles(ctx context.Context, from, to int64) (tierSet, error) {
+	var t tierSet
+	tx, err := l.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("read file records of log %s: %w", l.dir, err)
+		return t, fmt.Errorf("read file records of log %s: %w", l.dir, err)
+	}
+	defer tx.Rollback()
+	if t.local, err = queryFiles(ctx, tx, `SELECT start_offset, end_offset, name, row_count, stats, '' FROM files
+		WHERE end_offset > ? AND start_offset < ? ORDER BY start_offset`, false, from, to); err != nil {
+		return t, fmt.Errorf("read file records of log %s: %w", l.dir, err)
+	}
+	if l.tiers {
+		if t.published, err = queryFiles(ctx, tx, `SELECT start_offset, end_offset, name, row_count, stats, path FROM published
+			WHERE end_offset > ? AND start_offset < ? ORDER BY start_offset`, true, from, to); err != nil {
+			return t, fmt.Errorf("read published file records of log %s: %w", l.dir, err)
+		}
+	}
+	return t, nil
+}
+
+// querier is what *sql.DB, *sql.Tx and *sql.Conn share.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// queryFiles runs a query yielding start, end, name, rows, stats, path.
+func queryFiles(ctx context.Context, q querier, query string, published bool, args ...any) ([]fileRec, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []fileRec
 	for rows.Next() {
-		var fr fileRec
-		if err := rows.Scan(&fr.start, &fr.end, &fr.name, &fr.rows, &fr.stats); err != nil {
-			return nil, fmt.Errorf("read file records of log %s: %w", l.dir, err)
+		fr := fileRec{published: published}
+		if err := rows.Scan(&fr.start, &fr.end, &fr.name, &fr.rows, &fr.stats, &fr.path); err != nil {
+			return nil, err
 		}
 		out = append(out, fr)
 	}
-	if err := rows.Err(); err != nil {
+	return out, rows.Err()
+}
+
+// filesIn returns the records of local files overlapping [from, to), in
+// offset order.
+func (l *Log) filesIn(ctx context.Context, from, to int64) ([]fileRec, error) {
+	files, err := queryFiles(ctx, l.rdb, `SELECT start_offset, end_offset, name, row_count, stats, '' FROM files
+		WHERE end_offset > ? AND start_offset < ? ORDER BY start_offset`, false, from, to)
+	if err != nil {
 		return nil, fmt.Errorf("read file records of log %s: %w", l.dir, err)
 	}
-	return out, nil
+	return files, nil
 }
 
 func findFile(files []fileRec, off int64) (fileRec, bool) {

@@ -233,9 +233,12 @@ func (l *Log) recoverSeals(ctx context.Context) error {
 	return nil
 }
 
-// fileNames returns the names of completed files and of pending intents.
+// fileNames returns the names of completed files, of pending seal and
+// compaction intents, and of files queued for deletion: every name under
+// files/ that some record accounts for.
 func (l *Log) fileNames(ctx context.Context) (map[string]bool, error) {
-	rows, err := l.rdb.QueryContext(ctx, `SELECT name FROM files UNION ALL SELECT name FROM seal_intents`)
+	rows, err := l.rdb.QueryContext(ctx, `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
+		UNION ALL SELECT name FROM compact_intents UNION ALL SELECT path FROM delete_queue WHERE tier = 'local'`)
 	if err != nil {
 		return nil, fmt.Errorf("read file records: %w", err)
 	}
@@ -306,12 +309,12 @@ func (l *Log) sealFile(ctx context.Context, in sealInput, rec arrow.RecordBatch)
 	err = l.writeTx(ctx, func(c *sql.Conn) error {
 		// Never complete a file overlapping one already completed: seal.lock
 		// makes this impossible, and this check keeps it so.
-		var end sql.NullInt64
-		if err := c.QueryRowContext(ctx, `SELECT max(end_offset) FROM files`).Scan(&end); err != nil {
+		end, ok, err := sealedEnd(ctx, c, l.tiers)
+		if err != nil {
 			return err
 		}
-		if end.Valid && end.Int64 != in.start {
-			return fmt.Errorf("the files now end at %d, not %d: another sealer completed this range", end.Int64, in.start)
+		if ok && end != in.start {
+			return fmt.Errorf("the files now end at %d, not %d: another sealer completed this range", end, in.start)
 		}
 		res, err := c.ExecContext(ctx, `DELETE FROM seal_intents WHERE name = ?`, name)
 		if err != nil {
@@ -336,13 +339,17 @@ func (l *Log) sealFile(ctx context.Context, in sealInput, rec arrow.RecordBatch)
 // files) and the Arrow bytes per canonical byte the last file measured (the
 // canonical size over-estimates, keys being spelled out, so 1 is safe).
 func (l *Log) sealStart(ctx context.Context) (start int64, ratio float64, err error) {
-	var end, arrowB, jsonB sql.NullInt64
-	err = l.rdb.QueryRowContext(ctx, `SELECT end_offset, arrow_bytes, json_bytes FROM files ORDER BY start_offset DESC LIMIT 1`).Scan(&end, &arrowB, &jsonB)
+	var arrowB, jsonB sql.NullInt64
+	err = l.rdb.QueryRowContext(ctx, `SELECT arrow_bytes, json_bytes FROM files ORDER BY start_offset DESC LIMIT 1`).Scan(&arrowB, &jsonB)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, fmt.Errorf("read file records: %w", err)
 	}
-	if end.Valid {
-		start = end.Int64
+	end, ok, err := sealedEnd(ctx, l.rdb, l.tiers)
+	if err != nil {
+		return 0, 0, err
+	}
+	if ok {
+		start = end
 	} else if err := l.rdb.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'start_offset'`).Scan(&start); err != nil {
 		return 0, 0, fmt.Errorf("read start offset: %w", err)
 	}
@@ -491,11 +498,15 @@ func tsRange(groups []bufGroup) (lo, hi int64) {
 // newFileName names a sealed file by its range and a fresh random token, so
 // a retried seal of the same range never writes over an earlier attempt.
 func newFileName(start, end int64) (string, error) {
+	return fmt.Sprintf("%d-%d-%s.parquet", start, end, newToken()), nil
+}
+
+// newToken returns 16 fresh random hex digits. crypto/rand never fails on
+// the platforms streamcast runs on (it would crash the process first).
+func newToken() string {
 	var tok [8]byte
-	if _, err := rand.Read(tok[:]); err != nil {
-		return "", fmt.Errorf("make file token: %w", err)
-	}
-	return fmt.Sprintf("%d-%d-%s.parquet", start, end, hex.EncodeToString(tok[:])), nil
+	_, _ = rand.Read(tok[:])
+	return hex.EncodeToString(tok[:])
 }
 
 // writeParquet writes rec to path (which must not exist) as zstd Parquet in

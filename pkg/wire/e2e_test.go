@@ -26,6 +26,7 @@ func serve(t *testing.T, tweak func(*broker.Config)) string {
 	cfg := broker.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Root = t.TempDir()
+	cfg.Maintain.Enabled = false // no seal/publish children: the rows stay in the buffer
 	trades := broker.DefaultStream("trades")
 	trades.Schema = broker.RawJSON(broker.DemoSchema)
 	live := broker.DefaultStream("live")
@@ -251,6 +252,7 @@ func TestSubscribersEndWithGoingAwayWhenTheServerStops(t *testing.T) {
 	cfg := broker.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Root = t.TempDir()
+	cfg.Maintain.Enabled = false
 	trades := broker.DefaultStream("trades")
 	trades.Schema = broker.RawJSON(broker.DemoSchema)
 	cfg.Streams = []broker.StreamConfig{trades}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxPublisherBytes is the longest exactly-once publisher id.
@@ -26,8 +27,8 @@ type Request struct {
 // a *BadRequest whose Detail says what is wrong: an unknown or repeated
 // parameter, publish with offset or where, publisher without publish, a
 // negative or non-integer offset, a where that is not a JSON object, a
-// publisher id that is empty or longer than MaxPublisherBytes. The filter's
-// columns are the server's to check against the schema.
+// publisher id that is empty, longer than MaxPublisherBytes or not UTF-8.
+// The filter's columns are the server's to check against the schema.
 func ParseRequest(path, rawQuery string) (Request, error) {
 	req := Request{Stream: strings.TrimPrefix(path, "/"), Offset: Null}
 	q, err := url.ParseQuery(rawQuery)
@@ -60,6 +61,9 @@ func ParseRequest(path, rawQuery string) (Request, error) {
 		}
 		if p[0] == "" || len(p[0]) > MaxPublisherBytes {
 			return req, &BadRequest{Detail: fmt.Sprintf("publisher id is %d bytes; give 1 to %d", len(p[0]), MaxPublisherBytes)}
+		}
+		if !utf8.ValidString(p[0]) {
+			return req, &BadRequest{Detail: "publisher id is not valid UTF-8; give 1 to 128 bytes of UTF-8 text"}
 		}
 		req.Publisher = p[0]
 	}

@@ -1,0 +1,160 @@
+package cmd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+func newPublishCmd(a *app) *cobra.Command {
+	var (
+		opts           wire.LoadOptions
+		quarantinePath string
+		summaryPath    string
+	)
+	cmd := &cobra.Command{
+		Use:   "publish URL [FILE...]",
+		Short: "Publish NDJSON rows from files or stdin to a stream",
+		Long: `Publish the rows of the NDJSON FILEs (read in order as one input; "-" is
+stdin), or of stdin when none is given, to the stream at URL
+(ws://host:port/stream): one JSON object per line, blank lines skipped.
+
+Rows are checked against the stream's schema (from the server's greeting,
+with the code the server runs) before they are sent, so a refused row never
+costs a round trip. Without --quarantine, the first refused row stops the run
+with exit 1, naming the file, the line and the reason; what came before it is
+published. With --quarantine FILE each refused row is written there as one
+JSON line ({"file","line","reason","input"}) and the run goes on. A row the
+server refuses although this client accepted it stops the run with exit 1:
+client and server disagree about the schema.
+
+--batch-size N sends N rows per frame (all or nothing); --window DUR sends a
+partial batch once it has waited DUR. Up to --max-in-flight frames await their
+acknowledgement at once (match the server's ` + "`limits.max_in_flight`" + `).
+
+--publisher ID publishes exactly once: each accepted row's sequence number is
+its position among the accepted rows of the whole input, so every run numbers
+the rows alike. A run that dies at any point and is rerun with the same ID and
+input skips the rows that landed (from the server's mark for ID) and sends the
+rest; the stream then holds every accepted row once, in input order. The
+stream must be declared with ` + "`exactly_once: true`" + `.
+
+By default publish reads to the end of the input, waits for every
+acknowledgement and exits 0. --follow keeps reading the last FILE as it grows,
+until SIGINT or SIGTERM, then waits for the acknowledgements and exits 0.
+
+A summary goes to stderr (lines read, rows published, duplicates skipped,
+quarantined, first and last offset, where the run resumed from, rows/s);
+--summary-json FILE also writes it as JSON. On a terminal, progress is shown
+while it runs.`,
+		Example: `  streamcast publish ws://127.0.0.1:8765/demo trades.ndjson
+  cat trades.ndjson | streamcast publish --batch-size 500 ws://127.0.0.1:8765/demo
+  streamcast publish --publisher loader-1 --quarantine bad.ndjson --summary-json run.json ws://127.0.0.1:8765/demo day1.ndjson day2.ndjson
+  streamcast publish --follow --window 200ms ws://127.0.0.1:8765/demo live.ndjson`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			switch {
+			case opts.BatchSize < 1:
+				return usageError{fmt.Errorf("--batch-size is %d; give 1 or more", opts.BatchSize)}
+			case opts.MaxInFlight < 1:
+				return usageError{fmt.Errorf("--max-in-flight is %d; give 1 or more", opts.MaxInFlight)}
+			case opts.Window < 0:
+				return usageError{fmt.Errorf("--window is %v; give a positive duration, or 0 for full batches only", opts.Window)}
+			case opts.PollEvery <= 0:
+				return usageError{fmt.Errorf("--poll is %v; give a positive duration", opts.PollEvery)}
+			case len(opts.Publisher) > wire.MaxPublisherBytes || (cmd.Flags().Changed("publisher") && opts.Publisher == ""):
+				return usageError{fmt.Errorf("--publisher is %d bytes; give 1 to %d", len(opts.Publisher), wire.MaxPublisherBytes)}
+			}
+			opts.Inputs = args[1:]
+			opts.Stdin = a.stdin
+			opts.Logger = a.logger
+			if quarantinePath != "" {
+				q, err := os.Create(quarantinePath)
+				if err != nil {
+					return fmt.Errorf("--quarantine: %w", err)
+				}
+				defer func() {
+					if cerr := q.Close(); cerr != nil && err == nil {
+						err = fmt.Errorf("--quarantine: %w", cerr)
+					}
+				}()
+				opts.Quarantine = q
+			}
+			progress := benchOnTerminal(a.stderr)
+			if progress {
+				opts.Progress = func(s wire.LoadSummary) {
+					fmt.Fprintf(a.stderr, "\r\033[Kpublish: %d lines read, %d rows published, %d quarantined, %.0f rows/s",
+						s.LinesRead, s.RowsPublished, s.Quarantined, s.RowsPerSecond())
+				}
+			}
+
+			sum, lerr := wire.Load(cmd.Context(), args[0], opts)
+			if progress {
+				fmt.Fprint(a.stderr, "\r\033[K")
+			}
+			if lerr == nil || sum.LinesRead > 0 {
+				fmt.Fprintln(a.stderr, summaryLine(sum, quarantinePath))
+			}
+			if summaryPath != "" {
+				if werr := writeSummary(summaryPath, sum); werr != nil {
+					return errors.Join(lerr, werr)
+				}
+			}
+			return lerr
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Publisher, "publisher", "", "publish exactly once as publisher `ID`; a rerun with the same ID and input skips what landed")
+	f.IntVar(&opts.BatchSize, "batch-size", 1, "rows per publish frame (`N`), committed all or nothing")
+	f.DurationVar(&opts.Window, "window", 0, "send a partial batch once it has waited `DUR` (0: only full batches, and at the end)")
+	f.IntVar(&opts.MaxInFlight, "max-in-flight", wire.DefaultMaxInFlight, "frames awaiting acknowledgement at once (`N`; the server's limits.max_in_flight)")
+	f.IntVar(&opts.MaxFrameBytes, "max-frame-bytes", wire.DefaultReadLimit, "largest frame sent, in `BYTES` (the server's limits.max_message_bytes)")
+	f.StringVar(&quarantinePath, "quarantine", "", "write refused rows to `FILE` as NDJSON and go on (default: stop at the first)")
+	f.BoolVar(&opts.Follow, "follow", false, "keep reading the last FILE as it grows, until SIGINT or SIGTERM")
+	f.DurationVar(&opts.PollEvery, "poll", wire.DefaultPollEvery, "with --follow, check the file for new lines every `DUR`")
+	f.StringVar(&summaryPath, "summary-json", "", "also write the run's summary as JSON to `FILE`")
+	_ = cmd.MarkFlagFilename("quarantine", "ndjson", "jsonl")
+	_ = cmd.MarkFlagFilename("summary-json", "json")
+	return cmd
+}
+
+// summaryLine is the run's summary for stderr, one line.
+func summaryLine(s wire.LoadSummary, quarantine string) string {
+	off := func(v int64) string {
+		if v == wire.Null {
+			return "-"
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	resumed := "-"
+	if s.ResumedFrom != wire.Null {
+		resumed = "seq " + strconv.FormatInt(s.ResumedFrom, 10)
+	}
+	q := ""
+	if s.Quarantined > 0 && quarantine != "" {
+		q = " (in " + quarantine + ")"
+	}
+	return fmt.Sprintf("publish: %d lines read (%d blank), %d rows published, %d duplicates skipped, %d quarantined%s; offsets %s to %s; resumed from %s; %.2f s, %.0f rows/s",
+		s.LinesRead, s.BlankLines, s.RowsPublished, s.DuplicatesSkipped, s.Quarantined, q,
+		off(s.FirstOffset), off(s.LastOffset), resumed, s.Elapsed.Seconds(), s.RowsPerSecond())
+}
+
+func writeSummary(path string, s wire.LoadSummary) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("--summary-json: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("--summary-json: %w", err)
+	}
+	return nil
+}
+
+// Compile-time check that the summary is what --summary-json writes.
+var _ json.Marshaler = wire.LoadSummary{}

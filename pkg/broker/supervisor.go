@@ -1,0 +1,362 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/log"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
+)
+
+// How serve treats its maintenance children (DESIGN §3.4).
+const (
+	// DefaultChildReadyTimeout bounds start-up: serve fails when a child has
+	// not reported ready by then.
+	DefaultChildReadyTimeout = 30 * time.Second
+
+	restartMin   = 100 * time.Millisecond // first pause before restarting a child that exited
+	restartMax   = 30 * time.Second       // the pause doubles up to this
+	restartReset = 60 * time.Second       // a child up this long starts again from restartMin
+
+	pipeDrainWait = time.Second // after a child exits: how long its pipes may stay open
+	maxOutputLine = 16 << 10    // longer output lines are cut
+)
+
+// stopWaits are the time budgets of a graceful stop.
+type stopWaits struct {
+	sealFlush time.Duration // how long the seal child may take to report its flush
+	childStop time.Duration // SIGTERM, then this long before SIGKILL
+	finalSeal time.Duration // serve's own flushing seal, per log
+	publish   time.Duration // publish's whole flush: the child's half, then serve's own
+}
+
+var defaultStopWaits = stopWaits{
+	sealFlush: 5 * time.Second,
+	childStop: 5 * time.Second,
+	finalSeal: 30 * time.Second,
+	publish:   20 * time.Second,
+}
+
+// supervisor runs serve's maintenance children: one `streamcast maintain
+// --role R --log PATH…` process per configured role, over every durable log.
+//
+// Each child gets its own process group (so a terminal's Ctrl-C reaches
+// serve alone) and, on Linux, SIGKILL as its parent-death signal (so a
+// SIGKILL of serve leaves no orphan). It inherits serve's environment, the
+// only way credentials reach it: nothing secret is ever on a command line,
+// which anyone on the machine can read. Its stdout and stderr (JSON log
+// lines) are re-logged through serve's logger, prefixed with the role.
+//
+// A child reports on the pipe at descriptor 3 (maintain --ready-fd 3):
+// "ready" once it opened every log, "flushed" after each pass a SIGUSR1
+// asked for. start waits until every child is ready; afterwards a child
+// that exits is restarted with capped exponential backoff.
+type supervisor struct {
+	exe          string
+	configFile   string
+	logs         []string // absolute log directories, in config order
+	flushEvery   time.Duration
+	level        string // the children's --log-level
+	logger       *log.Logger
+	readyTimeout time.Duration
+	waits        stopWaits
+
+	forker   *forker
+	children []*roleChild
+	wg       sync.WaitGroup // supervise loops and process watchers
+}
+
+// newSupervisor plans one child per role over logs; nothing starts until
+// start.
+func newSupervisor(exe, configFile string, roles []MaintainRole, logs []string, flushEvery, readyTimeout time.Duration, logger *log.Logger) *supervisor {
+	level := logger.GetLevel()
+	if level > log.ErrorLevel {
+		level = log.ErrorLevel
+	}
+	s := &supervisor{
+		exe:          exe,
+		configFile:   configFile,
+		logs:         logs,
+		flushEvery:   flushEvery,
+		level:        level.String(),
+		logger:       logger,
+		readyTimeout: readyTimeout,
+		waits:        defaultStopWaits,
+	}
+	for _, r := range roles {
+		s.children = append(s.children, &roleChild{
+			sup:    s,
+			role:   r.Role,
+			every:  r.Every,
+			logger: logger.WithPrefix("maintain " + string(r.Role)),
+			quit:   make(chan struct{}),
+		})
+	}
+	return s
+}
+
+// start starts every child and waits until each reported ready. A child
+// that exits first, or is not ready within readyTimeout, fails start-up
+// (its error names the role, the pid and the child's last line of output);
+// so does ctx ending. On failure every child started is killed before
+// start returns.
+func (s *supervisor) start(ctx context.Context) error {
+	s.forker = newForker()
+	first := make([]*proc, len(s.children))
+	for i, c := range s.children {
+		p, err := c.spawn()
+		if err != nil {
+			s.abort()
+			return fmt.Errorf("start the maintenance child for role %s: %w", c.role, err)
+		}
+		first[i] = p
+	}
+	deadline := time.NewTimer(s.readyTimeout)
+	defer deadline.Stop()
+	for i, c := range s.children {
+		p := first[i]
+		select {
+		case <-p.ready:
+			continue
+		case <-p.exited:
+			s.abort()
+			return fmt.Errorf("the maintenance child for role %s (pid %d) exited before it was ready: %s; its last output: %s",
+				c.role, p.pid, exitStatus(p.err), quoteLine(p.lastLine()))
+		case <-deadline.C:
+			var slow []string
+			for j, o := range s.children[i:] {
+				q := first[i+j]
+				if !q.isReady() {
+					slow = append(slow, fmt.Sprintf("role %s (pid %d), last output: %s", o.role, q.pid, quoteLine(q.lastLine())))
+				}
+			}
+			s.abort()
+			return fmt.Errorf("maintenance children not ready after %s: %s; a child is ready once it has opened every log",
+				s.readyTimeout, strings.Join(slow, "; "))
+		case <-ctx.Done():
+			s.abort()
+			return ctx.Err()
+		}
+	}
+	for i, c := range s.children {
+		s.wg.Add(1)
+		go c.supervise(first[i])
+	}
+	s.logger.Info("maintenance children ready", "roles", len(s.children), "logs", len(s.logs))
+	return nil
+}
+
+// abort kills every child at once and waits for them: start-up failed.
+func (s *supervisor) abort() {
+	for _, c := range s.children {
+		c.beginStop()
+		if p := c.current(); p != nil && !p.isDone() {
+			killProcess(p)
+		}
+	}
+	s.wg.Wait()
+	s.forker.close()
+}
+
+// stop ends every child in the order that leaves each acknowledged row
+// sealed and published; serve's writes are already fenced and its
+// committers drained, so the logs' ends no longer move.
+//
+//  1. seal: SIGUSR1, and wait (up to 5 s) for the child to report the
+//     flushing pass done; then SIGTERM (it finishes its pass) and SIGKILL
+//     after 5 s. Then serve seals each log itself with flush, through its
+//     writer handle: a no-op when the child's flush worked, the rest of
+//     the work when it failed, was cut short or the child was down. When
+//     Seal returns nil every committed row is in a file.
+//  2. publish, within 20 s: for the first half, SIGUSR1 until each log's
+//     published_through reaches its end (a flushing publish pushes every
+//     file); then SIGTERM (SIGKILL after at most 5 s) and, if a table still
+//     lags, serve publishes with flush itself for what is left of the 20 s.
+//     Rows still unpublished are logged with the numbers; they are safe in
+//     the log and publish after the next start.
+//  3. every other child: SIGTERM, then SIGKILL after 5 s each, together.
+//
+// With flush_every 0 there is no flushing, at a stop as on a schedule:
+// the children are only stopped. A role serve does not run is left alone.
+func (s *supervisor) stop(logs []*logstore.Log) {
+	for _, c := range s.children {
+		c.beginStop()
+	}
+	w := s.waits
+	flush := s.flushEvery > 0
+	if seal := s.child(logstore.RoleSeal); seal != nil {
+		if flush && !seal.flush(w.sealFlush) {
+			seal.logger.Warn("the seal child did not report a flush; serve seals what is left itself")
+		}
+		seal.terminate(w.childStop)
+		if flush {
+			s.finalSeal(logs)
+		}
+	}
+	if pub := s.child(logstore.RolePublish); pub != nil {
+		start := time.Now()
+		done := !flush || s.flushPublish(pub, logs, start.Add(w.publish/2))
+		if !done {
+			pub.logger.Warn("the publish child did not publish every row; serve publishes what is left itself")
+		}
+		pub.terminate(min(w.childStop, max(time.Until(start.Add(w.publish)), 100*time.Millisecond)))
+		if !done {
+			s.finalPublish(logs, start.Add(w.publish))
+		}
+	}
+	var others sync.WaitGroup
+	for _, c := range s.children {
+		if c.role == logstore.RoleSeal || c.role == logstore.RolePublish {
+			continue
+		}
+		others.Add(1)
+		go func() {
+			defer others.Done()
+			c.terminate(w.childStop)
+		}()
+	}
+	others.Wait()
+	s.wg.Wait()
+	s.forker.close()
+	s.logger.Info("maintenance children stopped")
+}
+
+func (s *supervisor) child(role logstore.Role) *roleChild {
+	for _, c := range s.children {
+		if c.role == role {
+			return c
+		}
+	}
+	return nil
+}
+
+// finalSeal seals everything still buffered in each log, through serve's
+// writer handle (Writer handles may Seal; seal.lock keeps it from racing
+// any other sealer).
+func (s *supervisor) finalSeal(logs []*logstore.Log) {
+	for _, l := range logs {
+		ctx, cancel := context.WithTimeout(context.Background(), s.waits.finalSeal)
+		n, err := retryBusy(ctx, func() (int64, error) { return l.Seal(ctx, true) })
+		cancel()
+		switch {
+		case err != nil:
+			s.logger.Error("final seal failed; the rows stay in the buffer, safe, and are sealed after the next start", "log", l.Dir(), "err", err)
+		case n > 0:
+			s.logger.Info("sealed at stop", "log", l.Dir(), "rows", n)
+		}
+	}
+}
+
+// flushPublish asks the publish child for flushing passes until every log
+// is published to its end, or the deadline; it reports whether they are.
+// A pass that answers but leaves a lag (S3 refusing, say) is retried after
+// a pause, not in a tight loop.
+func (s *supervisor) flushPublish(pub *roleChild, logs []*logstore.Log, deadline time.Time) bool {
+	for attempt := 0; ; attempt++ {
+		if publishedAll(logs) {
+			return true
+		}
+		if attempt > 0 {
+			time.Sleep(min(250*time.Millisecond, max(time.Until(deadline), 0)))
+		}
+		left := time.Until(deadline)
+		if left <= 0 || !pub.flush(left) {
+			return publishedAll(logs)
+		}
+	}
+}
+
+// finalPublish publishes with flush through serve's own handles what the
+// publish child left, within the deadline, and logs what still lags.
+func (s *supervisor) finalPublish(logs []*logstore.Log, deadline time.Time) {
+	for _, l := range logs {
+		if lag, ok := publishLag(l); ok && lag == 0 {
+			continue
+		}
+		if time.Until(deadline) > 0 {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			n, err := retryBusy(ctx, func() (int64, error) { return l.Publish(ctx, true) })
+			cancel()
+			switch {
+			case err != nil:
+				s.logger.Error("final publish failed", "log", l.Dir(), "err", err)
+			case n > 0:
+				s.logger.Info("published at stop", "log", l.Dir(), "rows", n)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := l.Status(ctx)
+		cancel()
+		switch {
+		case err != nil:
+			s.logger.Error("cannot tell whether every row is published", "log", l.Dir(), "err", err)
+		case st.PublishLagRows > 0:
+			s.logger.Error("acknowledged rows are not published yet; they are safe in the log and publish after the next start",
+				"log", l.Dir(), "unpublished_rows", st.PublishLagRows, "published_through", st.PublishedThrough, "end", st.End)
+		}
+	}
+}
+
+// publishedAll reports whether every log's published table holds every
+// row the log committed.
+func publishedAll(logs []*logstore.Log) bool {
+	for _, l := range logs {
+		if lag, ok := publishLag(l); !ok || lag > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func publishLag(l *logstore.Log) (int64, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	st, err := l.Status(ctx)
+	if err != nil {
+		return 0, false
+	}
+	return st.PublishLagRows, true
+}
+
+// retryBusy runs step until it does not answer ErrBusy (another process
+// holds the role lock: a child just killed releases it at once, a stray
+// `streamcast maintain` after its pass) or ctx ends.
+func retryBusy(ctx context.Context, step func() (int64, error)) (int64, error) {
+	for {
+		n, err := step()
+		if !errors.Is(err, logstore.ErrBusy) {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return n, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stats reports every child, in role order.
+func (s *supervisor) stats() []ChildStats {
+	out := make([]ChildStats, 0, len(s.children))
+	for _, c := range s.children {
+		c.mu.Lock()
+		cs := ChildStats{Role: string(c.role), EveryS: c.every.Seconds(), Restarts: c.restarts}
+		if c.lastErr != "" {
+			e := c.lastErr
+			cs.LastError = &e
+		}
+		if p := c.cur; p != nil && !p.isDone() {
+			pid := p.pid
+			cs.PID = &pid
+			cs.Ready = p.isReady()
+		}
+		c.mu.Unlock()
+		out = append(out, cs)
+	}
+	return out
+}

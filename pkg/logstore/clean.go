@@ -1,0 +1,458 @@
+package logstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+)
+
+// Cleaned counts what one clean pass did.
+type Cleaned struct {
+	BufferRows int64 // buffered rows evicted (files hold them)
+	LocalFiles int   // local files taken out of the log's records (published, past retention)
+	Deleted    int   // files or objects deleted from the delete queue
+	Expired    int   // snapshots of the published table expired
+}
+
+// Clean evicts buffered rows that files hold, takes local files out of the
+// log when the published table holds their rows and they are past
+// StagingRetention (or the local files exceed StagingMaxBytes), and
+// deletes local files whose turn in the delete queue has come.
+//
+// It never deletes the only copy of a row: a local file goes only when the
+// published table's recorded extent covers it, a buffered row only when a
+// file holds it. Files leave the records first and are unlinked only after
+// LocalDeleteGrace, so a reader that listed them finishes (a later reader
+// finds the rows in the published table). Clean runs under clean.lock:
+// when another process is cleaning this log it returns an error wrapping
+// ErrBusy.
+func (l *Log) Clean(ctx context.Context) (Cleaned, error) {
+	var done Cleaned
+	if err := l.checkOpen(); err != nil {
+		return done, err
+	}
+	if l.mode == ReadOnly {
+		return done, fmt.Errorf("clean log %s: %w", l.dir, ErrReadOnly)
+	}
+	l.evictMu.Lock()
+	defer l.evictMu.Unlock()
+	lk, err := l.roleLock("clean")
+	if err != nil {
+		return done, fmt.Errorf("clean log %s: %w", l.dir, err)
+	}
+	defer lk.release()
+	if done.BufferRows, err = l.evictBuffer(ctx); err != nil {
+		return done, err
+	}
+	if done.LocalFiles, err = l.evictFiles(ctx); err != nil {
+		return done, fmt.Errorf("clean log %s: %w", l.dir, err)
+	}
+	if done.Deleted, err = l.drainLocal(ctx); err != nil {
+		return done, fmt.Errorf("clean log %s: %w", l.dir, err)
+	}
+	return done, nil
+}
+
+// evictFiles takes published local files out of the records, oldest
+// first, and queues them for deletion.
+func (l *Log) evictFiles(ctx context.Context) (n int, err error) {
+	pol := l.policy()
+	now := time.Now()
+	err = l.writeTx(ctx, func(c *sql.Conn) error {
+		n = 0
+		pubs, err := publishedFiles(ctx, c)
+		if err != nil || len(pubs) == 0 {
+			return err
+		}
+		pe := pubs[len(pubs)-1].end
+		asIs := map[span]bool{}
+		for _, p := range pubs {
+			asIs[span{p.start, p.end}] = true
+		}
+		files, err := localFiles(ctx, c)
+		if err != nil {
+			return err
+		}
+		busy, err := intentRanges(ctx, c, `SELECT start_offset, end_offset FROM compact_intents
+			UNION ALL SELECT start_offset, end_offset FROM publish_intents`)
+		if err != nil {
+			return err
+		}
+		var total int64
+		for _, f := range files {
+			total += f.fileBytes
+		}
+		cutoff := now.Add(-pol.StagingRetention).UnixMicro()
+		var gone []string
+		for _, f := range files {
+			if f.end > pe || overlaps(busy, f.start, f.end) {
+				break // not (wholly) published: this is the only copy
+			}
+			// A file compaction may still grow, or one publish still owes a
+			// swap for (the table holds its rows in smaller files), stays
+			// for its retention-free life, unless space runs out.
+			settled := f.fileBytes >= pol.TargetFileBytes && asIs[span{f.start, f.end}]
+			old := f.sealedUS < cutoff
+			if !(old && settled) && total <= pol.StagingMaxBytes {
+				break
+			}
+			if _, err := c.ExecContext(ctx, `DELETE FROM files WHERE start_offset = ?`, f.start); err != nil {
+				return err
+			}
+			gone = append(gone, f.name)
+			total -= f.fileBytes
+		}
+		n = len(gone)
+		return enqueue(ctx, c, tierLocal, now.Add(pol.LocalDeleteGrace), "published and past retention", gone...)
+	})
+	return n, err
+}
+
+// drainLocal deletes the local files whose time in the delete queue is up:
+// first the file, then its queue row (the other order could leak a file).
+// A name some record still mentions is never deleted.
+func (l *Log) drainLocal(ctx context.Context) (int, error) {
+	now := time.Now().UnixMicro()
+	due, err := queuePaths(ctx, l.rdb, tierLocal, now)
+	if err != nil || len(due) == 0 {
+		return 0, err
+	}
+	known, err := l.liveNames(ctx)
+	if err != nil {
+		return 0, err
+	}
+	dir := filepath.Join(l.dir, filesDir)
+	var done []string
+	for _, name := range due {
+		if !known[name] && !strings.ContainsAny(name, `/\`) {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return 0, fmt.Errorf("delete %s: %w", name, err)
+			}
+		}
+		done = append(done, name)
+	}
+	if err := syncDir(dir); err != nil {
+		return 0, err
+	}
+	return len(done), l.forget(ctx, tierLocal, done)
+}
+
+// liveNames returns the names under files/ that a record other than the
+// delete queue mentions.
+func (l *Log) liveNames(ctx context.Context) (map[string]bool, error) {
+	rows, err := l.rdb.QueryContext(ctx, `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
+		UNION ALL SELECT name FROM compact_intents UNION ALL SELECT name FROM publish_intents`)
+	if err != nil {
+		return nil, fmt.Errorf("read file records: %w", err)
+	}
+	defer rows.Close()
+	known := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		known[n] = true
+	}
+	return known, rows.Err()
+}
+
+// queuePaths returns the queued paths of a tier due by now (µs).
+func queuePaths(ctx context.Context, q querier, tier string, now int64) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT path FROM delete_queue WHERE tier = ? AND due_us <= ? ORDER BY due_us`, tier, now)
+	if err != nil {
+		return nil, fmt.Errorf("read the delete queue: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// forget drops queue rows.
+func (l *Log) forget(ctx context.Context, tier string, paths []string) error {
+	return l.writeTx(ctx, func(c *sql.Conn) error {
+		for _, p := range paths {
+			if _, err := c.ExecContext(ctx, `DELETE FROM delete_queue WHERE tier = ? AND path = ?`, tier, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// CleanPublished maintains the published table: it expires snapshots
+// older than PublishedSnapshotRetention (keeping the current one), queues
+// the manifests and data files only those snapshots referenced, queues
+// metadata files no version references any more (leftovers of commits
+// that crashed), and deletes queued objects whose time is up.
+//
+// It never lists and deletes: a listing only proposes candidates, and every
+// object is checked against the table's live metadata (and buffer.db's
+// records) right before it is deleted; a referenced one waits another
+// DeleteGrace. Objects are deleted only after DeleteGrace in the queue, so
+// a reader that planned a scan on an older snapshot finishes. It runs under
+// clean-published.lock: when another process is at it, it returns an error
+// wrapping ErrBusy.
+func (l *Log) CleanPublished(ctx context.Context) (Cleaned, error) {
+	var done Cleaned
+	if err := l.checkOpen(); err != nil {
+		return done, err
+	}
+	if l.mode == ReadOnly {
+		return done, fmt.Errorf("clean published table of log %s: %w", l.dir, ErrReadOnly)
+	}
+	l.cleanPubMu.Lock()
+	defer l.cleanPubMu.Unlock()
+	lk, err := l.roleLock("clean-published")
+	if err != nil {
+		return done, fmt.Errorf("clean published table of log %s: %w", l.dir, err)
+	}
+	defer lk.release()
+	pt, err := l.published()
+	if err != nil {
+		return done, err
+	}
+	fail := func(err error) (Cleaned, error) {
+		return done, fmt.Errorf("clean published table %s: %w", pt.location, err)
+	}
+	tbl, err := pt.load(ctx)
+	switch {
+	case errors.Is(err, errNoTable):
+		tbl = nil
+	case err != nil:
+		return fail(err)
+	default:
+		if err := pt.owned(tbl, l); err != nil {
+			return fail(err)
+		}
+		if done.Expired, err = l.expireSnapshots(ctx, pt, tbl); err != nil {
+			return fail(err)
+		}
+		if err := l.sweepMetadata(ctx, pt); err != nil {
+			return fail(err)
+		}
+	}
+	if done.Deleted, err = l.drainPublished(ctx, pt); err != nil {
+		return fail(err)
+	}
+	return done, nil
+}
+
+// expireSnapshots expires the snapshots past retention, queueing what only
+// they referenced before the commit (a crash after it must not leak them)
+// and re-stamping the queue rows after it, so the grace counts from the
+// moment nothing references them.
+func (l *Log) expireSnapshots(ctx context.Context, pt *pubTable, tbl *table.Table) (int, error) {
+	pol := l.policy()
+	cutoff := time.Now().Add(-pol.PublishedSnapshotRetention).UnixMilli()
+	cur := tbl.CurrentSnapshot()
+	due := 0
+	for _, s := range tbl.Metadata().Snapshots() {
+		if s.TimestampMs < cutoff && (cur == nil || s.SnapshotID != cur.SnapshotID) {
+			due++
+		}
+	}
+	if due == 0 {
+		return 0, nil
+	}
+	release, err := l.commitLock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	if tbl, err = pt.load(ctx); err != nil { // the latest, under the lock
+		return 0, err
+	}
+	if err := pt.clearClaim(tbl.MetadataLocation()); err != nil {
+		return 0, err
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.ExpireSnapshots(table.WithOlderThan(pol.PublishedSnapshotRetention), table.WithRetainLast(1), table.WithPostCommit(false)); err != nil {
+		return 0, fmt.Errorf("expire snapshots: %w", err)
+	}
+	staged, err := txn.StagedTable()
+	if err != nil {
+		return 0, fmt.Errorf("expire snapshots: %w", err)
+	}
+	before, err := pt.snapshotRefs(ctx, tbl)
+	if err != nil {
+		return 0, err
+	}
+	after, err := pt.snapshotRefs(ctx, staged.Table)
+	if err != nil {
+		return 0, err
+	}
+	var doomed []string
+	for k, p := range before {
+		if _, ok := after[k]; !ok {
+			doomed = append(doomed, p)
+		}
+	}
+	expired := len(tbl.Metadata().Snapshots()) - len(staged.Metadata().Snapshots())
+	if expired == 0 {
+		return 0, nil
+	}
+	queue := func() error {
+		return l.writeTx(ctx, func(c *sql.Conn) error {
+			return enqueue(ctx, c, tierPublished, time.Now().Add(pol.DeleteGrace), "referenced only by expired snapshots", doomed...)
+		})
+	}
+	if err := queue(); err != nil {
+		return 0, err
+	}
+	if err := atCrashPoint("clean-published:queued"); err != nil {
+		return 0, err
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit the expiry of %d snapshots: %w", expired, err)
+	}
+	return expired, queue()
+}
+
+// sweepMetadata queues metadata files that no version of the table
+// references and that are older than DeleteGrace: what commits that crashed
+// or lost a race left behind. Only names Iceberg writers use are considered.
+//
+// It runs under commit.lock: every commit writes its manifests and
+// metadata under that lock, so what is unreferenced while it is held is
+// not part of a commit in flight; it never will be referenced again.
+func (l *Log) sweepMetadata(ctx context.Context, pt *pubTable) error {
+	pol := l.policy()
+	release, err := l.commitLock(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	objs, err := pt.listMetadata()
+	if err != nil {
+		return fmt.Errorf("list %s: %w", pt.metadataDir(), err)
+	}
+	// The live set is read after the listing: an object written after it
+	// is not listed; one listed and since made live is seen live.
+	tbl, err := pt.load(ctx)
+	if err != nil {
+		return err
+	}
+	live, err := pt.live(ctx, tbl)
+	if err != nil {
+		return err
+	}
+	old := time.Now().Add(-pol.DeleteGrace)
+	var cands []string
+	for _, o := range objs {
+		if live.has(pt, o.path) || !o.modTime.Before(old) || !metadataName(path.Base(filepath.ToSlash(o.path))) {
+			continue
+		}
+		cands = append(cands, o.path)
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	return l.writeTx(ctx, func(c *sql.Conn) error {
+		for _, p := range cands {
+			_, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO delete_queue(tier, path, due_us, reason) VALUES (?, ?, ?, ?)`,
+				tierPublished, p, time.Now().Add(pol.DeleteGrace).UnixMicro(), "unreferenced metadata")
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// metadataName reports whether a metadata directory entry is one an
+// Iceberg writer makes: metadata JSON, manifests and manifest lists, and
+// the temporary and claim files of the hadoop catalog's commit.
+func metadataName(name string) bool {
+	for _, suf := range []string{".metadata.json", ".avro", ".metadata.json.claim", "-version-hint.temp"} {
+		if strings.HasSuffix(name, suf) {
+			return true
+		}
+	}
+	return false
+}
+
+// drainPublished deletes the queued published objects whose time is up
+// and that nothing references: not the table's live metadata, not
+// buffer.db's published records, not a publish pass in flight.
+func (l *Log) drainPublished(ctx context.Context, pt *pubTable) (int, error) {
+	pol := l.policy()
+	due, err := queuePaths(ctx, l.rdb, tierPublished, time.Now().UnixMicro())
+	if err != nil || len(due) == 0 {
+		return 0, err
+	}
+	live := liveSet{}
+	tbl, err := pt.load(ctx)
+	switch {
+	case errors.Is(err, errNoTable):
+	case err != nil:
+		return 0, err
+	default:
+		if pt.norm(tbl.Location()) != pt.norm(pt.location) {
+			return 0, fmt.Errorf("the table's metadata says it lives at %s, not %s: refusing to delete anything", tbl.Location(), pt.location)
+		}
+		if live, err = pt.live(ctx, tbl); err != nil {
+			return 0, err
+		}
+	}
+	rows, err := l.rdb.QueryContext(ctx, `SELECT path FROM published UNION ALL SELECT path FROM publish_intents`)
+	if err != nil {
+		return 0, fmt.Errorf("read published records: %w", err)
+	}
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		live.add(pt, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	var gone, kept []string
+	var firstErr error
+	for _, p := range due {
+		if live.has(pt, p) {
+			kept = append(kept, p)
+			continue
+		}
+		if err := pt.remove(p); err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("delete %s: %w", p, err)
+			}
+			continue
+		}
+		gone = append(gone, p)
+	}
+	if err := l.forget(ctx, tierPublished, gone); err != nil {
+		return 0, err
+	}
+	if len(kept) > 0 {
+		// Still referenced (by a snapshot not yet expired): look again
+		// after another grace.
+		err := l.writeTx(ctx, func(c *sql.Conn) error {
+			return enqueue(ctx, c, tierPublished, time.Now().Add(pol.DeleteGrace), "still referenced", kept...)
+		})
+		if err != nil {
+			return len(gone), err
+		}
+	}
+	return len(gone), firstErr
+}

@@ -1,0 +1,257 @@
+package logstore
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/streamcast/streamcast/pkg/schema"
+)
+
+// Defaults of the Config fields left at zero.
+const (
+	// DefaultTargetSealBytes is the Arrow size a seal aims for.
+	DefaultTargetSealBytes = 8 << 20
+	// DefaultTargetFileBytes is the on-disk size compaction merges small
+	// files up to.
+	DefaultTargetFileBytes = 512 << 20
+	// DefaultStagingRetention is how long a published local file is kept
+	// for fast local reads before clean may delete it.
+	DefaultStagingRetention = time.Hour
+	// DefaultStagingMaxBytes bounds the local files of a log: past it,
+	// clean deletes the oldest published ones whatever their age.
+	DefaultStagingMaxBytes = 4 << 30
+	// DefaultPublishedSnapshotRetention is how long clean-published keeps
+	// old snapshots of the published table.
+	DefaultPublishedSnapshotRetention = time.Hour
+	// DefaultDeleteGrace is how long a published object nobody references
+	// any more waits in the delete queue, so readers that planned a scan
+	// against older metadata can finish.
+	DefaultDeleteGrace = time.Hour
+	// DefaultLocalDeleteGrace is the same for local files replaced by
+	// compaction or evicted by clean.
+	DefaultLocalDeleteGrace = time.Minute
+)
+
+// Names of the columns every sealed file carries before the declared ones,
+// and of the single column that holds rows of a stream without a schema.
+const (
+	OffsetColumn = "streamcast_offset"
+	TSColumn     = "streamcast_ts"
+	RowColumn    = "streamcast_row"
+)
+
+// Config is a log's configuration, stored in buffer.db at Create and read
+// back by Open. The shape (SortBy, Published, TargetFileBytes) never
+// changes for the life of the log; the retention and grace settings are
+// defaults that a maintenance process may override (RoleOptions.Override).
+type Config struct {
+	// SortBy names declared scalar columns that order rows within a sealed
+	// file and within each row group of a compacted one (then offset).
+	// Empty means offset order. It is also the published table's sort order.
+	SortBy []string `json:"sort_by" yaml:"sort_by"`
+	// TargetSealBytes is the Arrow size of the rows one seal cuts into a
+	// file; 0 means DefaultTargetSealBytes. Seals cut at commit-group
+	// boundaries, so a file may be larger by up to one group.
+	TargetSealBytes int64 `json:"target_seal_bytes" yaml:"target_seal_bytes"`
+
+	// Published is the prefix the log's Iceberg table is published under:
+	// s3://bucket/path or file:///dir. The table lives at
+	// <Published>/<stream>/<log>/. Empty means <root>/published, where the
+	// log directory is <root>/<stream>/<log>.
+	Published string `json:"published,omitempty" yaml:"published"`
+	// S3 tells how to reach an s3:// prefix. Credentials never go here:
+	// they come from the standard AWS environment variables or profile.
+	S3 S3Config `json:"s3,omitzero" yaml:"s3"`
+	// TargetFileBytes is the on-disk size compaction aims for; 0 means
+	// DefaultTargetFileBytes.
+	TargetFileBytes int64 `json:"target_file_bytes,omitempty" yaml:"target_file_bytes"`
+
+	// StagingRetention keeps published local files this long after they
+	// were written; 0 means DefaultStagingRetention.
+	StagingRetention time.Duration `json:"staging_retention,omitempty" yaml:"staging_retention"`
+	// StagingMaxBytes bounds the local files' total size; past it the
+	// oldest published ones go whatever their age (unpublished files are
+	// never deleted: they hold the only copy). 0 means
+	// DefaultStagingMaxBytes.
+	StagingMaxBytes int64 `json:"staging_max_bytes,omitempty" yaml:"staging_max_bytes"`
+	// PublishedSnapshotRetention is how long old snapshots of the
+	// published table stay readable; 0 means
+	// DefaultPublishedSnapshotRetention.
+	PublishedSnapshotRetention time.Duration `json:"published_snapshot_retention,omitempty" yaml:"published_snapshot_retention"`
+	// DeleteGrace delays the deletion of published objects no snapshot
+	// references any more; 0 means DefaultDeleteGrace.
+	DeleteGrace time.Duration `json:"delete_grace,omitempty" yaml:"delete_grace"`
+	// LocalDeleteGrace delays the deletion of local files that left the
+	// log's records (replaced by compaction, evicted by clean); 0 means
+	// DefaultLocalDeleteGrace.
+	LocalDeleteGrace time.Duration `json:"local_delete_grace,omitempty" yaml:"local_delete_grace"`
+}
+
+// S3Config says how to reach an S3 (or S3-compatible) service.
+type S3Config struct {
+	// Endpoint is the service URL, such as http://127.0.0.1:7070; empty
+	// means AWS itself (or AWS_S3_ENDPOINT).
+	Endpoint string `json:"endpoint,omitempty" yaml:"endpoint"`
+	// Region is the bucket's region; empty means AWS_REGION or the profile's.
+	Region string `json:"region,omitempty" yaml:"region"`
+	// PathStyle addresses buckets as <endpoint>/<bucket> instead of
+	// <bucket>.<endpoint>; most S3-compatible servers want it. It is the
+	// default whenever Endpoint is set.
+	PathStyle bool `json:"path_style,omitempty" yaml:"path_style"`
+}
+
+// withDefaults fills zero fields with their defaults.
+func (c Config) withDefaults() Config {
+	if c.TargetSealBytes == 0 {
+		c.TargetSealBytes = DefaultTargetSealBytes
+	}
+	if c.SortBy == nil {
+		c.SortBy = []string{}
+	}
+	if c.TargetFileBytes == 0 {
+		c.TargetFileBytes = DefaultTargetFileBytes
+	}
+	if c.StagingRetention == 0 {
+		c.StagingRetention = DefaultStagingRetention
+	}
+	if c.StagingMaxBytes == 0 {
+		c.StagingMaxBytes = DefaultStagingMaxBytes
+	}
+	if c.PublishedSnapshotRetention == 0 {
+		c.PublishedSnapshotRetention = DefaultPublishedSnapshotRetention
+	}
+	if c.DeleteGrace == 0 {
+		c.DeleteGrace = DefaultDeleteGrace
+	}
+	if c.LocalDeleteGrace == 0 {
+		c.LocalDeleteGrace = DefaultLocalDeleteGrace
+	}
+	return c
+}
+
+// override returns c with the policy fields that o sets (non-zero) taken
+// from o. The shape of the log (sort order, published prefix, file
+// targets) is not a policy and is never overridden.
+func (c Config) override(o Config) Config {
+	if o.StagingRetention != 0 {
+		c.StagingRetention = o.StagingRetention
+	}
+	if o.StagingMaxBytes != 0 {
+		c.StagingMaxBytes = o.StagingMaxBytes
+	}
+	if o.PublishedSnapshotRetention != 0 {
+		c.PublishedSnapshotRetention = o.PublishedSnapshotRetention
+	}
+	if o.DeleteGrace != 0 {
+		c.DeleteGrace = o.DeleteGrace
+	}
+	if o.LocalDeleteGrace != 0 {
+		c.LocalDeleteGrace = o.LocalDeleteGrace
+	}
+	if o.S3.Endpoint != "" {
+		c.S3.Endpoint = o.S3.Endpoint
+	}
+	if o.S3.Region != "" {
+		c.S3.Region = o.S3.Region
+	}
+	if o.S3.PathStyle {
+		c.S3.PathStyle = true
+	}
+	return c
+}
+
+// validate checks c against the log's schema.
+func (c Config) validate(sch *schema.Schema) error {
+	if c.TargetSealBytes < 0 {
+		return fmt.Errorf("target_seal_bytes is %d; it must be positive (or 0 for the default %d)", c.TargetSealBytes, DefaultTargetSealBytes)
+	}
+	for _, v := range []struct {
+		name string
+		n    int64
+	}{
+		{"target_file_bytes", c.TargetFileBytes},
+		{"staging_max_bytes", c.StagingMaxBytes},
+		{"staging_retention", int64(c.StagingRetention)},
+		{"published_snapshot_retention", int64(c.PublishedSnapshotRetention)},
+		{"delete_grace", int64(c.DeleteGrace)},
+		{"local_delete_grace", int64(c.LocalDeleteGrace)},
+	} {
+		if v.n < 0 {
+			return fmt.Errorf("%s is negative; it must be positive (or 0 for the default)", v.name)
+		}
+	}
+	if _, err := parsePrefix(c.Published); err != nil {
+		return err
+	}
+	if c.S3.Endpoint != "" {
+		u, err := url.Parse(c.S3.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("s3.endpoint %q is not an http:// or https:// URL", c.S3.Endpoint)
+		}
+	}
+	seen := map[string]bool{}
+	for _, name := range c.SortBy {
+		if seen[name] {
+			return fmt.Errorf("sort_by names %q twice", name)
+		}
+		seen[name] = true
+		if sch.IsAny() {
+			return fmt.Errorf("sort_by names %q, but a stream without a schema has no columns to sort by", name)
+		}
+		i, ok := sch.ColumnIndex(name)
+		if !ok {
+			return fmt.Errorf("sort_by names %q, which is not a column of the schema", name)
+		}
+		if !sortable(sch.Columns()[i].Type) {
+			return fmt.Errorf("sort_by names %q of type %s; only scalar columns (integers, numbers, booleans, strings, binary) can order a file", name, sch.Columns()[i].Type)
+		}
+	}
+	return nil
+}
+
+// prefix is a parsed published prefix.
+type prefix struct {
+	s3    bool
+	local string // absolute directory, for a local prefix
+	uri   string // s3://bucket/path, without a trailing slash
+}
+
+// parsePrefix parses a published prefix; "" gives the zero prefix, which
+// stands for the default <root>/published.
+func parsePrefix(p string) (prefix, error) {
+	if p == "" {
+		return prefix{}, nil
+	}
+	bad := func(why string) (prefix, error) {
+		return prefix{}, fmt.Errorf("published prefix %q %s; use s3://bucket/path, file:///absolute/dir, or leave it empty for <root>/published", p, why)
+	}
+	switch {
+	case strings.HasPrefix(p, "s3://"):
+		u, err := url.Parse(p)
+		if err != nil || u.Host == "" {
+			return bad("names no bucket")
+		}
+		if u.RawQuery != "" || u.Fragment != "" {
+			return bad("has a query or fragment")
+		}
+		return prefix{s3: true, uri: strings.TrimRight(p, "/")}, nil
+	case strings.HasPrefix(p, "file://"):
+		u, err := url.Parse(p)
+		if err != nil || (u.Host != "" && u.Host != "localhost") || !filepath.IsAbs(u.Path) {
+			return bad("is not a file:// URL of an absolute directory")
+		}
+		if filepath.Clean(u.Path) == "/" {
+			return bad("is the root directory")
+		}
+		return prefix{local: filepath.Clean(u.Path)}, nil
+	case filepath.IsAbs(p):
+		if filepath.Clean(p) == "/" {
+			return bad("is the root directory")
+		}
+		return prefix{local: filepath.Clean(p)}, nil
+	}
+	return bad("is neither an s3:// nor a file:// URL")
+}
