@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -134,6 +134,5 @@ func benchOnTerminal(w io.Writer) bool {
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	return term.IsTerminal(f.Fd())
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 )
@@ -87,10 +86,12 @@ its pass.`,
 				if readyFD < 3 {
 					return usageError{fmt.Errorf("--ready-fd %d: give a descriptor the parent passed beyond stdin, stdout and stderr (3 or more)", readyFD)}
 				}
-				if _, err := unix.FcntlInt(uintptr(readyFD), unix.F_GETFD, 0); err != nil {
+				f := os.NewFile(uintptr(readyFD), "ready")
+				if _, err := f.Stat(); err != nil {
+					_ = f.Close() // now, while the number is free, not from a finalizer later
 					return usageError{fmt.Errorf("--ready-fd %d is not an open file descriptor: %w", readyFD, err)}
 				}
-				ready = os.NewFile(uintptr(readyFD), "ready")
+				ready = f
 				defer ready.Close()
 			}
 			say := func(line string) {

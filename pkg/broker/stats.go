@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -124,11 +123,7 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 // falling back to the peak from getrusage).
 func processStats() ProcessStats {
 	p := ProcessStats{Goroutines: runtime.NumGoroutine()}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		p.CPUSeconds = tvSeconds(ru.Utime) + tvSeconds(ru.Stime)
-		p.RSSBytes = int64(ru.Maxrss) * 1024
-	}
+	p.CPUSeconds, p.RSSBytes = rusage()
 	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
 		f := strings.Fields(string(b))
 		if len(f) >= 2 {
@@ -140,9 +135,6 @@ func processStats() ProcessStats {
 	return p
 }
 
-func tvSeconds(tv syscall.Timeval) float64 {
-	return float64(tv.Sec) + float64(tv.Usec)/1e6
-}
 
 func (s *Server) serveStats(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")

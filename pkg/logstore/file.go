@@ -116,16 +116,38 @@ func (df *dataFile) close() {
 
 // countingReader remembers the first I/O error of the reader underneath,
 // so a failure to fetch bytes (a network error) is reported as such rather
-// than as the corrupt file the decoder would then see.
+// than as the corrupt file the decoder would then see. For a remote file it
+// also holds one prefetched span (a row group), so the decoder's reads of
+// each column chunk cost no request of their own.
 type countingReader struct {
 	r interface {
 		io.ReaderAt
 		io.Seeker
 	}
-	err error
+	err    error
+	bufOff int64
+	buf    []byte
+}
+
+// prefetch reads [off, off+n) in one request and serves reads inside it
+// from memory until the next prefetch.
+func (c *countingReader) prefetch(off, n int64) {
+	c.buf = c.buf[:0]
+	if n <= 0 || n > 1<<30 {
+		return
+	}
+	b := make([]byte, n)
+	k, err := c.r.ReadAt(b, off)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(k) == n) {
+		return // the reads that need these bytes will fail and say why
+	}
+	c.bufOff, c.buf = off, b
 }
 
 func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
+	if len(c.buf) > 0 && off >= c.bufOff && off+int64(len(p)) <= c.bufOff+int64(len(c.buf)) {
+		return copy(p, c.buf[off-c.bufOff:]), nil
+	}
 	n, err := c.r.ReadAt(p, off)
 	if err != nil && !errors.Is(err, io.EOF) && c.err == nil {
 		c.err = err
@@ -228,6 +250,29 @@ func offsetRange(rg *metadata.RowGroupMetaData) (lo, hi int64, err error) {
 	return is.Min(), is.Max(), nil
 }
 
+// groupSpan returns the byte range of a row group's column chunks.
+func groupSpan(rg *metadata.RowGroupMetaData) (off, n int64) {
+	lo, hi := int64(-1), int64(0)
+	for j := range rg.NumColumns() {
+		cc, err := rg.ColumnChunk(j)
+		if err != nil {
+			return 0, 0
+		}
+		start := cc.DataPageOffset()
+		if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 {
+			start = min(start, cc.DictionaryPageOffset())
+		}
+		if lo < 0 || start < lo {
+			lo = start
+		}
+		hi = max(hi, start+cc.TotalCompressedSize())
+	}
+	if lo < 0 {
+		return 0, 0
+	}
+	return lo, hi - lo
+}
+
 func newParquetReader(r parquet.ReaderAtSeeker) (rdr *file.Reader, err error) {
 	// A damaged footer can trip a panic deep in a decoder; it must surface
 	// as an error naming the file, never take the process down.
@@ -281,6 +326,9 @@ func (l *Log) eachGroup(ctx context.Context, fr fileRec, lo, hi int64, fn func(d
 		}
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if fr.published {
+			df.src.prefetch(groupSpan(df.pq.MetaData().RowGroup(i)))
 		}
 		d, err := l.readGroup(ctx, df, ar, i)
 		if err != nil {

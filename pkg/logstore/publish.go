@@ -86,6 +86,17 @@ func (l *Log) ensureTable(ctx context.Context, pt *pubTable) error {
 		return err
 	}
 	defer release()
+	if _, err := pt.load(ctx); errors.Is(err, errNoTable) {
+		through, err := publishedThrough(ctx, l.rdb)
+		if err != nil {
+			return err
+		}
+		if through > 0 {
+			// Making a new, empty table here would hide that the history
+			// published so far is gone (I8).
+			return fmt.Errorf("the published table at %s is missing, but this log published offsets through %d there: restore the table from a backup, or move the log's published prefix; nothing more is published until then: %w", pt.location, through, ErrCorrupt)
+		}
+	}
 	_, err = pt.ensure(ctx, l)
 	return err
 }

@@ -659,3 +659,65 @@ func TestFilesCarryTheTableFieldIDs(t *testing.T) {
 		t.Fatalf("%d columns in the file, %d in the table", ids, len(want))
 	}
 }
+
+// TestPublishRefusesToRecreateAMissingTable deletes the published table
+// behind the log's back: publishing stops with an error naming both, and
+// never starts an empty table over the lost history.
+func TestPublishRefusesToRecreateAMissingTable(t *testing.T) {
+	ctx := context.Background()
+	l := createLog(t, mustCompile(t, tradeSchema), tierConfig())
+	exp := expectation{}
+	appendTrades(t, l, exp, 4, 25)
+	if _, err := l.Seal(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Publish(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	loc, _ := l.PublishedLocation()
+	if err := os.RemoveAll(loc); err != nil {
+		t.Fatal(err)
+	}
+	appendTrades(t, l, exp, 4, 25)
+	if _, err := l.Seal(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.Publish(ctx, true)
+	if err == nil || !strings.Contains(err.Error(), loc) || !strings.Contains(err.Error(), "through 100") {
+		t.Fatalf("Publish over a deleted table: %v", err)
+	}
+	if _, err := os.Stat(loc); !os.IsNotExist(err) {
+		t.Fatalf("Publish recreated %s: %v", loc, err)
+	}
+}
+
+// TestPublishRefusesAnotherLogsTable points a second log at the first
+// one's table: it refuses to publish into it (I8).
+func TestPublishRefusesAnotherLogsTable(t *testing.T) {
+	ctx := context.Background()
+	a := createLog(t, mustCompile(t, tradeSchema), tierConfig())
+	appendTrades(t, a, expectation{}, 2, 10)
+	if _, err := a.Seal(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Publish(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	// Another log with the same <stream>/<log> name, published under the
+	// same prefix.
+	cfg := tierConfig()
+	pa, _ := a.published()
+	cfg.Published = "file://" + pa.warehouse
+	b := createLog(t, mustCompile(t, tradeSchema), cfg)
+	appendTrades(t, b, expectation{}, 2, 10)
+	if _, err := b.Seal(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Publish(ctx, true)
+	if err == nil || !strings.Contains(err.Error(), "belongs to another log") {
+		t.Fatalf("Publish into another log's table: %v", err)
+	}
+	if through := checkTable(t, a, expectation{}); through != 20 {
+		t.Fatalf("the first log's table now holds through %d", through)
+	}
+}

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -624,16 +623,6 @@ func serverCPU(ctx context.Context, statsURL string, h http.Header) (float64, bo
 		return 0, false
 	}
 	return *st.Process.CPUSeconds, true
-}
-
-// selfCPU returns this process's user + system CPU seconds.
-func selfCPU() float64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return tv(ru.Utime) + tv(ru.Stime)
 }
 
 // histogram is a log-linear latency histogram over nanoseconds: 32 buckets
