@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -135,7 +134,9 @@ its pass.`,
 // ctx ends.
 func flushSignals(ctx context.Context) <-chan struct{} {
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGUSR1)
+	if len(flushSignal) > 0 { // Notify with no signals would relay every signal
+		signal.Notify(sig, flushSignal...)
+	}
 	flush := make(chan struct{}, 1)
 	go func() {
 		defer signal.Stop(sig)

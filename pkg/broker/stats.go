@@ -135,7 +135,6 @@ func processStats() ProcessStats {
 	return p
 }
 
-
 func (s *Server) serveStats(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -6,9 +6,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
+
+// errLockHeld is what flockExclusive returns when another holder has the lock.
+var errLockHeld = errors.New("lock held by another process")
 
 // fileLock is an exclusive flock held on one file. The kernel drops it when
 // the process dies, so a crashed holder never leaves a stale lock behind;
@@ -25,15 +26,9 @@ func tryLock(path string) (*fileLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open lock file: %w", err)
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	if err = flockExclusive(f); err != nil {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, errLockHeld) {
 			return nil, &LockedError{Path: path, PID: readPID(path)}
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
@@ -65,7 +60,7 @@ func (l *fileLock) release() {
 	if l == nil || l.f == nil {
 		return
 	}
-	_ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+	_ = unlockFile(l.f)
 	_ = l.f.Close()
 	l.f = nil
 }

@@ -1,0 +1,12 @@
+//go:build unix
+
+package cmd
+
+import (
+	"os"
+	"syscall"
+)
+
+// flushSignal asks a maintain process for a flushing pass (serve sends it at
+// a graceful stop).
+var flushSignal = []os.Signal{syscall.SIGUSR1}
