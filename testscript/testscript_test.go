@@ -47,6 +47,7 @@ func TestScripts(t *testing.T) {
 			"waitrows":   waitRows,
 			"appendfile": appendFile,
 			"waitfile":   waitFile,
+			"ws":         wsRaw,
 		},
 	})
 }
