@@ -19,9 +19,11 @@ import (
 
 func newBenchCmd(a *app) *cobra.Command {
 	var (
-		cfg    wire.BenchConfig
-		tsUnit string
-		asJSON bool
+		cfg        wire.BenchConfig
+		tsUnit     string
+		asJSON     bool
+		idle       int
+		idleSettle time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "bench URL",
@@ -51,6 +53,21 @@ clock.`,
 				cfg.TSNanos = true
 			default:
 				return usageError{fmt.Errorf("--ts-unit is %q; give us or ns", tsUnit)}
+			}
+			if idle > 0 {
+				res, err := wire.BenchIdle(cmd.Context(), cfg.URL, idle, idleSettle, cfg.Dial)
+				if err != nil {
+					return err
+				}
+				if asJSON || !benchOnTerminal(a.stdout) {
+					out, _ := json.Marshal(res)
+					_, err = fmt.Fprintf(a.stdout, "%s\n", out)
+					return err
+				}
+				_, err = fmt.Fprintf(a.stdout, "idle subscribers  %d\nserver RSS        %.1f MiB -> %.1f MiB\nper subscriber    %.1f KiB\ngoroutines        %d -> %d\n",
+					res.Subscribers, float64(res.RSSBeforeBytes)/(1<<20), float64(res.RSSAfterBytes)/(1<<20),
+					res.BytesPerSub/1024, res.GoroutinesBefore, res.GoroutinesAfter)
+				return err
 			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
@@ -86,6 +103,8 @@ clock.`,
 	f.StringVar(&tsUnit, "ts-unit", "us", "unit of the send time: us or ns")
 	f.IntVar(&cfg.MaxInFlight, "max-in-flight", wire.DefaultMaxInFlight, "publish frames each publisher keeps unanswered")
 	f.DurationVar(&cfg.Drain, "drain", 10*time.Second, "after publishing stops, how long subscribers may take to catch up")
+	f.IntVar(&idle, "idle", 0, "instead of a load, hold `N` idle subscribers and report the server's RSS per subscriber (use a freshly started server)")
+	f.DurationVar(&idleSettle, "idle-settle", 3*time.Second, "with --idle, how long to wait before reading the server's RSS")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object, even on a terminal")
 	_ = cmd.RegisterFlagCompletionFunc("ts-unit", cobra.FixedCompletions([]string{"us", "ns"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd

@@ -65,6 +65,7 @@ published table holds every acknowledged row), stops the children and exits 0.`,
 				} else {
 					a.logger.Info("the config file declares no streams; serving the embedded demo stream")
 					cfg.Maintain = fileCfg.Maintain
+					cfg.Published, cfg.S3, cfg.Tiers = fileCfg.Published, fileCfg.S3, fileCfg.Tiers
 				}
 			}
 			cfg.Listen, cfg.Root, cfg.Limits = settings.Listen, settings.Root, settings.Limits

@@ -55,6 +55,21 @@ type Config struct {
 	// Maintain says which maintenance roles serve runs as child processes
 	// over the durable streams' logs, and how often.
 	Maintain MaintainConfig `yaml:"maintain"`
+	// Published is the prefix durable streams' logs publish their Iceberg
+	// tables under, each at <published>/<stream>/<log>/: s3://bucket/path,
+	// file:///absolute/dir, or a directory (a relative one is resolved
+	// against the working directory, as root is). Empty means
+	// <root>/published. Each log stores it when serve creates the log, and
+	// a log's table never moves: serve refuses to open a log stored with
+	// another (I8).
+	Published string `yaml:"published"`
+	// S3 says how to reach an s3:// published prefix; it is stored in each
+	// log serve creates. Credentials are never config: they come from the
+	// standard AWS environment or profile.
+	S3 logstore.S3Config `yaml:"s3"`
+	// Tiers sets the sizes, retention and grace periods each log stores
+	// when serve creates it.
+	Tiers TierConfig `yaml:"tiers"`
 }
 
 // Limits are the bounds that keep one client from costing the others.
@@ -276,7 +291,7 @@ func (s *StreamConfig) UnmarshalYAML(n *yaml.Node) error {
 // known lists the keys each part of the file may hold.
 var (
 	// log is the logging section every command shares (read by cmd).
-	topKeys      = []string{"listen", "root", "limits", "streams", "maintain", "log"}
+	topKeys      = []string{"listen", "root", "limits", "streams", "maintain", "published", "s3", "tiers", "log"}
 	limitKeys    = []string{"max_backlog", "max_inbound", "max_in_flight", "max_message_bytes"}
 	streamKeys   = []string{"name", "schema", "schema_file", "sort_by", "durable", "group_commit", "max_replay", "exactly_once"}
 	maintainKeys = []string{"seal_every", "compact_every", "publish_every", "clean_every", "clean_published_every", "flush_every"}
@@ -300,6 +315,9 @@ func checkKeys(n *yaml.Node, path string, allowed []string, lines map[int]string
 			return fmt.Errorf("line %d: key %s is given twice", n.Content[i].Line, full)
 		}
 		seen[k] = true
+		if !slices.Contains(allowed, k) && credentialKey(k) {
+			return fmt.Errorf("line %d: key %s: %s", n.Content[i].Line, full, credentialsNote)
+		}
 		if !slices.Contains(allowed, k) {
 			return fmt.Errorf("line %d: unknown key %s (known here: %s)", n.Content[i].Line, full, strings.Join(allowed, ", "))
 		}
@@ -340,6 +358,14 @@ func ParseConfig(data []byte, dir string) (Config, error) {
 			}
 		case "maintain":
 			if err := checkKeys(v, "maintain", maintainKeys, lines); err != nil {
+				return cfg, err
+			}
+		case "s3":
+			if err := checkKeys(v, "s3", s3Keys, lines); err != nil {
+				return cfg, err
+			}
+		case "tiers":
+			if err := checkKeys(v, "tiers", tierKeys, lines); err != nil {
 				return cfg, err
 			}
 		case "streams":
@@ -397,8 +423,9 @@ func LoadConfigFile(path string) (Config, error) {
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
 // Validate checks the whole configuration before anything is opened: limits
-// of at least 1, stream names valid and distinct, every schema compiling, and
-// sort_by naming columns. Each error names the key it is about.
+// of at least 1, the maintain:, published:, s3: and tiers: sections, stream
+// names valid and distinct, every schema compiling, and sort_by naming
+// columns. Each error names the key it is about.
 func (c *Config) Validate() error {
 	_, err := c.compile()
 	return err
@@ -423,6 +450,9 @@ func (c *Config) compile() ([]*schema.Schema, error) {
 		}
 	}
 	if err := c.Maintain.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.validateStorage(); err != nil {
 		return nil, err
 	}
 	if len(c.Streams) == 0 {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,13 +89,21 @@ func (s *stream) open(ctx context.Context, root string) error {
 		return nil
 	}
 	dir := s.logDir(root)
+	srvCfg := &s.srv.cfg
 	lg, err := logstore.Open(dir, logstore.Writer)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		// A new log stores where it publishes, how to reach S3 and its
+		// tier settings, for its life and for every process that
+		// maintains it: serve's children read them from the log.
+		lc, err := srvCfg.logConfig(s.cfg)
+		if err != nil {
+			return fmt.Errorf("stream %q: %w", s.name, err)
+		}
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
-		lg, err = logstore.Create(dir, s.sch, logstore.Config{SortBy: s.cfg.SortBy})
+		lg, err = logstore.Create(dir, s.sch, lc)
 		if err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
@@ -105,6 +114,15 @@ func (s *stream) open(ctx context.Context, root string) error {
 		_ = lg.Close()
 		return fmt.Errorf("stream %q: the log at %s was created with another schema than the config declares; "+
 			"a stream's schema changes only through `streamcast migrate` (log has %s, config has %s)", s.name, dir, clip(got, 200), clip(want, 200))
+	}
+	warns, err := srvCfg.checkStored(s.cfg, dir, lg.Config())
+	if err != nil {
+		_ = lg.Close()
+		return fmt.Errorf("stream %q: %w", s.name, err)
+	}
+	if len(warns) > 0 {
+		s.srv.logger.Warn("the log keeps the settings it was created with; the config's apply to new logs only",
+			"stream", s.name, "log", dir, "differences", strings.Join(warns, "; "))
 	}
 	_, end, err := lg.Extent(ctx)
 	if err != nil {

@@ -1,0 +1,354 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
+)
+
+// This file holds how durable streams' logs are stored: the published:
+// prefix, the s3: section and the tiers: section of the config, what of
+// them each log stores when serve creates it, and the check that an
+// existing log agrees with them when serve opens it.
+
+// TierConfig is the tiers: section: the sizes, retention and grace periods
+// of the logs' tiers. A zero field means logstore's default. Each log
+// stores these when serve creates it and keeps them for its life; see
+// checkStored for what serve does when the config later differs.
+type TierConfig struct {
+	// TargetSealBytes is the Arrow size of the rows a seal cuts into one
+	// Parquet file (logstore.DefaultTargetSealBytes).
+	TargetSealBytes int64 `yaml:"target_seal_bytes"`
+	// TargetFileBytes is the on-disk size compaction merges files up to
+	// (logstore.DefaultTargetFileBytes).
+	TargetFileBytes int64 `yaml:"target_file_bytes"`
+	// StagingRetention keeps published local files this long, for fast
+	// replays (logstore.DefaultStagingRetention).
+	StagingRetention time.Duration `yaml:"staging_retention"`
+	// StagingMaxBytes bounds a log's local files: past it the oldest
+	// published ones go whatever their age (logstore.DefaultStagingMaxBytes).
+	StagingMaxBytes int64 `yaml:"staging_max_bytes"`
+	// PublishedSnapshotRetention is how long old snapshots of the published
+	// table stay readable (logstore.DefaultPublishedSnapshotRetention).
+	PublishedSnapshotRetention time.Duration `yaml:"published_snapshot_retention"`
+	// DeleteGrace delays deleting a published object no kept snapshot
+	// references (logstore.DefaultDeleteGrace).
+	DeleteGrace time.Duration `yaml:"delete_grace"`
+	// LocalDeleteGrace delays deleting a local file taken out of the log
+	// (logstore.DefaultLocalDeleteGrace).
+	LocalDeleteGrace time.Duration `yaml:"local_delete_grace"`
+}
+
+// tierSetting ties a tiers: key to its field in TierConfig and in
+// logstore.Config. Exactly one of the pointer pairs is set.
+type tierSetting struct {
+	key            string
+	bytes, stored  *int64
+	dur, storedDur *time.Duration
+}
+
+// settings lists t's fields beside those of the log config lc (nil: none).
+func (t *TierConfig) settings(lc *logstore.Config) []tierSetting {
+	if lc == nil {
+		lc = &logstore.Config{}
+	}
+	return []tierSetting{
+		{key: "target_seal_bytes", bytes: &t.TargetSealBytes, stored: &lc.TargetSealBytes},
+		{key: "target_file_bytes", bytes: &t.TargetFileBytes, stored: &lc.TargetFileBytes},
+		{key: "staging_retention", dur: &t.StagingRetention, storedDur: &lc.StagingRetention},
+		{key: "staging_max_bytes", bytes: &t.StagingMaxBytes, stored: &lc.StagingMaxBytes},
+		{key: "published_snapshot_retention", dur: &t.PublishedSnapshotRetention, storedDur: &lc.PublishedSnapshotRetention},
+		{key: "delete_grace", dur: &t.DeleteGrace, storedDur: &lc.DeleteGrace},
+		{key: "local_delete_grace", dur: &t.LocalDeleteGrace, storedDur: &lc.LocalDeleteGrace},
+	}
+}
+
+// tierKeys are the keys tiers: may hold.
+var tierKeys = func() []string {
+	var t TierConfig
+	var out []string
+	for _, s := range t.settings(nil) {
+		out = append(out, s.key)
+	}
+	return out
+}()
+
+// s3Keys are the keys s3: may hold.
+var s3Keys = []string{"endpoint", "region", "path_style"}
+
+// UnmarshalYAML reads the sizes (a number of bytes, or a string with a unit
+// such as 8MiB or 512MB) and durations (such as 1h or 30s, like the
+// maintain: section) of the tiers: section; 0 or null means the default.
+func (t *TierConfig) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: tiers is a mapping of %s", n.Line, strings.Join(tierKeys, ", "))
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, v := n.Content[i].Value, n.Content[i+1]
+		for _, s := range t.settings(nil) {
+			if s.key != key {
+				continue
+			}
+			var err error
+			if s.bytes != nil {
+				*s.bytes, err = parseSize(v)
+			} else {
+				*s.dur, err = parseInterval(v)
+			}
+			if err != nil {
+				return fmt.Errorf("line %d: tiers.%s: %w", v.Line, key, err)
+			}
+		}
+	}
+	return nil
+}
+
+var sizeRE = regexp.MustCompile(`^([0-9]+)\s*([KMGT]i?B|B)?$`)
+
+// parseSize reads a byte count: an integer, or a string of digits and a
+// unit (B, KB, MB, GB, TB in powers of 1000; KiB, MiB, GiB, TiB in powers
+// of 1024); null is 0.
+func parseSize(v *yaml.Node) (int64, error) {
+	const want = "give a number of bytes, or one with a unit such as 64MiB or 1GB, or 0 for the default"
+	if v.Kind != yaml.ScalarNode {
+		return 0, errors.New(want)
+	}
+	switch v.ShortTag() {
+	case "!!null":
+		return 0, nil
+	case "!!int":
+		n, err := strconv.ParseInt(v.Value, 0, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s is not a number of bytes; %s", v.Value, want)
+		}
+		return n, nil
+	}
+	m := sizeRE.FindStringSubmatch(strings.TrimSpace(v.Value))
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a size; %s", v.Value, want)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is too large", v.Value)
+	}
+	unit := map[string]int64{
+		"": 1, "B": 1,
+		"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+	}[m[2]]
+	if n > math.MaxInt64/unit {
+		return 0, fmt.Errorf("%q is too large", v.Value)
+	}
+	return n * unit, nil
+}
+
+// credentialWords mark a config key that looks like it holds a secret.
+var credentialWords = []string{"secret", "access_key", "accesskey", "key_id", "token", "password", "credential"}
+
+// credentialKey reports whether a key looks like a credential, which no
+// part of the config ever holds.
+func credentialKey(k string) bool {
+	k = strings.ToLower(k)
+	return slices.ContainsFunc(credentialWords, func(w string) bool { return strings.Contains(k, w) })
+}
+
+// credentialsNote is the way out for a credential found in the config.
+const credentialsNote = "credentials are never config: give serve the standard AWS environment " +
+	"(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) or a profile (AWS_PROFILE); " +
+	"its maintenance children inherit it"
+
+// publishedPrefix is a parsed published: value.
+type publishedPrefix struct {
+	s3  string // s3://bucket/path, no trailing slash; "" for a local prefix
+	dir string // absolute directory of a local prefix; "" (with s3 "") = the default <root>/published
+}
+
+func (p publishedPrefix) isDefault() bool { return p.s3 == "" && p.dir == "" }
+
+// parsePublished parses a published: value. Beside what logstore stores
+// (s3://bucket/path, file:///abs/dir, an absolute directory, or "") it
+// takes a relative directory, resolved against the working directory as
+// root is.
+func parsePublished(v string) (publishedPrefix, error) {
+	bad := func(why string) (publishedPrefix, error) {
+		return publishedPrefix{}, fmt.Errorf("published %s; give s3://bucket/path, file:///absolute/dir or a directory, or leave it out for <root>/published", why)
+	}
+	switch {
+	case v == "":
+		return publishedPrefix{}, nil
+	case strings.HasPrefix(v, "s3://"):
+		u, err := url.Parse(v)
+		switch {
+		case err != nil:
+			return bad("is not a valid s3:// URL") // the value may hold a secret: not echoed
+		case u.User != nil:
+			return bad("names credentials in its URL (" + credentialsNote + ")")
+		case u.Host == "":
+			return bad(fmt.Sprintf("%q names no bucket", v))
+		case u.RawQuery != "" || u.Fragment != "":
+			return bad(fmt.Sprintf("%q has a query or fragment", v))
+		}
+		return publishedPrefix{s3: strings.TrimRight(v, "/")}, nil
+	case strings.HasPrefix(v, "file://"):
+		u, err := url.Parse(v)
+		if err != nil || (u.Host != "" && u.Host != "localhost") || !filepath.IsAbs(u.Path) {
+			return bad(fmt.Sprintf("%q is not a file:// URL of an absolute directory (file:///srv/published)", v))
+		}
+		v = u.Path
+	case strings.Contains(v, "://"):
+		scheme, _, _ := strings.Cut(v, "://")
+		return bad(fmt.Sprintf("%q has scheme %s://, which streamcast cannot publish to", v, scheme))
+	case strings.HasPrefix(v, "~"):
+		return bad(fmt.Sprintf("%q starts with ~, which is not expanded", v))
+	}
+	dir, err := filepath.Abs(v)
+	if err != nil {
+		return bad(fmt.Sprintf("%q: %v", v, err))
+	}
+	if dir == filepath.Dir(dir) {
+		return bad(fmt.Sprintf("%q is the root directory", v))
+	}
+	return publishedPrefix{dir: dir}, nil
+}
+
+// stored is the published value a new log stores: "" keeps logstore's
+// default (<root>/published, found from the log's own directory).
+func (p publishedPrefix) stored() string {
+	if p.s3 != "" {
+		return p.s3
+	}
+	return p.dir
+}
+
+// location is where the tables of the log in logDir go under p: the prefix
+// itself, with the default resolved.
+func (p publishedPrefix) location(logDir string) string {
+	switch {
+	case p.s3 != "":
+		return p.s3
+	case p.dir != "":
+		return p.dir
+	}
+	abs, err := filepath.Abs(logDir)
+	if err != nil {
+		abs = logDir
+	}
+	return filepath.Join(filepath.Dir(filepath.Dir(abs)), "published")
+}
+
+// describe names p for an error message about the log in logDir.
+func (p publishedPrefix) describe(logDir string) string {
+	if p.isDefault() {
+		return "the default <root>/published (" + p.location(logDir) + ")"
+	}
+	return p.location(logDir)
+}
+
+// validateStorage checks published:, s3: and tiers:.
+func (c *Config) validateStorage() error {
+	p, err := parsePublished(c.Published)
+	if err != nil {
+		return err
+	}
+	if c.S3 != (logstore.S3Config{}) && p.s3 == "" {
+		return fmt.Errorf("s3: is set, but published is %s, not an s3:// URL; set published: s3://bucket/path, or remove the s3: section",
+			p.describe(filepath.Join(c.Root, "<stream>", "<stream>")))
+	}
+	if e := c.S3.Endpoint; e != "" {
+		u, err := url.Parse(e)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			return fmt.Errorf("s3.endpoint %q is not an http:// or https:// URL of an S3 service (such as https://s3.eu-west-1.amazonaws.com)", e)
+		case u.User != nil:
+			return errors.New("s3.endpoint names credentials in its URL; " + credentialsNote)
+		}
+	}
+	for _, s := range c.Tiers.settings(nil) {
+		if (s.bytes != nil && *s.bytes < 0) || (s.dur != nil && *s.dur < 0) {
+			return fmt.Errorf("tiers.%s is negative; give a positive value, or 0 for the default", s.key)
+		}
+	}
+	return nil
+}
+
+// logConfig is what serve stores in a log it creates for st.
+func (c *Config) logConfig(st StreamConfig) (logstore.Config, error) {
+	p, err := parsePublished(c.Published)
+	if err != nil {
+		return logstore.Config{}, err
+	}
+	lc := logstore.Config{SortBy: st.SortBy, Published: p.stored()}
+	if p.s3 != "" {
+		lc.S3 = c.S3
+	}
+	t := c.Tiers
+	for _, s := range t.settings(&lc) {
+		if s.bytes != nil {
+			*s.stored = *s.bytes
+		} else {
+			*s.storedDur = *s.dur
+		}
+	}
+	return lc, nil
+}
+
+// checkStored compares what an existing log stores with the config. Where
+// the table is published is the log's identity (I8): a published: or s3:
+// that differs refuses start-up, naming both values, for serve would
+// otherwise publish a log's rows to a second table, or read its history
+// from a place it is not. The sizes, retention, graces and sort_by stay as
+// the log stored them; one the config sets to another value is returned as
+// a warning (key, the log's value, the config's).
+func (c *Config) checkStored(st StreamConfig, dir string, got logstore.Config) ([]string, error) {
+	want, err := parsePublished(c.Published)
+	if err != nil {
+		return nil, err
+	}
+	have, err := parsePublished(got.Published)
+	if err != nil {
+		return nil, fmt.Errorf("the log at %s stores a published prefix streamcast cannot read: %w", dir, err)
+	}
+	if have.location(dir) != want.location(dir) {
+		return nil, fmt.Errorf("the log at %s publishes to %s, but the config's published: is %s; "+
+			"a log's published table never moves (its history is there), so set published: back to %q",
+			dir, have.describe(dir), want.describe(dir), got.Published)
+	}
+	if have.s3 != "" {
+		norm := func(s logstore.S3Config) logstore.S3Config {
+			s.Endpoint = strings.TrimRight(s.Endpoint, "/")
+			s.PathStyle = s.PathStyle || s.Endpoint != ""
+			return s
+		}
+		if h, w := norm(got.S3), norm(c.S3); h != w {
+			return nil, fmt.Errorf("the log at %s reaches its table %s with s3: {endpoint: %q, region: %q, path_style: %t}, "+
+				"but the config's s3: is {endpoint: %q, region: %q, path_style: %t}; a log keeps the S3 settings it was created with, "+
+				"so set s3: back to them (a `streamcast maintain` run by hand may override them with --s3-endpoint and --s3-region)",
+				dir, have.s3, h.Endpoint, h.Region, h.PathStyle, w.Endpoint, w.Region, w.PathStyle)
+		}
+	}
+	var warns []string
+	t := c.Tiers
+	for _, s := range t.settings(&got) {
+		switch {
+		case s.bytes != nil && *s.bytes != 0 && *s.bytes != *s.stored:
+			warns = append(warns, fmt.Sprintf("tiers.%s: the log keeps %d, the config says %d", s.key, *s.stored, *s.bytes))
+		case s.dur != nil && *s.dur != 0 && *s.dur != *s.storedDur:
+			warns = append(warns, fmt.Sprintf("tiers.%s: the log keeps %s, the config says %s", s.key, *s.storedDur, *s.dur))
+		}
+	}
+	if !slices.Equal(got.SortBy, st.SortBy) && (len(got.SortBy) > 0 || len(st.SortBy) > 0) {
+		warns = append(warns, fmt.Sprintf("sort_by: the log keeps %q, the config says %q", got.SortBy, st.SortBy))
+	}
+	return warns, nil
+}
