@@ -220,6 +220,16 @@ func TestServeAcceptsTheDefaultPrefixSpelledOut(t *testing.T) {
 	if loc, _ := srv.streams["trades"].log.PublishedLocation(); loc != filepath.Join(cfg.Root, "published", "trades", "trades") {
 		t.Fatalf("published location %s", loc)
 	}
+	_ = srv.Close()
+	cfg.Published = filepath.Join(cfg.Root, "elsewhere")
+	s, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Run(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "leave published: out (or set it to "+filepath.Join(cfg.Root, "published")+")") {
+		t.Fatalf("got %v, want a refusal telling to leave published: out", err)
+	}
 }
 
 func TestServeRefusesOtherS3SettingsThanTheLogKeeps(t *testing.T) {

@@ -193,7 +193,7 @@ func parsePublished(v string) (publishedPrefix, error) {
 		case err != nil:
 			return bad("is not a valid s3:// URL") // the value may hold a secret: not echoed
 		case u.User != nil:
-			return bad("names credentials in its URL (" + credentialsNote + ")")
+			return publishedPrefix{}, errors.New("published names credentials in its URL; " + credentialsNote)
 		case u.Host == "":
 			return bad(fmt.Sprintf("%q names no bucket", v))
 		case u.RawQuery != "" || u.Fragment != "":
@@ -320,9 +320,13 @@ func (c *Config) checkStored(st StreamConfig, dir string, got logstore.Config) (
 		return nil, fmt.Errorf("the log at %s stores a published prefix streamcast cannot read: %w", dir, err)
 	}
 	if have.location(dir) != want.location(dir) {
+		back := fmt.Sprintf("set published: back to %q", got.Published)
+		if have.isDefault() {
+			back = "leave published: out (or set it to " + have.location(dir) + ")"
+		}
 		return nil, fmt.Errorf("the log at %s publishes to %s, but the config's published: is %s; "+
-			"a log's published table never moves (its history is there), so set published: back to %q",
-			dir, have.describe(dir), want.describe(dir), got.Published)
+			"a log's published table never moves (its history is there), so %s",
+			dir, have.describe(dir), want.describe(dir), back)
 	}
 	if have.s3 != "" {
 		norm := func(s logstore.S3Config) logstore.S3Config {
