@@ -118,12 +118,21 @@ func TestScanMatchesAppendsWhileSealAndEvictRun(t *testing.T) {
 	if testing.Short() {
 		dur = time.Second
 	}
-	select {
-	case err := <-errc:
-		close(stop)
-		wg.Wait()
-		t.Fatal(err)
-	case <-time.After(dur):
+	// Run for dur, and on past it (up to a minute, for slow -race runs) until
+	// at least two files exist, so the scans have had tiers to cross.
+	sealedFiles := func() (n int) {
+		l.rdb.QueryRow(`SELECT count(*) FROM files`).Scan(&n)
+		return n
+	}
+	minEnd, capEnd := time.Now().Add(dur), time.Now().Add(time.Minute)
+	for time.Now().Before(capEnd) && (time.Now().Before(minEnd) || sealedFiles() < 2) {
+		select {
+		case err := <-errc:
+			close(stop)
+			wg.Wait()
+			t.Fatal(err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	close(stop)
 	wg.Wait()
