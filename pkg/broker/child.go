@@ -86,6 +86,7 @@ func (c *roleChild) args() []string {
 	if s.configFile != "" {
 		a = append(a, "--config", s.configFile)
 	}
+	a = append(a, s.overrides...)
 	for _, l := range s.logs {
 		a = append(a, "--log", l)
 	}

@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 )
@@ -87,5 +90,20 @@ func TestNewRefusesChildrenWithoutAnExecutable(t *testing.T) {
 	cfg.Streams = cfg.Streams[1:] // live-only streams: nothing to maintain
 	if _, err := New(cfg, Options{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestTierRetentionReachesTheMaintainChildren(t *testing.T) {
+	tiers := TierConfig{TargetFileBytes: 1 << 20, StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
+	sup := newSupervisor("/bin/streamcast", "", []MaintainRole{{logstore.RoleClean, time.Minute}}, []string{"/data/t/t"}, time.Minute, time.Second, log.New(io.Discard))
+	sup.overrides = tiers.maintainOverrides()
+	got := strings.Join(sup.children[0].args(), " ")
+	for _, want := range []string{"--staging-retention 1h0m0s", "--staging-max-bytes 4096", "--delete-grace 2m0s", "--log /data/t/t"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("maintain args %q lack %q", got, want)
+		}
+	}
+	if strings.Contains(got, "target") || strings.Contains(got, "local-delete-grace") || strings.Contains(got, "snapshot") {
+		t.Errorf("maintain args %q carry settings the config left at their defaults, or sizes", got)
 	}
 }

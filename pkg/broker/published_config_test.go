@@ -203,7 +203,7 @@ func TestServeRefusesToMoveALogsPublishedTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the same prefix as a file:// URL: %v", err)
 	}
-	for _, want := range []string{"the log keeps the settings it was created with", "tiers.staging_retention: the log keeps 1h0m0s, the config says 5h0m0s", "sort_by: the log keeps [], the config says [", "event_ts"} {
+	for _, want := range []string{"the log keeps the sizes and sort order it was created with", "tiers.staging_retention: the log keeps 1h0m0s, the config says 5h0m0s", "sort_by: the log keeps [], the config says [", "event_ts"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the log does not say %q:\n%s", want, logs)
 		}

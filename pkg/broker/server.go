@@ -305,6 +305,7 @@ func (s *Server) startMaintenance(ctx context.Context) (*supervisor, error) {
 		return nil, nil
 	}
 	sup := newSupervisor(s.opts.Executable, s.opts.ConfigFile, roles, dirs, m.FlushEvery, s.opts.ChildReadyTimeout, s.logger)
+	sup.overrides = s.cfg.Tiers.maintainOverrides()
 	s.sup.Store(sup)
 	if err := sup.start(ctx); err != nil {
 		s.sup.Store(nil)

@@ -121,7 +121,7 @@ func (s *stream) open(ctx context.Context, root string) error {
 		return fmt.Errorf("stream %q: %w", s.name, err)
 	}
 	if len(warns) > 0 {
-		s.srv.logger.Warn("the log keeps the settings it was created with; the config's apply to new logs only",
+		s.srv.logger.Warn("the log keeps the sizes and sort order it was created with; the config's retention and grace settings still apply through serve's maintain children",
 			"stream", s.name, "log", dir, "differences", strings.Join(warns, "; "))
 	}
 	_, end, err := lg.Extent(ctx)
