@@ -55,7 +55,7 @@ func startS3(t *testing.T) *s3Server {
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+s.access, "ROOT_SECRET_ACCESS_KEY="+s.secret)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := helperForker.start(cmd); err != nil {
 		logs.Close()
 		t.Fatalf("start %s: %v", bin, err)
 	}
@@ -127,6 +127,13 @@ func (s *s3Server) keys(t *testing.T, prefix string) []string {
 }
 
 var installMu sync.Mutex
+
+// helperForker starts the tests' helper servers from one locked thread that
+// lives as long as the test binary. Pdeathsig fires when the forking thread
+// ends, not the process: forked from an ordinary goroutine, versitygw would
+// die whenever a Server's own forker, locked to that same thread, exits at
+// Close.
+var helperForker *forker // made and closed by TestMain
 
 // versitygwBinary returns <repo>/.tools/bin/versitygw, installing it first
 // when it is missing (under a lock file: several packages' tests may try at
