@@ -94,6 +94,16 @@ func startServer(t testing.TB, cfg Config, opts ...Options) *Server {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
+	if tt, ok := t.(*testing.T); ok {
+		// Registered before the server's own cleanup, so it runs after it:
+		// once the server is closed, nothing it started may still run.
+		before := goleak.IgnoreCurrent()
+		t.Cleanup(func() {
+			if !tt.Failed() {
+				goleak.VerifyNone(tt, before)
+			}
+		})
+	}
 	srv, err := New(cfg, o)
 	if err != nil {
 		t.Fatalf("New: %v", err)
