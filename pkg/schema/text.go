@@ -53,6 +53,11 @@ func hasLit(data []byte, pos int, lit string) bool {
 	return len(data)-pos >= len(lit) && string(data[pos:pos+len(lit)]) == lit
 }
 
+// AppendJSONString appends s as a canonical JSON string. Other packages
+// use it so that every string the project writes, in rows, greetings and
+// close reasons, is escaped one way.
+func AppendJSONString(dst, s []byte) []byte { return appendJSONString(dst, s) }
+
 // appendJSONString writes s as a canonical JSON string: only '"', '\\' and
 // control characters are escaped (\b \f \n \r \t, others as \u00xx), nothing
 // is HTML-escaped, and valid UTF-8 is kept as is. Invalid UTF-8 (which Decode

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/streamcast/streamcast/pkg/schema"
 )
 
 // Protocol is the protocol version this package writes in greetings.
@@ -500,48 +501,11 @@ func appendRaw(dst []byte, raw json.RawMessage) []byte {
 	return buf.Bytes()
 }
 
-// AppendString appends s as a JSON string: compact, UTF-8 kept raw, no HTML
+// AppendString appends s as a JSON string in the one canonical form the
+// project writes (schema.AppendJSONString): compact, UTF-8 kept raw, no HTML
 // escaping, invalid UTF-8 replaced by U+FFFD.
 func AppendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, "\ufffd"...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return schema.AppendJSONString(dst, []byte(s))
 }
 
 func firstByte(b []byte) byte {
