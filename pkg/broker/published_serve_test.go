@@ -183,11 +183,11 @@ maintain: {seal_every: 100ms, compact_every: 1h, publish_every: 200ms, clean_eve
 func TestServePublishesToS3(t *testing.T) {
 	exe := streamcastExe(t)
 	s3 := startS3(t)
-	s3.useCredentials(t) // serve's environment, which its children inherit
+	s3.UseCredentials(t) // serve's environment, which its children inherit
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:1]
 	cfg.Published = "s3://" + testBucket + "/tables"
-	cfg.S3 = logstore.S3Config{Endpoint: s3.endpoint(), Region: testRegion, PathStyle: true}
+	cfg.S3 = logstore.S3Config{Endpoint: s3.Endpoint(), Region: testRegion, PathStyle: true}
 	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{logstore.RoleSeal: 100 * time.Millisecond, logstore.RolePublish: 200 * time.Millisecond}, time.Second)
 	logs := &syncBuffer{}
 	srv := startServer(t, cfg, Options{Executable: exe, Logger: log.New(logs)})
@@ -201,14 +201,14 @@ func TestServePublishesToS3(t *testing.T) {
 	}
 	hint := "tables/trades/trades/metadata/version-hint.text"
 	waitFor(t, "the publish child to commit to S3", 30*time.Second, func() bool {
-		return len(s3.keys(t, hint)) == 1
+		return len(s3.Keys(t, hint)) == 1
 	})
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}
 	props := iceberg.Properties{
 		"allow-unsafe-commits":             "true", // the hadoop catalog wants it on S3, even to read
-		icebergio.S3EndpointURL:            s3.endpoint(),
+		icebergio.S3EndpointURL:            s3.Endpoint(),
 		icebergio.S3Region:                 testRegion,
 		icebergio.S3ForceVirtualAddressing: "false",
 	}
@@ -222,11 +222,11 @@ func TestServePublishesToS3(t *testing.T) {
 		if err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(b), s3.secret) {
+		if strings.Contains(string(b), s3.Secret) {
 			t.Errorf("%s holds the S3 secret", name)
 		}
 	}
-	if strings.Contains(logs.String(), s3.secret) {
+	if strings.Contains(logs.String(), s3.Secret) {
 		t.Error("serve's log holds the S3 secret")
 	}
 }

@@ -113,8 +113,8 @@ func freshness(b *testing.B, be string, d time.Duration) (p50, p99, worst float6
 	cfg.DeleteGrace = time.Minute
 	if be == "s3" {
 		s := startS3(b)
-		s.useCredentials(b)
-		c := s.config("fresh")
+		s.UseCredentials(b)
+		c := s3LogConfig(s, "fresh")
 		cfg.Published, cfg.S3 = c.Published, c.S3
 	}
 	l := createLog(b, mustCompile(b, tradeSchema), cfg)

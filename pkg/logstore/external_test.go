@@ -15,6 +15,8 @@ import (
 	"github.com/apache/iceberg-go/catalog/hadoop"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/streamcast/streamcast/internal/s3test"
 )
 
 // readTableMain is the external reader: a process that knows nothing of
@@ -135,7 +137,7 @@ func TestAnotherProcessReadsThePublishedTableWithIcebergGo(t *testing.T) {
 			var env []string
 			if !pt.local {
 				v, _ := s3Servers.Load(l.Dir())
-				env = append(env, "AWS_ENDPOINT_URL_S3="+v.(*s3Server).endpoint())
+				env = append(env, "AWS_ENDPOINT_URL_S3="+v.(*s3test.Server).Endpoint())
 			}
 			got := readExternally(t, pt.warehouse, pt.ident[0]+"."+pt.ident[1], env...)
 			if int64(len(got)) != through || through != 800 {

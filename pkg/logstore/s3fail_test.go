@@ -89,8 +89,8 @@ func waitPublished(t *testing.T, l *Log, within time.Duration, logs *syncBuffer)
 func TestPublishRetriesThroughS3FailuresAndCatchesUp(t *testing.T) {
 	ctx := context.Background()
 	s := startS3(t)
-	s.useCredentials(t)
-	cfg := s.config("failures")
+	s.UseCredentials(t)
+	cfg := s3LogConfig(s, "failures")
 	cfg.StagingRetention = time.Hour // keep local copies: reads must not need S3 while it is down
 	l := createLog(t, mustCompile(t, tradeSchema), cfg)
 	s3Servers.Store(l.Dir(), s)
@@ -103,7 +103,7 @@ func TestPublishRetriesThroughS3FailuresAndCatchesUp(t *testing.T) {
 	waitPublished(t, l, 20*time.Second, logs)
 
 	// 1. The server goes away.
-	s.stop()
+	s.Stop()
 	before, _ := l.PublishedThrough(ctx)
 	for range 10 {
 		appendTrades(t, l, exp, 5, 10)
@@ -119,7 +119,7 @@ func TestPublishRetriesThroughS3FailuresAndCatchesUp(t *testing.T) {
 	if err := exp.check(scanAll(t, l, 1, end), 1, end); err != nil {
 		t.Fatalf("reading the log with S3 down: %v", err)
 	}
-	s.start()
+	s.Start()
 	waitPublished(t, l, 30*time.Second, logs)
 	checkTable(t, l, exp)
 

@@ -16,6 +16,8 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog/hadoop"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/streamcast/streamcast/internal/s3test"
 )
 
 // tierConfig is a config that moves rows through every tier quickly:
@@ -230,7 +232,7 @@ func tableObjects(t testing.TB, l *Log, pt *pubTable) []string {
 		t.Fatalf("no S3 server known for %s", l.Dir())
 	}
 	key := strings.TrimPrefix(pt.location, "s3://"+testBucket+"/")
-	for _, k := range v.(*s3Server).keys(t, key+"/") {
+	for _, k := range v.(*s3test.Server).Keys(t, key+"/") {
 		if !strings.HasSuffix(k, "/") { // directory markers
 			out = append(out, "s3://"+testBucket+"/"+k)
 		}
@@ -251,8 +253,8 @@ func backends() []backend {
 		}},
 		{"s3", func(t testing.TB, cfg Config) *Log {
 			s := startS3(t)
-			s.useCredentials(t)
-			c := s.config("wh")
+			s.UseCredentials(t)
+			c := s3LogConfig(s, "wh")
 			cfg.Published, cfg.S3 = c.Published, c.S3
 			l := createLog(t, mustCompile(t, tradeSchema), cfg)
 			s3Servers.Store(l.Dir(), s)
