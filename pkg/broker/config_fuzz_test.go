@@ -1,0 +1,21 @@
+package broker
+
+import "testing"
+
+// FuzzParseConfig feeds arbitrary YAML to the config parser and validator:
+// a bad file is an error naming the problem, never a panic.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("listen: 127.0.0.1:0\nroot: ./data\nstreams:\n  - name: t\n    schema: {type: object, properties: {a: {type: integer}}, required: [a]}\n"))
+	f.Add([]byte("streams: [{name: a, durable: false}, {name: a}]\n"))
+	f.Add([]byte("limits: {max_backlog: 0}\nmaintain: {seal_every: soon}\n"))
+	f.Add([]byte("published: s3://b/p\ns3: {endpoint: http://127.0.0.1:1, secret: x}\ntiers: {target_file_bytes: 1GB}\n"))
+	f.Add([]byte("streams:\n  - name: x\n    schema: '{\"type\":\"object\",\"properties\":{\"s\":{\"type\":[\"string\",\"null\"]}}}'\n    sort_by: [s]\n"))
+	f.Add([]byte("maintain: false\nstreams: ~\n"))
+	f.Add([]byte("- just\n- a list\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := ParseConfig(data, t.TempDir())
+		if err == nil {
+			_ = cfg.Validate()
+		}
+	})
+}
