@@ -71,6 +71,10 @@ func closeFrame(code int, reason string) []byte {
 	return controlFrame(opClose, p)
 }
 
+// writevFrames is how many frames one write takes at most: the kernel's
+// iovec limit, so chunking costs no syscalls.
+const writevFrames = 1024
+
 // closeGrace bounds how long a connection waits for its queued frames and its
 // close frame to be written, and for the peer to answer a close.
 const closeGrace = 5 * time.Second
@@ -98,6 +102,13 @@ type wsConn struct {
 	// compares it between ticks to find dead peers without a clock per frame.
 	reads     atomic.Int64
 	seenReads int64 // reads at the previous keepalive tick; keepalive goroutine only
+	// written counts data bytes the kernel took for this connection. A
+	// subscriber that only reads sends nothing but pongs, and its pong can
+	// sit behind a long backlog; data still draining to it proves it alive
+	// meanwhile. Control frames do not count: a peer that never reads still
+	// takes a few pings into its socket buffer.
+	written     atomic.Int64
+	seenWritten int64 // written at the previous keepalive tick; keepalive goroutine only
 	// holding is set while the server itself stops reading the socket
 	// (publisher backpressure): the peer's pongs wait unread, so silence
 	// then proves nothing.
@@ -315,11 +326,18 @@ func (c *wsConn) writeFrames(ctrl, batch [][]byte, closing []byte) error {
 			batch = append(batch, closing)
 			closing = nil
 		}
-		bufs := net.Buffers(batch)
-		n, err := bufs.WriteTo(c.nc)
-		total += n
-		if err != nil {
-			return err
+		// In chunks the size of one writev, so keepalive sees a slow but
+		// live peer make progress during a long backlog.
+		for len(batch) > 0 {
+			k := min(len(batch), writevFrames)
+			bufs := net.Buffers(batch[:k])
+			n, err := bufs.WriteTo(c.nc)
+			total += n
+			c.written.Add(n)
+			if err != nil {
+				return err
+			}
+			batch = batch[k:]
 		}
 	}
 	if closing != nil {
@@ -338,6 +356,7 @@ func (c *wsConn) writeFrames(ctrl, batch [][]byte, closing []byte) error {
 // writeDirect writes b from the goroutine that owns the socket (the replay).
 func (c *wsConn) writeDirect(b []byte) error {
 	n, err := c.nc.Write(b)
+	c.written.Add(int64(n))
 	if c.st != nil {
 		c.st.bytesSent.Add(int64(n))
 	}

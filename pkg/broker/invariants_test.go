@@ -73,7 +73,10 @@ func TestSubscribePartitionIsExactUnderLoad(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Limits.MaxBacklog = 1 << 20
 	cfg.Streams[0].MaxReplay = nil
-	srv := startServer(t, cfg)
+	// Not a keepalive test: under -race on a loaded machine a subscriber can
+	// take longer than two 20 s ping intervals to reach a ping queued behind
+	// its backlog (seen once), and being dropped then is keepalive's call.
+	srv := startServer(t, cfg, Options{PingInterval: time.Hour})
 	stop := make(chan struct{})
 	var pubs sync.WaitGroup
 	var seq atomic.Int64

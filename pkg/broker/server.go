@@ -25,8 +25,9 @@ import (
 type Options struct {
 	// Logger receives the server's log; nil discards it.
 	Logger *log.Logger
-	// PingInterval is how often every connection is pinged; a peer that sends
-	// nothing (not even a pong) for two intervals is dropped. 0 means 20 s.
+	// PingInterval is how often every connection is pinged; a peer that
+	// sends nothing (not even a pong) and takes none of the bytes queued for
+	// it for two intervals is dropped. 0 means 20 s.
 	PingInterval time.Duration
 	// OnReady, when set, is called once every stream is open, every
 	// maintenance child is ready and the server accepts connections, with
@@ -458,13 +459,13 @@ func (s *Server) keepaliveLoop(stop <-chan struct{}) {
 		}
 		s.mu.Unlock()
 		for _, c := range conns {
-			r := c.reads.Load()
-			if c.pinged && r == c.seenReads && !c.holding.Load() {
+			r, w := c.reads.Load(), c.written.Load()
+			if c.pinged && r == c.seenReads && w == c.seenWritten && !c.holding.Load() {
 				s.logger.Debug("dropping a silent peer", "remote", c.nc.RemoteAddr().String())
 				c.abort()
 				continue
 			}
-			c.seenReads = r
+			c.seenReads, c.seenWritten = r, w
 			c.pinged = true
 			c.enqueueCtrl(ping)
 		}
