@@ -36,19 +36,11 @@ type Cleaned struct {
 // ErrBusy.
 func (l *Log) Clean(ctx context.Context) (Cleaned, error) {
 	var done Cleaned
-	if err := l.checkOpen(); err != nil {
+	end, err := l.beginStep("clean log", &l.evictMu, "clean")
+	if err != nil {
 		return done, err
 	}
-	if l.mode == ReadOnly {
-		return done, fmt.Errorf("clean log %s: %w", l.dir, ErrReadOnly)
-	}
-	l.evictMu.Lock()
-	defer l.evictMu.Unlock()
-	lk, err := l.roleLock("clean")
-	if err != nil {
-		return done, fmt.Errorf("clean log %s: %w", l.dir, err)
-	}
-	defer lk.release()
+	defer end()
 	if done.BufferRows, err = l.evictBuffer(ctx); err != nil {
 		return done, err
 	}
@@ -210,19 +202,11 @@ func (l *Log) forget(ctx context.Context, tier string, paths []string) error {
 // wrapping ErrBusy.
 func (l *Log) CleanPublished(ctx context.Context) (Cleaned, error) {
 	var done Cleaned
-	if err := l.checkOpen(); err != nil {
+	end, err := l.beginStep("clean published table of log", &l.cleanPubMu, "clean-published")
+	if err != nil {
 		return done, err
 	}
-	if l.mode == ReadOnly {
-		return done, fmt.Errorf("clean published table of log %s: %w", l.dir, ErrReadOnly)
-	}
-	l.cleanPubMu.Lock()
-	defer l.cleanPubMu.Unlock()
-	lk, err := l.roleLock("clean-published")
-	if err != nil {
-		return done, fmt.Errorf("clean published table of log %s: %w", l.dir, err)
-	}
-	defer lk.release()
+	defer end()
 	pt, err := l.published()
 	if err != nil {
 		return done, err

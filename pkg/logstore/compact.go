@@ -72,19 +72,11 @@ var errCompactionVoid = errors.New("the inputs changed during the merge; its out
 // compact.lock: when another process is compacting this log it returns an
 // error wrapping ErrBusy.
 func (l *Log) Compact(ctx context.Context, flush bool) (rewritten int64, err error) {
-	if err := l.checkOpen(); err != nil {
+	end, err := l.beginStep("compact log", &l.compactMu, "compact")
+	if err != nil {
 		return 0, err
 	}
-	if l.mode == ReadOnly {
-		return 0, fmt.Errorf("compact log %s: %w", l.dir, ErrReadOnly)
-	}
-	l.compactMu.Lock()
-	defer l.compactMu.Unlock()
-	lk, err := l.roleLock("compact")
-	if err != nil {
-		return 0, fmt.Errorf("compact log %s: %w", l.dir, err)
-	}
-	defer lk.release()
+	defer end()
 	if err := l.recoverCompactions(ctx); err != nil {
 		return 0, fmt.Errorf("compact log %s: %w", l.dir, err)
 	}

@@ -19,19 +19,11 @@ const evictChunkGroups = 256
 // Evict runs under clean.lock: when another process is evicting this log it
 // returns an error wrapping ErrBusy.
 func (l *Log) Evict(ctx context.Context) (evicted int64, err error) {
-	if err := l.checkOpen(); err != nil {
+	end, err := l.beginStep("evict log", &l.evictMu, "clean")
+	if err != nil {
 		return 0, err
 	}
-	if l.mode == ReadOnly {
-		return 0, fmt.Errorf("evict log %s: %w", l.dir, ErrReadOnly)
-	}
-	l.evictMu.Lock()
-	defer l.evictMu.Unlock()
-	lk, err := l.roleLock("clean")
-	if err != nil {
-		return 0, fmt.Errorf("evict log %s: %w", l.dir, err)
-	}
-	defer lk.release()
+	defer end()
 
 	return l.evictBuffer(ctx)
 }

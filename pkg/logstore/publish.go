@@ -41,19 +41,11 @@ type pubChange struct {
 // queue. Publish runs under publish.lock: when another process is
 // publishing this log it returns an error wrapping ErrBusy.
 func (l *Log) Publish(ctx context.Context, flush bool) (published int64, err error) {
-	if err := l.checkOpen(); err != nil {
+	end, err := l.beginStep("publish log", &l.publishMu, "publish")
+	if err != nil {
 		return 0, err
 	}
-	if l.mode == ReadOnly {
-		return 0, fmt.Errorf("publish log %s: %w", l.dir, ErrReadOnly)
-	}
-	l.publishMu.Lock()
-	defer l.publishMu.Unlock()
-	lk, err := l.roleLock("publish")
-	if err != nil {
-		return 0, fmt.Errorf("publish log %s: %w", l.dir, err)
-	}
-	defer lk.release()
+	defer end()
 	pt, err := l.published()
 	if err != nil {
 		return 0, err

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -31,19 +32,11 @@ import (
 // under seal.lock: when another process is sealing this log it returns an
 // error wrapping ErrBusy.
 func (l *Log) Seal(ctx context.Context, flush bool) (sealed int64, err error) {
-	if err := l.checkOpen(); err != nil {
+	end, err := l.beginStep("seal log", &l.sealMu, "seal")
+	if err != nil {
 		return 0, err
 	}
-	if l.mode == ReadOnly {
-		return 0, fmt.Errorf("seal log %s: %w", l.dir, ErrReadOnly)
-	}
-	l.sealMu.Lock()
-	defer l.sealMu.Unlock()
-	lk, err := l.roleLock("seal")
-	if err != nil {
-		return 0, fmt.Errorf("seal log %s: %w", l.dir, err)
-	}
-	defer lk.release()
+	defer end()
 	if err := l.recoverSeals(ctx); err != nil {
 		return 0, fmt.Errorf("seal log %s: %w", l.dir, err)
 	}
@@ -141,6 +134,26 @@ func (l *Log) roleLock(role string) (*fileLock, error) {
 		return nil, err
 	}
 	return lk, nil
+}
+
+// beginStep starts a maintenance step on a log open for writing: it takes
+// the step's in-process mutex and its role's lock file (<log>/<role>.lock),
+// so one goroutine of one process runs it at a time. what names the step in
+// errors ("seal log"); end releases both.
+func (l *Log) beginStep(what string, mu *sync.Mutex, role string) (end func(), err error) {
+	if err := l.checkOpen(); err != nil {
+		return nil, err
+	}
+	if l.mode == ReadOnly {
+		return nil, fmt.Errorf("%s %s: %w", what, l.dir, ErrReadOnly)
+	}
+	mu.Lock()
+	lk, err := l.roleLock(role)
+	if err != nil {
+		mu.Unlock()
+		return nil, fmt.Errorf("%s %s: %w", what, l.dir, err)
+	}
+	return func() { lk.release(); mu.Unlock() }, nil
 }
 
 // recoverIfIdle runs seal recovery when no process is sealing.
