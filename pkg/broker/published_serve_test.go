@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -102,30 +101,7 @@ maintain: {seal_every: 100ms, compact_every: 1h, publish_every: 200ms, clean_eve
 	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addrFile := filepath.Join(dir, "addr")
-	serve := exec.Command(exe, "serve", "--config", config, "--addr-file", addrFile)
-	stderr := &syncBuffer{}
-	serve.Stderr = stderr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = serve.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = serve.Process.Kill()
-		<-done
-	})
-	var addr string
-	waitFor(t, "serve to be ready", 60*time.Second, func() bool {
-		select {
-		case <-done:
-			t.Fatalf("serve exited: %s", stderr)
-		default:
-		}
-		b, err := os.ReadFile(addrFile)
-		addr = strings.TrimSpace(string(b))
-		return err == nil && addr != ""
-	})
+	serve, done, stderr, addr := startServeProcess(t, exe, config, filepath.Join(dir, "addr"))
 
 	ws, g := mustDial(t, "ws://"+addr+"/trades?publish")
 	p := &pubConn{t: t, ws: ws, g: g}

@@ -269,30 +269,7 @@ maintain: {seal_every: 100ms, compact_every: 1s, publish_every: 1s, clean_every:
 	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addrFile := filepath.Join(dir, "addr")
-	serve := exec.Command(exe, "serve", "--config", config, "--addr-file", addrFile)
-	stderr := &syncBuffer{}
-	serve.Stderr = stderr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = serve.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = serve.Process.Kill()
-		<-done
-	})
-	var addr string
-	waitFor(t, "serve to be ready", 60*time.Second, func() bool {
-		select {
-		case <-done:
-			t.Fatalf("serve exited: %s", stderr)
-		default:
-		}
-		b, err := os.ReadFile(addrFile)
-		addr = strings.TrimSpace(string(b))
-		return err == nil && addr != ""
-	})
+	serve, done, _, addr := startServeProcess(t, exe, config, filepath.Join(dir, "addr"))
 	kids := getStats(t, addr).Children
 	if len(kids) != len(logstore.Roles) {
 		t.Fatalf("serve runs %d children, want one per role: %+v", len(kids), kids)
@@ -445,4 +422,34 @@ func TestStopSealsAndPublishesItselfWhenTheChildrenDoNot(t *testing.T) {
 			t.Errorf("the log does not say %q:\n%s", want, out)
 		}
 	}
+}
+
+// startServeProcess runs `exe serve --config config` as a real process,
+// waits (up to 60 s) for the address it writes to addrFile, and kills it when
+// the test ends. done is closed once the process has exited.
+func startServeProcess(t *testing.T, exe, config, addrFile string) (serve *exec.Cmd, done <-chan struct{}, stderr *syncBuffer, addr string) {
+	t.Helper()
+	serve = exec.Command(exe, "serve", "--config", config, "--addr-file", addrFile)
+	stderr = &syncBuffer{}
+	serve.Stderr = stderr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = serve.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = serve.Process.Kill()
+		<-exited
+	})
+	waitFor(t, "serve to be ready", 60*time.Second, func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("serve exited: %s", stderr)
+		default:
+		}
+		b, err := os.ReadFile(addrFile)
+		addr = strings.TrimSpace(string(b))
+		return err == nil && addr != ""
+	})
+	return serve, exited, stderr, addr
 }
