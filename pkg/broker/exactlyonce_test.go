@@ -34,33 +34,6 @@ func eoConfig(t testing.TB) Config {
 	return cfg
 }
 
-// startServerWith is startServer with a hook run on the server after New and
-// before Run (to set test hooks the committer reads).
-func startServerWith(t testing.TB, cfg Config, hook func(*Server)) *Server {
-	t.Helper()
-	srv, err := New(cfg, Options{})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	hook(srv)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Run(context.Background()) }()
-	select {
-	case <-srv.Ready():
-	case err := <-errc:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("server not ready after 20s")
-	}
-	t.Cleanup(func() {
-		_ = srv.Close()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return srv
-}
-
 // seqRow is the row of seq s published by pub.
 func seqRow(pub string, s int64) string {
 	return fmt.Sprintf(`{"pub":%q,"seq":%d}`, pub, s)
@@ -254,7 +227,7 @@ func TestDuplicatesBeyondTheDedupeWindowHaveNullOffsets(t *testing.T) {
 // TestDuplicateOfQueuedRowsWaitsForTheirCommit: a frame repeating rows that
 // are queued but not committed is answered after them, with their offsets.
 func TestDuplicateOfQueuedRowsWaitsForTheirCommit(t *testing.T) {
-	srv := startServerWith(t, eoConfig(t), func(s *Server) {
+	srv := startServerWith(t, eoConfig(t), Options{}, func(s *Server) {
 		st := s.streams["eo"]
 		st.appendHook = func(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
 			time.Sleep(50 * time.Millisecond)
@@ -292,7 +265,7 @@ func TestDuplicateOfQueuedRowsWaitsForTheirCommit(t *testing.T) {
 func TestFailedCommitRollsTheMarkBack(t *testing.T) {
 	var failing atomic.Bool
 	release := make(chan struct{})
-	srv := startServerWith(t, eoConfig(t), func(s *Server) {
+	srv := startServerWith(t, eoConfig(t), Options{}, func(s *Server) {
 		st := s.streams["eo"]
 		st.appendHook = func(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
 			if failing.Load() {
@@ -341,7 +314,7 @@ func TestFailedCommitRollsTheMarkBack(t *testing.T) {
 // replies of every frame it had queued before that, and the second's greeting
 // counts every one of those rows.
 func TestSupersededPublisherIsClosed4409AfterItsQueuedRowsCount(t *testing.T) {
-	srv := startServerWith(t, eoConfig(t), func(s *Server) {
+	srv := startServerWith(t, eoConfig(t), Options{}, func(s *Server) {
 		st := s.streams["eo"]
 		st.cfg.GroupCommit = false // one slow commit per frame: a queue builds up
 		st.appendHook = func(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {

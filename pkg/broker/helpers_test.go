@@ -94,6 +94,13 @@ func startServer(t testing.TB, cfg Config, opts ...Options) *Server {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
+	return startServerWith(t, cfg, o, nil)
+}
+
+// startServerWith is startServer with a hook run on the server after New and
+// before Run (to set test hooks the committer reads); hook may be nil.
+func startServerWith(t testing.TB, cfg Config, o Options, hook func(*Server)) *Server {
+	t.Helper()
 	if tt, ok := t.(*testing.T); ok {
 		// Registered before the server's own cleanup, so it runs after it:
 		// once the server is closed, nothing it started may still run.
@@ -107,6 +114,9 @@ func startServer(t testing.TB, cfg Config, opts ...Options) *Server {
 	srv, err := New(cfg, o)
 	if err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	if hook != nil {
+		hook(srv)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Run(context.Background()) }()
