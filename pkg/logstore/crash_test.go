@@ -118,13 +118,13 @@ func testSIGKILL(t *testing.T, b backend) {
 	}()
 
 	children := map[Role]*child{}
-	for _, r := range Roles {
+	for _, r := range Roles() {
 		children[r] = startHelper(t, "run-role", l.Dir(), string(r))
 	}
 	kills := map[Role]int{}
 	var order []Role
 	for range killsPerRole(b.name) {
-		order = append(order, Roles...)
+		order = append(order, Roles()...)
 	}
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	// A kill that leaves an intent behind interrupted a step half way.
