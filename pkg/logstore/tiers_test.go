@@ -243,20 +243,20 @@ func tableObjects(t testing.TB, l *Log, pt *pubTable) []string {
 // backend makes logs whose table is local or on a versitygw.
 type backend struct {
 	name string
-	make func(t testing.TB, cfg Config) *Log
+	make func(t testing.TB, cfg Config, opts ...Option) *Log
 }
 
 func backends() []backend {
 	return []backend{
-		{"local", func(t testing.TB, cfg Config) *Log {
-			return createLog(t, mustCompile(t, tradeSchema), cfg)
+		{"local", func(t testing.TB, cfg Config, opts ...Option) *Log {
+			return createLog(t, mustCompile(t, tradeSchema), cfg, opts...)
 		}},
-		{"s3", func(t testing.TB, cfg Config) *Log {
+		{"s3", func(t testing.TB, cfg Config, opts ...Option) *Log {
 			s := startS3(t)
 			s.UseCredentials(t)
 			c := s3LogConfig(s, "wh")
 			cfg.Published, cfg.S3 = c.Published, c.S3
-			l := createLog(t, mustCompile(t, tradeSchema), cfg)
+			l := createLog(t, mustCompile(t, tradeSchema), cfg, opts...)
 			s3Servers.Store(l.Dir(), s)
 			t.Cleanup(func() { s3Servers.Delete(l.Dir()) })
 			return l
