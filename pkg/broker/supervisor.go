@@ -62,7 +62,7 @@ type supervisor struct {
 	logs         []string // absolute log directories, in config order
 	flushEvery   time.Duration
 	overrides    logstore.Config // the config's tiers: as policy overrides, for logs created before it changed
-	level        string   // the children's --log-level
+	level        string          // the children's --log-level
 	logger       *log.Logger
 	readyTimeout time.Duration
 	waits        stopWaits

@@ -154,7 +154,7 @@ func Create(dir string, sch *schema.Schema, cfg Config, opts ...Option) (*Log, e
 		_ = os.Remove(filepath.Join(dir, lockFile))
 		return nil, fmt.Errorf("create log %s: %w", dir, err)
 	}
-	if err := initBuffer(dir, sch, cfg, o.clock.now()); err != nil {
+	if err := initBuffer(dir, sch, cfg, o.clock.Now()); err != nil {
 		return undo(err)
 	}
 	if err := syncDir(dir); err != nil {

@@ -9,8 +9,8 @@ import "time"
 // The broker reuses this type, so one clock reaches every log it opens.
 type Clock func() time.Time
 
-// now is c's time, or the system's when c is nil.
-func (c Clock) now() time.Time {
+// Now is c's time, or the system's when c is nil.
+func (c Clock) Now() time.Time {
 	if c == nil {
 		return time.Now()
 	}
@@ -56,7 +56,7 @@ func newOptions(opts []Option) options {
 }
 
 // now is the handle's time.
-func (l *Log) now() time.Time { return l.opts.clock.now() }
+func (l *Log) now() time.Time { return l.opts.clock.Now() }
 
 // atCrashPoint stops a step at point when the handle's crash hook asks to.
 func (l *Log) atCrashPoint(point string) error {

@@ -102,7 +102,7 @@ func RunRole(ctx context.Context, role Role, dirs []string, opts RoleOptions) er
 	}
 	// The role once, here: a caller's logger must not add it again.
 	logger = logger.With("role", string(role))
-	now := opts.Clock.now
+	now := opts.Clock.Now
 	r := &roleRunner{role: role, dirs: dirs, logger: logger, logs: map[string]*Log{}, override: opts.Override, flushTo: map[string]int64{},
 		sealWait: min(opts.Every, 2*time.Second), clock: opts.Clock}
 	defer r.close()
