@@ -67,7 +67,7 @@ its pass.`,
 				f := os.NewFile(uintptr(args.ReadyFD), "ready")
 				if _, err := f.Stat(); err != nil {
 					_ = f.Close() // now, while the number is free, not from a finalizer later
-					return usageError{fmt.Errorf("--ready-fd %d is not an open file descriptor: %w", args.ReadyFD, err)}
+					return usageError{fmt.Errorf("--%s %d is not an open file descriptor: %w", logstore.FlagReadyFD, args.ReadyFD, err)}
 				}
 				ready = f
 				defer ready.Close()

@@ -161,11 +161,13 @@ func (a *RoleArgs) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&a.ReadyFD, flagReadyFD, a.ReadyFD, "write \"ready\" (and \"flushed\" after each SIGUSR1 pass) to file descriptor `N`")
 }
 
-// FlagRole and FlagLog are the names of the flags a command line completes
-// specially: the role from a fixed list, a log as a directory.
+// Names of the flags a command treats specially: the role completes from
+// a fixed list, a log as a directory, and the ready descriptor is checked
+// against the process's open files.
 const (
-	FlagRole = flagRole
-	FlagLog  = flagLog
+	FlagRole    = flagRole
+	FlagLog     = flagLog
+	FlagReadyFD = flagReadyFD
 )
 
 // Validate reports what is wrong with a as a command line, naming the flag
