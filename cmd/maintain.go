@@ -48,7 +48,9 @@ from the standard AWS environment variables (AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) or profile (AWS_PROFILE), never
 from flags.
 
-A failed pass is logged and retried on the next one; nothing is lost by a
+A --log that holds no log when maintain starts is an error (exit 1): a
+mistyped path is never retried. After that, a failed pass, or a log that
+fails to open, is logged and retried on the next one; nothing is lost by a
 retry. SIGTERM or SIGINT ends the loop after the pass in progress; SIGUSR1
 runs a flushing pass at once. With --ready-fd, "ready" is written to that
 file descriptor once every log is open, and "flushed" after each pass that
