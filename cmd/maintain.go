@@ -2,13 +2,11 @@ package cmd
 
 import (
 	"context"
-	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,17 +14,10 @@ import (
 )
 
 func newMaintainCmd(a *app) *cobra.Command {
-	var (
-		every, flushEvery time.Duration
-		logs              []string
-		over              logstore.Config
-		readyFD           int
-	)
-	roles := make([]string, len(logstore.Roles))
-	for i, r := range logstore.Roles {
-		roles[i] = string(r)
-	}
-	role := newChoice("role", "", roles)
+	// The flags are logstore's: serve renders its children's command lines
+	// from the same RoleArgs, so a flag cannot be renamed on one side only.
+	args := logstore.DefaultRoleArgs()
+	roles := logstore.RoleNames()
 	cmd := &cobra.Command{
 		Use:   "maintain --role ROLE --every DUR --log PATH...",
 		Short: "Run one maintenance role over logs in a loop (started by serve)",
@@ -57,7 +48,9 @@ from the standard AWS environment variables (AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) or profile (AWS_PROFILE), never
 from flags.
 
-A failed pass is logged and retried on the next one; nothing is lost by a
+A --log that holds no log when maintain starts is an error (exit 1): a
+mistyped path is never retried. After that, a failed pass, or a log that
+fails to open, is logged and retried on the next one; nothing is lost by a
 retry. SIGTERM or SIGINT ends the loop after the pass in progress; SIGUSR1
 runs a flushing pass at once. With --ready-fd, "ready" is written to that
 file descriptor once every log is open, and "flushed" after each pass that
@@ -68,27 +61,15 @@ its pass.`,
   streamcast maintain --role publish --every 10s --flush-every 60s --log data/trades/trades
   streamcast maintain --role clean --every 10s --log data/trades/trades --log data/quotes/quotes`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch {
-			case role.value == "":
-				return usageError{errors.New("--role is required: one of " + strings.Join(roles, ", "))}
-			case len(logs) == 0:
-				return usageError{errors.New("--log is required: give the directory of each log to maintain")}
-			case every <= 0:
-				return usageError{errors.New("--every must be a positive duration, such as 1s")}
-			case flushEvery < 0:
-				return usageError{errors.New("--flush-every must be a positive duration, or 0 for never")}
-			case over.StagingRetention < 0 || over.PublishedSnapshotRetention < 0 || over.DeleteGrace < 0 || over.LocalDeleteGrace < 0 || over.StagingMaxBytes < 0:
-				return usageError{errors.New("retention, grace and size flags must be positive (or 0 to keep the log's own setting)")}
+			if err := args.Validate(); err != nil {
+				return usageError{err}
 			}
 			var ready io.WriteCloser
-			if cmd.Flags().Changed("ready-fd") {
-				if readyFD < 3 {
-					return usageError{fmt.Errorf("--ready-fd %d: give a descriptor the parent passed beyond stdin, stdout and stderr (3 or more)", readyFD)}
-				}
-				f := os.NewFile(uintptr(readyFD), "ready")
+			if args.ReadyFD != 0 {
+				f := os.NewFile(uintptr(args.ReadyFD), "ready")
 				if _, err := f.Stat(); err != nil {
 					_ = f.Close() // now, while the number is free, not from a finalizer later
-					return usageError{fmt.Errorf("--ready-fd %d is not an open file descriptor: %w", readyFD, err)}
+					return usageError{fmt.Errorf("--%s %d is not an open file descriptor: %w", logstore.FlagReadyFD, args.ReadyFD, err)}
 				}
 				ready = f
 				defer ready.Close()
@@ -100,33 +81,22 @@ its pass.`,
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			return logstore.RunRole(ctx, logstore.Role(role.value), logs, logstore.RoleOptions{
-				Every:      every,
-				FlushEvery: flushEvery,
+			return logstore.RunRole(ctx, args.Role, args.Logs, logstore.RoleOptions{
+				Every:      args.Every,
+				FlushEvery: args.FlushEvery,
 				Flush:      flushSignals(ctx),
 				Ready:      func() { say("ready") },
 				Flushed:    func() { say("flushed") },
-				Override:   over,
-				Logger:     a.logger.With("role", role.value),
+				Override:   args.Override,
+				Logger:     a.logger, // RunRole adds the role to every line
 			})
 		},
 	}
-	f := cmd.Flags()
-	f.Var(role, "role", "the maintenance `ROLE` to run: "+strings.Join(roles, ", "))
-	f.DurationVar(&every, "every", time.Second, "pause `DUR` between passes")
-	f.DurationVar(&flushEvery, "flush-every", time.Minute, "seal and publish: flush everything once per `DUR`, at wall-clock multiples (0 never)")
-	f.StringArrayVar(&logs, "log", nil, "maintain the log in `DIR` (repeat for more logs)")
-	f.DurationVar(&over.StagingRetention, "staging-retention", 0, "clean: keep published local files this `DUR` (default: the log's staging_retention)")
-	f.Int64Var(&over.StagingMaxBytes, "staging-max-bytes", 0, "clean: past this many `BYTES` of local files, delete the oldest published ones (default: the log's staging_max_bytes)")
-	f.DurationVar(&over.PublishedSnapshotRetention, "published-snapshot-retention", 0, "clean-published: expire snapshots older than `DUR` (default: the log's published_snapshot_retention)")
-	f.DurationVar(&over.DeleteGrace, "delete-grace", 0, "clean-published: wait `DUR` before deleting an unreferenced object (default: the log's delete_grace)")
-	f.DurationVar(&over.LocalDeleteGrace, "local-delete-grace", 0, "clean: wait `DUR` before deleting a local file taken out of the log (default: the log's local_delete_grace)")
-	f.StringVar(&over.S3.Endpoint, "s3-endpoint", "", "S3 service `URL` for an s3:// published prefix (default: the log's s3.endpoint)")
-	f.StringVar(&over.S3.Region, "s3-region", "", "S3 `REGION` (default: the log's s3.region)")
-	f.BoolVar(&over.S3.PathStyle, "s3-path-style", false, "address S3 buckets by path, not by host name")
-	f.IntVar(&readyFD, "ready-fd", 0, "write \"ready\" (and \"flushed\" after each SIGUSR1 pass) to file descriptor `N`")
-	_ = cmd.MarkFlagDirname("log")
-	_ = cmd.RegisterFlagCompletionFunc("role", cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
+	flags := flag.NewFlagSet("maintain", flag.ContinueOnError)
+	args.Flags(flags)
+	cmd.Flags().AddGoFlagSet(flags)
+	_ = cmd.MarkFlagDirname(logstore.FlagLog)
+	_ = cmd.RegisterFlagCompletionFunc(logstore.FlagRole, cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -130,4 +130,59 @@ func TestMaintainReportsReadyAndFlushedOnTheReadyDescriptor(t *testing.T) {
 	}
 }
 
+// TestMaintainRefusesALogThatDoesNotExist: a mistyped --log fails at once,
+// exit 1, naming the path, instead of retrying every pass for ever.
+func TestMaintainRefusesALogThatDoesNotExist(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no", "such", "log")
+	t.Chdir(t.TempDir())
+	t.Setenv(configEnv, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errOut bytes.Buffer
+	code := Run(ctx, []string{"maintain", "--role", "seal", "--every", "50ms", "--log", missing}, strings.NewReader(""), &bytes.Buffer{}, &errOut)
+	if ctx.Err() != nil {
+		t.Fatalf("maintain --log %s still ran after 30s:\n%s", missing, errOut.String())
+	}
+	if code != ExitFailure || !strings.Contains(errOut.String(), "no log at "+missing) {
+		t.Fatalf("exit %d, want %d naming %s; stderr:\n%s", code, ExitFailure, missing, errOut.String())
+	}
+	if strings.Contains(errOut.String(), "retrying") {
+		t.Errorf("it retried before giving up:\n%s", errOut.String())
+	}
+}
+
+// TestMaintainLogLinesNameTheRoleOnce: a log that exists but will not open
+// is retried each pass (a transient failure), and each line says the role
+// once.
+func TestMaintainLogLinesNameTheRoleOnce(t *testing.T) {
+	broken := filepath.Join(t.TempDir(), "broken")
+	if err := os.MkdirAll(broken, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(broken, "buffer.db"), []byte("not a database"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	t.Setenv(configEnv, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var errOut bytes.Buffer
+	if code := Run(ctx, []string{"maintain", "--role", "seal", "--every", "50ms", "--log", broken}, strings.NewReader(""), &bytes.Buffer{}, &errOut); code != ExitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, errOut.String())
+	}
+	retries := 0
+	for _, line := range strings.Split(errOut.String(), "\n") {
+		if !strings.Contains(line, "cannot open log") {
+			continue
+		}
+		retries++
+		if n := strings.Count(line, "role="); n != 1 {
+			t.Errorf("the line names the role %d times: %s", n, line)
+		}
+	}
+	if retries == 0 {
+		t.Fatalf("no retry was logged:\n%s", errOut.String())
+	}
+}
+
 func syscallKill(pid int) error { return unix.Kill(pid, unix.SIGUSR1) }

@@ -72,25 +72,28 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// args is the child's command line: no secret ever goes here.
+// readyFD is the descriptor a child reports on: its first ExtraFiles entry.
+const readyFD = 3
+
+// args is the child's command line: no secret ever goes here. The role's
+// flags are rendered by logstore.RoleArgs, the one definition `streamcast
+// maintain` parses them with; before them come the root command's logging
+// and config flags, which every streamcast command takes.
 func (c *roleChild) args() []string {
 	s := c.sup
-	a := []string{"maintain",
-		"--role", string(c.role),
-		"--every", c.every.String(),
-		"--flush-every", s.flushEvery.String(),
-		"--ready-fd", "3",
-		"--log-format", "json",
-		"--log-level", s.level,
-	}
+	a := []string{"maintain", "--log-format", "json", "--log-level", s.level}
 	if s.configFile != "" {
 		a = append(a, "--config", s.configFile)
 	}
-	a = append(a, s.overrides...)
-	for _, l := range s.logs {
-		a = append(a, "--log", l)
+	role := logstore.RoleArgs{
+		Role:       c.role,
+		Every:      c.every,
+		FlushEvery: s.flushEvery,
+		Logs:       s.logs,
+		Override:   s.overrides,
+		ReadyFD:    readyFD,
 	}
-	return a
+	return append(a, role.Args()...)
 }
 
 // spawn starts a process for c, unless c is stopping.
@@ -112,7 +115,7 @@ func (c *roleChild) spawn() (*proc, error) {
 	}
 	cmd := exec.Command(c.sup.exe, c.args()...)
 	cmd.Stdout, cmd.Stderr = outW, outW
-	cmd.ExtraFiles = []*os.File{sigW} // descriptor 3: --ready-fd 3
+	cmd.ExtraFiles = []*os.File{sigW} // descriptor 3 (readyFD)
 	cmd.SysProcAttr = childProcAttr()
 	err = c.sup.forker.start(cmd)
 	outW.Close() // the child holds its own copies now

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -179,7 +178,7 @@ func (s *stream) commit() {
 				rows = append(rows, j.rows...)
 			}
 		}
-		ts := time.Now().UnixMicro()
+		ts := s.srv.opts.Clock.Now().UnixMicro()
 		var first int64
 		var err error
 		if len(rows) > 0 {
@@ -206,10 +205,11 @@ func (s *stream) commit() {
 	}
 }
 
-// appendGroup commits one group to the log; tests replace it to fail commits.
+// appendGroup commits one group to the log, through the server's test
+// hook when it has one (Options.appendHook).
 func (s *stream) appendGroup(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
-	if s.appendHook != nil {
-		return s.appendHook(ctx, rows, ts, marks)
+	if hook := s.srv.opts.appendHook; hook != nil {
+		return hook(ctx, s.log, rows, ts, marks)
 	}
 	return s.log.Append(ctx, rows, ts, marks)
 }

@@ -678,8 +678,8 @@ func (m *MaintainConfig) Validate() error {
 		switch {
 		case *iv.every < 0:
 			return fmt.Errorf("maintain.%s is %s; give a positive duration, or 0 to leave the %s role to you", iv.key, *iv.every, iv.role)
-		case *iv.every > 0 && !slices.Contains(logstore.Roles, iv.role):
-			return fmt.Errorf("maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, logstore.Roles)
+		case *iv.every > 0 && !slices.Contains(logstore.Roles(), iv.role):
+			return fmt.Errorf("maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, logstore.RoleNames())
 		}
 	}
 	if m.FlushEvery < 0 {

@@ -224,22 +224,67 @@ func TestDuplicatesBeyondTheDedupeWindowHaveNullOffsets(t *testing.T) {
 	wantReply(t, "after a restart", p.roundTrip(seqFrame("w", frames, 2)), []int64{null, end}, true)
 }
 
-// TestDuplicateOfQueuedRowsWaitsForTheirCommit: a frame repeating rows that
-// are queued but not committed is answered after them, with their offsets.
-func TestDuplicateOfQueuedRowsWaitsForTheirCommit(t *testing.T) {
-	srv := startServerWith(t, eoConfig(t), Options{}, func(s *Server) {
-		st := s.streams["eo"]
-		st.appendHook = func(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
-			time.Sleep(50 * time.Millisecond)
-			return st.log.Append(ctx, rows, ts, marks)
+// holdFirstAppend is an appendHook that holds the stream's first commit
+// until release is called; entered is closed once that commit is held.
+// release is also registered to run when the test ends, before the
+// server's own cleanup, so a failing test never leaves the committer stuck.
+func holdFirstAppend(t *testing.T) (hook func(context.Context, *logstore.Log, [][]byte, int64, []logstore.Mark) (int64, error), entered <-chan struct{}, release func()) {
+	in, out := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	var once sync.Once
+	release = func() { once.Do(func() { close(out) }) }
+	hook = func(ctx context.Context, l *logstore.Log, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
+		if first.CompareAndSwap(false, true) {
+			close(in)
+			<-out
 		}
-	})
+		return l.Append(ctx, rows, ts, marks)
+	}
+	return hook, in, release
+}
+
+// pendingFrames is how many frames id has queued and not yet answered.
+func pendingFrames(srv *Server, stream, id string) int {
+	st := srv.streams[stream]
+	st.marks.mu.Lock()
+	defer st.marks.mu.Unlock()
+	if ps := st.marks.pubs[id]; ps != nil {
+		return ps.pending
+	}
+	return 0
+}
+
+// TestDuplicateOfQueuedRowsWaitsForTheirCommit: a frame repeating rows that
+// are queued but not committed waits for them and is answered after them,
+// with their offsets. The first commit is held until every frame behind it
+// is judged, so the duplicates are judged while their originals are queued
+// or in flight, never committed.
+func TestDuplicateOfQueuedRowsWaitsForTheirCommit(t *testing.T) {
+	hook, entered, release := holdFirstAppend(t)
+	srv := startServer(t, eoConfig(t), Options{appendHook: hook})
+	t.Cleanup(release)
 	p := dialEO(t, srv, "q")
-	for _, f := range []string{seqFrame("q", 1, 1), seqFrame("q", 2, 5), seqFrame("q", 3, 2), seqFrame("q", 1, 7), seqFrame("q", 7, 2)} {
+	if err := p.send(seqFrame("q", 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first frame never reached the log")
+	}
+	// Seq 1 is in the held commit. Behind it: seqs 2-6; a duplicate of 3-4
+	// (queued); 1-7 (1 in flight, 2-6 queued, 7 new); 7-8 (7 queued, 8 new).
+	for _, f := range []string{seqFrame("q", 2, 5), seqFrame("q", 3, 2), seqFrame("q", 1, 7), seqFrame("q", 7, 2)} {
 		if err := p.send(f); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// Each of the five frames waits for a commit, the duplicates too: none
+	// could be answered from what is committed, for nothing is.
+	waitFor(t, "all five frames waiting behind the held commit", 10*time.Second, func() bool {
+		return pendingFrames(srv, "eo", "q") == 5
+	})
+	release()
 	for i, w := range []struct {
 		ok  []int64
 		dup bool
@@ -265,16 +310,13 @@ func TestDuplicateOfQueuedRowsWaitsForTheirCommit(t *testing.T) {
 func TestFailedCommitRollsTheMarkBack(t *testing.T) {
 	var failing atomic.Bool
 	release := make(chan struct{})
-	srv := startServerWith(t, eoConfig(t), Options{}, func(s *Server) {
-		st := s.streams["eo"]
-		st.appendHook = func(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
-			if failing.Load() {
-				<-release // let the frames behind queue up
-				return 0, errors.New("disk full (test)")
-			}
-			return st.log.Append(ctx, rows, ts, marks)
+	srv := startServer(t, eoConfig(t), Options{appendHook: func(ctx context.Context, l *logstore.Log, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
+		if failing.Load() {
+			<-release // let the frames behind queue up
+			return 0, errors.New("disk full (test)")
 		}
-	})
+		return l.Append(ctx, rows, ts, marks)
+	}})
 	p := dialEO(t, srv, "f")
 	wantReply(t, "before", p.roundTrip(seqFrame("f", 1, 2)), []int64{1, 2}, false)
 	failing.Store(true)
@@ -314,14 +356,12 @@ func TestFailedCommitRollsTheMarkBack(t *testing.T) {
 // replies of every frame it had queued before that, and the second's greeting
 // counts every one of those rows.
 func TestSupersededPublisherIsClosed4409AfterItsQueuedRowsCount(t *testing.T) {
-	srv := startServerWith(t, eoConfig(t), Options{}, func(s *Server) {
-		st := s.streams["eo"]
-		st.cfg.GroupCommit = false // one slow commit per frame: a queue builds up
-		st.appendHook = func(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
-			time.Sleep(5 * time.Millisecond)
-			return st.log.Append(ctx, rows, ts, marks)
-		}
-	})
+	cfg := eoConfig(t)
+	cfg.Streams[len(cfg.Streams)-1].GroupCommit = false // one slow commit per frame: a queue builds up
+	srv := startServer(t, cfg, Options{appendHook: func(ctx context.Context, l *logstore.Log, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
+		time.Sleep(5 * time.Millisecond)
+		return l.Append(ctx, rows, ts, marks)
+	}})
 	old := dialEO(t, srv, "dup")
 	const frames, size = 300, 10
 	for i := 0; i < frames; i++ {

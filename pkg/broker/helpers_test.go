@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	helperForker = newForker()
 	code := m.Run()
 	helperForker.close() // its helpers were stopped by their tests' cleanups
+	if streamcastBinary.dir != "" {
+		_ = os.RemoveAll(streamcastBinary.dir)
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run: %v\n", err)
@@ -42,6 +45,14 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// streamcastBinary is the streamcast command, built on first use by the
+// tests that run it as a process (streamcastExe) and removed by TestMain.
+var streamcastBinary struct {
+	once      sync.Once
+	dir, path string
+	err       error
 }
 
 func runChild(cfgJSON, addrFile string) int {

@@ -285,7 +285,7 @@ func (p *publisher) handle(typ int, data []byte) {
 		}
 		return
 	}
-	ts := time.Now().UnixMicro()
+	ts := st.srv.opts.Clock.Now().UnixMicro()
 	st.deliver(encodeFrames(rows, wire.Null, ts), rows, wire.Null, wire.Null)
 	p.resolve(slot, okReply(wire.Null, len(rows)))
 }

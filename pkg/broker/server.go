@@ -44,6 +44,15 @@ type Options struct {
 	// ChildReadyTimeout bounds how long Run waits for every maintenance
 	// child to report ready before it fails; 0 means 30 s.
 	ChildReadyTimeout time.Duration
+	// Clock stamps committed rows and is every log's clock (its graces and
+	// retentions); nil is the system clock. The children, other processes,
+	// keep the system's.
+	Clock logstore.Clock
+
+	// appendHook, when set (tests only), commits each group of a durable
+	// stream in place of the log's Append: it gets the log, and calls
+	// Append itself for the group to commit.
+	appendHook func(ctx context.Context, l *logstore.Log, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error)
 }
 
 // Server states, for /health.

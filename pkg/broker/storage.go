@@ -357,23 +357,17 @@ func (c *Config) checkStored(st StreamConfig, dir string, got logstore.Config) (
 	return warns, nil
 }
 
-// maintainOverrides turns the retention and grace settings of tiers: into
-// `streamcast maintain` flags. A log keeps the settings it was created with,
-// so without these a changed config would reach new logs only; sizes are not
-// passed, since a log's files were cut to its own.
-func (t TierConfig) maintainOverrides() []string {
-	var a []string
-	dur := func(flag string, d time.Duration) {
-		if d > 0 {
-			a = append(a, "--"+flag, d.String())
-		}
+// maintainOverrides returns the retention and grace settings of tiers: as
+// the policy overrides of serve's maintenance children. A log keeps the
+// settings it was created with, so without these a changed config would
+// reach new logs only; sizes are not passed, since a log's files were cut
+// to its own. Zero fields keep the log's setting.
+func (t TierConfig) maintainOverrides() logstore.Config {
+	return logstore.Config{
+		StagingRetention:           t.StagingRetention,
+		StagingMaxBytes:            t.StagingMaxBytes,
+		PublishedSnapshotRetention: t.PublishedSnapshotRetention,
+		DeleteGrace:                t.DeleteGrace,
+		LocalDeleteGrace:           t.LocalDeleteGrace,
 	}
-	dur("staging-retention", t.StagingRetention)
-	if t.StagingMaxBytes > 0 {
-		a = append(a, "--staging-max-bytes", strconv.FormatInt(t.StagingMaxBytes, 10))
-	}
-	dur("published-snapshot-retention", t.PublishedSnapshotRetention)
-	dur("delete-grace", t.DeleteGrace)
-	dur("local-delete-grace", t.LocalDeleteGrace)
-	return a
 }

@@ -34,9 +34,6 @@ type stream struct {
 	// marks is the exactly-once state of a stream declared exactly_once
 	// (nil otherwise); set by open, before the committer starts.
 	marks *marks
-	// appendHook, when set (tests only, before Run), replaces the log's
-	// Append on the committer.
-	appendHook func(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error)
 
 	// mu is the fan-out lock. Advancing end and offering a commit's frames to
 	// every subscriber happen under it as one step, and so do adding a
@@ -90,7 +87,8 @@ func (s *stream) open(ctx context.Context, root string) error {
 	}
 	dir := s.logDir(root)
 	srvCfg := &s.srv.cfg
-	lg, err := logstore.Open(dir, logstore.Writer)
+	clock := logstore.WithClock(s.srv.opts.Clock)
+	lg, err := logstore.Open(dir, logstore.Writer, clock)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		// A new log stores where it publishes, how to reach S3 and its
@@ -103,7 +101,7 @@ func (s *stream) open(ctx context.Context, root string) error {
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
-		lg, err = logstore.Create(dir, s.sch, lc)
+		lg, err = logstore.Create(dir, s.sch, lc, clock)
 		if err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}

@@ -61,8 +61,8 @@ type supervisor struct {
 	configFile   string
 	logs         []string // absolute log directories, in config order
 	flushEvery   time.Duration
-	overrides    []string // maintain flags that apply the config's tiers: to logs created before it changed
-	level        string   // the children's --log-level
+	overrides    logstore.Config // the config's tiers: as policy overrides, for logs created before it changed
+	level        string          // the children's --log-level
 	logger       *log.Logger
 	readyTimeout time.Duration
 	waits        stopWaits

@@ -26,28 +26,39 @@ import (
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
-// asStreamcast is the variable that makes this test binary run the
-// streamcast command line (see cmdmain_test.go).
-const asStreamcast = "STREAMCAST_BROKER_TEST_AS_STREAMCAST"
-
 // The supervision tests run real processes, and read /proc and the
-// parent-death signal's effect: Linux only (as cmdmain_test.go, without
-// which a child would run the tests instead of streamcast).
+// parent-death signal's effect: Linux only.
 
-// streamcastExe makes this test binary the streamcast executable for every
-// process the test starts, serve's maintenance children included, and
-// returns its path.
+// streamcastExe returns a streamcast binary built from this module, for
+// every process the test starts: serve, and the maintenance children serve
+// forks. It is built once per test binary (TestMain removes it). The real
+// command, not this test binary posing as one: broker's tests must not
+// import cmd (nothing may), and the supervision tests then drive the very
+// command lines serve renders against the flags `streamcast maintain`
+// really parses, and serve's real config loading.
 func streamcastExe(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
+	b := &streamcastBinary
+	b.once.Do(func() {
+		b.dir, b.err = os.MkdirTemp("", "streamcast-broker-test-")
+		if b.err != nil {
+			return
+		}
+		path := filepath.Join(b.dir, "streamcast")
+		out, err := exec.Command("go", "build", "-o", path, "github.com/streamcast/streamcast").CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("go build the streamcast command: %w\n%s", err, out)
+			return
+		}
+		b.path = path
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	t.Setenv(asStreamcast, "1")
-	return exe
+	return b.path
 }
 
 // maintainOf runs the roles given, at their intervals, and no other.
@@ -271,7 +282,7 @@ maintain: {seal_every: 100ms, compact_every: 1s, publish_every: 1s, clean_every:
 	}
 	serve, done, _, addr := startServeProcess(t, exe, config, filepath.Join(dir, "addr"))
 	kids := getStats(t, addr).Children
-	if len(kids) != len(logstore.Roles) {
+	if len(kids) != len(logstore.Roles()) {
 		t.Fatalf("serve runs %d children, want one per role: %+v", len(kids), kids)
 	}
 	for _, k := range kids {

@@ -223,7 +223,7 @@ func keepUp(b *testing.B, d time.Duration) {
 	cfg := Config{StagingRetention: time.Minute, PublishedSnapshotRetention: 5 * time.Minute, DeleteGrace: time.Minute}
 	l := createLog(b, mustCompile(b, tradeSchema), cfg)
 	cadence := map[Role]string{RoleSeal: "250ms", RoleCompact: "10s", RolePublish: "10s", RoleClean: "10s", RoleCleanPublished: "60s"}
-	for _, r := range Roles {
+	for _, r := range Roles() {
 		b.Setenv("LOGSTORE_ROLE_EVERY", cadence[r])
 		b.Setenv("LOGSTORE_ROLE_FLUSH", "60s")
 		startHelper(b, "run-role", l.Dir(), string(r))

@@ -136,7 +136,7 @@ INSERT OR IGNORE INTO meta(k, v) VALUES ('published_through', 0);
 
 // initBuffer creates buffer.db with its tables and meta in one transaction,
 // so a crash leaves either no log or a whole one.
-func initBuffer(dir string, sch *schema.Schema, cfg Config) error {
+func initBuffer(dir string, sch *schema.Schema, cfg Config, created time.Time) error {
 	db, err := openDB(dir+"/"+bufferFile, true)
 	if err != nil {
 		return err
@@ -166,7 +166,7 @@ func initBuffer(dir string, sch *schema.Schema, cfg Config) error {
 		{"config", string(cfgJSON)},
 		{"next_offset", int64(1)},
 		{"start_offset", int64(1)},
-		{"created_us", time.Now().UnixMicro()},
+		{"created_us", created.UnixMicro()},
 		{"log_id", newToken()},
 	} {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES (?, ?)`, kv[0], kv[1]); err != nil {

@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/apache/iceberg-go/table"
 )
@@ -57,7 +56,7 @@ func (l *Log) Clean(ctx context.Context) (Cleaned, error) {
 // first, and queues them for deletion.
 func (l *Log) evictFiles(ctx context.Context) (n int, err error) {
 	pol := l.policy()
-	now := time.Now()
+	now := l.now()
 	err = l.writeTx(ctx, func(c *sql.Conn) error {
 		n = 0
 		pubs, err := publishedFiles(ctx, c)
@@ -112,7 +111,7 @@ func (l *Log) evictFiles(ctx context.Context) (n int, err error) {
 // first the file, then its queue row (the other order could leak a file).
 // A name some record still mentions is never deleted.
 func (l *Log) drainLocal(ctx context.Context) (int, error) {
-	now := time.Now().UnixMicro()
+	now := l.now().UnixMicro()
 	due, err := queuePaths(ctx, l.rdb, tierLocal, now)
 	if err != nil || len(due) == 0 {
 		return 0, err
@@ -243,7 +242,7 @@ func (l *Log) CleanPublished(ctx context.Context) (Cleaned, error) {
 // moment nothing references them.
 func (l *Log) expireSnapshots(ctx context.Context, pt *pubTable, tbl *table.Table) (int, error) {
 	pol := l.policy()
-	cutoff := time.Now().Add(-pol.PublishedSnapshotRetention).UnixMilli()
+	cutoff := l.now().Add(-pol.PublishedSnapshotRetention).UnixMilli()
 	cur := tbl.CurrentSnapshot()
 	due := 0
 	for _, s := range tbl.Metadata().Snapshots() {
@@ -293,13 +292,13 @@ func (l *Log) expireSnapshots(ctx context.Context, pt *pubTable, tbl *table.Tabl
 	}
 	queue := func() error {
 		return l.writeTx(ctx, func(c *sql.Conn) error {
-			return enqueue(ctx, c, tierPublished, time.Now().Add(pol.DeleteGrace), "referenced only by expired snapshots", doomed...)
+			return enqueue(ctx, c, tierPublished, l.now().Add(pol.DeleteGrace), "referenced only by expired snapshots", doomed...)
 		})
 	}
 	if err := queue(); err != nil {
 		return 0, err
 	}
-	if err := atCrashPoint("clean-published:queued"); err != nil {
+	if err := l.atCrashPoint("clean-published:queued"); err != nil {
 		return 0, err
 	}
 	if _, err := txn.Commit(ctx); err != nil {
@@ -336,7 +335,7 @@ func (l *Log) sweepMetadata(ctx context.Context, pt *pubTable) error {
 	if err != nil {
 		return err
 	}
-	old := time.Now().Add(-pol.DeleteGrace)
+	old := l.now().Add(-pol.DeleteGrace)
 	var cands []string
 	for _, o := range objs {
 		if live.has(pt, o.path) || !o.modTime.Before(old) || !metadataName(path.Base(filepath.ToSlash(o.path))) {
@@ -350,7 +349,7 @@ func (l *Log) sweepMetadata(ctx context.Context, pt *pubTable) error {
 	return l.writeTx(ctx, func(c *sql.Conn) error {
 		for _, p := range cands {
 			_, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO delete_queue(tier, path, due_us, reason) VALUES (?, ?, ?, ?)`,
-				tierPublished, p, time.Now().Add(pol.DeleteGrace).UnixMicro(), "unreferenced metadata")
+				tierPublished, p, l.now().Add(pol.DeleteGrace).UnixMicro(), "unreferenced metadata")
 			if err != nil {
 				return err
 			}
@@ -376,7 +375,7 @@ func metadataName(name string) bool {
 // buffer.db's published records, not a publish pass in flight.
 func (l *Log) drainPublished(ctx context.Context, pt *pubTable) (int, error) {
 	pol := l.policy()
-	due, err := queuePaths(ctx, l.rdb, tierPublished, time.Now().UnixMicro())
+	due, err := queuePaths(ctx, l.rdb, tierPublished, l.now().UnixMicro())
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
@@ -432,7 +431,7 @@ func (l *Log) drainPublished(ctx context.Context, pt *pubTable) (int, error) {
 		// Still referenced (by a snapshot not yet expired): look again
 		// after another grace.
 		err := l.writeTx(ctx, func(c *sql.Conn) error {
-			return enqueue(ctx, c, tierPublished, time.Now().Add(pol.DeleteGrace), "still referenced", kept...)
+			return enqueue(ctx, c, tierPublished, l.now().Add(pol.DeleteGrace), "still referenced", kept...)
 		})
 		if err != nil {
 			return len(gone), err

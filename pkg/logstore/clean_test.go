@@ -97,8 +97,9 @@ func TestDeletionsWaitForTheirGrace(t *testing.T) {
 	ctx := context.Background()
 	cfg := tierConfig()
 	cfg.TargetFileBytes = 1
-	cfg.LocalDeleteGrace = 400 * time.Millisecond
-	l := createLog(t, mustCompile(t, tradeSchema), cfg)
+	cfg.LocalDeleteGrace = time.Hour
+	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := createLog(t, mustCompile(t, tradeSchema), cfg, WithClock(clock.Now))
 	exp := expectation{}
 	appendTrades(t, l, exp, 20, 25)
 	if _, err := l.Seal(ctx, true); err != nil {
@@ -108,23 +109,60 @@ func TestDeletionsWaitForTheirGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := localNames(t, l)
+	clock.Advance(time.Millisecond) // past tierConfig's staging retention
 	c, err := l.Clean(ctx)
 	if err != nil || c.LocalFiles != len(names) || c.Deleted != 0 {
 		t.Fatalf("Clean = %+v, %v; %d files", c, err, len(names))
 	}
-	// Out of the records, still on disk: a scan that listed them before
-	// the clean reads them still.
+	// Out of the records, still on disk until the grace is over: a scan
+	// that listed them before the clean reads them still.
+	clock.Advance(cfg.LocalDeleteGrace - time.Microsecond)
+	if c, err := l.Clean(ctx); err != nil || c.Deleted != 0 {
+		t.Fatalf("Clean a microsecond before the grace is over = %+v, %v", c, err)
+	}
 	for _, n := range names {
 		if _, err := os.Stat(filepath.Join(l.Dir(), filesDir, n)); err != nil {
 			t.Fatalf("%s was deleted before its grace: %v", n, err)
 		}
 	}
-	time.Sleep(cfg.LocalDeleteGrace)
+	clock.Advance(time.Microsecond)
 	if c, err := l.Clean(ctx); err != nil || c.Deleted != len(names) {
-		t.Fatalf("Clean after the grace = %+v, %v", c, err)
+		t.Fatalf("Clean once the grace is over = %+v, %v", c, err)
 	}
 	if left := localNames(t, l); len(left) != 0 {
 		t.Fatalf("files/ still holds %v", left)
+	}
+}
+
+// TestCleanTakesPublishedFilesOutOnceTheirRetentionPasses: a published
+// local file stays for staging_retention after it was sealed, then goes.
+func TestCleanTakesPublishedFilesOutOnceTheirRetentionPasses(t *testing.T) {
+	ctx := context.Background()
+	cfg := tierConfig()
+	cfg.TargetFileBytes = 1
+	cfg.StagingRetention = time.Hour
+	clock := newFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := createLog(t, mustCompile(t, tradeSchema), cfg, WithClock(clock.Now))
+	exp := expectation{}
+	appendTrades(t, l, exp, 20, 25)
+	if _, err := l.Seal(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Publish(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	files := localRanges(t, l)
+	clock.Advance(cfg.StagingRetention - time.Second)
+	if c, err := l.Clean(ctx); err != nil || c.LocalFiles != 0 {
+		t.Fatalf("Clean a second before the retention is over: %+v, %v", c, err)
+	}
+	clock.Advance(time.Second + time.Microsecond)
+	if c, err := l.Clean(ctx); err != nil || c.LocalFiles != len(files) {
+		t.Fatalf("Clean once the retention is over: %+v, %v; want all %d files out", c, err, len(files))
+	}
+	_, end, _ := l.Extent(ctx)
+	if err := exp.check(scanAll(t, l, 1, end), 1, end); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -238,7 +237,7 @@ func (l *Log) merge(ctx context.Context, run []localFile) (int64, error) {
 			return err
 		}
 		_, err := c.ExecContext(ctx, `INSERT INTO compact_intents(name, start_offset, end_offset, inputs, created_us) VALUES (?, ?, ?, ?, ?)`,
-			name, start, end, string(inputsJSON), time.Now().UnixMicro())
+			name, start, end, string(inputsJSON), l.now().UnixMicro())
 		return err
 	})
 	if err != nil {
@@ -250,7 +249,7 @@ func (l *Log) merge(ctx context.Context, run []localFile) (int64, error) {
 		_ = l.recoverCompactions(context.WithoutCancel(ctx))
 		return 0, err
 	}
-	if err := atCrashPoint("compact:written"); err != nil {
+	if err := l.atCrashPoint("compact:written"); err != nil {
 		return 0, err
 	}
 	// 3. The replacement: inputs out, output in, inputs queued for deletion.
@@ -274,7 +273,7 @@ func (l *Log) merge(ctx context.Context, run []localFile) (int64, error) {
 				return err
 			}
 		}
-		if err := enqueue(ctx, c, tierLocal, time.Now().Add(pol.LocalDeleteGrace), "merged into "+name, inputs...); err != nil {
+		if err := enqueue(ctx, c, tierLocal, l.now().Add(pol.LocalDeleteGrace), "merged into "+name, inputs...); err != nil {
 			return err
 		}
 		_, err = c.ExecContext(ctx, `INSERT INTO files(`+localFileCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,

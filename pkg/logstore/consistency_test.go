@@ -21,11 +21,9 @@ func TestScanMatchesAppendsWhileSealAndEvictRun(t *testing.T) {
 	ctx := context.Background()
 	// Small reads, and scanners that dawdle, so that seals and evictions
 	// land in the middle of scans.
-	defer func(g int) { chunkGroups = g }(chunkGroups)
-	chunkGroups = 3
-	l := createLog(t, schemaAny(), Config{TargetSealBytes: 4 << 10})
+	l := createLog(t, schemaAny(), Config{TargetSealBytes: 4 << 10}, withScanChunk(3))
 	startHelper(t, "maintain", l.Dir(), "")
-	m := openLog(t, l.Dir(), Maintainer)
+	m := openLog(t, l.Dir(), Maintainer, withScanChunk(3))
 
 	var mu sync.Mutex
 	exp := expectation{}
@@ -328,11 +326,9 @@ func TestSealCutsOnlyAtGroupBoundaries(t *testing.T) {
 // rows a scan is about to read from the buffer: the scan must find them in
 // the file that now holds them, once each.
 func TestAScanFindsRowsEvictedUnderItInTheNewFile(t *testing.T) {
-	defer func(g int) { chunkGroups = g }(chunkGroups)
-	chunkGroups = 1
 	ctx := context.Background()
-	l := createLog(t, schemaAny(), Config{})
-	m := openLog(t, l.Dir(), Maintainer)
+	l := createLog(t, schemaAny(), Config{}, withScanChunk(1))
+	m := openLog(t, l.Dir(), Maintainer, withScanChunk(1))
 	exp := expectation{}
 	for g := range 10 {
 		rows := batch(fmt.Sprint(g), 3)

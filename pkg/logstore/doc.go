@@ -126,4 +126,13 @@
 // buffered, and publish pushes every file on each pass until the table
 // holds what was committed at the boundary. The table then trails the
 // writer by about FlushEvery plus a publish pass.
+//
+// # Time and the command line
+//
+// A handle reads the time only through the Clock it was opened with
+// (WithClock; RoleOptions.Clock for RunRole): every stamp it writes and
+// every comparison with a retention or a grace. The package keeps no
+// mutable state of its own; test hooks live on the handle. RoleArgs is the
+// one definition of the maintain command line, rendered by the server for
+// its children and parsed by the maintain command.
 package logstore

@@ -4,19 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/apache/arrow-go/v18/arrow"
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
 // createLog makes a fresh log in a temp dir and closes it at cleanup.
-func createLog(t testing.TB, sch *schema.Schema, cfg Config) *Log {
+func createLog(t testing.TB, sch *schema.Schema, cfg Config, opts ...Option) *Log {
 	t.Helper()
-	l, err := Create(filepath.Join(t.TempDir(), "s", "log"), sch, cfg)
+	l, err := Create(filepath.Join(t.TempDir(), "s", "log"), sch, cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,14 +28,42 @@ func createLog(t testing.TB, sch *schema.Schema, cfg Config) *Log {
 }
 
 // openLog opens dir in mode and closes it at cleanup.
-func openLog(t testing.TB, dir string, mode Mode) *Log {
+func openLog(t testing.TB, dir string, mode Mode, opts ...Option) *Log {
 	t.Helper()
-	l, err := Open(dir, mode)
+	l, err := Open(dir, mode, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// withScanChunk makes the handle's scans read the buffer at most groups
+// commit groups at a time, so a scan crosses many reads.
+func withScanChunk(groups int) Option {
+	return func(o *options) { o.chunkGroups = groups }
+}
+
+// fakeClock is a Clock that moves only when the test moves it.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
+
+// Now is the clock's time; fc.Now is the Clock to pass.
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }
 
 // anyRow is the canonical row the tests append for a tag.

@@ -85,6 +85,8 @@ type Log struct {
 	pubMu sync.Mutex
 	pub   *pubTable // the published table's location and IO, made on first use
 
+	opts options // the clock and test hooks this handle was opened with
+
 	closed atomic.Bool
 }
 
@@ -113,7 +115,8 @@ const (
 
 // Create makes a new log in dir (which must not exist or be empty) with the
 // given schema and config, and returns it opened as the Writer.
-func Create(dir string, sch *schema.Schema, cfg Config) (*Log, error) {
+func Create(dir string, sch *schema.Schema, cfg Config, opts ...Option) (*Log, error) {
+	o := newOptions(opts)
 	if sch == nil {
 		return nil, fmt.Errorf("create log %s: no schema given (use schema.Any() for a stream without one)", dir)
 	}
@@ -151,13 +154,13 @@ func Create(dir string, sch *schema.Schema, cfg Config) (*Log, error) {
 		_ = os.Remove(filepath.Join(dir, lockFile))
 		return nil, fmt.Errorf("create log %s: %w", dir, err)
 	}
-	if err := initBuffer(dir, sch, cfg); err != nil {
+	if err := initBuffer(dir, sch, cfg, o.clock.Now()); err != nil {
 		return undo(err)
 	}
 	if err := syncDir(dir); err != nil {
 		return undo(err)
 	}
-	l, err := open(dir, Writer, lk)
+	l, err := open(dir, Writer, lk, o)
 	if err != nil {
 		return undo(err)
 	}
@@ -168,7 +171,7 @@ func Create(dir string, sch *schema.Schema, cfg Config) (*Log, error) {
 // fails at once, naming the holder's pid, when another process holds it.
 // Writer and Maintainer opens recover an interrupted seal when no other
 // process is sealing.
-func Open(dir string, mode Mode) (*Log, error) {
+func Open(dir string, mode Mode, opts ...Option) (*Log, error) {
 	if mode != ReadOnly && mode != Maintainer && mode != Writer {
 		return nil, fmt.Errorf("open log %s: unknown mode %d", dir, int(mode))
 	}
@@ -186,7 +189,7 @@ func Open(dir string, mode Mode) (*Log, error) {
 			return nil, fmt.Errorf("open log %s for writing: %w", dir, err)
 		}
 	}
-	l, err := open(dir, mode, lk)
+	l, err := open(dir, mode, lk, newOptions(opts))
 	if err != nil {
 		lk.release()
 		return nil, err
@@ -196,8 +199,8 @@ func Open(dir string, mode Mode) (*Log, error) {
 
 // open does the work shared by Create and Open; lk is the writer lock in
 // Writer mode.
-func open(dir string, mode Mode, lk *fileLock) (*Log, error) {
-	l := &Log{dir: dir, mode: mode, lock: lk}
+func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
+	l := &Log{dir: dir, mode: mode, lock: lk, opts: o}
 	var err error
 	l.rdb, err = openDB(filepath.Join(dir, bufferFile), false)
 	if err != nil {

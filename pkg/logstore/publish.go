@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -103,14 +102,14 @@ func (l *Log) push(ctx context.Context, pt *pubTable, pass string, changes []pub
 			return 0, fmt.Errorf("upload %s to %s: %w", ch.f.name, ch.path, err)
 		}
 	}
-	if err := atCrashPoint("publish:uploaded"); err != nil {
+	if err := l.atCrashPoint("publish:uploaded"); err != nil {
 		return 0, err
 	}
 	through, err := l.commitPublish(ctx, pt, pass, changes)
 	if err != nil {
 		return 0, err
 	}
-	if err := atCrashPoint("publish:committed"); err != nil {
+	if err := l.atCrashPoint("publish:committed"); err != nil {
 		return 0, err
 	}
 	if err := l.recordPublish(ctx, pass, through); err != nil {
@@ -191,7 +190,7 @@ func (l *Log) planPublish(ctx context.Context, pt *pubTable, pass string, flush 
 				pe = f.end
 			}
 		}
-		now := time.Now().UnixMicro()
+		now := l.now().UnixMicro()
 		for i := range changes {
 			f := changes[i].f
 			changes[i].path = pt.dataPath(fmt.Sprintf("%d-%d-%s.parquet", f.start, f.end, newToken()))
@@ -373,7 +372,7 @@ func (l *Log) recordPublish(ctx context.Context, pass string, through int64) err
 		if err != nil {
 			return err
 		}
-		now := time.Now()
+		now := l.now()
 		for _, it := range intents {
 			var replaced []string
 			for _, p := range covering(pubs, it.start, it.end) {
@@ -453,7 +452,7 @@ func (l *Log) reconcilePublish(ctx context.Context, pt *pubTable) error {
 		}
 		// Nothing references these uploads; the grace only spares a
 		// reader that cannot exist. The drain still checks the table.
-		if err := enqueue(ctx, c, tierPublished, time.Now().Add(pol.DeleteGrace), "upload of an abandoned publish pass", paths...); err != nil {
+		if err := enqueue(ctx, c, tierPublished, l.now().Add(pol.DeleteGrace), "upload of an abandoned publish pass", paths...); err != nil {
 			return err
 		}
 		_, err = c.ExecContext(ctx, `DELETE FROM publish_intents`)

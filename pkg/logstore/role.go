@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -32,9 +36,6 @@ const (
 	RoleCleanPublished Role = "clean-published"
 )
 
-// Roles lists the roles RunRole accepts.
-var Roles = []Role{RoleSeal, RoleCompact, RolePublish, RoleClean, RoleCleanPublished}
-
 // RoleOptions tunes RunRole.
 type RoleOptions struct {
 	// Every is the pause between passes; it must be positive.
@@ -57,30 +58,37 @@ type RoleOptions struct {
 	Override Config
 	// Passes stops the loop after this many passes; 0 runs until ctx ends.
 	Passes int
-	// Logger receives a line per failed pass and per pass that did work;
-	// nil discards them.
+	// Logger receives a line per failed pass and per pass that did work,
+	// each with the role; nil discards them.
 	Logger *log.Logger
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock tells the time, for the flush schedule and for every log the
+	// loop opens (grace and retention); nil is the system clock. The pause
+	// between passes is a real timer whatever the clock says.
+	Clock Clock
 }
 
 // RunRole runs role over the logs in dirs, one pass over every log after
 // another, until ctx ends (then it finishes the pass it is in) or Passes
-// passes ran. A log that fails to open, or a step that fails, is logged
-// and tried again on the next pass: one bad log or one bad moment (an
-// unreachable S3, say) never stops the loop, and nothing is lost by a
-// retry. A step another process holds the role lock for is skipped
-// quietly.
+// passes ran. A directory that holds no log when RunRole starts is an
+// error (wrapping fs.ErrNotExist): a mistyped path would otherwise be
+// retried forever. After that, a log that fails to open, or a step that
+// fails, is logged and tried again on the next pass: one bad log or one
+// bad moment (an unreachable S3, say) never stops the loop, and nothing is
+// lost by a retry. A step another process holds the role lock for is
+// skipped quietly.
 func RunRole(ctx context.Context, role Role, dirs []string, opts RoleOptions) error {
-	known := false
-	for _, r := range Roles {
-		known = known || r == role
-	}
-	if !known {
-		return fmt.Errorf("unknown maintenance role %q; the roles are %v", role, Roles)
+	if !knownRole(role) {
+		return fmt.Errorf("unknown maintenance role %q; the roles are %s", role, strings.Join(RoleNames(), ", "))
 	}
 	if len(dirs) == 0 {
 		return errors.New("no logs to maintain: give at least one log directory")
+	}
+	for _, dir := range dirs {
+		buf := filepath.Join(dir, bufferFile)
+		if _, err := os.Stat(buf); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("no log at %s (%s is missing): give the directory of an existing log, <root>/<stream>/<log>; "+
+				"serve creates one for each durable stream in its config: %w", dir, buf, fs.ErrNotExist)
+		}
 	}
 	if opts.Every <= 0 {
 		return fmt.Errorf("the pause between passes is %s; it must be positive", opts.Every)
@@ -92,12 +100,11 @@ func RunRole(ctx context.Context, role Role, dirs []string, opts RoleOptions) er
 	if logger == nil {
 		logger = log.New(io.Discard)
 	}
-	now := opts.Now
-	if now == nil {
-		now = time.Now
-	}
+	// The role once, here: a caller's logger must not add it again.
+	logger = logger.With("role", string(role))
+	now := opts.Clock.Now
 	r := &roleRunner{role: role, dirs: dirs, logger: logger, logs: map[string]*Log{}, override: opts.Override, flushTo: map[string]int64{},
-		sealWait: min(opts.Every, 2*time.Second)}
+		sealWait: min(opts.Every, 2*time.Second), clock: opts.Clock}
 	defer r.close()
 
 	var nextFlush time.Time
@@ -159,12 +166,13 @@ type roleRunner struct {
 	// sealWait bounds how long a flushing publish pass waits for the seal
 	// role's flush at the same boundary.
 	sealWait time.Duration
+	clock    Clock // every log's clock
 }
 
 func (r *roleRunner) close() {
 	for dir, l := range r.logs {
 		if err := l.Close(); err != nil {
-			r.logger.Warn("close log", "role", r.role, "log", dir, "err", err)
+			r.logger.Warn("close log", "log", dir, "err", err)
 		}
 	}
 }
@@ -190,9 +198,9 @@ func (r *roleRunner) open(dir string) (*Log, bool) {
 	if l, ok := r.logs[dir]; ok {
 		return l, true
 	}
-	l, err := Open(dir, Maintainer)
+	l, err := Open(dir, Maintainer, WithClock(r.clock))
 	if err != nil {
-		r.logger.Error("cannot open log; retrying next pass", "role", r.role, "log", dir, "err", err)
+		r.logger.Error("cannot open log; retrying next pass", "log", dir, "err", err)
 		return nil, false
 	}
 	l.setOverride(r.override)
@@ -205,7 +213,7 @@ func (r *roleRunner) step(ctx context.Context, dir string, flush, forced bool) {
 	defer func() {
 		// A step must never take the loop down; report and go on.
 		if p := recover(); p != nil {
-			r.logger.Error("maintenance step crashed; retrying next pass", "role", r.role, "log", dir, "panic", p)
+			r.logger.Error("maintenance step crashed; retrying next pass", "log", dir, "panic", p)
 			r.drop(dir)
 		}
 	}()
@@ -213,7 +221,7 @@ func (r *roleRunner) step(ctx context.Context, dir string, flush, forced bool) {
 	if !ok {
 		return // openAll reported why
 	}
-	start := time.Now()
+	start := time.Now() // a stopwatch, not the clock: how long the step took
 	var n int64
 	var cleaned Cleaned
 	var err error
@@ -237,9 +245,9 @@ func (r *roleRunner) step(ctx context.Context, dir string, flush, forced bool) {
 	took := time.Since(start).Round(time.Millisecond)
 	switch {
 	case errors.Is(err, ErrBusy):
-		r.logger.Debug("another process runs this step; skipped", "role", r.role, "log", dir, "err", err)
+		r.logger.Debug("another process runs this step; skipped", "log", dir, "err", err)
 	case err != nil:
-		r.logger.Error("pass failed; retrying next pass", "role", r.role, "log", dir, "rows", n, "err", err)
+		r.logger.Error("pass failed; retrying next pass", "log", dir, "rows", n, "err", err)
 		// Reopen next time: the handle may be what went wrong.
 		r.drop(dir)
 	case n > 0 && (r.role == RoleClean || r.role == RoleCleanPublished):

@@ -3,7 +3,10 @@ package logstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,14 +33,23 @@ func TestRunRoleSealsAndCleansOverPasses(t *testing.T) {
 		logs = append(logs, l)
 		dirs = append(dirs, l.Dir())
 	}
-	missing := filepath.Join(t.TempDir(), "not-yet")
+	// A log that is there but does not open (its buffer.db is not a
+	// database): reported on each pass, retried, and no obstacle to the
+	// others.
+	broken := filepath.Join(t.TempDir(), "broken")
+	if err := os.MkdirAll(broken, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(broken, bufferFile), []byte("not a database"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
 	logger := log.New(&out)
 	logger.SetLevel(log.DebugLevel)
 	flush := make(chan struct{}, 1)
 	flush <- struct{}{}
 	// Seal: the first pass seals whole targets, the forced second flushes.
-	err := RunRole(ctx, RoleSeal, append(dirs, missing), RoleOptions{Every: time.Millisecond, Passes: 2, Flush: flush, Logger: logger})
+	err := RunRole(ctx, RoleSeal, append(dirs, broken), RoleOptions{Every: time.Millisecond, Passes: 2, Flush: flush, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,9 +69,20 @@ func TestRunRoleSealsAndCleansOverPasses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The missing log was reported on each pass, and did not stop the others.
-	if n := strings.Count(out.String(), "cannot open log"); n != 2 {
-		t.Fatalf("the missing log was reported %d times, want 2:\n%s", n, out.String())
+	// The broken log was reported on each pass, with the role once, and
+	// did not stop the others.
+	var reported int
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.Contains(line, "cannot open log") {
+			continue
+		}
+		reported++
+		if n := strings.Count(line, "role="); n != 1 {
+			t.Errorf("the line names the role %d times, want once: %s", n, line)
+		}
+	}
+	if reported != 2 {
+		t.Fatalf("the broken log was reported %d times, want 2:\n%s", reported, out.String())
 	}
 	if !strings.Contains(out.String(), "sealed") || !strings.Contains(out.String(), "cleaned") {
 		t.Fatalf("passes that did work were not logged:\n%s", out.String())
@@ -76,31 +99,54 @@ func TestRunRoleFlushesAtWallClockMultiples(t *testing.T) {
 		l.rdb.QueryRow(`SELECT count(*) FROM files`).Scan(&n)
 		return n
 	}
-	// The loop starts 100ms before a 10s boundary of its clock, with an
-	// hour between passes: only the flush boundary can wake it.
-	virtual := time.Date(2026, 1, 1, 0, 0, 9, 900_000_000, time.UTC)
-	base := time.Now()
-	clock := func() time.Time { return virtual.Add(time.Since(base)) }
-	ctx2, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- RunRole(ctx2, RoleSeal, []string{l.Dir()}, RoleOptions{Every: time.Hour, FlushEvery: 10 * time.Second, Now: clock})
-	}()
-	time.Sleep(50 * time.Millisecond)
-	if n := files(); n != 0 {
-		t.Fatalf("%d files sealed before the flush boundary", n)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for files() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("no flush at the 10s boundary")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
+	// 100ms before a 10s boundary, with an hour between passes.
+	start := time.Date(2026, 1, 1, 0, 0, 9, 900_000_000, time.UTC)
+	opts := RoleOptions{Every: time.Hour, FlushEvery: 10 * time.Second}
+
+	// A pass before the boundary cuts nothing: the rows are far below the
+	// target, and it is no multiple of the flush interval yet.
+	one := opts
+	one.Passes = 1
+	one.Clock = func() time.Time { return start }
+	if err := RunRole(ctx, RoleSeal, []string{l.Dir()}, one); err != nil {
 		t.Fatal(err)
+	}
+	if n := files(); n != 0 {
+		t.Fatalf("%d files sealed by a pass before the flush boundary", n)
+	}
+
+	// With the clock running from there, only the boundary can wake the
+	// loop for its second pass within the hour, and that pass flushes.
+	two := opts
+	two.Passes = 2
+	base := time.Now()
+	two.Clock = func() time.Time { return start.Add(time.Since(base)) }
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := RunRole(wctx, RoleSeal, []string{l.Dir()}, two); err != nil {
+		t.Fatal(err)
+	}
+	if wctx.Err() != nil {
+		t.Fatal("the loop did not wake at the 10s boundary for its second pass")
+	}
+	if n := files(); n != 1 {
+		t.Fatalf("%d files after the pass at the boundary, want the flush's 1", n)
+	}
+}
+
+// TestRunRoleRefusesALogThatDoesNotExist: a mistyped --log is an error at
+// once, naming the path, not a retry every pass for ever.
+func TestRunRoleRefusesALogThatDoesNotExist(t *testing.T) {
+	l := createLog(t, schemaAny(), Config{})
+	missing := filepath.Join(t.TempDir(), "no", "such", "log")
+	var out bytes.Buffer
+	err := RunRole(context.Background(), RoleSeal, []string{l.Dir(), missing},
+		RoleOptions{Every: time.Millisecond, Passes: 1, Logger: log.New(&out)})
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("RunRole over %s: %v, want an error naming it", missing, err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("a pass ran before the refusal:\n%s", out.String())
 	}
 }
 

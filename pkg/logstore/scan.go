@@ -354,14 +354,6 @@ type bufChunk struct {
 	data   []byte
 }
 
-// Bounds on one buffer read: enough rows that the query's cost vanishes per
-// row, few enough that memory stays small.
-// (Variables so tests can shrink them and make scans cross many reads.)
-var (
-	chunkGroups = 1024
-	chunkBytes  = 1 << 20
-)
-
 // readChunk reads consecutive groups starting with the one holding offset
 // next and ending before to, and returns the offset after the last group
 // read. It returns next itself when that offset is no longer buffered.
@@ -370,7 +362,7 @@ func (l *Log) readChunk(ctx context.Context, c *bufChunk, next, to int64) (int64
 	c.data = c.data[:0]
 	rows, err := l.rdb.QueryContext(ctx, `SELECT first, n, ts, rows FROM groups
 		WHERE first >= (SELECT coalesce(max(first), ?1) FROM groups WHERE first <= ?1) AND first < ?2
-		ORDER BY first LIMIT ?3`, next, to, chunkGroups)
+		ORDER BY first LIMIT ?3`, next, to, l.opts.chunkGroups)
 	if err != nil {
 		return 0, fmt.Errorf("read buffer of log %s: %w", l.dir, err)
 	}
@@ -396,7 +388,7 @@ func (l *Log) readChunk(ctx context.Context, c *bufChunk, next, to int64) (int64
 		spans = append(spans, span{lo, len(c.data)})
 		c.groups = append(c.groups, g)
 		reached = g.first + g.n
-		if len(c.data) >= chunkBytes {
+		if len(c.data) >= l.opts.chunkBytes {
 			break
 		}
 	}

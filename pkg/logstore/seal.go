@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -297,7 +296,7 @@ func (l *Log) sealFile(ctx context.Context, in sealInput, rec arrow.RecordBatch)
 	// 1. The intent: the range and the name, before the file exists.
 	err = l.writeTx(ctx, func(c *sql.Conn) error {
 		_, err := c.ExecContext(ctx, `INSERT INTO seal_intents(name, start_offset, end_offset, created_us) VALUES (?, ?, ?, ?)`,
-			name, in.start, in.end, time.Now().UnixMicro())
+			name, in.start, in.end, l.now().UnixMicro())
 		return err
 	})
 	if err != nil {
@@ -338,7 +337,7 @@ func (l *Log) sealFile(ctx context.Context, in sealInput, rec arrow.RecordBatch)
 		}
 		_, err = c.ExecContext(ctx, `INSERT INTO files(start_offset, end_offset, name, row_count, arrow_bytes, json_bytes, file_bytes, min_ts, max_ts, stats, sealed_us)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			in.start, in.end, name, rec.NumRows(), arrowBytes(rec), in.jsonBytes, size, minTS, maxTS, string(stats), time.Now().UnixMicro())
+			in.start, in.end, name, rec.NumRows(), arrowBytes(rec), in.jsonBytes, size, minTS, maxTS, string(stats), l.now().UnixMicro())
 		return err
 	})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 )
 
 // Status is a log's tiers at one moment, for /stats and for tests.
@@ -69,7 +68,7 @@ func (l *Log) Status(ctx context.Context) (Status, error) {
 			}
 		}
 		if oldestTS.Valid {
-			st.PublishLagSecs = max(0, float64(time.Now().UnixMicro()-oldestTS.Int64)/1e6)
+			st.PublishLagSecs = max(0, float64(l.now().UnixMicro()-oldestTS.Int64)/1e6)
 		}
 	}
 	return st, nil

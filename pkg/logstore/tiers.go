@@ -169,16 +169,3 @@ func (l *Log) commitLock(ctx context.Context) (func(), error) {
 		}
 	}
 }
-
-// crashPoint is called at the points between the steps of a maintenance
-// operation where a crash leaves work for recovery. Tests set it to stop a
-// step there, exactly as a crash would (nothing after it runs); it is nil
-// otherwise.
-var crashPoint func(point string) error
-
-func atCrashPoint(point string) error {
-	if crashPoint == nil {
-		return nil
-	}
-	return crashPoint(point)
-}

@@ -243,20 +243,20 @@ func tableObjects(t testing.TB, l *Log, pt *pubTable) []string {
 // backend makes logs whose table is local or on a versitygw.
 type backend struct {
 	name string
-	make func(t testing.TB, cfg Config) *Log
+	make func(t testing.TB, cfg Config, opts ...Option) *Log
 }
 
 func backends() []backend {
 	return []backend{
-		{"local", func(t testing.TB, cfg Config) *Log {
-			return createLog(t, mustCompile(t, tradeSchema), cfg)
+		{"local", func(t testing.TB, cfg Config, opts ...Option) *Log {
+			return createLog(t, mustCompile(t, tradeSchema), cfg, opts...)
 		}},
-		{"s3", func(t testing.TB, cfg Config) *Log {
+		{"s3", func(t testing.TB, cfg Config, opts ...Option) *Log {
 			s := startS3(t)
 			s.UseCredentials(t)
 			c := s3LogConfig(s, "wh")
 			cfg.Published, cfg.S3 = c.Published, c.S3
-			l := createLog(t, mustCompile(t, tradeSchema), cfg)
+			l := createLog(t, mustCompile(t, tradeSchema), cfg, opts...)
 			s3Servers.Store(l.Dir(), s)
 			t.Cleanup(func() { s3Servers.Delete(l.Dir()) })
 			return l
@@ -462,17 +462,16 @@ func testCompactionSwap(t *testing.T, b backend) {
 	}
 }
 
-// crashAt makes the named crash point stop the step there, as a crash
-// would, for the rest of the test.
-func crashAt(t testing.TB, point string) {
-	t.Helper()
-	crashPoint = func(p string) error {
+// crashAt makes the named crash point stop l's steps there, as a crash
+// would, until the returned function is called.
+func crashAt(l *Log, point string) (restore func()) {
+	l.opts.crashPoint = func(p string) error {
 		if p == point {
 			return fmt.Errorf("simulated crash at %s", p)
 		}
 		return nil
 	}
-	t.Cleanup(func() { crashPoint = nil })
+	return func() { l.opts.crashPoint = nil }
 }
 
 func TestInterruptedStepsAreReconciledByTheNextPass(t *testing.T) {
@@ -503,7 +502,7 @@ func testInterrupted(t *testing.T, b backend, point string) {
 			if _, err := l.Seal(ctx, true); err != nil {
 				t.Fatal(err)
 			}
-			crashAt(t, point)
+			recovered := crashAt(l, point)
 			var err error
 			switch point {
 			case "publish:uploaded", "publish:committed":
@@ -516,7 +515,7 @@ func testInterrupted(t *testing.T, b backend, point string) {
 			if err == nil || !strings.Contains(err.Error(), "simulated crash") {
 				t.Fatalf("the step did not stop at %s: %v", point, err)
 			}
-			crashPoint = nil
+			recovered()
 			// The next passes of every step finish the work.
 			for range 2 {
 				if _, err := l.Compact(ctx, true); err != nil {

@@ -1,0 +1,67 @@
+package logstore
+
+import "time"
+
+// Clock tells the time. A log reads the time only through its clock: the
+// stamps it writes (sealed_us, a delete's due time) and every comparison
+// with a retention or a grace. A test passes one it moves by hand instead
+// of sleeping through an hour of grace; a nil Clock is the system clock.
+// The broker reuses this type, so one clock reaches every log it opens.
+type Clock func() time.Time
+
+// Now is c's time, or the system's when c is nil.
+func (c Clock) Now() time.Time {
+	if c == nil {
+		return time.Now()
+	}
+	return c()
+}
+
+// Option tunes one open handle of a log (Open, Create). Options are the
+// process's, never stored in the log: another process opening the same log
+// passes its own.
+type Option func(*options)
+
+// WithClock makes the handle read the time from c (nil: the system clock).
+func WithClock(c Clock) Option {
+	return func(o *options) { o.clock = c }
+}
+
+// options is what the Options of one handle set.
+type options struct {
+	clock Clock
+
+	// crashPoint, when set, is called at the points between the steps of a
+	// maintenance operation where a crash leaves work for recovery; an error
+	// stops the step there, exactly as a crash would (nothing after it
+	// runs). Tests set it through an Option of their own.
+	crashPoint func(point string) error
+
+	// chunkGroups and chunkBytes bound one read of the buffer during a
+	// scan: enough rows that the query's cost vanishes per row, few enough
+	// that memory stays small. Tests shrink them to make scans cross many
+	// reads.
+	chunkGroups int
+	chunkBytes  int
+}
+
+func newOptions(opts []Option) options {
+	o := options{chunkGroups: 1024, chunkBytes: 1 << 20}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
+// now is the handle's time.
+func (l *Log) now() time.Time { return l.opts.clock.Now() }
+
+// atCrashPoint stops a step at point when the handle's crash hook asks to.
+func (l *Log) atCrashPoint(point string) error {
+	if l.opts.crashPoint == nil {
+		return nil
+	}
+	return l.opts.crashPoint(point)
+}

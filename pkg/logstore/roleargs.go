@@ -1,0 +1,273 @@
+package logstore
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RoleArgs is the command line of one maintenance process, `streamcast
+// maintain`: the role, its cadence, the logs and the policy overrides.
+// serve renders it for its children with Args; maintain reads it back
+// through Flags (or ParseRoleArgs). The flag names live here and nowhere
+// else, so renaming one changes both sides, and a field renamed or removed
+// fails to compile on both.
+type RoleArgs struct {
+	// Role is the step the process runs.
+	Role Role
+	// Every is the pause between passes (RoleOptions.Every).
+	Every time.Duration
+	// FlushEvery is RoleOptions.FlushEvery; 0 never flushes on a schedule.
+	FlushEvery time.Duration
+	// Logs are the directories of the logs to maintain.
+	Logs []string
+	// Override is RoleOptions.Override. Only the fields with a flag are
+	// carried: the retention and grace durations, StagingMaxBytes and the
+	// S3 endpoint, region and path style; 0 (or "") keeps the log's own.
+	Override Config
+	// ReadyFD is the file descriptor the process reports "ready" and
+	// "flushed" on; 0 means none. The parent passes it open.
+	ReadyFD int
+}
+
+// The flag names of RoleArgs; only this file spells them.
+const (
+	flagRole                       = "role"
+	flagEvery                      = "every"
+	flagFlushEvery                 = "flush-every"
+	flagLog                        = "log"
+	flagStagingRetention           = "staging-retention"
+	flagStagingMaxBytes            = "staging-max-bytes"
+	flagPublishedSnapshotRetention = "published-snapshot-retention"
+	flagDeleteGrace                = "delete-grace"
+	flagLocalDeleteGrace           = "local-delete-grace"
+	flagS3Endpoint                 = "s3-endpoint"
+	flagS3Region                   = "s3-region"
+	flagS3PathStyle                = "s3-path-style"
+	flagReadyFD                    = "ready-fd"
+)
+
+// Defaults of a maintain command line that does not set them.
+const (
+	DefaultRoleEvery      = time.Second
+	DefaultRoleFlushEvery = time.Minute
+)
+
+// Roles returns the roles RunRole accepts, in the order serve starts them.
+func Roles() []Role {
+	return []Role{RoleSeal, RoleCompact, RolePublish, RoleClean, RoleCleanPublished}
+}
+
+// RoleNames returns Roles as strings, for usage texts and completions.
+func RoleNames() []string {
+	roles := Roles()
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
+	}
+	return names
+}
+
+// DefaultRoleArgs returns the command line's defaults: a pass each second
+// and a flush each minute; no role and no log yet.
+func DefaultRoleArgs() RoleArgs {
+	return RoleArgs{Every: DefaultRoleEvery, FlushEvery: DefaultRoleFlushEvery}
+}
+
+// Args renders a as the arguments of `streamcast maintain` (without the
+// command's name), in a form ParseRoleArgs reads back to a. Every and
+// FlushEvery are always written, so a process listing shows the cadence;
+// overrides only when set.
+func (a RoleArgs) Args() []string {
+	out := []string{
+		"--" + flagRole, string(a.Role),
+		"--" + flagEvery, a.Every.String(),
+		"--" + flagFlushEvery, a.FlushEvery.String(),
+	}
+	dur := func(name string, d time.Duration) {
+		if d != 0 {
+			out = append(out, "--"+name, d.String())
+		}
+	}
+	str := func(name, v string) {
+		if v != "" {
+			out = append(out, "--"+name, v)
+		}
+	}
+	o := a.Override
+	dur(flagStagingRetention, o.StagingRetention)
+	if o.StagingMaxBytes != 0 {
+		out = append(out, "--"+flagStagingMaxBytes, strconv.FormatInt(o.StagingMaxBytes, 10))
+	}
+	dur(flagPublishedSnapshotRetention, o.PublishedSnapshotRetention)
+	dur(flagDeleteGrace, o.DeleteGrace)
+	dur(flagLocalDeleteGrace, o.LocalDeleteGrace)
+	str(flagS3Endpoint, o.S3.Endpoint)
+	str(flagS3Region, o.S3.Region)
+	if o.S3.PathStyle {
+		out = append(out, "--"+flagS3PathStyle)
+	}
+	if a.ReadyFD != 0 {
+		out = append(out, "--"+flagReadyFD, strconv.Itoa(a.ReadyFD))
+	}
+	for _, l := range a.Logs {
+		out = append(out, "--"+flagLog, l)
+	}
+	return out
+}
+
+// ParseRoleArgs reads the arguments Args renders (flags only, with one or
+// two dashes, "--flag value" or "--flag=value") into a RoleArgs, starting
+// from DefaultRoleArgs, and validates the result.
+func ParseRoleArgs(args []string) (RoleArgs, error) {
+	a := DefaultRoleArgs()
+	fs := flag.NewFlagSet("maintain", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // the error says it all; the caller prints it
+	a.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return RoleArgs{}, err
+	}
+	if fs.NArg() > 0 {
+		return RoleArgs{}, fmt.Errorf("maintain takes no arguments, got %q; give each log with --%s", fs.Arg(0), flagLog)
+	}
+	if err := a.Validate(); err != nil {
+		return RoleArgs{}, err
+	}
+	return a, nil
+}
+
+// Flags defines a's flags on fs, each writing into a's fields, with the
+// usage text a user reads. cmd adds them to its own flag set, so the names
+// a user types are the names serve renders.
+func (a *RoleArgs) Flags(fs *flag.FlagSet) {
+	roles := strings.Join(RoleNames(), ", ")
+	fs.Var((*roleValue)(&a.Role), flagRole, "the maintenance `ROLE` to run: "+roles)
+	fs.DurationVar(&a.Every, flagEvery, a.Every, "pause `DUR` between passes")
+	fs.DurationVar(&a.FlushEvery, flagFlushEvery, a.FlushEvery, "seal and publish: flush everything once per `DUR`, at wall-clock multiples (0 never)")
+	fs.Var((*dirsValue)(&a.Logs), flagLog, "maintain the log in `DIR` (repeat for more logs)")
+	o := &a.Override
+	fs.Var((*overrideDuration)(&o.StagingRetention), flagStagingRetention, "clean: keep published local files this `DUR` (default: the log's staging_retention)")
+	fs.Var((*overrideBytes)(&o.StagingMaxBytes), flagStagingMaxBytes, "clean: past this many `BYTES` of local files, delete the oldest published ones (default: the log's staging_max_bytes)")
+	fs.Var((*overrideDuration)(&o.PublishedSnapshotRetention), flagPublishedSnapshotRetention, "clean-published: expire snapshots older than `DUR` (default: the log's published_snapshot_retention)")
+	fs.Var((*overrideDuration)(&o.DeleteGrace), flagDeleteGrace, "clean-published: wait `DUR` before deleting an unreferenced object (default: the log's delete_grace)")
+	fs.Var((*overrideDuration)(&o.LocalDeleteGrace), flagLocalDeleteGrace, "clean: wait `DUR` before deleting a local file taken out of the log (default: the log's local_delete_grace)")
+	fs.StringVar(&o.S3.Endpoint, flagS3Endpoint, o.S3.Endpoint, "S3 service `URL` for an s3:// published prefix (default: the log's s3.endpoint)")
+	fs.StringVar(&o.S3.Region, flagS3Region, o.S3.Region, "S3 `REGION` (default: the log's s3.region)")
+	fs.BoolVar(&o.S3.PathStyle, flagS3PathStyle, o.S3.PathStyle, "address S3 buckets by path, not by host name")
+	fs.IntVar(&a.ReadyFD, flagReadyFD, a.ReadyFD, "write \"ready\" (and \"flushed\" after each SIGUSR1 pass) to file descriptor `N`")
+}
+
+// Names of the flags a command treats specially: the role completes from
+// a fixed list, a log as a directory, and the ready descriptor is checked
+// against the process's open files.
+const (
+	FlagRole    = flagRole
+	FlagLog     = flagLog
+	FlagReadyFD = flagReadyFD
+)
+
+// Validate reports what is wrong with a as a command line, naming the flag
+// and what it takes.
+func (a RoleArgs) Validate() error {
+	o := a.Override
+	switch {
+	case a.Role == "":
+		return fmt.Errorf("--%s is required: one of %s", flagRole, strings.Join(RoleNames(), ", "))
+	case !knownRole(a.Role):
+		return fmt.Errorf("--%s %q: no such role; the roles are %s", flagRole, a.Role, strings.Join(RoleNames(), ", "))
+	case len(a.Logs) == 0:
+		return fmt.Errorf("--%s is required: give the directory of each log to maintain", flagLog)
+	case a.Every <= 0:
+		return fmt.Errorf("--%s is %s; it must be a positive duration, such as 1s", flagEvery, a.Every)
+	case a.FlushEvery < 0:
+		return fmt.Errorf("--%s is %s; it must be a positive duration, or 0 for never", flagFlushEvery, a.FlushEvery)
+	case o.StagingRetention < 0 || o.PublishedSnapshotRetention < 0 || o.DeleteGrace < 0 || o.LocalDeleteGrace < 0 || o.StagingMaxBytes < 0:
+		return errors.New("retention, grace and size flags must be positive (or 0 to keep the log's own setting)")
+	case a.ReadyFD < 0 || a.ReadyFD == 1 || a.ReadyFD == 2:
+		return fmt.Errorf("--%s %d: give a descriptor the parent passed beyond stdin, stdout and stderr (3 or more)", flagReadyFD, a.ReadyFD)
+	}
+	for _, l := range a.Logs {
+		if l == "" {
+			return fmt.Errorf("--%s is empty: give the directory of a log", flagLog)
+		}
+	}
+	return nil
+}
+
+func knownRole(r Role) bool {
+	for _, k := range Roles() {
+		if k == r {
+			return true
+		}
+	}
+	return false
+}
+
+// The flag values below also have the Type method of spf13/pflag's Value,
+// so a cobra command takes them as they are.
+
+// roleValue is --role: one of Roles.
+type roleValue Role
+
+func (v *roleValue) String() string { return string(*v) }
+func (v *roleValue) Type() string   { return "role" }
+func (v *roleValue) Set(s string) error {
+	if !knownRole(Role(s)) {
+		return fmt.Errorf("%q is not a role; the roles are %s", s, strings.Join(RoleNames(), ", "))
+	}
+	*v = roleValue(s)
+	return nil
+}
+
+// dirsValue is --log, repeated: each use adds a directory.
+type dirsValue []string
+
+func (v *dirsValue) String() string { return strings.Join(*v, ",") }
+func (v *dirsValue) Type() string   { return "stringArray" }
+func (v *dirsValue) Set(s string) error {
+	*v = append(*v, s)
+	return nil
+}
+
+// overrideDuration is a duration whose zero means "the log's own": it
+// prints as nothing then, so no usage text claims a default of 0s.
+type overrideDuration time.Duration
+
+func (v *overrideDuration) String() string {
+	if *v == 0 {
+		return ""
+	}
+	return time.Duration(*v).String()
+}
+func (v *overrideDuration) Type() string { return "duration" }
+func (v *overrideDuration) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("not a duration (such as 90s, 10m or 1h)")
+	}
+	*v = overrideDuration(d)
+	return nil
+}
+
+// overrideBytes is a byte count whose zero means "the log's own".
+type overrideBytes int64
+
+func (v *overrideBytes) String() string {
+	if *v == 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(*v), 10)
+}
+func (v *overrideBytes) Type() string { return "int64" }
+func (v *overrideBytes) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return errors.New("not a whole number of bytes")
+	}
+	*v = overrideBytes(n)
+	return nil
+}
