@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/streamcast/streamcast"
+
+// layer ranks the product's packages: a package may import only packages of
+// a lower rank (docs/design.md §3). wire and meta share a rank; wire may read
+// history through meta, meta never speaks the protocol.
+var layer = map[string]int{
+	"pkg/schema":   0,
+	"pkg/logstore": 1,
+	"pkg/meta":     2,
+	"pkg/wire":     2,
+	"pkg/broker":   3,
+	"cmd":          4,
+}
+
+// extraAllowed are the imports between packages of equal rank that the
+// design allows.
+var extraAllowed = map[[2]string]bool{
+	{"pkg/wire", "pkg/meta"}: true,
+}
+
+type listedPackage struct {
+	ImportPath   string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+}
+
+// TestImportsPointDown lists every package of the module with `go list` and
+// fails on an import that runs against docs/design.md §3:
+// cmd → broker → {meta, wire} → logstore → schema; nothing but main and
+// internal/gendocs imports cmd (tests included); pkg/ never imports internal/.
+func TestImportsPointDown(t *testing.T) {
+	pkgs := listPackages(t)
+	if len(pkgs) < 6 {
+		t.Fatalf("go list found %d packages of %s; expected the whole module", len(pkgs), module)
+	}
+	for _, p := range pkgs {
+		from := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		for _, imp := range p.Imports {
+			if msg := checkImport(from, imp, false); msg != "" {
+				t.Error(msg)
+			}
+		}
+		for _, imp := range append(p.TestImports, p.XTestImports...) {
+			if msg := checkImport(from, imp, true); msg != "" {
+				t.Error(msg)
+			}
+		}
+	}
+}
+
+// TestImportRulesCatchUpwardArrows shows the checker refuses each kind of
+// wrong arrow, so a green TestImportsPointDown means something.
+func TestImportRulesCatchUpwardArrows(t *testing.T) {
+	for _, tc := range []struct {
+		from, to string
+		test     bool
+		ok       bool
+	}{
+		{"pkg/broker", "pkg/wire", false, true},
+		{"pkg/wire", "pkg/meta", false, true},
+		{"pkg/wire", "pkg/logstore", false, true},
+		{"pkg/meta", "pkg/logstore", false, true},
+		{"cmd", "pkg/broker", false, true},
+		{"internal/gendocs", "cmd", false, true},
+		{"internal/loadgen", "pkg/broker", false, true},
+		{"pkg/wire", "pkg/broker", true, true}, // a test may drive a real server
+		{"", "cmd", false, true},               // main
+		{"pkg/logstore", "pkg/meta", false, false},
+		{"pkg/meta", "pkg/wire", false, false},
+		{"pkg/schema", "pkg/logstore", false, false},
+		{"pkg/wire", "pkg/broker", false, false},
+		{"pkg/broker", "cmd", false, false},
+		{"pkg/broker", "cmd", true, false},
+		{"internal/loadgen", "cmd", false, false},
+		{"pkg/broker", "internal/loadgen", false, false},
+	} {
+		msg := checkImport(tc.from, module+"/"+tc.to, tc.test)
+		if (msg == "") != tc.ok {
+			t.Errorf("%s → %s (test %v): allowed=%v, want %v (%s)", tc.from, tc.to, tc.test, msg == "", tc.ok, msg)
+		}
+	}
+}
+
+// checkImport returns why from (a path relative to the module, "" for main)
+// may not import imp, or "" when it may. Test imports may reach up to drive
+// a real server, but never into cmd.
+func checkImport(from, imp string, test bool) string {
+	if imp != module && !strings.HasPrefix(imp, module+"/") {
+		return "" // the standard library and dependencies
+	}
+	to := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+	switch {
+	case to == "cmd":
+		if from == "" || from == "internal/gendocs" || (test && from == "testscript") {
+			return ""
+		}
+		return from + " imports cmd; only main and internal/gendocs may (cmd stays thin and nothing depends on it)"
+	case test:
+		return ""
+	case strings.HasPrefix(from, "pkg/") && strings.HasPrefix(to, "internal/"):
+		return from + " imports " + to + "; pkg/ packages never depend on internal/ tooling"
+	}
+	fromRank, fromLayered := layer[from]
+	toRank, toLayered := layer[to]
+	if !fromLayered || !toLayered {
+		return "" // internal/, testscript and main sit beside the layers
+	}
+	if toRank < fromRank || extraAllowed[[2]string{from, to}] {
+		return ""
+	}
+	return from + " imports " + to + ", an arrow upward or sideways; allowed: cmd → broker → {meta, wire} → logstore → schema, and wire → meta (docs/design.md §3)"
+}
+
+func listPackages(t *testing.T) []listedPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []listedPackage
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
