@@ -92,13 +92,14 @@ func ParseLocation(s, base string) (Location, error) {
 		return bad(fmt.Sprintf("%q has scheme %s://, which streamcast cannot publish to", s, scheme))
 	case strings.HasPrefix(s, "~"):
 		return bad(fmt.Sprintf("%q starts with ~, which is not expanded", s))
-	case strings.ContainsRune(s, 0):
-		return bad(fmt.Sprintf("%q holds a NUL byte", s))
 	default:
 		dir = s
 	}
 	if !filepath.IsAbs(dir) && base != "" {
 		dir = filepath.Join(base, dir)
+	}
+	if strings.ContainsRune(dir, 0) {
+		return bad(fmt.Sprintf("%q holds a NUL byte (in itself or in the directory it is relative to)", s))
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
