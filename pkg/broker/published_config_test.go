@@ -240,7 +240,7 @@ func TestServeAcceptsTheDefaultPrefixSpelledOut(t *testing.T) {
 func TestServeRefusesOtherS3SettingsThanTheLogKeeps(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:1]
-	dir := filepath.Join(cfg.Root, "trades", "trades")
+	dir := logDirOf(t, cfg, "trades")
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		t.Fatal(err)
 	}
