@@ -45,8 +45,8 @@ const (
 type Config struct {
 	// Listen is the TCP address to serve on; ":0" picks a free port.
 	Listen string `yaml:"listen"`
-	// Root is the directory holding every durable stream's logs, at
-	// <root>/<stream>/<stream>/.
+	// Root is the directory holding every durable stream's logs, laid out
+	// by pkg/meta: the first log of a stream at <root>/<stream>/<stream>/.
 	Root string `yaml:"root"`
 	// Limits bound memory per connection and per stream.
 	Limits Limits `yaml:"limits"`
@@ -92,8 +92,9 @@ type Limits struct {
 // StreamConfig declares one stream. Start from DefaultStream: its zero value
 // is a live-only stream with unbounded replay, which is rarely what you mean.
 type StreamConfig struct {
-	// Name is the stream's name and URL path; "" is served at / (live-only
-	// streams only, since a durable stream's name names its directory).
+	// Name is the stream's name and URL path, in the grammar meta.CheckName
+	// checks; "" is served at / (live-only streams only, since a durable
+	// stream's name names its directory).
 	Name string `yaml:"name"`
 	// Schema is the stream's JSON Schema (inline). Empty with no SchemaFile
 	// means no schema: any JSON object is relayed unchecked.
