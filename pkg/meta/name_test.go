@@ -91,6 +91,13 @@ func FuzzCheckName(f *testing.F) {
 		if filepath.Base(name) != name || strings.EqualFold(name, PublishedDir) || strings.HasSuffix(name, ".") {
 			t.Fatalf("CheckName accepted %q, which clashes with the layout", name)
 		}
+		// A stream's logs and metadata stay inside its own home, so no
+		// two accepted names can reach each other's files.
+		for _, p := range []string{lay.LogDir(name, LogName(name, 1)), lay.LogDir(name, LogName(name, 2)), lay.MetadataDir(name), lay.MetadataFile(name)} {
+			if !within(lay.StreamDir(name), p) {
+				t.Fatalf("stream %q puts %s outside its home %s", name, p, lay.StreamDir(name))
+			}
+		}
 		for _, p := range []string{lay.StreamDir(name), lay.LogDir(name, LogName(name, 2)), lay.MetadataDir(name), lay.MetadataFile(name)} {
 			if !within(root, p) || filepath.Dir(strings.TrimPrefix(p, root+"/")) == ".." {
 				t.Fatalf("stream %q puts %s outside %s", name, p, root)
