@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -45,8 +45,8 @@ const (
 type Config struct {
 	// Listen is the TCP address to serve on; ":0" picks a free port.
 	Listen string `yaml:"listen"`
-	// Root is the directory holding every durable stream's logs, at
-	// <root>/<stream>/<stream>/.
+	// Root is the directory holding every durable stream's logs, laid out
+	// by pkg/meta: the first log of a stream at <root>/<stream>/<stream>/.
 	Root string `yaml:"root"`
 	// Limits bound memory per connection and per stream.
 	Limits Limits `yaml:"limits"`
@@ -92,8 +92,9 @@ type Limits struct {
 // StreamConfig declares one stream. Start from DefaultStream: its zero value
 // is a live-only stream with unbounded replay, which is rarely what you mean.
 type StreamConfig struct {
-	// Name is the stream's name and URL path; "" is served at / (live-only
-	// streams only, since a durable stream's name names its directory).
+	// Name is the stream's name and URL path, in the grammar meta.CheckName
+	// checks; "" is served at / (live-only streams only, since a durable
+	// stream's name names its directory).
 	Name string `yaml:"name"`
 	// Schema is the stream's JSON Schema (inline). Empty with no SchemaFile
 	// means no schema: any JSON object is relayed unchecked.
@@ -419,9 +420,6 @@ func LoadConfigFile(path string) (Config, error) {
 	return cfg, nil
 }
 
-// nameRE is what a stream name may be: it names a URL path and a directory.
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
 // Validate checks the whole configuration before anything is opened: limits
 // of at least 1, the maintain:, published:, s3: and tiers: sections, stream
 // names valid and distinct, every schema compiling, and sort_by naming
@@ -458,18 +456,28 @@ func (c *Config) compile() ([]*schema.Schema, error) {
 	if len(c.Streams) == 0 {
 		return nil, errors.New("streams is empty; declare at least one stream (name, schema, …)")
 	}
-	seen := map[string]int{}
+	seen := map[string]int{} // by meta.Fold: names differing only in case share a directory
+	var names []string
 	schemas := make([]*schema.Schema, len(c.Streams))
 	for i := range c.Streams {
 		s := &c.Streams[i]
 		key := fmt.Sprintf("streams[%d]", i)
-		if s.Name != "" && !nameRE.MatchString(s.Name) {
-			return nil, fmt.Errorf("%s.name %q is not a stream name: use letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 characters", key, s.Name)
+		// "" stays allowed for a live-only stream (it has no directory);
+		// a durable one is refused below.
+		if s.Name != "" {
+			if err := meta.CheckName(s.Name); err != nil {
+				return nil, fmt.Errorf("%s.name %w", key, err)
+			}
+			names = append(names, s.Name)
 		}
-		if j, dup := seen[s.Name]; dup {
-			return nil, fmt.Errorf("%s.name %q is already the name of streams[%d]; stream names must be distinct", key, s.Name, j)
+		if j, dup := seen[meta.Fold(s.Name)]; dup {
+			if c.Streams[j].Name == s.Name {
+				return nil, fmt.Errorf("%s.name %q is already the name of streams[%d]; stream names must be distinct", key, s.Name, j)
+			}
+			return nil, fmt.Errorf("%s.name %q differs from streams[%d]'s %q only in case; on a case-insensitive file system they would share a directory, so choose names that differ in more than case",
+				key, s.Name, j, c.Streams[j].Name)
 		}
-		seen[s.Name] = i
+		seen[meta.Fold(s.Name)] = i
 		label := fmt.Sprintf("stream %q (%s)", s.Name, key)
 		if s.Durable && s.Name == "" {
 			return nil, fmt.Errorf("%s is durable but has the empty name, which names no directory; give it a name or durable: false", label)
@@ -507,6 +515,11 @@ func (c *Config) compile() ([]*schema.Schema, error) {
 			if _, ok := schemas[i].ColumnIndex(col); !ok {
 				return nil, fmt.Errorf("%s: sort_by names %q, which is not a column of its schema", label, col)
 			}
+		}
+	}
+	if lay, err := c.layout(); err == nil {
+		if err := lay.Check(names); err != nil {
+			return nil, err
 		}
 	}
 	return schemas, nil

@@ -70,6 +70,10 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"no streams", "listen: x:1", "streams is empty"},
 		{"bad name", "streams: [{name: a/b}]", `streams[0].name "a/b" is not a stream name`},
 		{"durable root stream", "streams: [{name: ''}]", "empty name"},
+		{"the default published directory's name", "streams: [{name: Published}]", `streams[0].name "Published" would be the directory <root>/published`},
+		{"names differing only in case", "streams: [{name: trades}, {name: Trades, durable: false}]", `streams[1].name "Trades" differs from streams[0]'s "trades" only in case`},
+		{"published inside a stream's home", "root: /srv/data\npublished: /srv/data/a/tables\nstreams: [{name: a}]", `published /srv/data/a/tables is inside the home of stream "a"`},
+		{"published at the root", "root: /srv/data\npublished: file:///srv/data\nstreams: [{name: a}]", "published is the root /srv/data itself"},
 		{"sort_by unknown", "streams: [{name: a, schema: {type: object, properties: {x: {type: integer}}, required: [x]}, sort_by: [y]}]", `sort_by names "y"`},
 		{"both schemas", "streams: [{name: a, schema: {type: object}, schema_file: x.json}]", "both schema and schema_file"},
 		{"negative max_replay", "streams: [{name: a, max_replay: -1}]", "max_replay is -1"},
@@ -85,6 +89,19 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestALiveOnlyStreamKeepsTheEmptyName: a live-only stream has no
+// directory, so it may be served at / with the empty name, which the
+// stream-name grammar (pkg/meta) does not cover.
+func TestALiveOnlyStreamKeepsTheEmptyName(t *testing.T) {
+	cfg, err := ParseConfig([]byte("streams: [{name: '', durable: false}, {name: a}]"), "")
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		t.Fatalf("a live-only stream with the empty name: %v", err)
 	}
 }
 

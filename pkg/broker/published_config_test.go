@@ -36,9 +36,12 @@ streams: [{name: a, schema: {type: object, properties: {x: {type: integer}}, req
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc, err := cfg.logConfig(cfg.Streams[0])
+	lc, err := cfg.logConfig(cfg.Streams[0], "a-v2")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if lc.Stream != "a" || lc.Log != "a-v2" {
+		t.Fatalf("the log config names stream %q, log %q; want a, a-v2", lc.Stream, lc.Log)
 	}
 	want := logstore.Config{
 		SortBy:                     []string{"x"},
@@ -60,10 +63,12 @@ streams: [{name: a, schema: {type: object, properties: {x: {type: integer}}, req
 
 	// Local prefixes: a file:// URL and a directory are stored as the
 	// absolute directory; a relative one is resolved like root, against
-	// the working directory; none stores "" (logstore's <root>/published).
+	// the working directory; none stores the default <root>/published
+	// relative to the log's directory, so a root moved whole keeps its
+	// tables beside it.
 	wd, _ := os.Getwd()
 	for _, tc := range []struct{ published, stored string }{
-		{"", ""},
+		{"", "../../published"},
 		{"file:///srv/pub/", "/srv/pub"},
 		{"file://localhost/srv/pub", "/srv/pub"},
 		{"/srv/pub", "/srv/pub"},
@@ -76,7 +81,7 @@ streams: [{name: a, schema: {type: object, properties: {x: {type: integer}}, req
 		if err != nil {
 			t.Fatalf("published %q: %v", tc.published, err)
 		}
-		lc, err := cfg.logConfig(cfg.Streams[0])
+		lc, err := cfg.logConfig(cfg.Streams[0], "a")
 		if err != nil || lc.Published != tc.stored || lc.S3 != (logstore.S3Config{}) {
 			t.Fatalf("published %q: stored %+v (%v), want %q", tc.published, lc, err, tc.stored)
 		}
@@ -235,7 +240,7 @@ func TestServeAcceptsTheDefaultPrefixSpelledOut(t *testing.T) {
 func TestServeRefusesOtherS3SettingsThanTheLogKeeps(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:1]
-	dir := filepath.Join(cfg.Root, "trades", "trades")
+	dir := logDirOf(t, cfg, "trades")
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		t.Fatal(err)
 	}

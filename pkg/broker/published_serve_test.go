@@ -141,7 +141,7 @@ maintain: {seal_every: 100ms, compact_every: 1h, publish_every: 200ms, clean_eve
 	}
 	// The log stored the configured prefix and tiers for every process
 	// that maintains it.
-	l, err := logstore.Open(filepath.Join(root, "trades", "trades"), logstore.ReadOnly)
+	l, err := logstore.Open(logDirOf(t, Config{Root: root}, "trades"), logstore.ReadOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestServePublishesToS3(t *testing.T) {
 
 	// The secret went nowhere but the environment: not into the log, not
 	// into a log line.
-	logDir := filepath.Join(cfg.Root, "trades", "trades")
+	logDir := logDirOf(t, cfg, "trades")
 	for _, name := range []string{"buffer.db", "buffer.db-wal"} {
 		b, err := os.ReadFile(filepath.Join(logDir, name))
 		if err != nil && !os.IsNotExist(err) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/meta"
 )
 
 // This file holds how durable streams' logs are stored: the published:
@@ -168,102 +168,42 @@ const credentialsNote = "credentials are never config: give serve the standard A
 	"(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) or a profile (AWS_PROFILE); " +
 	"its maintenance children inherit it"
 
-// publishedPrefix is a parsed published: value.
-type publishedPrefix struct {
-	s3  string // s3://bucket/path, no trailing slash; "" for a local prefix
-	dir string // absolute directory of a local prefix; "" (with s3 "") = the default <root>/published
-}
-
-func (p publishedPrefix) isDefault() bool { return p.s3 == "" && p.dir == "" }
-
-// parsePublished parses a published: value. Beside what logstore stores
-// (s3://bucket/path, file:///abs/dir, an absolute directory, or "") it
-// takes a relative directory, resolved against the working directory as
-// root is.
-func parsePublished(v string) (publishedPrefix, error) {
-	bad := func(why string) (publishedPrefix, error) {
-		return publishedPrefix{}, fmt.Errorf("published %s; give s3://bucket/path, file:///absolute/dir or a directory, or leave it out for <root>/published", why)
-	}
-	switch {
-	case v == "":
-		return publishedPrefix{}, nil
-	case strings.HasPrefix(v, "s3://"):
-		u, err := url.Parse(v)
-		switch {
-		case err != nil:
-			return bad("is not a valid s3:// URL") // the value may hold a secret: not echoed
-		case u.User != nil:
-			return publishedPrefix{}, errors.New("published names credentials in its URL; " + credentialsNote)
-		case u.Host == "":
-			return bad(fmt.Sprintf("%q names no bucket", v))
-		case u.RawQuery != "" || u.Fragment != "":
-			return bad(fmt.Sprintf("%q has a query or fragment", v))
-		}
-		return publishedPrefix{s3: strings.TrimRight(v, "/")}, nil
-	case strings.HasPrefix(v, "file://"):
-		u, err := url.Parse(v)
-		if err != nil || (u.Host != "" && u.Host != "localhost") || !filepath.IsAbs(u.Path) {
-			return bad(fmt.Sprintf("%q is not a file:// URL of an absolute directory (file:///srv/published)", v))
-		}
-		v = u.Path
-	case strings.Contains(v, "://"):
-		scheme, _, _ := strings.Cut(v, "://")
-		return bad(fmt.Sprintf("%q has scheme %s://, which streamcast cannot publish to", v, scheme))
-	case strings.HasPrefix(v, "~"):
-		return bad(fmt.Sprintf("%q starts with ~, which is not expanded", v))
-	}
-	dir, err := filepath.Abs(v)
+// layout is the layout of c's root and published prefix (pkg/meta owns
+// it: every path of a stream or log, and the default <root>/published).
+func (c *Config) layout() (meta.Layout, error) {
+	lay, err := meta.NewLayout(c.Root, c.Published)
 	if err != nil {
-		return bad(fmt.Sprintf("%q: %v", v, err))
+		return meta.Layout{}, publishedError(err)
 	}
-	if dir == filepath.Dir(dir) {
-		return bad(fmt.Sprintf("%q is the root directory", v))
-	}
-	return publishedPrefix{dir: dir}, nil
+	return lay, nil
 }
 
-// stored is the published value a new log stores: "" keeps logstore's
-// default (<root>/published, found from the log's own directory).
-func (p publishedPrefix) stored() string {
-	if p.s3 != "" {
-		return p.s3
+// publishedError words an error of logstore.ParseLocation about published:.
+func publishedError(err error) error {
+	if errors.Is(err, logstore.ErrCredentialsInLocation) {
+		return errors.New("published names credentials in its URL; " + credentialsNote)
 	}
-	return p.dir
+	return fmt.Errorf("published: %w, or leave it out for <root>/published", err)
 }
 
-// location is where the tables of the log in logDir go under p: the prefix
-// itself, with the default resolved.
-func (p publishedPrefix) location(logDir string) string {
-	switch {
-	case p.s3 != "":
-		return p.s3
-	case p.dir != "":
-		return p.dir
+// describePublished names the prefix p for an error message: the default
+// spelled as such, with where it is.
+func describePublished(p logstore.Location, isDefault bool) string {
+	if isDefault {
+		return "the default <root>/published (" + p.String() + ")"
 	}
-	abs, err := filepath.Abs(logDir)
-	if err != nil {
-		abs = logDir
-	}
-	return filepath.Join(filepath.Dir(filepath.Dir(abs)), "published")
-}
-
-// describe names p for an error message about the log in logDir.
-func (p publishedPrefix) describe(logDir string) string {
-	if p.isDefault() {
-		return "the default <root>/published (" + p.location(logDir) + ")"
-	}
-	return p.location(logDir)
+	return p.String()
 }
 
 // validateStorage checks published:, s3: and tiers:.
 func (c *Config) validateStorage() error {
-	p, err := parsePublished(c.Published)
+	lay, err := c.layout()
 	if err != nil {
 		return err
 	}
-	if c.S3 != (logstore.S3Config{}) && p.s3 == "" {
+	if c.S3 != (logstore.S3Config{}) && lay.Published().S3 == "" {
 		return fmt.Errorf("s3: is set, but published is %s, not an s3:// URL; set published: s3://bucket/path, or remove the s3: section",
-			p.describe(filepath.Join(c.Root, "<stream>", "<stream>")))
+			describePublished(lay.Published(), lay.DefaultPublished()))
 	}
 	if e := c.S3.Endpoint; e != "" {
 		u, err := url.Parse(e)
@@ -282,14 +222,16 @@ func (c *Config) validateStorage() error {
 	return nil
 }
 
-// logConfig is what serve stores in a log it creates for st.
-func (c *Config) logConfig(st StreamConfig) (logstore.Config, error) {
-	p, err := parsePublished(c.Published)
+// logConfig is what serve stores in the log named log it creates for st:
+// the stream and log names (they name its published table for its life),
+// and where and how it publishes.
+func (c *Config) logConfig(st StreamConfig, log string) (logstore.Config, error) {
+	lay, err := c.layout()
 	if err != nil {
 		return logstore.Config{}, err
 	}
-	lc := logstore.Config{SortBy: st.SortBy, Published: p.stored()}
-	if p.s3 != "" {
+	lc := logstore.Config{Stream: st.Name, Log: log, SortBy: st.SortBy, Published: lay.StoredPublished(st.Name, log)}
+	if lay.Published().S3 != "" {
 		lc.S3 = c.S3
 	}
 	t := c.Tiers
@@ -311,24 +253,30 @@ func (c *Config) logConfig(st StreamConfig) (logstore.Config, error) {
 // the log stored them; one the config sets to another value is returned as
 // a warning (key, the log's value, the config's).
 func (c *Config) checkStored(st StreamConfig, dir string, got logstore.Config) ([]string, error) {
-	want, err := parsePublished(c.Published)
+	lay, err := c.layout()
 	if err != nil {
 		return nil, err
 	}
-	have, err := parsePublished(got.Published)
+	def, err := meta.NewLayout(c.Root, "")
+	if err != nil {
+		return nil, err
+	}
+	want := lay.Published()
+	have, err := got.PublishedPrefix(dir)
 	if err != nil {
 		return nil, fmt.Errorf("the log at %s stores a published prefix streamcast cannot read: %w", dir, err)
 	}
-	if have.location(dir) != want.location(dir) {
-		back := fmt.Sprintf("set published: back to %q", got.Published)
-		if have.isDefault() {
-			back = "leave published: out (or set it to " + have.location(dir) + ")"
+	if have != want {
+		haveDefault := have == def.Published()
+		back := fmt.Sprintf("set published: back to %q", have.String())
+		if haveDefault {
+			back = "leave published: out (or set it to " + have.String() + ")"
 		}
 		return nil, fmt.Errorf("the log at %s publishes to %s, but the config's published: is %s; "+
 			"a log's published table never moves (its history is there), so %s",
-			dir, have.describe(dir), want.describe(dir), back)
+			dir, describePublished(have, haveDefault), describePublished(want, lay.DefaultPublished()), back)
 	}
-	if have.s3 != "" {
+	if have.S3 != "" {
 		norm := func(s logstore.S3Config) logstore.S3Config {
 			s.Endpoint = strings.TrimRight(s.Endpoint, "/")
 			s.PathStyle = s.PathStyle || s.Endpoint != ""
@@ -338,10 +286,16 @@ func (c *Config) checkStored(st StreamConfig, dir string, got logstore.Config) (
 			return nil, fmt.Errorf("the log at %s reaches its table %s with s3: {endpoint: %q, region: %q, path_style: %t}, "+
 				"but the config's s3: is {endpoint: %q, region: %q, path_style: %t}; a log keeps the S3 settings it was created with, "+
 				"so set s3: back to them (a `streamcast maintain` run by hand may override them with --s3-endpoint and --s3-region)",
-				dir, have.s3, h.Endpoint, h.Region, h.PathStyle, w.Endpoint, w.Region, w.PathStyle)
+				dir, have.S3, h.Endpoint, h.Region, h.PathStyle, w.Endpoint, w.Region, w.PathStyle)
 		}
 	}
 	var warns []string
+	if got.Stream != st.Name {
+		// The names are the table's identity, kept where the log moves;
+		// serving it under another stream name is allowed, and said.
+		warns = append(warns, fmt.Sprintf("names: the log belongs to stream %q as log %q and keeps publishing to the table %s, the config serves it as stream %q",
+			got.Stream, got.Log, have.Join(got.Stream, got.Log), st.Name))
+	}
 	t := c.Tiers
 	for _, s := range t.settings(&got) {
 		switch {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -68,10 +68,9 @@ func newStream(srv *Server, cfg StreamConfig, sch *schema.Schema, limits Limits)
 	return s
 }
 
-// logDir is where a durable stream's (current) log lives.
-func (s *stream) logDir(root string) string {
-	return filepath.Join(root, s.name, s.name)
-}
+// logName is the name of the stream's current log: its first, until
+// streams have more than one (pkg/meta names them).
+func (s *stream) logName() string { return meta.LogName(s.name, 1) }
 
 // open opens (or creates) a durable stream's log for writing and reads its
 // frontier. A live-only stream has nothing to open.
@@ -85,8 +84,12 @@ func (s *stream) open(ctx context.Context, root string) error {
 		s.endOffset.Store(wire.Null)
 		return nil
 	}
-	dir := s.logDir(root)
 	srvCfg := &s.srv.cfg
+	lay, err := meta.NewLayout(root, srvCfg.Published)
+	if err != nil {
+		return fmt.Errorf("stream %q: %w", s.name, publishedError(err))
+	}
+	dir := lay.LogDir(s.name, s.logName())
 	clock := logstore.WithClock(s.srv.opts.Clock)
 	lg, err := logstore.Open(dir, logstore.Writer, clock)
 	switch {
@@ -94,11 +97,11 @@ func (s *stream) open(ctx context.Context, root string) error {
 		// A new log stores where it publishes, how to reach S3 and its
 		// tier settings, for its life and for every process that
 		// maintains it: serve's children read them from the log.
-		lc, err := srvCfg.logConfig(s.cfg)
+		lc, err := srvCfg.logConfig(s.cfg, s.logName())
 		if err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		if err := os.MkdirAll(lay.StreamDir(s.name), 0o755); err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
 		lg, err = logstore.Create(dir, s.sch, lc, clock)

@@ -336,7 +336,7 @@ func TestGracefulStopLeavesEveryAckedRowSealedAndPublished(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l, err := logstore.Open(filepath.Join(cfg.Root, "trades", "trades"), logstore.Maintainer)
+	l, err := logstore.Open(logDirOf(t, cfg, "trades"), logstore.Maintainer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package logstore
 import (
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -48,6 +47,15 @@ const (
 // changes for the life of the log; the retention and grace settings are
 // defaults that a maintenance process may override (RoleOptions.Override).
 type Config struct {
+	// Stream and Log are the names of the stream the log belongs to and
+	// of the log itself. They name the published Iceberg table
+	// (namespace = Stream, table = Log), wherever the log's directory
+	// later sits. Create stores them; left empty, Create takes them from
+	// dir (<…>/<stream>/<log>), and a log created before logs stored them
+	// takes them from its directory at open (see Open).
+	Stream string `json:"stream,omitempty" yaml:"stream"`
+	Log    string `json:"log,omitempty" yaml:"log"`
+
 	// SortBy names declared scalar columns that order rows within a sealed
 	// file and within each row group of a compacted one (then offset).
 	// Empty means offset order. It is also the published table's sort order.
@@ -57,10 +65,12 @@ type Config struct {
 	// boundaries, so a file may be larger by up to one group.
 	TargetSealBytes int64 `json:"target_seal_bytes" yaml:"target_seal_bytes"`
 
-	// Published is the prefix the log's Iceberg table is published under:
-	// s3://bucket/path or file:///dir. The table lives at
-	// <Published>/<stream>/<log>/. Empty means <root>/published, where the
-	// log directory is <root>/<stream>/<log>.
+	// Published is the prefix the log's Iceberg table is published under,
+	// as ParseLocation reads it: s3://bucket/path, file:///dir, or a
+	// directory (a relative one is relative to the log's directory, so a
+	// root moved as a whole keeps its tables beside it). The table lives at
+	// <Published>/<Stream>/<Log>/. Empty means ../../published from the
+	// log's directory (see legacyPublished).
 	Published string `json:"published,omitempty" yaml:"published"`
 	// S3 tells how to reach an s3:// prefix. Credentials never go here:
 	// they come from the standard AWS environment variables or profile.
@@ -163,8 +173,8 @@ func (c Config) override(o Config) Config {
 	return c
 }
 
-// validate checks c against the log's schema.
-func (c Config) validate(sch *schema.Schema) error {
+// validate checks c, the config of a log in dir, against its schema.
+func (c Config) validate(dir string, sch *schema.Schema) error {
 	if c.TargetSealBytes < 0 {
 		return fmt.Errorf("target_seal_bytes is %d; it must be positive (or 0 for the default %d)", c.TargetSealBytes, DefaultTargetSealBytes)
 	}
@@ -183,8 +193,13 @@ func (c Config) validate(sch *schema.Schema) error {
 			return fmt.Errorf("%s is negative; it must be positive (or 0 for the default)", v.name)
 		}
 	}
-	if _, err := parsePrefix(c.Published); err != nil {
+	if _, err := c.PublishedPrefix(dir); err != nil {
 		return err
+	}
+	for _, n := range []struct{ key, v string }{{"stream", c.Stream}, {"log", c.Log}} {
+		if err := checkPathName(n.v); err != nil {
+			return fmt.Errorf("%s name: %w", n.key, err)
+		}
 	}
 	if c.S3.Endpoint != "" {
 		u, err := url.Parse(c.S3.Endpoint)
@@ -212,46 +227,37 @@ func (c Config) validate(sch *schema.Schema) error {
 	return nil
 }
 
-// prefix is a parsed published prefix.
-type prefix struct {
-	s3    bool
-	local string // absolute directory, for a local prefix
-	uri   string // s3://bucket/path, without a trailing slash
+// checkPathName checks a stream or log name as one element of a path and
+// of an Iceberg identifier. The stream-name grammar is pkg/meta's; this is
+// only what the log itself needs to place its table.
+func checkPathName(n string) error {
+	switch {
+	case n == "" || n == "." || n == "..":
+		return fmt.Errorf("%q names no directory", n)
+	case strings.ContainsAny(n, "/\\\x00"):
+		return fmt.Errorf("%q holds a path separator or NUL byte", n)
+	case len(n) > 255:
+		return fmt.Errorf("%q is longer than 255 bytes", n[:32]+"…")
+	}
+	return nil
 }
 
-// parsePrefix parses a published prefix; "" gives the zero prefix, which
-// stands for the default <root>/published.
-func parsePrefix(p string) (prefix, error) {
+// legacyPublished is what an empty stored published prefix means: the
+// directory "published" beside the log's stream directory, resolved
+// against the log's directory. Logs created before logs stored their
+// prefix (and logs created by a caller that gave none) store "". The
+// layout's default is defined in pkg/meta, which stores it in every log
+// serve creates; meta's tests pin that the two agree.
+const legacyPublished = "../../published"
+
+// PublishedPrefix returns where the tables of the log in dir go: the
+// stored Published, parsed by ParseLocation with relative directories
+// resolved against dir, or for an empty one the legacy default (see
+// legacyPublished).
+func (c Config) PublishedPrefix(dir string) (Location, error) {
+	p := c.Published
 	if p == "" {
-		return prefix{}, nil
+		p = legacyPublished
 	}
-	bad := func(why string) (prefix, error) {
-		return prefix{}, fmt.Errorf("published prefix %q %s; use s3://bucket/path, file:///absolute/dir, or leave it empty for <root>/published", p, why)
-	}
-	switch {
-	case strings.HasPrefix(p, "s3://"):
-		u, err := url.Parse(p)
-		if err != nil || u.Host == "" {
-			return bad("names no bucket")
-		}
-		if u.RawQuery != "" || u.Fragment != "" {
-			return bad("has a query or fragment")
-		}
-		return prefix{s3: true, uri: strings.TrimRight(p, "/")}, nil
-	case strings.HasPrefix(p, "file://"):
-		u, err := url.Parse(p)
-		if err != nil || (u.Host != "" && u.Host != "localhost") || !filepath.IsAbs(u.Path) {
-			return bad("is not a file:// URL of an absolute directory")
-		}
-		if filepath.Clean(u.Path) == "/" {
-			return bad("is the root directory")
-		}
-		return prefix{local: filepath.Clean(u.Path)}, nil
-	case filepath.IsAbs(p):
-		if filepath.Clean(p) == "/" {
-			return bad("is the root directory")
-		}
-		return prefix{local: filepath.Clean(p)}, nil
-	}
-	return bad("is neither an s3:// nor a file:// URL")
+	return ParseLocation(p, dir)
 }

@@ -60,7 +60,13 @@
 // catalog with the prefix as warehouse, the stream as namespace and the log
 // as table name: vN.metadata.json files and a version-hint.text, which
 // Spark's hadoop catalog, DuckDB's iceberg_scan and iceberg-go read. The
-// prefix is an s3:// URL, a file:// URL or, by default, <root>/published.
+// stream and log names are those the log stored at Create (Config.Stream,
+// Config.Log), never read off the directory, so a moved log keeps its
+// table; a log created before logs stored them takes them from its
+// directory once, and its first writable open stores them. The prefix is
+// what ParseLocation reads (an s3:// URL, a file:// URL or a directory);
+// which prefix a log gets, and the default <root>/published, are
+// pkg/meta's layout, stored with the log at Create.
 // Its columns are the files' columns; its properties bound metadata growth
 // (old metadata deleted after each commit, ten versions kept, manifests
 // merged) and carry streamcast.log-id (the owning log), and

@@ -114,14 +114,18 @@ const (
 )
 
 // Create makes a new log in dir (which must not exist or be empty) with the
-// given schema and config, and returns it opened as the Writer.
+// given schema and config, and returns it opened as the Writer. The config
+// is stored with the log, its stream and log names included: they name the
+// published table for the log's life. Names left empty are taken from dir
+// (<…>/<stream>/<log>) now, once.
 func Create(dir string, sch *schema.Schema, cfg Config, opts ...Option) (*Log, error) {
 	o := newOptions(opts)
 	if sch == nil {
 		return nil, fmt.Errorf("create log %s: no schema given (use schema.Any() for a stream without one)", dir)
 	}
 	cfg = cfg.withDefaults()
-	if err := cfg.validate(sch); err != nil {
+	cfg.Stream, cfg.Log = namesOr(dir, cfg.Stream, cfg.Log)
+	if err := cfg.validate(dir, sch); err != nil {
 		return nil, fmt.Errorf("create log %s: %w", dir, err)
 	}
 	entries, err := os.ReadDir(dir)
@@ -218,6 +222,11 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 		return fail(err)
 	}
 	l.sch, l.cfg = m.schema, m.config
+	// A log created before logs stored their names takes them from its
+	// directory, as the published table's name always was; a writable open
+	// stores them (below), so from then on they no longer follow the
+	// directory.
+	l.cfg.Stream, l.cfg.Log = namesOr(dir, l.cfg.Stream, l.cfg.Log)
 	l.pol = l.cfg
 	l.fileSc = fileSchema(l.sch)
 	// The published table's schema, and the file schema with its field ids.
@@ -247,10 +256,11 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 			}
 			if l.logID == "" {
 				l.logID = newToken()
-				_, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO meta(k, v) VALUES ('log_id', ?)`, l.logID)
-				return err
+				if _, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO meta(k, v) VALUES ('log_id', ?)`, l.logID); err != nil {
+					return err
+				}
 			}
-			return nil
+			return storeNames(ctx, c, l.cfg)
 		}); err != nil {
 			return fail(fmt.Errorf("add the tables of the later tiers to buffer.db: %w", err))
 		}
@@ -324,6 +334,61 @@ func (l *Log) checkOpen() error {
 		return fmt.Errorf("log %s: %w", l.dir, ErrClosed)
 	}
 	return nil
+}
+
+// namesOr returns stream and log, each taken from the log directory dir
+// (<…>/<stream>/<log>) when empty.
+func namesOr(dir, stream, log string) (string, string) {
+	if stream != "" && log != "" {
+		return stream, log
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = filepath.Clean(dir)
+	}
+	if stream == "" {
+		stream = filepath.Base(filepath.Dir(abs))
+	}
+	if log == "" {
+		log = filepath.Base(abs)
+	}
+	return stream, log
+}
+
+// storeNames records cfg's stream and log names in the stored config of a
+// log created before logs stored them; a no-op when they are there. The
+// rest of the stored JSON is kept as it is, fields this build does not
+// know included.
+func storeNames(ctx context.Context, c *sql.Conn, cfg Config) error {
+	var raw []byte
+	if err := c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'config'`).Scan(&raw); err != nil {
+		return fmt.Errorf("read the stored config: %w", err)
+	}
+	stored := map[string]json.RawMessage{}
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		return fmt.Errorf("the config stored in buffer.db is not valid JSON: %w", err)
+	}
+	changed := false
+	for k, v := range map[string]string{"stream": cfg.Stream, "log": cfg.Log} {
+		if cur, ok := stored[k]; ok && string(cur) != `""` {
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		stored[k] = b
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	b, err := json.Marshal(stored)
+	if err != nil {
+		return err
+	}
+	_, err = c.ExecContext(ctx, `UPDATE meta SET v = ? WHERE k = 'config'`, string(b))
+	return err
 }
 
 // meta is what buffer.db's meta table says about the log.

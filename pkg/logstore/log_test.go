@@ -45,6 +45,7 @@ func TestConfigIsStoredAndReadBack(t *testing.T) {
 		TargetFileBytes: 1 << 20, StagingRetention: time.Minute, DeleteGrace: time.Second}
 	l := createLog(t, schema.Any(), stored)
 	want := stored.withDefaults()
+	want.Stream, want.Log = "s", "log" // taken from <tmp>/s/log, since none was given
 	if want.StagingMaxBytes != DefaultStagingMaxBytes || want.LocalDeleteGrace != DefaultLocalDeleteGrace || want.StagingRetention != time.Minute {
 		t.Fatalf("defaults filled wrongly: %+v", want)
 	}
@@ -66,7 +67,8 @@ func TestConfigIsStoredAndReadBack(t *testing.T) {
 }
 
 func TestCreateRefusesABadConfig(t *testing.T) {
-	for _, cfg := range []Config{{TargetSealBytes: -1}, {SortBy: []string{"x"}}, {Published: "relative/dir"}, {Published: "s3://"},
+	for _, cfg := range []Config{{TargetSealBytes: -1}, {SortBy: []string{"x"}}, {Published: "~/dir"}, {Published: "s3://"},
+		{Published: "s3://key:secret@bucket/x"}, {Stream: "a/b"}, {Log: ".."},
 		{Published: "file:///"}, {Published: "gs://bucket/x"}, {StagingRetention: -time.Second}, {TargetFileBytes: -1},
 		{S3: S3Config{Endpoint: "127.0.0.1:9000"}}} {
 		if _, err := Create(filepath.Join(t.TempDir(), "l"), schema.Any(), cfg); err == nil {

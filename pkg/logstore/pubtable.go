@@ -97,21 +97,24 @@ func (l *Log) PublishedLocation() (string, error) {
 	return pt.location, nil
 }
 
+// newPubTable places the table of the log in dir: under the prefix the log
+// stores (PublishedPrefix), named by the stream and log names it stores,
+// never by where the directory sits now, so a log moved elsewhere keeps
+// publishing to its own table.
 func newPubTable(dir string, cfg Config) (*pubTable, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
+	stream, log := cfg.Stream, cfg.Log
+	if stream == "" || log == "" {
+		return nil, fmt.Errorf("the log stores no stream or log name to name its table by")
 	}
-	stream, log := filepath.Base(filepath.Dir(abs)), filepath.Base(abs)
-	p, err := parsePrefix(cfg.Published)
+	p, err := cfg.PublishedPrefix(dir)
 	if err != nil {
 		return nil, err
 	}
 	pt := &pubTable{ident: table.Identifier{stream, log}, props: iceberg.Properties{}, manifests: map[string][]string{}}
+	pt.location = p.Join(stream, log)
 	switch {
-	case p.s3:
-		pt.warehouse = p.uri
-		pt.location = p.uri + "/" + stream + "/" + log
+	case p.S3 != "":
+		pt.warehouse = p.S3
 		// The hadoop catalog's commit is not atomic on an object store;
 		// it is safe here because commits to one table never overlap:
 		// they run under the log's commit.lock (see commitLock).
@@ -127,12 +130,7 @@ func newPubTable(dir string, cfg Config) (*pubTable, error) {
 			pt.props[icebergio.S3ForceVirtualAddressing] = "false"
 		}
 	default:
-		root := p.local
-		if root == "" {
-			root = filepath.Join(filepath.Dir(filepath.Dir(abs)), "published")
-		}
-		pt.warehouse = root
-		pt.location = filepath.Join(root, stream, log)
+		pt.warehouse = p.Dir
 		pt.local = true
 	}
 	// The IO outlives any one call: blob IO keeps the context it was made
