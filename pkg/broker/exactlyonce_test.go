@@ -228,7 +228,7 @@ func TestDuplicatesBeyondTheDedupeWindowHaveNullOffsets(t *testing.T) {
 // are queued but not committed is answered after them, with their offsets.
 func TestDuplicateOfQueuedRowsWaitsForTheirCommit(t *testing.T) {
 	srv := startServerWith(t, eoConfig(t), Options{}, func(s *Server) {
-		st := s.streams["eo"]
+		st := s.reg.get("eo")
 		st.appendHook = func(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
 			time.Sleep(50 * time.Millisecond)
 			return st.log.Append(ctx, rows, ts, marks)
@@ -266,7 +266,7 @@ func TestFailedCommitRollsTheMarkBack(t *testing.T) {
 	var failing atomic.Bool
 	release := make(chan struct{})
 	srv := startServerWith(t, eoConfig(t), Options{}, func(s *Server) {
-		st := s.streams["eo"]
+		st := s.reg.get("eo")
 		st.appendHook = func(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
 			if failing.Load() {
 				<-release // let the frames behind queue up
@@ -284,7 +284,7 @@ func TestFailedCommitRollsTheMarkBack(t *testing.T) {
 		}
 	}
 	waitFor(t, "frames queued", 5*time.Second, func() bool {
-		st := srv.streams["eo"]
+		st := srv.reg.get("eo")
 		st.marks.mu.Lock()
 		defer st.marks.mu.Unlock()
 		return st.marks.pubs["f"].accepted == 6
@@ -315,7 +315,7 @@ func TestFailedCommitRollsTheMarkBack(t *testing.T) {
 // counts every one of those rows.
 func TestSupersededPublisherIsClosed4409AfterItsQueuedRowsCount(t *testing.T) {
 	srv := startServerWith(t, eoConfig(t), Options{}, func(s *Server) {
-		st := s.streams["eo"]
+		st := s.reg.get("eo")
 		st.cfg.GroupCommit = false // one slow commit per frame: a queue builds up
 		st.appendHook = func(ctx context.Context, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error) {
 			time.Sleep(5 * time.Millisecond)
@@ -330,7 +330,7 @@ func TestSupersededPublisherIsClosed4409AfterItsQueuedRowsCount(t *testing.T) {
 		}
 	}
 	waitFor(t, "the old connection queued rows", 5*time.Second, func() bool {
-		st := srv.streams["eo"]
+		st := srv.reg.get("eo")
 		st.marks.mu.Lock()
 		defer st.marks.mu.Unlock()
 		ps := st.marks.pubs["dup"]

@@ -68,8 +68,8 @@ func (srv *Server) publish(p *publisher) {
 	st.publishers.Add(1)
 	defer st.publishers.Add(-1)
 
-	if !srv.addPublisherReader() {
-		c.close(wire.CloseGoingAway, "server shutting down")
+	if !st.addPublisherReader() {
+		c.close(wire.CloseGoingAway, st.goingAwayReason())
 		return
 	}
 	var mark *wire.PublisherMark
@@ -77,7 +77,7 @@ func (srv *Server) publish(p *publisher) {
 		m, ok := p.claim()
 		defer st.marks.release(p)
 		if !ok {
-			srv.pubReaders.Done()
+			st.life.pubReaders.Done()
 			c.close(wire.CloseSuperseded, (&wire.Superseded{Publisher: p.id}).Reason())
 			return
 		}
@@ -89,14 +89,14 @@ func (srv *Server) publish(p *publisher) {
 	}
 	c.enqueue(st.greetingWith(end, nil, nil, mark))
 	stopping := p.readFrames()
-	srv.pubReaders.Done()
+	st.life.pubReaders.Done()
 
 	switch {
 	case stopping:
 		// Shutdown: every frame read so far is committed and answered
 		// before the 1001 (the committer drains after every reader stopped).
 		p.waitOwed(30 * time.Second)
-		c.close(wire.CloseGoingAway, "server shutting down")
+		c.close(wire.CloseGoingAway, st.goingAwayReason())
 	case p.isSuperseded():
 		// The frames this connection queued are answered first, then 4409:
 		// its peer learns exactly which of them landed.
@@ -278,7 +278,7 @@ func (p *publisher) handle(typ int, data []byte) {
 		ok := st.inbox.put(j)
 		p.c.holding.Store(false)
 		if !ok {
-			p.resolve(slot, errorReply(wire.ReplyCommitFailed, "the server is shutting down; nothing was committed, so sending these rows again is safe"))
+			p.resolve(slot, errorReply(wire.ReplyCommitFailed, "the server is stopping this stream; nothing was committed, so sending these rows again is safe"))
 			if j.ps != nil {
 				st.marks.unqueue(j)
 			}
