@@ -45,9 +45,13 @@ func TestReloadAddsAStreamWhileAnotherCarriesItsLoad(t *testing.T) {
 			defer wg.Done()
 			after := 0
 			for i := 0; after < framesAfter; i++ {
-				r := p.roundTrip(batch(k*100000+i*rowsPerFrame, rowsPerFrame))
-				if r.Error != "" || len(r.OK) != rowsPerFrame {
-					t.Errorf("publisher %d frame %d: %+v", k, i, r)
+				if err := p.send(batch(k*100000+i*rowsPerFrame, rowsPerFrame)); err != nil {
+					t.Errorf("publisher %d frame %d: %v", k, i, err)
+					return
+				}
+				r, err := p.reply()
+				if err != nil || r.Error != "" || len(r.OK) != rowsPerFrame {
+					t.Errorf("publisher %d frame %d: %+v %v", k, i, r, err)
 					return
 				}
 				published.Add(rowsPerFrame)
@@ -172,7 +176,9 @@ func TestReloadStopsARemovedStreamPublishingEveryAckedRowAndReleasingItsLock(t *
 		}
 	}()
 	reloadErr := make(chan error, 1)
-	go func() { reloadErr <- srv.Reload(Config{Listen: cfg.Listen, Root: cfg.Root, Limits: cfg.Limits, Maintain: cfg.Maintain, Streams: []StreamConfig{other}}) }()
+	go func() {
+		reloadErr <- srv.Reload(Config{Listen: cfg.Listen, Root: cfg.Root, Limits: cfg.Limits, Maintain: cfg.Maintain, Streams: []StreamConfig{other}})
+	}()
 
 	for {
 		r, err := p.reply()
