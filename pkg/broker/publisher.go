@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -251,7 +252,7 @@ func (p *publisher) handle(typ int, data []byte) {
 		seq, rows, code, detail = p.decodeSeq(rows, data)
 	} else {
 		rows, code, detail = p.decode(rows, data)
-		if code == wire.ReplyBadFrame && hasSeq(data) {
+		if code == wire.ReplyBadFrame && hasSeq(data) && !strings.HasPrefix(detail, notJSONPrefix) {
 			detail = "publish frame starts with a number, like an exactly-once [seq, row] frame, but this connection " +
 				"has no publisher id; send the row(s) without a seq, or connect with &publisher=ID to a stream with exactly_once: true"
 		}
@@ -303,8 +304,20 @@ func hasSeq(data []byte) bool {
 
 // decode splits and validates a publish frame into canonical rows (one
 // allocation holds them all). On failure it returns the reply's error code
-// and detail.
+// and detail; a frame that is not valid JSON is a bad_frame saying where it
+// stops being JSON (checked only on the error paths, so a valid frame is
+// parsed once).
 func (p *publisher) decode(rows [][]byte, data []byte) ([][]byte, string, string) {
+	rows, code, detail := p.decodeRows(rows, data)
+	if code != "" {
+		if msg := syntaxError(data); msg != "" {
+			return nil, wire.ReplyBadFrame, msg
+		}
+	}
+	return rows, code, detail
+}
+
+func (p *publisher) decodeRows(rows [][]byte, data []byte) ([][]byte, string, string) {
 	sch := p.st.sch
 	b := trimSpace(data)
 	if len(b) == 0 {
@@ -350,6 +363,23 @@ func (p *publisher) decode(rows [][]byte, data []byte) ([][]byte, string, string
 		return nil, wire.ReplyBadFrame, fmt.Sprintf("publish frame is %s, not a row (a JSON object) or a list of rows", jsonKind(b[0]))
 	}
 }
+
+// syntaxError says where data stops being valid JSON, with the byte
+// position, or "" when it is valid JSON.
+func syntaxError(data []byte) string {
+	err := json.Unmarshal(data, new(json.RawMessage))
+	if err == nil {
+		return ""
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf(notJSONPrefix+"%s at byte %d of %d; send a row (a JSON object) or a list of rows", se, se.Offset, len(data))
+	}
+	return notJSONPrefix + err.Error()
+}
+
+// notJSONPrefix starts the detail of a frame that is not valid JSON.
+const notJSONPrefix = "publish frame is not valid JSON: "
 
 // rowErrorCode maps a decode error: a row the schema refuses is "rejected";
 // a row that is not JSON at all is "bad_frame" (checked only on this error
