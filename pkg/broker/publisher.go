@@ -42,6 +42,7 @@ type publisher struct {
 	slots      []*replySlot // replies owed and not yet queued, in send order
 	ready      [][]byte     // scratch for queueing resolved replies
 	owed       int          // frames queued or owed and not yet written (the greeting counts until written)
+	peakOwed   int          // the most owed ever was: max_in_flight bounds it (tests observe the bound through it)
 	stop       bool         // shutdown: read no more frames
 	superseded bool         // a newer connection took the publisher id: read no more frames
 	connDead   bool         // the writer failed: owed will never drain
@@ -236,6 +237,7 @@ func (p *publisher) handle(typ int, data []byte) {
 	p.mu.Lock()
 	p.slots = append(p.slots, slot)
 	p.owed++
+	p.peakOwed = max(p.peakOwed, p.owed)
 	p.mu.Unlock()
 
 	if typ != websocket.TextMessage {
