@@ -3,6 +3,8 @@
 package broker
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -265,4 +268,87 @@ func TestReloadKeepsAChangedStreamAsItWasAndSaysWhy(t *testing.T) {
 	if st := streamStats(srv, "trades"); st.Name != "trades" {
 		t.Fatal("a refused reload stopped a stream")
 	}
+}
+
+// TestReloadRestartsTheMaintenanceChildrenOverTheNewLogs: the children
+// learn an added stream's log (its rows get sealed) and forget a removed
+// one, and the other stream's publisher is never held back meanwhile.
+func TestReloadRestartsTheMaintenanceChildrenOverTheNewLogs(t *testing.T) {
+	exe := streamcastExe(t)
+	cfg := testConfig(t)
+	cfg.Streams = cfg.Streams[:1] // trades
+	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{logstore.RoleSeal: 100 * time.Millisecond}, time.Second)
+	logs := &syncBuffer{}
+	srv := startServer(t, cfg, Options{Executable: exe, Logger: log.New(logs)})
+	before := srv.Stats().Children
+	if len(before) != 1 || before[0].PID == nil {
+		t.Fatalf("children %+v", before)
+	}
+
+	// trades keeps publishing, one round trip at a time, through both reloads.
+	stop := make(chan struct{})
+	var sent atomic.Int64
+	pubDone := make(chan struct{})
+	p := dialPublisher(t, srv, "trades")
+	go func() {
+		defer close(pubDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := p.send(trade(i)); err != nil {
+				t.Errorf("trades publisher: %v", err)
+				return
+			}
+			if r, err := p.reply(); err != nil || r.Error != "" {
+				t.Errorf("trades publisher: %+v %v", r, err)
+				return
+			}
+			sent.Add(1)
+		}
+	}()
+
+	orders := DefaultStream("orders")
+	orders.Schema = RawJSON(DemoSchema)
+	added := cfg
+	added.Streams = []StreamConfig{cfg.Streams[0], orders}
+	if err := srv.Reload(added); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	after := srv.Stats().Children
+	if len(after) != 1 || after[0].PID == nil || *after[0].PID == *before[0].PID || !after[0].Ready {
+		t.Fatalf("children after adding a stream %+v, want a new, ready seal child (was pid %d)", after, *before[0].PID)
+	}
+	op := dialPublisher(t, srv, "orders")
+	if r := op.roundTrip(batch(0, 10)); r.Error != "" {
+		t.Fatalf("publish to orders: %+v", r)
+	}
+	waitFor(t, "the seal child to seal the added stream's rows", 20*time.Second, func() bool {
+		s := streamStats(srv, "orders")
+		return s.LocalFiles != nil && *s.LocalFiles >= 1
+	})
+
+	// Removing it: every acknowledged row is published (serve's own flush:
+	// no child publishes here), and the children no longer name its log.
+	mark := sent.Load()
+	if err := srv.Reload(cfg); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	checkEveryAckedRow(t, readPublished(t, filepath.Join(cfg.Root, "published"), nil, "orders"), 10)
+	kids := srv.Stats().Children
+	if len(kids) != 1 || kids[0].PID == nil || !kids[0].Ready {
+		t.Fatalf("children after removing a stream %+v", kids)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", *kids[0].PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := string(cmdline); strings.Contains(args, filepath.Join("orders", "orders")) || !strings.Contains(args, filepath.Join("trades", "trades")) {
+		t.Errorf("the seal child runs over %q, want trades' log and not orders'", strings.ReplaceAll(args, "\x00", " "))
+	}
+	waitFor(t, "trades to go on publishing after the reloads", 10*time.Second, func() bool { return sent.Load() > mark+10 })
+	close(stop)
+	<-pubDone
 }
