@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -520,16 +519,6 @@ func (c *Config) compile() ([]*schema.Schema, error) {
 		}
 	}
 	return schemas, nil
-}
-
-// names returns the configured stream names, sorted.
-func (c *Config) names() []string {
-	out := make([]string, 0, len(c.Streams))
-	for _, s := range c.Streams {
-		out = append(out, s.Name)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // MaintainConfig is the maintain: section: which maintenance roles serve
