@@ -116,7 +116,8 @@ func (s *Server) listen() (*entry, error) {
 	return e, nil
 }
 
-// failed reports a Serve that ended by itself (nil for a clean close).
+// failed delivers Serve's result should it end before close is called
+// (whoever receives it puts it back for close).
 func (e *entry) failed() <-chan error { return e.done }
 
 // close stops accepting connections and waits for Serve to return.

@@ -124,8 +124,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		opts.ChildReadyTimeout = DefaultChildReadyTimeout
 	}
 	if roles := cfg.Maintain.Roles(); len(roles) > 0 && opts.Executable == "" && slices.ContainsFunc(cfg.Streams, func(s StreamConfig) bool { return s.Durable }) {
-		return nil, fmt.Errorf("maintain runs %d roles as child processes, but no streamcast executable was given to run them (Options.Executable); "+
-			"give one, or set maintain: false to run none", len(roles))
+		return nil, errNoExecutable(len(roles))
 	}
 	s := &Server{
 		cfg:         cfg,
@@ -348,7 +347,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	}
 	m := s.cfg.Maintain
 	roles := m.Roles()
-	if old == nil && len(dirs) > 0 && !m.Runs(logstore.RoleSeal) {
+	if s.state.Load() == stateStarting && len(dirs) > 0 && !m.Runs(logstore.RoleSeal) {
 		s.logger.Warn("serve runs no seal role (maintain: false, --no-maintain or maintain.seal_every: 0): rows stay in each log's buffer unless you run `streamcast maintain --role seal` yourself")
 	}
 	if old != nil {
@@ -358,6 +357,9 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	if len(dirs) == 0 || len(roles) == 0 {
 		return nil
 	}
+	if s.opts.Executable == "" {
+		return errNoExecutable(len(roles))
+	}
 	sup := newSupervisor(s.opts.Executable, s.opts.ConfigFile, roles, dirs, m.FlushEvery, s.opts.ChildReadyTimeout, s.logger)
 	sup.overrides = s.cfg.Tiers.maintainOverrides()
 	s.sup.Store(sup)
@@ -366,6 +368,13 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// errNoExecutable refuses to run maintenance children when nothing says
+// which binary they run.
+func errNoExecutable(roles int) error {
+	return fmt.Errorf("maintain runs %d roles as child processes, but no streamcast executable was given to run them (Options.Executable); "+
+		"give one, or set maintain: false to run none", roles)
 }
 
 // Close shuts the server down as cancelling Run's context does, and waits
