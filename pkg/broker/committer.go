@@ -38,6 +38,7 @@ type inbox struct {
 	jobs     []*job
 	rows     int
 	max      int
+	peak     int  // the most rows ever queued: max_inbound bounds it (tests observe the bound through it)
 	closed   bool // no more jobs: the committer drains and exits
 	stopping bool // shutdown: publishers stop waiting for room
 }
@@ -63,6 +64,7 @@ func (in *inbox) put(j *job) bool {
 	}
 	in.jobs = append(in.jobs, j)
 	in.rows += n
+	in.peak = max(in.peak, in.rows)
 	in.nonEmpty.Signal()
 	return true
 }

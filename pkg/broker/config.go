@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -70,6 +69,13 @@ type Config struct {
 	// Tiers sets the sizes, retention and grace periods each log stores
 	// when serve creates it.
 	Tiers TierConfig `yaml:"tiers"`
+	// AllowedOrigins lists the browser origins (scheme://host[:port], as a
+	// browser sends its Origin header, such as https://app.example.com)
+	// whose pages may open WebSockets on this server. Empty, or "*" alone,
+	// allows every origin. A request without an Origin header (wscat, the Go
+	// client, any non-browser client) is not a browser's cross-site request
+	// and is always served; this is no authentication.
+	AllowedOrigins []string `yaml:"allowed_origins"`
 }
 
 // Limits are the bounds that keep one client from costing the others.
@@ -292,7 +298,7 @@ func (s *StreamConfig) UnmarshalYAML(n *yaml.Node) error {
 // known lists the keys each part of the file may hold.
 var (
 	// log is the logging section every command shares (read by cmd).
-	topKeys      = []string{"listen", "root", "limits", "streams", "maintain", "published", "s3", "tiers", "log"}
+	topKeys      = []string{"listen", "root", "limits", "streams", "maintain", "published", "s3", "tiers", "allowed_origins", "log"}
 	limitKeys    = []string{"max_backlog", "max_inbound", "max_in_flight", "max_message_bytes"}
 	streamKeys   = []string{"name", "schema", "schema_file", "sort_by", "durable", "group_commit", "max_replay", "exactly_once"}
 	maintainKeys = []string{"seal_every", "compact_every", "publish_every", "clean_every", "clean_published_every", "flush_every"}
@@ -453,6 +459,9 @@ func (c *Config) compile() ([]*schema.Schema, error) {
 	if err := c.validateStorage(); err != nil {
 		return nil, err
 	}
+	if err := validateOrigins(c.AllowedOrigins); err != nil {
+		return nil, err
+	}
 	if len(c.Streams) == 0 {
 		return nil, errors.New("streams is empty; declare at least one stream (name, schema, …)")
 	}
@@ -523,16 +532,6 @@ func (c *Config) compile() ([]*schema.Schema, error) {
 		}
 	}
 	return schemas, nil
-}
-
-// names returns the configured stream names, sorted.
-func (c *Config) names() []string {
-	out := make([]string, 0, len(c.Streams))
-	for _, s := range c.Streams {
-		out = append(out, s.Name)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // MaintainConfig is the maintain: section: which maintenance roles serve

@@ -33,6 +33,19 @@
 // stop flushes seal, then publish, before stopping the rest, so every
 // acknowledged row ends up sealed and published.
 //
+// Streams come and go while the server runs: they live in a registry
+// (registry.go), and Reload (reload.go) starts the streams a new config adds
+// and stops those it drops, the others serving on. Stopping a stream fences
+// its publishers, answers what they queued and closes them with 1001, drains
+// its committer, seals and publishes its log, closes its subscribers with
+// 1001 and closes the log, releasing its lock; the maintenance children are
+// restarted over the new set of logs, which fences no stream's writes.
+// Server shutdown runs the same steps over every stream at once (teardown).
+//
+// Connections come in at one place (entry.go): the listener, then a chain of
+// HTTP middleware (the allowed_origins check, then Options.Middleware), then
+// the routes: /stats, /health and /<stream>.
+//
 // The package never validates rows on the committer (publishers' goroutines
 // do), never lets a subscriber's speed reach a publisher or another
 // subscriber, and never appends to a log it does not hold the lock of (I7).

@@ -245,7 +245,7 @@ func holdFirstAppend(t *testing.T) (hook func(context.Context, *logstore.Log, []
 
 // pendingFrames is how many frames id has queued and not yet answered.
 func pendingFrames(srv *Server, stream, id string) int {
-	st := srv.streams[stream]
+	st := srv.reg.get(stream)
 	st.marks.mu.Lock()
 	defer st.marks.mu.Unlock()
 	if ps := st.marks.pubs[id]; ps != nil {
@@ -326,7 +326,7 @@ func TestFailedCommitRollsTheMarkBack(t *testing.T) {
 		}
 	}
 	waitFor(t, "frames queued", 5*time.Second, func() bool {
-		st := srv.streams["eo"]
+		st := srv.reg.get("eo")
 		st.marks.mu.Lock()
 		defer st.marks.mu.Unlock()
 		return st.marks.pubs["f"].accepted == 6
@@ -370,7 +370,7 @@ func TestSupersededPublisherIsClosed4409AfterItsQueuedRowsCount(t *testing.T) {
 		}
 	}
 	waitFor(t, "the old connection queued rows", 5*time.Second, func() bool {
-		st := srv.streams["eo"]
+		st := srv.reg.get("eo")
 		st.marks.mu.Lock()
 		defer st.marks.mu.Unlock()
 		ps := st.marks.pubs["dup"]

@@ -10,20 +10,21 @@ import (
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
-// ServeHTTP serves WebSocket upgrades on /<stream>, and GET /stats and
-// GET /health.
+// ServeHTTP serves a request through the server's middleware chain and
+// routes: WebSocket upgrades on /<stream>, and GET /stats and GET /health.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !websocket.IsWebSocketUpgrade(r) {
-		s.serveHTTP(w, r)
-		return
-	}
+	s.chain.ServeHTTP(w, r)
+}
+
+// serveStream serves a WebSocket upgrade on /<stream>.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if s.state.Load() != stateReady || !s.track() {
 		http.Error(w, "streamcast is starting or stopping; retry shortly", http.StatusServiceUnavailable)
 		return
 	}
 	// The one parser of the protocol's query, shared with the client.
 	q, qerr := wire.ParseRequest(r.URL.Path, r.URL.RawQuery)
-	st := s.streams[q.Stream]
+	st := s.reg.get(q.Stream)
 	up := &s.subUp
 	if qerr == nil && q.Publish && st != nil {
 		up = &s.pubUp
@@ -50,11 +51,18 @@ func (s *Server) serveConn(ws *websocket.Conn, st *stream, q wire.Request, qerr 
 		newPublisher(c, st, q.Publisher) // before register: keepalive may start the writer
 	}
 	if !s.register(c) {
-		c.close(websocket.CloseGoingAway, "server shutting down")
+		c.close(websocket.CloseGoingAway, wire.GoingAwayReason(wire.WhyServerStopping))
 		c.finish()
 		return
 	}
 	defer s.unregister(c)
+	if st != nil && !st.register(c) {
+		// The stream left the registry between the lookup and now: it is
+		// stopping, and serves no new connection.
+		st, isPub = nil, false
+	} else if st != nil {
+		defer st.unregister(c)
+	}
 
 	var sub *subscriber
 	switch {
@@ -65,7 +73,7 @@ func (s *Server) serveConn(ws *websocket.Conn, st *stream, q wire.Request, qerr 
 		}
 		c.refuse(br)
 	case st == nil:
-		c.refuse(&wire.StreamNotFound{Serves: s.names})
+		c.refuse(&wire.StreamNotFound{Serves: s.reg.serves()})
 	case q.Publisher != "" && !st.cfg.ExactlyOnce:
 		c.refuse(&wire.ExactlyOnceUnavailable{Why: "stream"})
 	case isPub:
@@ -114,7 +122,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveHealth(w)
 		}
 	default:
-		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(s.names)+"), and GET /stats and /health", http.StatusNotFound)
+		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(s.reg.serves())+"), and GET /stats and /health", http.StatusNotFound)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -233,13 +232,35 @@ func TestWhereFiltersLiveAndReplayAlike(t *testing.T) {
 	}
 }
 
+// publisherOf returns the server side of the one publisher connected to
+// stream.
+func publisherOf(t *testing.T, srv *Server, stream string) *publisher {
+	t.Helper()
+	st := srv.reg.get(stream)
+	st.life.mu.Lock()
+	defer st.life.mu.Unlock()
+	for c := range st.life.conns {
+		if c.pub != nil {
+			return c.pub
+		}
+	}
+	t.Fatalf("no publisher on %s", stream)
+	return nil
+}
+
+// TestMaxInFlightStopsReadingThePublisher: a publisher that sends frames
+// faster than they are answered is owed at most max_in_flight replies at
+// once, because the server stops reading its socket at the bound (a frame
+// read is a reply owed); nothing is lost meanwhile.
 func TestMaxInFlightStopsReadingThePublisher(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Limits.MaxInFlight = 4
 	srv := startServer(t, cfg)
 	p := dialPublisher(t, srv, "trades")
-	// Send many frames without reading replies: the server answers at most
-	// a bounded number and stops reading, but nothing is lost.
+	pub := publisherOf(t, srv, "trades")
+	// All frames at once, before reading any reply: the server reads them
+	// much faster than it commits them, so only the bound keeps it from
+	// owing a reply for each.
 	const n = 200
 	done := make(chan error, 1)
 	go func() {
@@ -251,7 +272,6 @@ func TestMaxInFlightStopsReadingThePublisher(t *testing.T) {
 		}
 		done <- nil
 	}()
-	time.Sleep(100 * time.Millisecond)
 	for i := 0; i < n; i++ {
 		r, err := p.reply()
 		if err != nil || r.Error != "" || r.OK[0] != int64(i+1) {
@@ -261,32 +281,65 @@ func TestMaxInFlightStopsReadingThePublisher(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	pub.mu.Lock()
+	peak := pub.peakOwed
+	pub.mu.Unlock()
+	switch max := cfg.Limits.MaxInFlight; {
+	case peak > max:
+		t.Fatalf("the server owed %d replies at once; max_in_flight is %d", peak, max)
+	case peak < max:
+		t.Fatalf("the server owed at most %d replies at once, so the bound of %d was never reached and this run proves nothing", peak, max)
+	}
 }
 
+// TestMaxInboundHoldsPublishersBack: publishers racing on one stream never
+// have more than max_inbound rows queued for commit at once (a frame larger
+// than the bound is admitted alone), and every row still lands.
 func TestMaxInboundHoldsPublishersBack(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Limits.MaxInbound = 3
-	srv := startServer(t, cfg)
-	var wg sync.WaitGroup
-	for k := 0; k < 4; k++ {
-		p := dialPublisher(t, srv, "trades")
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 20; i++ {
-				_ = p.send(batch(i, 5)) // each frame larger than the bound: admitted alone
+	for _, c := range []struct {
+		name       string
+		size, want int // rows per frame; the most rows the inbox may hold
+	}{
+		{"frames under the bound", 3, 9},
+		{"frames over the bound go alone", 12, 12},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Limits.MaxInbound = 9
+			srv := startServer(t, cfg)
+			const pubs, frames = 4, 30
+			var wg sync.WaitGroup
+			for k := 0; k < pubs; k++ {
+				p := dialPublisher(t, srv, "trades")
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < frames; i++ {
+						_ = p.send(batch(i*c.size, c.size))
+					}
+					for i := 0; i < frames; i++ {
+						if r, err := p.reply(); err != nil || r.Error != "" {
+							t.Errorf("reply %+v %v", r, err)
+							return
+						}
+					}
+				}()
 			}
-			for i := 0; i < 20; i++ {
-				if r, err := p.reply(); err != nil || r.Error != "" {
-					t.Errorf("reply %+v %v", r, err)
-					return
-				}
+			wg.Wait()
+			if e := streamStats(srv, "trades").EndOffset; *e != int64(1+pubs*frames*c.size) {
+				t.Fatalf("end_offset %d, want %d", *e, 1+pubs*frames*c.size)
 			}
-		}()
-	}
-	wg.Wait()
-	if e := streamStats(srv, "trades").EndOffset; *e != 1+4*20*5 {
-		t.Fatalf("end_offset %d", *e)
+			in := &srv.reg.get("trades").inbox
+			in.mu.Lock()
+			peak := in.peak
+			in.mu.Unlock()
+			switch {
+			case peak > c.want:
+				t.Fatalf("%d rows were queued for commit at once; max_inbound is %d and frames hold %d rows", peak, cfg.Limits.MaxInbound, c.size)
+			case peak < c.want:
+				t.Fatalf("at most %d rows were queued at once, so the bound (%d) was never pressed and this run proves nothing", peak, c.want)
+			}
+		})
 	}
 }
 

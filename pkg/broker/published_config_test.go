@@ -136,8 +136,8 @@ func TestServeCreatesLogsWithTheConfiguredStorage(t *testing.T) {
 	cfg.Published = "file://" + pub
 	cfg.Tiers = TierConfig{TargetSealBytes: 1 << 20, StagingRetention: 3 * time.Minute, DeleteGrace: 7 * time.Second}
 	srv := startServer(t, cfg)
-	got := srv.streams["trades"].log.Config()
-	loc, err := srv.streams["trades"].log.PublishedLocation()
+	got := srv.reg.get("trades").log.Config()
+	loc, err := srv.reg.get("trades").log.PublishedLocation()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestServeAcceptsTheDefaultPrefixSpelledOut(t *testing.T) {
 	_ = srv.Close()
 	cfg.Published = "file://" + filepath.Join(cfg.Root, "published")
 	srv = startServer(t, cfg)
-	if loc, _ := srv.streams["trades"].log.PublishedLocation(); loc != filepath.Join(cfg.Root, "published", "trades", "trades") {
+	if loc, _ := srv.reg.get("trades").log.PublishedLocation(); loc != filepath.Join(cfg.Root, "published", "trades", "trades") {
 		t.Fatalf("published location %s", loc)
 	}
 	_ = srv.Close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +42,7 @@ type publisher struct {
 	slots      []*replySlot // replies owed and not yet queued, in send order
 	ready      [][]byte     // scratch for queueing resolved replies
 	owed       int          // frames queued or owed and not yet written (the greeting counts until written)
+	peakOwed   int          // the most owed ever was: max_in_flight bounds it (tests observe the bound through it)
 	stop       bool         // shutdown: read no more frames
 	superseded bool         // a newer connection took the publisher id: read no more frames
 	connDead   bool         // the writer failed: owed will never drain
@@ -68,8 +70,8 @@ func (srv *Server) publish(p *publisher) {
 	st.publishers.Add(1)
 	defer st.publishers.Add(-1)
 
-	if !srv.addPublisherReader() {
-		c.close(wire.CloseGoingAway, "server shutting down")
+	if !st.addPublisherReader() {
+		c.close(wire.CloseGoingAway, st.goingAwayReason())
 		return
 	}
 	var mark *wire.PublisherMark
@@ -77,7 +79,7 @@ func (srv *Server) publish(p *publisher) {
 		m, ok := p.claim()
 		defer st.marks.release(p)
 		if !ok {
-			srv.pubReaders.Done()
+			st.life.pubReaders.Done()
 			c.close(wire.CloseSuperseded, (&wire.Superseded{Publisher: p.id}).Reason())
 			return
 		}
@@ -89,14 +91,14 @@ func (srv *Server) publish(p *publisher) {
 	}
 	c.enqueue(st.greetingWith(end, nil, nil, mark))
 	stopping := p.readFrames()
-	srv.pubReaders.Done()
+	st.life.pubReaders.Done()
 
 	switch {
 	case stopping:
 		// Shutdown: every frame read so far is committed and answered
 		// before the 1001 (the committer drains after every reader stopped).
 		p.waitOwed(30 * time.Second)
-		c.close(wire.CloseGoingAway, "server shutting down")
+		c.close(wire.CloseGoingAway, st.goingAwayReason())
 	case p.isSuperseded():
 		// The frames this connection queued are answered first, then 4409:
 		// its peer learns exactly which of them landed.
@@ -235,6 +237,7 @@ func (p *publisher) handle(typ int, data []byte) {
 	p.mu.Lock()
 	p.slots = append(p.slots, slot)
 	p.owed++
+	p.peakOwed = max(p.peakOwed, p.owed)
 	p.mu.Unlock()
 
 	if typ != websocket.TextMessage {
@@ -251,7 +254,7 @@ func (p *publisher) handle(typ int, data []byte) {
 		seq, rows, code, detail = p.decodeSeq(rows, data)
 	} else {
 		rows, code, detail = p.decode(rows, data)
-		if code == wire.ReplyBadFrame && hasSeq(data) {
+		if code == wire.ReplyBadFrame && hasSeq(data) && !strings.HasPrefix(detail, notJSONPrefix) {
 			detail = "publish frame starts with a number, like an exactly-once [seq, row] frame, but this connection " +
 				"has no publisher id; send the row(s) without a seq, or connect with &publisher=ID to a stream with exactly_once: true"
 		}
@@ -278,7 +281,7 @@ func (p *publisher) handle(typ int, data []byte) {
 		ok := st.inbox.put(j)
 		p.c.holding.Store(false)
 		if !ok {
-			p.resolve(slot, errorReply(wire.ReplyCommitFailed, "the server is shutting down; nothing was committed, so sending these rows again is safe"))
+			p.resolve(slot, errorReply(wire.ReplyCommitFailed, "the server is stopping this stream; nothing was committed, so sending these rows again is safe"))
 			if j.ps != nil {
 				st.marks.unqueue(j)
 			}
@@ -303,8 +306,20 @@ func hasSeq(data []byte) bool {
 
 // decode splits and validates a publish frame into canonical rows (one
 // allocation holds them all). On failure it returns the reply's error code
-// and detail.
+// and detail; a frame that is not valid JSON is a bad_frame saying where it
+// stops being JSON (checked only on the error paths, so a valid frame is
+// parsed once).
 func (p *publisher) decode(rows [][]byte, data []byte) ([][]byte, string, string) {
+	rows, code, detail := p.decodeRows(rows, data)
+	if code != "" {
+		if msg := syntaxError(data); msg != "" {
+			return nil, wire.ReplyBadFrame, msg
+		}
+	}
+	return rows, code, detail
+}
+
+func (p *publisher) decodeRows(rows [][]byte, data []byte) ([][]byte, string, string) {
 	sch := p.st.sch
 	b := trimSpace(data)
 	if len(b) == 0 {
@@ -350,6 +365,23 @@ func (p *publisher) decode(rows [][]byte, data []byte) ([][]byte, string, string
 		return nil, wire.ReplyBadFrame, fmt.Sprintf("publish frame is %s, not a row (a JSON object) or a list of rows", jsonKind(b[0]))
 	}
 }
+
+// syntaxError says where data stops being valid JSON, with the byte
+// position, or "" when it is valid JSON.
+func syntaxError(data []byte) string {
+	err := json.Unmarshal(data, new(json.RawMessage))
+	if err == nil {
+		return ""
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf(notJSONPrefix+"%s at byte %d of %d; send a row (a JSON object) or a list of rows", se, se.Offset, len(data))
+	}
+	return notJSONPrefix + err.Error()
+}
+
+// notJSONPrefix starts the detail of a frame that is not valid JSON.
+const notJSONPrefix = "publish frame is not valid JSON: "
 
 // rowErrorCode maps a decode error: a row the schema refuses is "rejected";
 // a row that is not JSON at all is "bad_frame" (checked only on this error

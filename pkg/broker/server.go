@@ -1,11 +1,11 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	stdlog "log"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // Options are the server's dependencies and knobs that are not configuration
@@ -53,6 +54,10 @@ type Options struct {
 	// stream in place of the log's Append: it gets the log, and calls
 	// Append itself for the group to commit.
 	appendHook func(ctx context.Context, l *logstore.Log, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error)
+
+	// Middleware wraps every request after the server's own Origin check
+	// and before the routes, in order (the first is outermost).
+	Middleware []Middleware
 }
 
 // Server states, for /health.
@@ -65,14 +70,13 @@ const (
 // Server serves the configured streams over WebSocket, plus /stats and
 // /health. Build it with New, run it with Run; Close (or cancelling Run's
 // context) shuts it down cleanly: every goroutine it started has ended when
-// Run returns.
+// Run returns. Reload adds and stops streams while it runs.
 type Server struct {
-	cfg     Config
-	opts    Options
-	logger  *log.Logger
-	streams map[string]*stream
-	ordered []*stream // config order
-	names   []string  // sorted, for 4404's serves
+	cfg    Config // as given to New; Reload changes only the streams served
+	opts   Options
+	logger *log.Logger
+	reg    *registry
+	chain  http.Handler // middleware, then routes (entry.go)
 
 	started     time.Time // monotonic base for ages and uptime
 	startedWall time.Time
@@ -81,11 +85,14 @@ type Server struct {
 	ready chan struct{}
 	addr  atomic.Pointer[net.Addr]
 
-	// sup runs the maintenance children; nil when there are none. tierLogs
-	// holds, per stream in config order, the log /stats reads the tiers of
-	// (nil for a live-only stream); nil while the logs are not open.
-	sup      atomic.Pointer[supervisor]
-	tierLogs atomic.Pointer[[]*logstore.Log]
+	// sup runs the maintenance children; nil when there are none. Reload
+	// replaces it when the set of durable logs changes.
+	sup atomic.Pointer[supervisor]
+
+	// lifeMu serialises what changes the set of streams (Run's start and
+	// teardown, Reload), so a reload never races a shutdown.
+	lifeMu sync.Mutex
+	runCtx context.Context // Run's context, for opening streams Reload adds
 
 	runMu  sync.Mutex
 	cancel context.CancelFunc
@@ -95,14 +102,12 @@ type Server struct {
 	pubUp websocket.Upgrader // larger read buffer: publishers stream frames in
 
 	// mu guards conns and stopping. Registration checks stopping under it,
-	// so shutdown's snapshot of conns misses no connection.
-	mu         sync.Mutex
-	conns      map[*wsConn]struct{}
-	stopping   bool
-	handlers   sync.WaitGroup // WebSocket handlers (each owns its connection's goroutines)
-	pubReaders sync.WaitGroup // publisher read loops still able to queue rows
-	committers sync.WaitGroup
-	keepalive  sync.WaitGroup
+	// so shutdown misses no connection.
+	mu        sync.Mutex
+	conns     map[*wsConn]struct{}
+	stopping  bool
+	handlers  sync.WaitGroup // WebSocket handlers (each owns its connection's goroutines)
+	keepalive sync.WaitGroup
 }
 
 // writeBufferPool gives gorilla a pool so it keeps no write buffer per
@@ -129,28 +134,27 @@ func New(cfg Config, opts Options) (*Server, error) {
 		opts.ChildReadyTimeout = DefaultChildReadyTimeout
 	}
 	if roles := cfg.Maintain.Roles(); len(roles) > 0 && opts.Executable == "" && slices.ContainsFunc(cfg.Streams, func(s StreamConfig) bool { return s.Durable }) {
-		return nil, fmt.Errorf("maintain runs %d roles as child processes, but no streamcast executable was given to run them (Options.Executable); "+
-			"give one, or set maintain: false to run none", len(roles))
+		return nil, errNoExecutable(len(roles))
 	}
 	s := &Server{
 		cfg:         cfg,
 		opts:        opts,
 		logger:      opts.Logger,
-		streams:     map[string]*stream{},
-		names:       cfg.names(),
+		reg:         newRegistry(),
 		started:     time.Now(),
 		startedWall: time.Now(),
 		ready:       make(chan struct{}),
 		conns:       map[*wsConn]struct{}{},
 	}
+	s.chain = s.handler()
 	pool := &writeBufferPool{}
-	checkOrigin := func(*http.Request) bool { return true } // public data; auth is a later layer
-	s.subUp = websocket.Upgrader{ReadBufferSize: 512, WriteBufferPool: pool, CheckOrigin: checkOrigin, HandshakeTimeout: 10 * time.Second}
-	s.pubUp = websocket.Upgrader{ReadBufferSize: 64 << 10, WriteBufferPool: pool, CheckOrigin: checkOrigin, HandshakeTimeout: 10 * time.Second}
+	// Origins are checked by the middleware (allowed_origins), before the
+	// upgrade, with a message that says why.
+	anyOrigin := func(*http.Request) bool { return true }
+	s.subUp = websocket.Upgrader{ReadBufferSize: 512, WriteBufferPool: pool, CheckOrigin: anyOrigin, HandshakeTimeout: 10 * time.Second}
+	s.pubUp = websocket.Upgrader{ReadBufferSize: 64 << 10, WriteBufferPool: pool, CheckOrigin: anyOrigin, HandshakeTimeout: 10 * time.Second}
 	for i, sc := range cfg.Streams {
-		st := newStream(s, sc, schemas[i], cfg.Limits)
-		s.streams[sc.Name] = st
-		s.ordered = append(s.ordered, st)
+		s.reg.add(newStream(s, sc, schemas[i], cfg.Limits))
 	}
 	return s, nil
 }
@@ -183,117 +187,146 @@ func (s *Server) Run(ctx context.Context) error {
 	defer close(s.done)
 	defer cancel()
 
-	ln, err := net.Listen("tcp", s.cfg.Listen)
+	ent, err := s.listen()
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
-	}
-	addr := ln.Addr()
-	s.addr.Store(&addr)
-	httpSrv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          stdlog.New(io.Discard, "", 0),
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
-
-	// Listening already (so /health answers 503 while starting); open logs.
-	var opened []*stream
-	for _, st := range s.ordered {
-		if err := st.open(ctx, s.cfg.Root); err != nil {
-			s.state.Store(stateStopping)
-			_ = httpSrv.Close()
-			<-serveErr
-			for _, o := range opened {
-				_ = o.closeLog()
-			}
-			return err
-		}
-		opened = append(opened, st)
-	}
-	tierLogs := make([]*logstore.Log, len(s.ordered))
-	var writers []*logstore.Log
-	for i, st := range s.ordered {
-		if st.log != nil {
-			tierLogs[i] = st.log
-			writers = append(writers, st.log)
-		}
-	}
-	s.tierLogs.Store(&tierLogs)
-	sup, err := s.startMaintenance(ctx)
-	if err != nil {
-		s.state.Store(stateStopping)
-		_ = httpSrv.Close()
-		<-serveErr
-		s.tierLogs.Store(nil)
-		for _, o := range opened {
-			_ = o.closeLog()
-		}
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			s.logger.Info("stopped while starting")
-			return nil
-		}
 		return err
 	}
-	for _, st := range s.ordered {
-		if st.log != nil {
-			s.committers.Add(1)
-			go func() {
-				defer s.committers.Done()
-				st.commit()
-			}()
-		}
-	}
+	addr := ent.ln.Addr()
+	s.addr.Store(&addr)
+
+	// Listening already (so /health answers 503 while starting); open the
+	// logs and start the children, then serve until told to stop.
 	stopKeepalive := make(chan struct{})
-	s.keepalive.Add(1)
-	go func() {
-		defer s.keepalive.Done()
-		s.keepaliveLoop(stopKeepalive)
-	}()
-
-	s.state.Store(stateReady)
-	close(s.ready)
-	s.logger.Info("listening on "+addr.String(), "streams", len(s.ordered), "root", s.cfg.Root)
-	if s.opts.OnReady != nil {
-		s.opts.OnReady(addr)
-	}
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		serveErr <- err
-		if !errors.Is(err, http.ErrServerClosed) {
-			runErr = fmt.Errorf("serve %s: %w", addr, err)
+	runErr := s.start(ctx)
+	if runErr == nil {
+		s.keepalive.Add(1)
+		go func() {
+			defer s.keepalive.Done()
+			s.keepaliveLoop(stopKeepalive)
+		}()
+		s.state.Store(stateReady)
+		close(s.ready)
+		s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.list()), "root", s.cfg.Root)
+		if s.opts.OnReady != nil {
+			s.opts.OnReady(addr)
 		}
-	}
-	s.shutdown(httpSrv, serveErr)
-	close(stopKeepalive)
-	s.keepalive.Wait()
-	// Writes are fenced and the committers drained: flush and stop the
-	// maintenance children (see supervisor.stop for the order).
-	if sup != nil {
-		sup.stop(writers)
-	}
-	s.tierLogs.Store(nil)
-	for _, st := range s.ordered {
-		if err := st.closeLog(); err != nil {
-			s.logger.Error("close log", "stream", st.name, "err", err)
-			if runErr == nil {
-				runErr = err
+		select {
+		case <-ctx.Done():
+		case err := <-ent.failed():
+			ent.done <- err // for close
+			if !errors.Is(err, http.ErrServerClosed) {
+				runErr = fmt.Errorf("serve %s: %w", addr, err)
 			}
 		}
+	} else if errors.Is(runErr, context.Canceled) && ctx.Err() != nil {
+		s.logger.Info("stopped while starting")
+		runErr = nil
 	}
+	if err := s.teardown(ent); runErr == nil {
+		runErr = err
+	}
+	close(stopKeepalive)
+	s.keepalive.Wait()
 	s.logger.Info("stopped")
 	return runErr
 }
 
-// startMaintenance starts one maintenance child per configured role over
-// every durable log, and waits until each is ready. It returns nil when
-// serve runs none.
-func (s *Server) startMaintenance(ctx context.Context) (*supervisor, error) {
+// start opens every stream's log, starts the maintenance children over
+// them, then the committers. On failure, teardown closes what it opened.
+func (s *Server) start(ctx context.Context) error {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	s.runCtx = ctx
+	streams := s.reg.list()
+	for _, st := range streams {
+		if err := st.open(ctx, s.cfg.Root); err != nil {
+			return err
+		}
+	}
+	if err := s.restartMaintenance(ctx); err != nil {
+		return err
+	}
+	for _, st := range streams {
+		st.start()
+	}
+	return nil
+}
+
+// teardown stops the server in the order that loses no acknowledged row;
+// it is the one way Run ends, after a failed start as after serving. Each
+// step runs over every stream before the next begins, so no stream waits
+// on another's flush.
+func (s *Server) teardown(ent *entry) error {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	s.state.Store(stateStopping)
+	s.logger.Info("shutting down")
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+
+	// 1. Stop accepting.
+	_ = ent.close()
+
+	streams := s.reg.list()
+	conns := make([][]*wsConn, len(streams))
+	for i, st := range streams {
+		conns[i] = st.beginStop(wire.WhyServerStopping)
+	}
+	// 2. Stop reading publishers; what they sent so far is accepted.
+	for i, st := range streams {
+		st.fence(conns[i])
+	}
+	// 3. Commit what was accepted, fan it out and acknowledge it; each
+	// publisher closes with 1001 once its replies are written.
+	for _, st := range streams {
+		st.inbox.close()
+	}
+	for _, st := range streams {
+		st.drain()
+	}
+	// 4. 1001 to every subscriber, after the frames queued for it.
+	for i, st := range streams {
+		st.closeSubscribers(conns[i])
+	}
+	if !waitTimeout(&s.handlers, 2*closeGrace) {
+		s.logger.Warn("connections still open after the grace period; dropping them")
+		s.mu.Lock()
+		for c := range s.conns {
+			c.abort()
+		}
+		s.mu.Unlock()
+		s.handlers.Wait()
+	}
+
+	// 5. Writes are fenced and the committers drained: flush and stop the
+	// maintenance children (see supervisor.stop for the order).
+	var writers []*logstore.Log
+	for _, st := range streams {
+		st.life.tiers.Store(nil)
+		if st.log != nil {
+			writers = append(writers, st.log)
+		}
+	}
+	if sup := s.sup.Swap(nil); sup != nil {
+		sup.stop(writers)
+	}
+	// 6. Release the logs' locks.
+	var err error
+	for _, st := range streams {
+		if cerr := st.closeLog(); cerr != nil {
+			s.logger.Error("close log", "stream", st.name, "err", cerr)
+			err = cmp.Or(err, cerr)
+		}
+	}
+	return err
+}
+
+// durableLogs returns the absolute directories of the open logs of the
+// streams served, in registry order.
+func (s *Server) durableLogs() ([]string, error) {
 	var dirs []string
-	for _, st := range s.ordered {
+	for _, st := range s.reg.list() {
 		if st.log == nil {
 			continue
 		}
@@ -303,25 +336,55 @@ func (s *Server) startMaintenance(ctx context.Context) (*supervisor, error) {
 		}
 		dirs = append(dirs, dir)
 	}
-	if len(dirs) == 0 {
-		return nil, nil
+	return dirs, nil
+}
+
+// restartMaintenance makes the maintenance children run over the logs of
+// the streams served now: one child per configured role over every durable
+// log, each ready before it returns. Children already running over exactly
+// these logs are left alone; otherwise they are stopped (SIGTERM: each
+// finishes its pass) and started again with the new --log list. Serve's
+// own writes go on meanwhile: a child only seals, publishes and cleans
+// what is committed, so no stream's writes are fenced. lifeMu is held.
+func (s *Server) restartMaintenance(ctx context.Context) error {
+	dirs, err := s.durableLogs()
+	if err != nil {
+		return err
+	}
+	old := s.sup.Load()
+	if old != nil && slices.Equal(old.logs, dirs) {
+		return nil
 	}
 	m := s.cfg.Maintain
-	if !m.Runs(logstore.RoleSeal) {
+	roles := m.Roles()
+	if s.state.Load() == stateStarting && len(dirs) > 0 && !m.Runs(logstore.RoleSeal) {
 		s.logger.Warn("serve runs no seal role (maintain: false, --no-maintain or maintain.seal_every: 0): rows stay in each log's buffer unless you run `streamcast maintain --role seal` yourself")
 	}
-	roles := m.Roles()
-	if len(roles) == 0 {
-		return nil, nil
+	if old != nil {
+		s.sup.Store(nil)
+		old.halt()
+	}
+	if len(dirs) == 0 || len(roles) == 0 {
+		return nil
+	}
+	if s.opts.Executable == "" {
+		return errNoExecutable(len(roles))
 	}
 	sup := newSupervisor(s.opts.Executable, s.opts.ConfigFile, roles, dirs, m.FlushEvery, s.opts.ChildReadyTimeout, s.logger)
 	sup.overrides = s.cfg.Tiers.maintainOverrides()
 	s.sup.Store(sup)
 	if err := sup.start(ctx); err != nil {
 		s.sup.Store(nil)
-		return nil, err
+		return err
 	}
-	return sup, nil
+	return nil
+}
+
+// errNoExecutable refuses to run maintenance children when nothing says
+// which binary they run.
+func errNoExecutable(roles int) error {
+	return fmt.Errorf("maintain runs %d roles as child processes, but no streamcast executable was given to run them (Options.Executable); "+
+		"give one, or set maintain: false to run none", roles)
 }
 
 // Close shuts the server down as cancelling Run's context does, and waits
@@ -336,58 +399,6 @@ func (s *Server) Close() error {
 	cancel()
 	<-done
 	return nil
-}
-
-// shutdown stops the server in the order that loses no acknowledged row.
-func (s *Server) shutdown(httpSrv *http.Server, serveErr chan error) {
-	s.state.Store(stateStopping)
-	s.logger.Info("shutting down")
-	s.mu.Lock()
-	s.stopping = true
-	conns := make([]*wsConn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-
-	// 1. Stop accepting.
-	sctx, cancel := context.WithTimeout(context.Background(), closeGrace)
-	_ = httpSrv.Shutdown(sctx)
-	cancel()
-	_ = httpSrv.Close()
-	<-serveErr
-
-	// 2. Stop reading publishers; what they sent so far is accepted.
-	for _, c := range conns {
-		if c.pub != nil {
-			c.pub.fence()
-		}
-	}
-	for _, st := range s.ordered {
-		st.inbox.stop()
-	}
-	s.pubReaders.Wait()
-
-	// 3. Commit what was accepted, fan it out and acknowledge it.
-	for _, st := range s.ordered {
-		st.inbox.close()
-	}
-	s.committers.Wait()
-
-	// 4. 1001 to every subscriber, after the frames queued for it
-	// (publishers send theirs once their replies are written).
-	for _, c := range conns {
-		if c.pub == nil {
-			c.close(websocket.CloseGoingAway, "server shutting down")
-		}
-	}
-	if !waitTimeout(&s.handlers, 2*closeGrace) {
-		s.logger.Warn("connections still open after the grace period; dropping them")
-		for _, c := range conns {
-			c.abort()
-		}
-		s.handlers.Wait()
-	}
 }
 
 // waitTimeout waits for wg, reporting false when d passed first.
@@ -435,17 +446,6 @@ func (s *Server) unregister(c *wsConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
-}
-
-// addPublisherReader counts a publisher read loop shutdown must wait for.
-func (s *Server) addPublisherReader() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopping {
-		return false
-	}
-	s.pubReaders.Add(1)
-	return true
 }
 
 // keepaliveLoop pings every connection each interval and drops a peer that

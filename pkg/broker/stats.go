@@ -67,12 +67,12 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	now := time.Now()
 	mono := time.Since(s.started)
-	out := Stats{ServedAt: unixSeconds(now), Process: processStats(), Streams: make([]StreamStats, 0, len(s.ordered)), Children: []ChildStats{}}
+	streams := s.reg.list()
+	out := Stats{ServedAt: unixSeconds(now), Process: processStats(), Streams: make([]StreamStats, 0, len(streams)), Children: []ChildStats{}}
 	if sup := s.sup.Load(); sup != nil {
 		out.Children = sup.stats()
 	}
-	logs := s.tierLogs.Load()
-	for i, st := range s.ordered {
+	for _, st := range streams {
 		ss := StreamStats{
 			Name:        st.name,
 			Durable:     st.cfg.Durable,
@@ -96,8 +96,8 @@ func (s *Server) Stats() Stats {
 			}
 			ss.LastSendTS, ss.LastSendAgeS = &ts, &age
 		}
-		if logs != nil && (*logs)[i] != nil {
-			ss.addTiers((*logs)[i])
+		if l := st.life.tiers.Load(); l != nil {
+			ss.addTiers(l)
 		}
 		out.Streams = append(out.Streams, ss)
 	}

@@ -29,7 +29,8 @@ type stream struct {
 	log        *logstore.Log // nil on a live-only stream
 	schemaJSON []byte        // the greeting's schema; nil = no schema
 
-	inbox inbox // durable streams: rows waiting for the committer
+	inbox inbox      // durable streams: rows waiting for the committer
+	life  streamLife // its connections and committer, for starting and stopping it (registry.go)
 
 	// marks is the exactly-once state of a stream declared exactly_once
 	// (nil otherwise); set by open, before the committer starts.
@@ -114,7 +115,8 @@ func (s *stream) open(ctx context.Context, root string) error {
 	if got, want := string(lg.Schema().JSON()), string(s.sch.JSON()); got != want || lg.Schema().IsAny() != s.sch.IsAny() {
 		_ = lg.Close()
 		return fmt.Errorf("stream %q: the log at %s was created with another schema than the config declares; "+
-			"a stream's schema changes only through `streamcast migrate` (log has %s, config has %s)", s.name, dir, clip(got, 200), clip(want, 200))
+			"a stream's schema cannot change in place yet: put the schema the log was created with back in the config, "+
+			"or declare the new schema as a new stream under another name (log has %s, config has %s)", s.name, dir, clip(got, 200), clip(want, 200))
 	}
 	warns, err := srvCfg.checkStored(s.cfg, dir, lg.Config())
 	if err != nil {

@@ -132,17 +132,28 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req offsetRequest, filter *s
 	st.mu.Lock()
 	frontier := st.end
 	start, replay, refusal := resolveStart(req, st.cfg.Durable, earliest, logEnd, frontier, st.maxReplay())
+	closing := false
 	if refusal == nil {
 		// The replay goroutine owns the socket until the replay is written;
 		// frames offered meanwhile wait in the queue (counted against
-		// max_backlog). Set under the fan-out lock, before any offer.
+		// max_backlog). Set under the fan-out lock, before any offer. A
+		// connection already closing (its stream stopping) is not attached:
+		// its writer owns the socket.
 		c.mu.Lock()
-		c.writing = true
-		c.wg.Add(1)
+		closing = c.closing != nil || c.dead
+		if !closing {
+			c.writing = true
+			c.wg.Add(1)
+		}
 		c.mu.Unlock()
-		st.attachLocked(sub)
+		if !closing {
+			st.attachLocked(sub)
+		}
 	}
 	st.mu.Unlock()
+	if closing {
+		return nil
+	}
 	if refusal != nil {
 		c.close(refusal.Code(), refusal.Reason())
 		return nil

@@ -227,6 +227,25 @@ func (s *supervisor) stop(logs []*logstore.Log) {
 	s.logger.Info("maintenance children stopped")
 }
 
+// halt stops every child without flushing, all at once: SIGTERM (each
+// finishes the pass it is in), then SIGKILL after the stop wait. serve
+// halts its children to start them again over another set of logs.
+func (s *supervisor) halt() {
+	var wg sync.WaitGroup
+	for _, c := range s.children {
+		c.beginStop()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.terminate(s.waits.childStop)
+		}()
+	}
+	wg.Wait()
+	s.wg.Wait()
+	s.forker.close()
+	s.logger.Info("maintenance children stopped, to restart over another set of logs")
+}
+
 func (s *supervisor) child(role logstore.Role) *roleChild {
 	for _, c := range s.children {
 		if c.role == role {

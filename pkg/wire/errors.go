@@ -272,18 +272,37 @@ func (e *TooSlow) Reason() string {
 	return CloseReason(ReasonTooSlow, Field{"offset", e.Offset}, Field{"behind", e.Behind})
 }
 
-// GoingAway is close 1001: the server is stopping. Offset is where a
-// subscriber resumes (filled in by the client from the last frame it
-// received; Null when nothing was received or the stream is live-only).
+// GoingAway is close 1001: the server is stopping, or stopped serving the
+// stream. Why is the reason's "why" (WhyServerStopping, WhyStreamStopped;
+// "" when the reason is not streamcast's JSON), Reason the reason as
+// received. Offset is where a subscriber resumes (filled in by the client
+// from the last frame it received; Null when nothing was received or the
+// stream is live-only).
 type GoingAway struct {
+	Why    string
 	Reason string
 	Offset int64
 }
 
+// GoingAwayReason is the reason of a 1001 close:
+// {"error":"going_away","why":why}.
+func GoingAwayReason(why string) string {
+	return CloseReason(ReasonGoingAway, Field{"why", why})
+}
+
 // Error says the server left and where to resume.
 func (e *GoingAway) Error() string {
-	r := e.Reason
-	if r == "" {
+	var r string
+	switch {
+	case e.Why == WhyServerStopping:
+		r = "the server is shutting down"
+	case e.Why == WhyStreamStopped:
+		r = "the server stopped serving this stream"
+	case e.Why != "":
+		r = e.Why
+	case e.Reason != "" && ParseReason(e.Reason).Error == "":
+		r = e.Reason // a plain-text reason (an older server, a proxy)
+	default:
 		r = "going away"
 	}
 	if e.Offset == Null {

@@ -59,6 +59,13 @@ const (
 	ReasonExactlyOnceUnavailable = "exactly_once_unavailable"
 	ReasonNotReplayable          = "not_replayable"
 	ReasonTooSlow                = "too_slow"
+	ReasonGoingAway              = "going_away"
+)
+
+// Values of "why" in a 1001 close reason.
+const (
+	WhyServerStopping = "server_stopping" // the whole server is shutting down
+	WhyStreamStopped  = "stream_stopped"  // the server stopped serving this stream (removed from its config)
 )
 
 // Values of "error" in a publish reply.

@@ -309,3 +309,24 @@ func TestCountElements(t *testing.T) {
 		}
 	}
 }
+
+func TestGoingAwayReasonIsCompactJSONTheClientReads(t *testing.T) {
+	for _, why := range []string{WhyServerStopping, WhyStreamStopped} {
+		reason := GoingAwayReason(why)
+		if want := `{"error":"going_away","why":"` + why + `"}`; reason != want {
+			t.Fatalf("reason %s, want %s", reason, want)
+		}
+		ga, ok := ParseClose(CloseGoingAway, reason).(*GoingAway)
+		if !ok || ga.Why != why || ga.Reason != reason {
+			t.Fatalf("ParseClose(1001, %s) = %#v", reason, ga)
+		}
+		if strings.Contains(ga.Error(), "{") {
+			t.Errorf("the error shows the raw JSON: %s", ga.Error())
+		}
+	}
+	// A plain-text reason (an older server, a proxy) is still read.
+	ga := ParseClose(CloseGoingAway, "server shutting down").(*GoingAway)
+	if ga.Why != "" || !strings.Contains(ga.Error(), "server shutting down") {
+		t.Errorf("plain-text 1001: %#v %s", ga, ga.Error())
+	}
+}

@@ -193,7 +193,7 @@ func ParseClose(code int, reason string) error {
 	case CloseNormal:
 		return nil
 	case CloseGoingAway:
-		return &GoingAway{Reason: reason, Offset: Null}
+		return &GoingAway{Why: r.String("why"), Reason: reason, Offset: Null}
 	case CloseTooBig:
 		return &TooBig{Reason: reason}
 	case CloseBadRequest:

@@ -1,0 +1,136 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	stdlog "log"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// This file is the one place connections come in: the listener, then a
+// chain of HTTP middleware, then the routes (/stats, /health, /<stream>).
+// Authentication, TLS and metrics plug in here.
+
+// Middleware wraps the handler requests reach next. The server's own
+// middleware (the Origin check) runs first, then Options.Middleware in
+// order, then the routes.
+type Middleware func(next http.Handler) http.Handler
+
+// handler builds the chain every request goes through.
+func (s *Server) handler() http.Handler {
+	chain := append([]Middleware{s.checkOrigin}, s.opts.Middleware...)
+	h := s.routes()
+	for i := len(chain) - 1; i >= 0; i-- {
+		h = chain[i](h)
+	}
+	return h
+}
+
+// routes dispatches a request that passed the middleware: a WebSocket
+// upgrade on any path is a stream's; plain HTTP is /stats or /health.
+func (s *Server) routes() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if websocket.IsWebSocketUpgrade(r) {
+			s.serveStream(w, r)
+			return
+		}
+		s.serveHTTP(w, r)
+	})
+}
+
+// checkOrigin refuses, before the upgrade, a browser's WebSocket request
+// from an origin allowed_origins does not list (403). A request without an
+// Origin header (wscat, the Go client, any non-browser) is not a browser's
+// cross-site request, and passes.
+func (s *Server) checkOrigin(next http.Handler) http.Handler {
+	allowed := s.cfg.AllowedOrigins
+	if len(allowed) == 0 || slices.Contains(allowed, "*") {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin != "" && websocket.IsWebSocketUpgrade(r) && !slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, origin) }) {
+			http.Error(w, fmt.Sprintf("origin %q may not open WebSockets on this server; allowed_origins lists the origins that may", origin), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// validateOrigins checks allowed_origins: each entry is an origin exactly
+// as a browser sends it (scheme://host[:port], no path), or "*" alone.
+func validateOrigins(origins []string) error {
+	for i, o := range origins {
+		key := fmt.Sprintf("allowed_origins[%d]", i)
+		if o == "*" {
+			if len(origins) > 1 {
+				return fmt.Errorf("%s is *, which allows every origin, beside other entries; give * alone, or only the origins to allow", key)
+			}
+			continue
+		}
+		u, err := url.Parse(o)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			return fmt.Errorf("%s %q is not an origin; give one as a browser sends it, such as https://app.example.com or http://localhost:3000", key, o)
+		case u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+			return fmt.Errorf("%s %q has more than scheme://host[:port]; an origin has no path, query or user, so give %s://%s", key, o, u.Scheme, u.Host)
+		case u.Path == "/":
+			return fmt.Errorf("%s %q ends with /, which a browser's Origin never does; give %s://%s", key, o, u.Scheme, u.Host)
+		}
+	}
+	return nil
+}
+
+// entry is the listening side of a running server.
+type entry struct {
+	ln   net.Listener
+	http *http.Server
+	done chan error // Serve's result
+}
+
+// listen opens the listener and starts serving the handler chain.
+func (s *Server) listen() (*entry, error) {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	e := &entry{
+		ln: ln,
+		http: &http.Server{
+			Handler:           s,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          stdlog.New(io.Discard, "", 0),
+		},
+		done: make(chan error, 1),
+	}
+	go func() { e.done <- e.http.Serve(ln) }()
+	return e, nil
+}
+
+// failed delivers Serve's result should it end before close is called
+// (whoever receives it puts it back for close).
+func (e *entry) failed() <-chan error { return e.done }
+
+// close stops accepting connections and waits for Serve to return.
+// Upgraded WebSocket connections are hijacked, so they are not closed here:
+// the streams close them, in the order that loses no row.
+func (e *entry) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	_ = e.http.Shutdown(ctx)
+	cancel()
+	_ = e.http.Close()
+	err := <-e.done
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}

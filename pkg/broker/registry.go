@@ -1,0 +1,280 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// registry holds the streams the server serves. Streams come and go while
+// the others serve (Server.Reload), so every lookup goes through it. A
+// stream leaves the registry before it starts stopping: a connection that
+// arrives afterwards is refused 4404, never attached to a half-stopped
+// stream (see streamLife.register for one that looked it up just before).
+type registry struct {
+	mu      sync.RWMutex
+	byName  map[string]*stream
+	ordered []*stream // config order (streams added at run time go last)
+	names   []string  // sorted, for 4404's serves; replaced on change, never modified
+}
+
+func newRegistry() *registry {
+	return &registry{byName: map[string]*stream{}, names: []string{}}
+}
+
+// get returns the stream served at name, or nil.
+func (r *registry) get(name string) *stream {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byName[name]
+}
+
+// list returns the streams in order; the slice is the caller's.
+func (r *registry) list() []*stream {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.ordered)
+}
+
+// serves returns the sorted names of the streams served (shared: do not
+// modify it).
+func (r *registry) serves() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.names
+}
+
+// add puts st in the registry; from now on connections reach it.
+func (r *registry) add(st *stream) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byName[st.name] = st
+	r.ordered = append(r.ordered, st)
+	r.renameLocked()
+}
+
+// remove takes the stream named name out of the registry and returns it
+// (nil when none): from now on a connection for it is refused 4404.
+func (r *registry) remove(name string) *stream {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.byName[name]
+	if st == nil {
+		return nil
+	}
+	delete(r.byName, name)
+	r.ordered = slices.DeleteFunc(slices.Clone(r.ordered), func(o *stream) bool { return o == st })
+	r.renameLocked()
+	return st
+}
+
+// reorder puts the streams in the order of names (those not named keep
+// their order, after them), so /stats follows the config file.
+func (r *registry) reorder(names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rank := make(map[string]int, len(names))
+	for i, n := range names {
+		rank[n] = i
+	}
+	ordered := slices.Clone(r.ordered)
+	sort.SliceStable(ordered, func(i, j int) bool {
+		ri, iok := rank[ordered[i].name]
+		rj, jok := rank[ordered[j].name]
+		switch {
+		case iok && jok:
+			return ri < rj
+		default:
+			return iok && !jok
+		}
+	})
+	r.ordered = ordered
+}
+
+func (r *registry) renameLocked() {
+	names := make([]string, 0, len(r.byName))
+	for n := range r.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	r.names = names
+}
+
+// streamLife is what starting and stopping one stream takes, beside its
+// log and its fan-out set: the connections attached to it, its publisher
+// readers and its committer goroutine, which the stream owns and waits for.
+type streamLife struct {
+	mu        sync.Mutex
+	conns     map[*wsConn]struct{}
+	stopping  bool
+	goingAway string // the 1001 reason its connections get once stopping
+
+	handlers   sync.WaitGroup // connections registered with the stream, until they end
+	pubReaders sync.WaitGroup // publisher read loops still able to queue rows
+	committed  chan struct{}  // closed when the committer returned; nil when none started
+
+	// tiers is the log /stats reads the tiers of: set once the log is open,
+	// cleared before it is closed (nil on a live-only stream).
+	tiers atomic.Pointer[logstore.Log]
+}
+
+// register attaches c to st, so stopping st closes it and waits for it. It
+// reports false once st is stopping: the caller refuses the connection
+// (4404), for st has left the registry.
+func (st *stream) register(c *wsConn) bool {
+	l := &st.life
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopping {
+		return false
+	}
+	if l.conns == nil {
+		l.conns = map[*wsConn]struct{}{}
+	}
+	l.conns[c] = struct{}{}
+	l.handlers.Add(1)
+	return true
+}
+
+// unregister undoes register, once the connection has ended.
+func (st *stream) unregister(c *wsConn) {
+	l := &st.life
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
+	l.handlers.Done()
+}
+
+// addPublisherReader counts a publisher read loop stopping must wait for;
+// false once st is stopping.
+func (st *stream) addPublisherReader() bool {
+	l := &st.life
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopping {
+		return false
+	}
+	l.pubReaders.Add(1)
+	return true
+}
+
+// goingAwayReason is the 1001 reason for st's connections.
+func (st *stream) goingAwayReason() string {
+	l := &st.life
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.goingAway == "" {
+		return wire.GoingAwayReason(wire.WhyServerStopping)
+	}
+	return l.goingAway
+}
+
+// start makes an open stream serve: /stats reads its log and, on a durable
+// stream, its committer runs until drain.
+func (st *stream) start() {
+	if st.log == nil {
+		return
+	}
+	st.life.tiers.Store(st.log)
+	done := make(chan struct{})
+	st.life.committed = done
+	go func() {
+		defer close(done)
+		st.commit()
+	}()
+}
+
+// beginStop marks st stopping (no connection or publisher reader joins it
+// from now on) and returns the connections to close. why is the 1001's.
+func (st *stream) beginStop(why string) []*wsConn {
+	l := &st.life
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopping = true
+	if l.goingAway == "" {
+		l.goingAway = wire.GoingAwayReason(why)
+	}
+	conns := make([]*wsConn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// fence stops reading st's publishers; what they sent so far is accepted,
+// the max_inbound bound notwithstanding. It returns once no reader can
+// queue a row any more.
+func (st *stream) fence(conns []*wsConn) {
+	for _, c := range conns {
+		if c.pub != nil {
+			c.pub.fence()
+		}
+	}
+	st.inbox.stop()
+	st.life.pubReaders.Wait()
+}
+
+// drain closes the inbox and waits for the committer to commit, fan out and
+// acknowledge everything queued (I3). Each publisher then closes itself
+// with 1001, once its replies are written (see Server.publish).
+func (st *stream) drain() {
+	st.inbox.close()
+	if st.life.committed != nil {
+		<-st.life.committed
+	}
+}
+
+// closeSubscribers queues 1001 to every subscriber of st, behind the frames
+// already queued for it.
+func (st *stream) closeSubscribers(conns []*wsConn) {
+	reason := st.goingAwayReason()
+	for _, c := range conns {
+		if c.pub == nil {
+			c.close(websocket.CloseGoingAway, reason)
+		}
+	}
+}
+
+// waitConns waits for every connection of st to end, dropping those still
+// open after the grace.
+func (st *stream) waitConns(conns []*wsConn, grace time.Duration) bool {
+	if waitTimeout(&st.life.handlers, grace) {
+		return true
+	}
+	for _, c := range conns {
+		c.abort()
+	}
+	st.life.handlers.Wait()
+	return false
+}
+
+// flushLog seals and publishes everything a stopped stream's log holds,
+// through serve's own writer handle, and reports the rows still
+// unpublished (0 when every acknowledged row is in the published table). A
+// maintenance child that holds a role lock is waited for (retryBusy).
+func flushLog(l *logstore.Log, waits stopWaits) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), waits.finalSeal)
+	_, err := retryBusy(ctx, func() (int64, error) { return l.Seal(ctx, true) })
+	cancel()
+	if err != nil {
+		return -1, err
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), waits.publish)
+	defer cancel()
+	if _, err := retryBusy(ctx, func() (int64, error) { return l.Publish(ctx, true) }); err != nil {
+		return -1, err
+	}
+	st, err := l.Status(ctx)
+	if err != nil {
+		return -1, err
+	}
+	return st.PublishLagRows, nil
+}
