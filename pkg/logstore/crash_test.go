@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+
+	"github.com/streamcast/streamcast/internal/soak"
 )
 
 // runRoleMain runs one maintenance role over the log in dir, as
@@ -57,14 +59,17 @@ func crashConfig() Config {
 	return c
 }
 
+// killsPerRole is how many times each role is killed: a few rounds locally
+// and in the race run, the full count in CI (STREAMCAST_SOAK=full, see
+// internal/soak), where the S3 run adds the object store's crash points.
 func killsPerRole(backend string) int {
 	switch {
 	case testing.Short():
 		return 4
 	case backend == "s3":
-		return 8 // the S3 run adds the object store's crash points; the local one counts
+		return soak.Count(3, 8)
 	}
-	return 20
+	return soak.Count(5, 20)
 }
 
 // TestEveryRoleSurvivesSIGKILLUnderAppends runs the five roles as child

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/streamcast/streamcast/internal/soak"
 )
 
 // The crash and lock tests run this test binary again as a child process
@@ -142,11 +144,10 @@ func (c *child) kill() {
 	_ = c.cmd.Wait()
 }
 
+// crashIterations is how many SIGKILLs a crash loop deals: a dozen locally
+// and in the race run, 50 in CI (STREAMCAST_SOAK=full, see internal/soak).
 func crashIterations() int {
-	if testing.Short() {
-		return 12
-	}
-	return 50
+	return soak.Count(12, 50)
 }
 
 func TestASecondWriterIsRefusedUntilTheFirstDies(t *testing.T) {
