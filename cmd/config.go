@@ -118,7 +118,7 @@ func (a *app) readConfig() (string, []byte, error) {
 func (a *app) overrides() []broker.Override {
 	v := newViper()
 	flags := map[string]*pflag.Flag{} // key → the running command's flag for it
-	var out []broker.Override
+	var env, flagged []broker.Override // the environment's first: broker.LoadConfig lets later ones win
 	if a.cmd != nil {
 		a.cmd.Flags().VisitAll(func(f *pflag.Flag) {
 			switch keys := f.Annotations[configKeyAnnot]; len(keys) {
@@ -127,7 +127,7 @@ func (a *app) overrides() []broker.Override {
 				_ = v.BindPFlag(keys[0], f) // fails only for a nil flag
 			case 2:
 				if f.Changed && f.Value.String() == "true" {
-					out = append(out, broker.Override{Key: keys[0], Value: keys[1], From: "flag --" + f.Name})
+					flagged = append(flagged, broker.Override{Key: keys[0], Value: keys[1], From: "flag --" + f.Name})
 				}
 			}
 		})
@@ -137,13 +137,15 @@ func (a *app) overrides() []broker.Override {
 		if !v.IsSet(key) { // neither its flag given nor its variable set
 			continue
 		}
-		from := "environment " + envName(key)
+		ov := broker.Override{Key: key, Value: overrideValue(v.Get(key)), From: "environment " + envName(key)}
 		if f := flags[key]; f != nil && f.Changed {
-			from = "flag --" + f.Name
+			ov.From = "flag --" + f.Name
+			flagged = append(flagged, ov)
+			continue
 		}
-		out = append(out, broker.Override{Key: key, Value: overrideValue(v.Get(key)), From: from})
+		env = append(env, ov)
 	}
-	return out
+	return append(env, flagged...)
 }
 
 // overrideValue is a value viper found, as the text broker.Override takes.

@@ -51,6 +51,9 @@ published table holds every acknowledged row), stops the children and exits 0.`,
 			if err != nil && len(cfg.Maintain.Roles()) > 0 {
 				return fmt.Errorf("find the streamcast executable to run the maintenance children: %w (or run serve --no-maintain)", err)
 			}
+			if err := a.logServeConfig(cfg); err != nil {
+				return err
+			}
 			srv, err := broker.New(cfg, broker.Options{
 				Logger:     a.logger,
 				Executable: exe,
@@ -97,9 +100,7 @@ func (a *app) loadServeConfig() (broker.Config, error) {
 }
 
 // checkServeConfig validates cfg exactly as `streamcast config` does, and
-// logs what serve runs with: a note when the file declares no streams, and
-// at debug level the whole configuration, rendered as config --json prints
-// it, so the two can be compared.
+// notes when the file declares no streams.
 func (a *app) checkServeConfig(cfg *broker.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -107,13 +108,22 @@ func (a *app) checkServeConfig(cfg *broker.Config) error {
 	if a.configUsed != "" && cfg.From("streams") == "default" {
 		a.logger.Info("the config file declares no streams; serving the embedded demo stream", "file", a.configUsed)
 	}
-	if a.logger.GetLevel() <= log.DebugLevel {
-		b, err := cfg.JSON()
-		if err != nil {
-			return err
-		}
-		a.logger.Debug("serving with this configuration", "config", loggedJSON(b))
+	return nil
+}
+
+// logServeConfig logs, at debug level, the whole configuration serve hands
+// the server, rendered as config --json prints it, so that the two can be
+// compared (testscript/config_serve.txtar does). Call it with the very value
+// passed to broker.New.
+func (a *app) logServeConfig(cfg broker.Config) error {
+	if a.logger.GetLevel() > log.DebugLevel {
+		return nil
 	}
+	b, err := cfg.JSON()
+	if err != nil {
+		return err
+	}
+	a.logger.Debug("serving with this configuration", "config", loggedJSON(b))
 	return nil
 }
 

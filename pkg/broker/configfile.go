@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -68,9 +69,10 @@ func keyFromMessage(err error) error {
 
 // origins records where each key of a loaded Config came from.
 type origins struct {
-	file  string            // the config file as named to streamcast; "" when none
-	lines map[string]int    // key path → line of its value in the file
-	over  map[string]string // key path → Override.From
+	file   string            // the config file as named to streamcast; "" when none
+	lines  map[string]int    // key path → line of its value in the file
+	scalar map[string]bool   // key paths whose value in the file is no mapping (maintain: false): it decides their insides
+	over   map[string]string // key path → Override.From
 }
 
 // at names a line of the file.
@@ -81,19 +83,31 @@ func (o *origins) at(line int) string {
 	return fmt.Sprintf("config file %s, line %d", o.file, line)
 }
 
-// from says where key's value came from: its override, its line in the
-// file, else the nearest enclosing key's (a stream's key left out is the
-// stream's default), else the default.
+// from says where key's value came from: its override or its line in the
+// file; else that of the nearest enclosing key that decides it (an
+// override or a scalar replaces a whole section; a stream's key left out
+// takes the stream's default, best found at the stream's line); else the
+// default.
 func (o *origins) from(key string) string {
 	for k := key; k != ""; k = parentKey(k) {
 		if f, ok := o.over[k]; ok {
 			return f
 		}
-		if l, ok := o.lines[k]; ok {
+		if l, ok := o.lines[k]; ok && (k == key || o.scalar[k] || strings.HasSuffix(k, "]")) {
 			return o.at(l)
 		}
 	}
 	return "default"
+}
+
+// replaced forgets where key and everything inside it came from: an
+// override has just replaced them.
+func (o *origins) replaced(key string) {
+	inside := func(k string) bool {
+		return k == key || strings.HasPrefix(k, key+".") || strings.HasPrefix(k, key+"[")
+	}
+	maps.DeleteFunc(o.lines, func(k string, _ int) bool { return inside(k) })
+	maps.DeleteFunc(o.over, func(k string, _ string) bool { return inside(k) })
 }
 
 // parentKey is "streams[0]" for "streams[0].name", "streams" for
@@ -175,7 +189,9 @@ func ParseConfig(data []byte, dir string) (Config, error) {
 
 // LoadConfig decodes a configuration: data, the contents of the config file
 // named file (both empty when there is none), laid over base, then each
-// override laid over that. A key the file leaves out keeps base's value;
+// override laid over that, in order (so give the environment's before the
+// flags': a later one wins, and one that sets a section, maintain: false,
+// replaces what earlier ones set inside it). A key the file leaves out keeps base's value;
 // streams: with no stream in it keeps base's streams (EmbeddedConfig's demo
 // stream, for serve). Relative schema_file paths are resolved against the
 // file's directory.
@@ -194,7 +210,7 @@ func LoadConfig(base Config, file string, data []byte, overrides ...Override) (C
 }
 
 func load(base Config, file, dir string, data []byte, overrides []Override) (Config, error) {
-	o := &origins{file: file, lines: map[string]int{}, over: map[string]string{}}
+	o := &origins{file: file, lines: map[string]int{}, scalar: map[string]bool{}, over: map[string]string{}}
 	p := &parser{origins: o, keyAt: map[int]string{}}
 	cfg := base
 	fileErr := func(err error) error {
@@ -222,6 +238,7 @@ func load(base Config, file, dir string, data []byte, overrides []Override) (Con
 		if err := overlay(top, ov); err != nil {
 			return cfg, err
 		}
+		o.replaced(ov.Key)
 		o.over[ov.Key] = ov.From
 	}
 	// streams: with no stream in it leaves base's streams (the demo stream).
@@ -275,6 +292,7 @@ func (p *parser) check(n *yaml.Node, path string, t reflect.Type) error {
 				return &ConfigError{Key: full, From: p.at(kn.Line), Err: fmt.Errorf("unknown key %s (known here: %s)", full, strings.Join(yamlKeys(t), ", "))}
 			}
 			p.lines[full] = v.Line
+			p.scalar[full] = v.Kind != yaml.MappingNode && v.Kind != yaml.SequenceNode
 			p.keyAt[v.Line] = full // a key's children come after it: the deepest key of a line wins
 			if err := p.check(v, full, f.Type); err != nil {
 				return err
@@ -395,9 +413,11 @@ func setPath(n *yaml.Node, path []string, val *yaml.Node) error {
 			next = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 			n.Content[idx] = next
 		case n.Content[idx].Kind != yaml.MappingNode:
-			at := strings.Join(path[:i+1], ".")
-			return fmt.Errorf("%s is %q in the config file (line %d), which holds no %s; change the file, or drop this setting",
-				at, n.Content[idx].Value, n.Content[idx].Line, strings.Join(path, "."))
+			at, where := strings.Join(path[:i+1], "."), "here"
+			if l := n.Content[idx].Line; l > 0 {
+				where = fmt.Sprintf("in the config file (line %d)", l)
+			}
+			return fmt.Errorf("%s is %q %s, which holds no %s; change one of them", at, n.Content[idx].Value, where, strings.Join(path, "."))
 		default:
 			next = n.Content[idx]
 		}
