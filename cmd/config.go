@@ -117,7 +117,7 @@ func (a *app) readConfig() (string, []byte, error) {
 // by a configSwitch flag. Keys nothing overrides keep the file's value.
 func (a *app) overrides() []broker.Override {
 	v := newViper()
-	flags := map[string]*pflag.Flag{} // key → the running command's flag for it
+	flags := map[string]*pflag.Flag{}  // key → the running command's flag for it
 	var env, flagged []broker.Override // the environment's first: broker.LoadConfig lets later ones win
 	if a.cmd != nil {
 		a.cmd.Flags().VisitAll(func(f *pflag.Flag) {
