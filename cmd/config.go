@@ -133,8 +133,7 @@ func (a *app) overrides() []broker.Override {
 		})
 	}
 	for _, key := range broker.OverrideKeys() {
-		_ = v.BindEnv(key) // fails only without a key
-		if !v.IsSet(key) { // neither its flag given nor its variable set
+		if !v.IsSet(key) { // neither its flag given nor its variable set (AutomaticEnv: STREAMCAST_ + the key)
 			continue
 		}
 		ov := broker.Override{Key: key, Value: overrideValue(v.Get(key)), From: "environment " + envName(key)}
