@@ -1,7 +1,9 @@
 package cmd
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,5 +196,59 @@ func TestAFlagThatSetsASectionBeatsTheEnvironmentInsideIt(t *testing.T) {
 	}
 	if a.cfg.Maintain.Enabled || a.cfg.From("maintain.flush_every") != "flag --no-maintain" {
 		t.Fatalf("maintain %+v from %q: want it off, by --no-maintain", a.cfg.Maintain, a.cfg.From("maintain.flush_every"))
+	}
+}
+
+// TestEveryKeyButStreamsHasItsEnvironmentVariable sets STREAMCAST_<KEY> for
+// every setting `streamcast config` prints but streams (each to its default,
+// as text) and checks that each was taken from there: a key added to any
+// section gains its variable with no list to update.
+func TestEveryKeyButStreamsHasItsEnvironmentVariable(t *testing.T) {
+	b, err := broker.EmbeddedConfig().JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defaults map[string]any
+	if err := json.Unmarshal(b, &defaults); err != nil {
+		t.Fatal(err)
+	}
+	delete(defaults, "streams")
+	values := map[string]string{} // key → its default as a variable's text
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			key := strings.TrimPrefix(prefix+"."+k, ".")
+			switch v := v.(type) {
+			case map[string]any:
+				walk(key, v)
+			case []any:
+				items := make([]string, len(v))
+				for i, item := range v {
+					items[i] = fmt.Sprint(item)
+				}
+				values[key] = strings.Join(items, ",")
+			default:
+				values[key] = fmt.Sprint(v)
+			}
+		}
+	}
+	walk("", defaults)
+	if len(values) < 20 {
+		t.Fatalf("only %d keys found in %s", len(values), b)
+	}
+	for key, text := range values {
+		if text == "" {
+			text = "x" // an empty variable counts as unset
+		}
+		t.Setenv(envName(key), text)
+	}
+	a, err := runSetup(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range values {
+		if from, want := a.cfg.From(key), "environment "+envName(key); from != want {
+			t.Errorf("%s comes from %q, want %q", key, from, want)
+		}
 	}
 }
