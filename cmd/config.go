@@ -86,7 +86,11 @@ func (a *app) loadConfig() (broker.Config, error) {
 	if err != nil {
 		return broker.Config{}, err
 	}
-	return broker.LoadConfig(broker.EmbeddedConfig(), path, data, a.overrides()...)
+	overrides, err := a.overrides()
+	if err != nil {
+		return broker.Config{}, err
+	}
+	return broker.LoadConfig(broker.EmbeddedConfig(), path, data, overrides...)
 }
 
 // readConfig reads --config, else $STREAMCAST_CONFIG, else ./streamcast.yaml
@@ -115,24 +119,30 @@ func (a *app) readConfig() (string, []byte, error) {
 // key given by a flag of the running command (marked with configFlag) or
 // else by a non-empty STREAMCAST_* environment variable, and the keys set
 // by a configSwitch flag. Keys nothing overrides keep the file's value.
-func (a *app) overrides() []broker.Override {
+func (a *app) overrides() ([]broker.Override, error) {
+	keys := broker.OverrideKeys()
 	v := newViper()
 	flags := map[string]*pflag.Flag{}  // key → the running command's flag for it
 	var env, flagged []broker.Override // the environment's first: broker.LoadConfig lets later ones win
 	if a.cmd != nil {
 		a.cmd.Flags().VisitAll(func(f *pflag.Flag) {
-			switch keys := f.Annotations[configKeyAnnot]; len(keys) {
-			case 1:
-				flags[keys[0]] = f
-				_ = v.BindPFlag(keys[0], f) // fails only for a nil flag
-			case 2:
+			switch ann := f.Annotations[configKeyAnnot]; len(ann) {
+			case 1: // configFlag: [key]
+				flags[ann[0]] = f
+				_ = v.BindPFlag(ann[0], f) // fails only for a nil flag
+			case 2: // configSwitch: [key, value]
 				if f.Changed && f.Value.String() == "true" {
-					flagged = append(flagged, broker.Override{Key: keys[0], Value: keys[1], From: "flag --" + f.Name})
+					flagged = append(flagged, broker.Override{Key: ann[0], Value: ann[1], From: "flag --" + f.Name})
 				}
 			}
 		})
 	}
-	for _, key := range broker.OverrideKeys() {
+	for key, f := range flags {
+		if !slices.Contains(keys, key) {
+			return nil, fmt.Errorf("flag --%s is marked as the form of config key %s, which broker.Config does not have", f.Name, key) // a mistake in the command tree
+		}
+	}
+	for _, key := range keys {
 		if !v.IsSet(key) { // neither its flag given nor its variable set (AutomaticEnv: STREAMCAST_ + the key)
 			continue
 		}
@@ -144,7 +154,7 @@ func (a *app) overrides() []broker.Override {
 		}
 		env = append(env, ov)
 	}
-	return append(env, flagged...)
+	return append(env, flagged...), nil
 }
 
 // overrideValue is a value viper found, as the text broker.Override takes.
