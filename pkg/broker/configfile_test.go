@@ -70,7 +70,8 @@ func TestPrintedConfigReadsBackToItself(t *testing.T) {
 }
 
 // comparable is c with what may differ between equal configurations made
-// equal: where values came from, and the spacing of schemas' JSON.
+// equal: where values came from, the spacing of schemas' JSON, and empty
+// lists against nil ones (both print as []).
 func comparable(t *testing.T, c Config) Config {
 	t.Helper()
 	c.origin = nil
@@ -85,6 +86,26 @@ func comparable(t *testing.T, c Config) Config {
 		}
 		c.Streams[i].Schema = b.Bytes()
 	}
+	v := reflect.ValueOf(&c).Elem()
+	var nilEmpty func(v reflect.Value)
+	nilEmpty = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Struct:
+			for i := range v.NumField() {
+				if v.Type().Field(i).IsExported() {
+					nilEmpty(v.Field(i))
+				}
+			}
+		case reflect.Slice:
+			if v.Len() == 0 {
+				v.SetZero()
+			}
+			for i := range v.Len() {
+				nilEmpty(v.Index(i))
+			}
+		}
+	}
+	nilEmpty(v)
 	return c
 }
 
@@ -103,8 +124,11 @@ func TestEveryOverrideKeyReachesTheConfig(t *testing.T) {
 		}
 		typ, _ := keyType(key)
 		value := map[reflect.Kind]string{reflect.String: "s3://b/p", reflect.Bool: "true", reflect.Int: "5", reflect.Int64: "7"}[typ.Kind()]
-		if typ == reflect.TypeFor[time.Duration]() {
+		switch {
+		case typ == reflect.TypeFor[time.Duration]():
 			value = "3s"
+		case typ.Kind() == reflect.Slice && typ.Elem().Kind() == reflect.String:
+			value = "a,b" // a list: comma-separated
 		}
 		switch key {
 		case "log.level":
