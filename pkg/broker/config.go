@@ -2,7 +2,6 @@ package broker
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/streamcast/streamcast/pkg/conf"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -84,7 +84,7 @@ type Config struct {
 
 	// origin says where each key's value came from, for errors; nil for a
 	// Config built in code. LoadConfig sets it.
-	origin *origins
+	origin *conf.Origins
 }
 
 // Limits are the bounds that keep one client from costing the others.
@@ -193,7 +193,7 @@ func (r *RawJSON) UnmarshalYAML(n *yaml.Node) error {
 		*r = RawJSON(n.Value)
 		return nil
 	}
-	b, err := nodeJSON(nil, n)
+	b, err := conf.NodeJSON(nil, n)
 	if err != nil {
 		return err
 	}
@@ -225,81 +225,6 @@ func plainStyle(n *yaml.Node) {
 	for _, c := range n.Content {
 		plainStyle(c)
 	}
-}
-
-// nodeJSON appends the JSON encoding of a YAML node.
-func nodeJSON(dst []byte, n *yaml.Node) ([]byte, error) {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		if len(n.Content) == 0 {
-			return append(dst, "null"...), nil
-		}
-		return nodeJSON(dst, n.Content[0])
-	case yaml.AliasNode:
-		return nodeJSON(dst, n.Alias)
-	case yaml.MappingNode:
-		dst = append(dst, '{')
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			k := n.Content[i]
-			if k.Kind != yaml.ScalarNode {
-				return nil, fmt.Errorf("line %d: a JSON Schema key must be a string", k.Line)
-			}
-			kb, _ := json.Marshal(k.Value)
-			dst = append(dst, kb...)
-			dst = append(dst, ':')
-			var err error
-			if dst, err = nodeJSON(dst, n.Content[i+1]); err != nil {
-				return nil, err
-			}
-		}
-		return append(dst, '}'), nil
-	case yaml.SequenceNode:
-		dst = append(dst, '[')
-		for i, c := range n.Content {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = nodeJSON(dst, c); err != nil {
-				return nil, err
-			}
-		}
-		return append(dst, ']'), nil
-	case yaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!null":
-			return append(dst, "null"...), nil
-		case "!!bool":
-			var b bool
-			if err := n.Decode(&b); err != nil {
-				return nil, err
-			}
-			return strconv.AppendBool(dst, b), nil
-		case "!!int":
-			var i int64
-			if err := n.Decode(&i); err != nil {
-				return nil, fmt.Errorf("line %d: %w", n.Line, err)
-			}
-			return strconv.AppendInt(dst, i, 10), nil
-		case "!!float":
-			var f float64
-			if err := n.Decode(&f); err != nil {
-				return nil, fmt.Errorf("line %d: %w", n.Line, err)
-			}
-			b, err := json.Marshal(f)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %v is not a JSON number", n.Line, n.Value)
-			}
-			return append(dst, b...), nil
-		default:
-			b, _ := json.Marshal(n.Value)
-			return append(dst, b...), nil
-		}
-	}
-	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)
 }
 
 // UnmarshalYAML fills a stream declaration on top of DefaultStream, so a key
@@ -546,7 +471,7 @@ func (m *MaintainConfig) UnmarshalYAML(n *yaml.Node) error {
 	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool":
 		return n.Decode(&m.Enabled)
 	case n.Kind != yaml.MappingNode:
-		return fmt.Errorf("line %d: maintain is false, true, or a mapping of %s", n.Line, strings.Join(yamlKeys(reflect.TypeFor[MaintainConfig]()), ", "))
+		return fmt.Errorf("line %d: maintain is false, true, or a mapping of %s", n.Line, strings.Join(conf.Names(reflect.TypeFor[MaintainConfig]()), ", "))
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, v := n.Content[i].Value, n.Content[i+1]
