@@ -1,52 +1,37 @@
 package cmd
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
+
+	"github.com/streamcast/streamcast/pkg/broker"
 )
 
-type testServeConfig struct {
-	Listen     string        `yaml:"listen"`
-	MaxBacklog int           `yaml:"max_backlog"`
-	FlushEvery time.Duration `yaml:"flush_every"`
-	Durable    bool          `yaml:"durable"`
-	Tags       []string      `yaml:"tags"`
-	Store      struct {
-		Root string `yaml:"root"`
-	} `yaml:"store"`
-}
-
-func (c *testServeConfig) Validate() error {
-	if strings.HasPrefix(c.Listen, "bad") {
-		return &badValue{Key: "listen", Value: c.Listen, Want: []string{"host:port"}}
-	}
-	return nil
-}
-
-func defaultTestServeConfig() testServeConfig {
-	c := testServeConfig{Listen: "127.0.0.1:8765", MaxBacklog: 1024, FlushEvery: time.Minute, Durable: true, Tags: []string{"a"}}
-	c.Store.Root = "./streamcast-data"
-	return c
-}
-
-// runSetup parses args for a command with a --listen flag marked as
-// serve.listen, runs the root's setup on it, and returns the app.
-func runSetup(t *testing.T, config string, args ...string) *app {
+// runSetup parses args for a serve-like command (--listen marked as listen,
+// --max-backlog as limits.max_backlog, --no-maintain as maintain: false),
+// with config as ./streamcast.yaml when not empty, runs the root's setup
+// on it, and returns the app.
+func runSetup(t *testing.T, config string, args ...string) (*app, error) {
 	t.Helper()
 	t.Chdir(t.TempDir())
 	t.Setenv(configEnv, "")
-	a := &app{v: newViper(), stderr: &strings.Builder{}, bound: map[string]*pflag.Flag{}}
+	a := &app{stderr: &strings.Builder{}}
 	c := &cobra.Command{Use: "serve"}
-	c.Flags().String("listen", defaultTestServeConfig().Listen, "")
-	configFlag(c.Flags(), "listen", "serve.listen")
+	def := broker.DefaultConfig()
+	c.Flags().String("listen", def.Listen, "")
+	c.Flags().Int("max-backlog", def.Limits.MaxBacklog, "")
+	c.Flags().Bool("no-maintain", false, "")
+	configFlag(c.Flags(), "listen", "listen")
+	configFlag(c.Flags(), "max-backlog", "limits.max_backlog")
+	configSwitch(c.Flags(), "no-maintain", "maintain", "false")
 	if config != "" {
 		if err := os.WriteFile("streamcast.yaml", []byte(config), 0o644); err != nil {
 			t.Fatal(err)
@@ -55,80 +40,119 @@ func runSetup(t *testing.T, config string, args ...string) *app {
 	if err := c.ParseFlags(args); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.setup(c); err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return a, a.setup(c)
 }
 
-func TestDecodeMergesDefaultsFileEnvironmentAndFlags(t *testing.T) {
-	t.Setenv("STREAMCAST_SERVE_MAX_BACKLOG", "7")
-	t.Setenv("STREAMCAST_SERVE_FLUSH_EVERY", "5s")
-	t.Setenv("STREAMCAST_SERVE_STORE_ROOT", "/env/root")
-	a := runSetup(t, "serve:\n  listen: file:1\n  durable: false\n  store:\n    root: /file/root\n", "--listen", "flag:2")
-
-	got := defaultTestServeConfig()
-	if err := a.decode("serve", &got); err != nil {
+func TestConfigMergesDefaultsFileEnvironmentAndFlags(t *testing.T) {
+	t.Setenv("STREAMCAST_LIMITS_MAX_INBOUND", "7")
+	t.Setenv("STREAMCAST_S3_REGION", "eu-west-3")
+	t.Setenv("STREAMCAST_ROOT", "/env/root")
+	t.Setenv("STREAMCAST_TIERS_TARGET_SEAL_BYTES", "8MiB")
+	t.Setenv("STREAMCAST_LIMITS_MAX_IN_FLIGHT", "") // empty counts as unset
+	a, err := runSetup(t, `listen: file:1
+root: /file/root
+limits: {max_in_flight: 3}
+streams:
+  - name: trades
+    schema: {type: object, properties: {Price: {type: number}}, required: [Price]}
+`, "--listen", "flag:2", "--no-maintain")
+	if err != nil {
 		t.Fatal(err)
 	}
-	want := defaultTestServeConfig()
-	want.Listen = "flag:2"            // flag beats the file
-	want.MaxBacklog = 7               // environment beats the default
-	want.FlushEvery = 5 * time.Second // durations parse from text
-	want.Durable = false              // the file beats the default
-	want.Store.Root = "/env/root"     // environment beats the file, nested
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got  %+v\nwant %+v", got, want)
+	got := a.cfg
+	switch {
+	case got.Listen != "flag:2":
+		t.Errorf("listen %q: the flag must beat the file", got.Listen)
+	case got.Root != "/env/root":
+		t.Errorf("root %q: the environment must beat the file", got.Root)
+	case got.Limits.MaxInbound != 7:
+		t.Errorf("max_inbound %d: the environment must beat the default", got.Limits.MaxInbound)
+	case got.Limits.MaxInFlight != 3:
+		t.Errorf("max_in_flight %d: the file must beat the default and an empty variable", got.Limits.MaxInFlight)
+	case got.Limits.MaxBacklog != broker.DefaultMaxBacklog:
+		t.Errorf("max_backlog %d: an unset flag must leave the default", got.Limits.MaxBacklog)
+	case got.S3.Region != "eu-west-3":
+		t.Errorf("s3.region %q: want the environment's", got.S3.Region)
+	case got.Maintain.Enabled:
+		t.Errorf("maintain %+v: want it off by --no-maintain", got.Maintain)
+	case got.Tiers.TargetSealBytes != 8<<20:
+		t.Errorf("tiers.target_seal_bytes %d: want 8MiB from the environment, read as the file reads it", got.Tiers.TargetSealBytes)
+	case len(got.Streams) != 1 || !strings.Contains(string(got.Streams[0].Schema), `"Price"`):
+		t.Errorf("streams %+v: want the file's one stream, its property's case kept", got.Streams)
+	}
+	for key, want := range map[string]string{
+		"listen":               "flag --listen",
+		"root":                 "environment STREAMCAST_ROOT",
+		"limits.max_in_flight": "config file streamcast.yaml, line 3",
+		"limits.max_backlog":   "default",
+		"maintain":             "flag --no-maintain",
+		"streams[0].name":      "config file streamcast.yaml, line 5",
+	} {
+		if from := got.From(key); from != want {
+			t.Errorf("%s comes from %q, want %q", key, from, want)
+		}
 	}
 }
 
-func TestDecodeWithoutAnySourceKeepsDefaults(t *testing.T) {
-	a := runSetup(t, "")
-	got := defaultTestServeConfig()
-	if err := a.decode("serve", &got); err != nil {
+func TestConfigWithoutAnySourceIsTheEmbeddedDefault(t *testing.T) {
+	a, err := runSetup(t, "")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if want := defaultTestServeConfig(); !reflect.DeepEqual(got, want) {
-		t.Errorf("got  %+v\nwant %+v", got, want)
+	want, _ := broker.EmbeddedConfig().YAML()
+	if got, _ := a.cfg.YAML(); string(got) != string(want) {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
 
-func TestDecodeNamesWhereABadValueCameFrom(t *testing.T) {
+func TestConfigErrorsSayWhereTheValueCameFrom(t *testing.T) {
 	tests := []struct {
 		name, config, env string
 		args              []string
 		from              string
 	}{
-		{name: "flag", args: []string{"--listen", "bad1"}, from: "--listen"},
-		{name: "environment", env: "bad2", from: "STREAMCAST_SERVE_LISTEN"},
-		{name: "file", config: "serve:\n  listen: bad3\n", from: "config file streamcast.yaml"},
+		{name: "flag", args: []string{"--max-backlog", "0"}, from: "flag --max-backlog"},
+		{name: "environment", env: "0", from: "environment STREAMCAST_LIMITS_MAX_BACKLOG"},
+		{name: "file", config: "# limits\nlimits:\n  max_backlog: 0\n", from: "config file streamcast.yaml, line 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.env != "" {
-				t.Setenv("STREAMCAST_SERVE_LISTEN", tt.env)
+				t.Setenv("STREAMCAST_LIMITS_MAX_BACKLOG", tt.env)
 			}
-			a := runSetup(t, tt.config, tt.args...)
-			cfg := defaultTestServeConfig()
-			err := a.decode("serve", &cfg)
-			var bv *badValue
-			if !errors.As(err, &bv) {
-				t.Fatalf("got %v, want a *badValue", err)
+			a, err := runSetup(t, tt.config, tt.args...)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if bv.Key != "serve.listen" || bv.From != tt.from {
-				t.Errorf("got key %q from %q, want serve.listen from %q (%v)", bv.Key, bv.From, tt.from, err)
+			err = a.cfg.Validate()
+			var ce *broker.ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("got %v, want a *broker.ConfigError", err)
+			}
+			if ce.Key != "limits.max_backlog" || ce.From != tt.from {
+				t.Errorf("got key %q from %q, want limits.max_backlog from %q (%v)", ce.Key, ce.From, tt.from, err)
+			}
+			if want := tt.from + ": limits.max_backlog is 0; it must be at least 1"; err.Error() != want {
+				t.Errorf("message %q, want %q", err, want)
 			}
 		})
 	}
 }
 
-func TestDecodeRefusesAValueOfTheWrongType(t *testing.T) {
-	a := runSetup(t, "serve:\n  max_backlog: lots\n")
-	cfg := defaultTestServeConfig()
-	err := a.decode("serve", &cfg)
-	if err == nil || !strings.Contains(err.Error(), "max_backlog") {
-		t.Fatalf("got %v, want an error naming max_backlog", err)
-	}
+func TestConfigRefusesAValueOfTheWrongTypeNamingItsSource(t *testing.T) {
+	t.Run("file", func(t *testing.T) {
+		_, err := runSetup(t, "limits:\n  max_backlog: lots\n")
+		if err == nil || !strings.HasPrefix(err.Error(), "config file streamcast.yaml, line 2: limits.max_backlog: ") {
+			t.Fatalf("got %v, want an error naming the file, line 2 and limits.max_backlog", err)
+		}
+	})
+	t.Run("environment", func(t *testing.T) {
+		t.Setenv("STREAMCAST_MAINTAIN_SEAL_EVERY", "often")
+		_, err := runSetup(t, "")
+		if err == nil || !strings.HasPrefix(err.Error(), "environment STREAMCAST_MAINTAIN_SEAL_EVERY: maintain.seal_every: ") {
+			t.Fatalf("got %v, want an error naming STREAMCAST_MAINTAIN_SEAL_EVERY", err)
+		}
+	})
 }
 
 func TestReadConfigPrefersFlagThenEnvironmentThenWorkingDirectory(t *testing.T) {
@@ -146,12 +170,85 @@ func TestReadConfigPrefersFlagThenEnvironmentThenWorkingDirectory(t *testing.T) 
 	}
 	for _, tt := range tests {
 		t.Setenv(configEnv, tt.env)
-		a := &app{v: newViper(), configFile: tt.flag}
-		if err := a.readConfig(); err != nil {
+		a := &app{configFile: tt.flag}
+		path, data, err := a.readConfig()
+		if err != nil {
 			t.Fatal(err)
 		}
-		if a.configUsed != tt.want {
-			t.Errorf("--config %q, %s=%q: read %q, want %q", tt.flag, configEnv, tt.env, a.configUsed, tt.want)
+		if path != tt.want || a.configUsed != tt.want || len(data) == 0 {
+			t.Errorf("--config %q, %s=%q: read %q (%d bytes), want %q", tt.flag, configEnv, tt.env, path, len(data), tt.want)
+		}
+	}
+}
+
+func TestAFlagThatSetsASectionBeatsTheEnvironmentInsideIt(t *testing.T) {
+	t.Setenv("STREAMCAST_MAINTAIN_FLUSH_EVERY", "5s")
+	a, err := runSetup(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := a.cfg.Maintain; m.FlushEvery != 5*time.Second || !m.Enabled {
+		t.Fatalf("maintain %+v: want flush_every 5s from the environment", m)
+	}
+	a, err = runSetup(t, "", "--no-maintain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.cfg.Maintain.Enabled || a.cfg.From("maintain.flush_every") != "flag --no-maintain" {
+		t.Fatalf("maintain %+v from %q: want it off, by --no-maintain", a.cfg.Maintain, a.cfg.From("maintain.flush_every"))
+	}
+}
+
+// TestEveryKeyButStreamsHasItsEnvironmentVariable sets STREAMCAST_<KEY> for
+// every setting `streamcast config` prints but streams (each to its default,
+// as text) and checks that each was taken from there: a key added to any
+// section gains its variable with no list to update.
+func TestEveryKeyButStreamsHasItsEnvironmentVariable(t *testing.T) {
+	b, err := broker.EmbeddedConfig().JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defaults map[string]any
+	if err := json.Unmarshal(b, &defaults); err != nil {
+		t.Fatal(err)
+	}
+	delete(defaults, "streams")
+	values := map[string]string{} // key → its default as a variable's text
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			key := strings.TrimPrefix(prefix+"."+k, ".")
+			switch v := v.(type) {
+			case map[string]any:
+				walk(key, v)
+			case []any:
+				items := make([]string, len(v))
+				for i, item := range v {
+					items[i] = fmt.Sprint(item)
+				}
+				values[key] = strings.Join(items, ",")
+			default:
+				values[key] = fmt.Sprint(v)
+			}
+		}
+	}
+	walk("", defaults)
+	if len(values) < 20 {
+		t.Fatalf("only %d keys found in %s", len(values), b)
+	}
+	for key, text := range values {
+		if text == "" {
+			text = "x" // an empty variable counts as unset
+		}
+		t.Setenv(envName(key), text)
+	}
+	a, err := runSetup(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range values {
+		if from, want := a.cfg.From(key), "environment "+envName(key); from != want {
+			t.Errorf("%s comes from %q, want %q", key, from, want)
 		}
 	}
 }

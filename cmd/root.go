@@ -12,8 +12,8 @@ import (
 
 	"github.com/charmbracelet/log"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
+
+	"github.com/streamcast/streamcast/pkg/broker"
 )
 
 // Exit codes of Run and Execute.
@@ -27,52 +27,43 @@ const (
 // the logger and the process's standard streams. Commands write to a.stdout
 // and a.stderr, never to os.Stdout, so tests and testscript see everything.
 //
-// How a subcommand reads its configuration, so that a flag beats a
-// STREAMCAST_* environment variable, which beats the config file, which beats
-// the default, for every key alike:
+// The configuration is one broker.Config (every section: listen, root,
+// limits, streams, maintain, published, s3, tiers, log), read once per run
+// by the root's PersistentPreRunE into a.cfg: the config file laid over
+// broker.EmbeddedConfig, then STREAMCAST_* environment variables, then the
+// running command's flags, each overriding the one before, for every key
+// alike. A command uses a.cfg and never reads a flag's variable for a key
+// directly, which would skip the environment and the file.
 //
-// First, keep the settings in a plain struct with yaml tags, a default
-// constructor and a Validate method (logConfig in config.go is one):
+// To give a key a flag, declare the flag with the key's default and mark it
+// as that key's command-line form:
 //
-//	type serveConfig struct {
-//		Listen string `yaml:"listen"`
-//	}
-//
-// Second, declare a flag for each key a user should set on the command line,
-// defaulting to the struct's default, and mark it as that key's command-line
-// form:
-//
+//	def := broker.DefaultConfig()
 //	cmd.Flags().String("listen", def.Listen, "address to listen on")
-//	configFlag(cmd.Flags(), "listen", "serve.listen")
+//	configFlag(cmd.Flags(), "listen", "listen")
 //
-// Third, in RunE, fill the struct through viper and use only the struct:
+// (configSwitch marks a boolean flag that sets a key to a fixed value, as
+// --no-maintain sets maintain to false.) Every key but streams has its
+// environment variable without any marking: STREAMCAST_ and the key in upper
+// case with "." and "-" turned into "_" (broker.OverrideKeys lists them,
+// from Config's yaml tags). A new key is a field of broker.Config or one of
+// its sections, with a yaml tag, a default in broker.DefaultConfig and a
+// check in its Validate; nothing in cmd needs to change.
 //
-//	cfg := defaultServeConfig()
-//	if err := a.decode("serve", &cfg); err != nil {
-//		return err
-//	}
-//
-// decode registers every field as a key (so STREAMCAST_SERVE_LISTEN is
-// consulted even when no file mentions it), fills the struct and runs
-// Validate, naming where a bad value came from. The environment variable of
-// key "a.b_c" is STREAMCAST_A_B_C ("." and "-" become "_").
-//
-// A single key can also be read with a.v.GetString("serve.listen") once its
-// flag is marked. Never read a flag's variable directly: that skips the
-// environment and the file. Flags are bound to viper only for the command
-// that runs (in the root's PersistentPreRunE), so two commands may mark flags
-// for the same key. Subcommands must not set PersistentPreRun(E) themselves:
-// cobra runs only the nearest one, and the root's reads the configuration.
+// Flags are bound only for the command that runs, so two commands may mark
+// flags for the same key. Subcommands must not set PersistentPreRun(E)
+// themselves: cobra runs only the nearest one, and the root's reads the
+// configuration.
 type app struct {
-	v      *viper.Viper
 	logger *log.Logger // text at info until the root's PersistentPreRunE builds the configured one
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 
-	configFile string                 // --config
-	configUsed string                 // the file actually read ("" when none)
-	bound      map[string]*pflag.Flag // config key → the running command's flag for it
+	configFile string         // --config
+	configUsed string         // the file actually read ("" when none)
+	cmd        *cobra.Command // the command running, whose flags overrides reads
+	cfg        broker.Config  // the configuration read at start (setup); only the log: section is validated
 }
 
 // NewRootCommand builds the whole streamcast command tree, reading from stdin
@@ -81,12 +72,10 @@ type app struct {
 // tests build their own.
 func NewRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	a := &app{
-		v:      newViper(),
-		logger: newLogger(stderr, defaultLogConfig()),
+		logger: newLogger(stderr, broker.DefaultLogConfig()),
 		stdin:  stdin,
 		stdout: stdout,
 		stderr: stderr,
-		bound:  map[string]*pflag.Flag{},
 	}
 	root := &cobra.Command{
 		Use:   "streamcast",
@@ -110,7 +99,8 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
-	def := defaultLogConfig()
+	def := broker.DefaultLogConfig()
+	logLevels, logFormats := broker.LogLevels(), broker.LogFormats()
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configFile, "config", "", "read configuration from the YAML `FILE` (default $STREAMCAST_CONFIG, else ./streamcast.yaml if it exists)")
 	pf.Var(newChoice("level", def.Level, logLevels), "log-level", "log messages at this `level` and above: "+strings.Join(logLevels, ", "))

@@ -5,25 +5,14 @@ import (
 	"net"
 	"os"
 
+	"github.com/charmbracelet/log"
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/pkg/broker"
 )
 
-// serveSettings are the serve keys a flag or STREAMCAST_* variable may
-// override. Streams are read from the config file itself, never through
-// viper, which would lower-case the property names of inline schemas.
-type serveSettings struct {
-	Listen string        `yaml:"listen"`
-	Root   string        `yaml:"root"`
-	Limits broker.Limits `yaml:"limits"`
-}
-
 func newServeCmd(a *app) *cobra.Command {
-	var (
-		addrFile   string
-		noMaintain bool
-	)
+	var addrFile string
 	def := broker.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -33,8 +22,12 @@ with GET /stats and GET /health beside them. Without a config file (or with
 one that declares no streams) it serves an embedded demo stream of trades,
 durable, under ./streamcast-data on 127.0.0.1:8765.
 
-listen, root and limits.* may be overridden by flags and ` + "`STREAMCAST_*`" + `
-variables (` + "`STREAMCAST_LIMITS_MAX_BACKLOG`" + `); streams come from the file only.
+Every key but streams may be overridden by a ` + "`STREAMCAST_*`" + ` variable
+(` + "`STREAMCAST_LIMITS_MAX_BACKLOG`" + `), and listen, root and maintain by the flags
+below; streams come from the file only. "streamcast config" prints the
+configuration serve would run with and runs the same checks; at debug level
+serve logs it, in config --json's form.
+
 Beside the server, serve runs one ` + "`streamcast maintain --role R`" + ` child
 process per maintenance role over every durable stream's log (seal, compact,
 publish, clean, clean-published; the config's maintain: section says which
@@ -50,31 +43,16 @@ published table holds every acknowledged row), stops the children and exits 0.`,
   streamcast serve --listen 127.0.0.1:0 --addr-file /tmp/addr   # tests: find the port
   streamcast serve --no-maintain                                 # run the maintain roles yourself`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			settings := serveSettings{Listen: def.Listen, Root: def.Root, Limits: def.Limits}
-			if err := a.decode("", &settings); err != nil {
+			cfg := a.cfg // read once by setup; a reload reads anew with loadServeConfig
+			if err := a.checkServeConfig(&cfg); err != nil {
 				return err
-			}
-			cfg := broker.EmbeddedConfig()
-			if a.configUsed != "" {
-				fileCfg, err := broker.LoadConfigFile(a.configUsed)
-				if err != nil {
-					return err
-				}
-				if len(fileCfg.Streams) > 0 {
-					cfg = fileCfg
-				} else {
-					a.logger.Info("the config file declares no streams; serving the embedded demo stream")
-					cfg.Maintain = fileCfg.Maintain
-					cfg.Published, cfg.S3, cfg.Tiers = fileCfg.Published, fileCfg.S3, fileCfg.Tiers
-				}
-			}
-			cfg.Listen, cfg.Root, cfg.Limits = settings.Listen, settings.Root, settings.Limits
-			if noMaintain {
-				cfg.Maintain.Enabled = false
 			}
 			exe, err := os.Executable()
 			if err != nil && len(cfg.Maintain.Roles()) > 0 {
 				return fmt.Errorf("find the streamcast executable to run the maintenance children: %w (or run serve --no-maintain)", err)
+			}
+			if err := a.logServeConfig(cfg); err != nil {
+				return err
 			}
 			srv, err := broker.New(cfg, broker.Options{
 				Logger:     a.logger,
@@ -98,9 +76,61 @@ published table holds every acknowledged row), stops the children and exits 0.`,
 	f.String("listen", def.Listen, "serve on this `ADDR` (host:port; :0 picks a free port)")
 	f.String("root", def.Root, "keep durable streams' logs under this `DIR`")
 	f.StringVar(&addrFile, "addr-file", "", "once serving, write the address listened on to `FILE` (for scripts and tests)")
-	f.BoolVar(&noMaintain, "no-maintain", false, "run no maintenance child (as maintain: false); run streamcast maintain yourself")
+	f.Bool("no-maintain", false, "run no maintenance child (as maintain: false); run streamcast maintain yourself")
 	configFlag(f, "listen", "listen")
 	configFlag(f, "root", "root")
+	configSwitch(f, "no-maintain", "maintain", "false")
 	_ = cmd.MarkFlagDirname("root")
 	return cmd
 }
+
+// loadServeConfig reads the configuration anew, as setup did at start (the
+// config file once, the environment, serve's flags), and checks it as serve
+// does: what serve runs with after a reload (SIGHUP). The first start uses
+// the configuration setup read, through the same checks.
+func (a *app) loadServeConfig() (broker.Config, error) {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return cfg, err
+	}
+	if err := a.checkServeConfig(&cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// checkServeConfig validates cfg exactly as `streamcast config` does, and
+// notes when the file declares no streams.
+func (a *app) checkServeConfig(cfg *broker.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if a.configUsed != "" && cfg.From("streams") == "default" {
+		a.logger.Info("the config file declares no streams; serving the embedded demo stream", "file", a.configUsed)
+	}
+	return nil
+}
+
+// logServeConfig logs, at debug level, the whole configuration serve hands
+// the server, rendered as config --json prints it, so that the two can be
+// compared (testscript/config_serve.txtar does). Call it with the very value
+// passed to broker.New.
+func (a *app) logServeConfig(cfg broker.Config) error {
+	if a.logger.GetLevel() > log.DebugLevel {
+		return nil
+	}
+	b, err := cfg.JSON()
+	if err != nil {
+		return err
+	}
+	a.logger.Debug("serving with this configuration", "config", loggedJSON(b))
+	return nil
+}
+
+// loggedJSON is a JSON document as a log value: embedded as JSON in a JSON
+// log line, written as its text in a text one.
+type loggedJSON []byte
+
+func (j loggedJSON) MarshalJSON() ([]byte, error) { return j, nil }
+
+func (j loggedJSON) Format(f fmt.State, _ rune) { _, _ = f.Write(j) }

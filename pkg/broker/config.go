@@ -2,11 +2,10 @@ package broker
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/streamcast/streamcast/pkg/conf"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -38,9 +38,18 @@ const (
 	DefaultFlushEvery          = 60 * time.Second
 )
 
-// Config is the server's configuration: what `streamcast serve` reads from
-// streamcast.yaml (viper only fills it from the environment and flags). Start
-// from DefaultConfig; Validate before use.
+// Config is streamcast's whole configuration, one typed value: what
+// `streamcast serve` runs with and `streamcast config` prints. cmd reads the
+// file once and decodes it, with the STREAMCAST_* variables and flags laid
+// over it, through LoadConfig; tests build one from DefaultConfig. Validate
+// before use.
+//
+// Every section is a field here and nowhere else: the keys the file may
+// hold, the keys an environment variable or flag may set (OverrideKeys) and
+// what `streamcast config` prints are all derived from these yaml tags, so a
+// new field is known, settable and printed without another list to update.
+// A field that holds a secret is tagged secret:"true"; every rendering of a
+// Config (YAML, JSON) shows it as "[redacted]".
 type Config struct {
 	// Listen is the TCP address to serve on; ":0" picks a free port.
 	Listen string `yaml:"listen"`
@@ -76,6 +85,12 @@ type Config struct {
 	// client, any non-browser client) is not a browser's cross-site request
 	// and is always served; this is no authentication.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// Log is how every command logs: level and format.
+	Log LogConfig `yaml:"log"`
+
+	// origin says where each key's value came from, for errors; nil for a
+	// Config built in code. LoadConfig sets it.
+	origin *conf.Origins
 }
 
 // Limits are the bounds that keep one client from costing the others.
@@ -136,6 +151,7 @@ func DefaultConfig() Config {
 			MaxMessageBytes: DefaultMaxMessageBytes,
 		},
 		Maintain: DefaultMaintain(),
+		Log:      DefaultLogConfig(),
 	}
 }
 
@@ -161,7 +177,9 @@ const DemoSchema = `{
 }`
 
 // EmbeddedConfig is what `streamcast serve` serves without --config: a durable
-// demo stream of trades under ./streamcast-data on 127.0.0.1:8765.
+// demo stream of trades under ./streamcast-data on 127.0.0.1:8765. It is the
+// base cmd lays the config file over, so a file without streams serves the
+// demo stream with the file's other settings.
 func EmbeddedConfig() Config {
 	c := DefaultConfig()
 	demo := DefaultStream("demo")
@@ -182,7 +200,7 @@ func (r *RawJSON) UnmarshalYAML(n *yaml.Node) error {
 		*r = RawJSON(n.Value)
 		return nil
 	}
-	b, err := nodeJSON(nil, n)
+	b, err := conf.NodeJSON(nil, n)
 	if err != nil {
 		return err
 	}
@@ -190,7 +208,7 @@ func (r *RawJSON) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// MarshalYAML writes the document as YAML (through its JSON value).
+// MarshalYAML writes the document as block YAML, keys in their order.
 func (r RawJSON) MarshalYAML() (any, error) {
 	if len(r) == 0 {
 		return nil, nil
@@ -200,84 +218,20 @@ func (r RawJSON) MarshalYAML() (any, error) {
 		return string(r), nil
 	}
 	if len(n.Content) == 1 {
+		plainStyle(n.Content[0])
 		return n.Content[0], nil
 	}
 	return string(r), nil
 }
 
-// nodeJSON appends the JSON encoding of a YAML node.
-func nodeJSON(dst []byte, n *yaml.Node) ([]byte, error) {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		if len(n.Content) == 0 {
-			return append(dst, "null"...), nil
-		}
-		return nodeJSON(dst, n.Content[0])
-	case yaml.AliasNode:
-		return nodeJSON(dst, n.Alias)
-	case yaml.MappingNode:
-		dst = append(dst, '{')
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			k := n.Content[i]
-			if k.Kind != yaml.ScalarNode {
-				return nil, fmt.Errorf("line %d: a JSON Schema key must be a string", k.Line)
-			}
-			kb, _ := json.Marshal(k.Value)
-			dst = append(dst, kb...)
-			dst = append(dst, ':')
-			var err error
-			if dst, err = nodeJSON(dst, n.Content[i+1]); err != nil {
-				return nil, err
-			}
-		}
-		return append(dst, '}'), nil
-	case yaml.SequenceNode:
-		dst = append(dst, '[')
-		for i, c := range n.Content {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = nodeJSON(dst, c); err != nil {
-				return nil, err
-			}
-		}
-		return append(dst, ']'), nil
-	case yaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!null":
-			return append(dst, "null"...), nil
-		case "!!bool":
-			var b bool
-			if err := n.Decode(&b); err != nil {
-				return nil, err
-			}
-			return strconv.AppendBool(dst, b), nil
-		case "!!int":
-			var i int64
-			if err := n.Decode(&i); err != nil {
-				return nil, fmt.Errorf("line %d: %w", n.Line, err)
-			}
-			return strconv.AppendInt(dst, i, 10), nil
-		case "!!float":
-			var f float64
-			if err := n.Decode(&f); err != nil {
-				return nil, fmt.Errorf("line %d: %w", n.Line, err)
-			}
-			b, err := json.Marshal(f)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %v is not a JSON number", n.Line, n.Value)
-			}
-			return append(dst, b...), nil
-		default:
-			b, _ := json.Marshal(n.Value)
-			return append(dst, b...), nil
-		}
+// plainStyle drops the JSON text's flow style and quotes, so a schema prints
+// like the rest of the file; the encoder still quotes a string that would
+// otherwise read as another type ("null", "1").
+func plainStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		plainStyle(c)
 	}
-	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)
 }
 
 // UnmarshalYAML fills a stream declaration on top of DefaultStream, so a key
@@ -295,150 +249,41 @@ func (s *StreamConfig) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// known lists the keys each part of the file may hold.
-var (
-	// log is the logging section every command shares (read by cmd).
-	topKeys      = []string{"listen", "root", "limits", "streams", "maintain", "published", "s3", "tiers", "allowed_origins", "log"}
-	limitKeys    = []string{"max_backlog", "max_inbound", "max_in_flight", "max_message_bytes"}
-	streamKeys   = []string{"name", "schema", "schema_file", "sort_by", "durable", "group_commit", "max_replay", "exactly_once"}
-	maintainKeys = []string{"seal_every", "compact_every", "publish_every", "clean_every", "clean_published_every", "flush_every"}
-)
-
-// checkKeys refuses a key outside allowed, naming it with its path and line,
-// and records the key of each value's line in lines (to name keys in type
-// errors).
-func checkKeys(n *yaml.Node, path string, allowed []string, lines map[int]string) error {
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i].Value
-		full := k
-		if path != "" {
-			full = path + "." + k
-		}
-		if seen[k] {
-			return fmt.Errorf("line %d: key %s is given twice", n.Content[i].Line, full)
-		}
-		seen[k] = true
-		if !slices.Contains(allowed, k) && credentialKey(k) {
-			return fmt.Errorf("line %d: key %s: %s", n.Content[i].Line, full, credentialsNote)
-		}
-		if !slices.Contains(allowed, k) {
-			return fmt.Errorf("line %d: unknown key %s (known here: %s)", n.Content[i].Line, full, strings.Join(allowed, ", "))
-		}
-		lines[n.Content[i+1].Line] = full // the deepest key of a line wins
-	}
-	return nil
-}
-
-// ParseConfig reads a YAML config on top of DefaultConfig. Unknown keys are
-// refused, naming the key. Relative schema_file paths are resolved against
-// dir. It does not validate: call Validate.
-func ParseConfig(data []byte, dir string) (Config, error) {
-	cfg := DefaultConfig()
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return cfg, fmt.Errorf("config is not valid YAML: %w", err)
-	}
-	if len(doc.Content) == 0 {
-		return cfg, errors.New("config is empty; it needs at least a streams list")
-	}
-	top := doc.Content[0]
-	if top.Kind != yaml.MappingNode {
-		return cfg, fmt.Errorf("line %d: the config is a mapping of listen, root, limits and streams", top.Line)
-	}
-	lines := map[int]string{}
-	if err := checkKeys(top, "", topKeys, lines); err != nil {
-		return cfg, err
-	}
-	mine := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	for i := 0; i+1 < len(top.Content); i += 2 {
-		v := top.Content[i+1]
-		switch top.Content[i].Value {
-		case "log":
-			continue // another command's section
-		case "limits":
-			if err := checkKeys(v, "limits", limitKeys, lines); err != nil {
-				return cfg, err
-			}
-		case "maintain":
-			if err := checkKeys(v, "maintain", maintainKeys, lines); err != nil {
-				return cfg, err
-			}
-		case "s3":
-			if err := checkKeys(v, "s3", s3Keys, lines); err != nil {
-				return cfg, err
-			}
-		case "tiers":
-			if err := checkKeys(v, "tiers", tierKeys, lines); err != nil {
-				return cfg, err
-			}
-		case "streams":
-			if v.Kind != yaml.SequenceNode && v.ShortTag() != "!!null" {
-				return cfg, fmt.Errorf("line %d: streams is a list of stream declarations", v.Line)
-			}
-			for j, s := range v.Content {
-				if err := checkKeys(s, fmt.Sprintf("streams[%d]", j), streamKeys, lines); err != nil {
-					return cfg, err
-				}
-			}
-		}
-		mine.Content = append(mine.Content, top.Content[i], v)
-	}
-	if err := mine.Decode(&cfg); err != nil {
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			msgs := make([]string, len(te.Errors))
-			for i, m := range te.Errors {
-				msgs[i] = m
-				var line int
-				if _, serr := fmt.Sscanf(m, "line %d:", &line); serr == nil {
-					if key, ok := lines[line]; ok {
-						msgs[i] = key + ": " + m
-					}
-				}
-			}
-			return cfg, fmt.Errorf("config: %s", strings.Join(msgs, "; "))
-		}
-		return cfg, fmt.Errorf("config: %w", err)
-	}
-	for i := range cfg.Streams {
-		s := &cfg.Streams[i]
-		if s.SchemaFile != "" && !filepath.IsAbs(s.SchemaFile) && dir != "" {
-			s.SchemaFile = filepath.Join(dir, s.SchemaFile)
-		}
-	}
-	return cfg, nil
-}
-
-// LoadConfigFile reads and parses a config file; see ParseConfig.
-func LoadConfigFile(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return DefaultConfig(), fmt.Errorf("read config: %w", err)
-	}
-	cfg, err := ParseConfig(data, filepath.Dir(path))
-	if err != nil {
-		return cfg, fmt.Errorf("%s: %w", path, err)
-	}
-	return cfg, nil
-}
-
-// Validate checks the whole configuration before anything is opened: limits
-// of at least 1, the maintain:, published:, s3: and tiers: sections, stream
-// names valid and distinct, every schema compiling, and sort_by naming
-// columns. Each error names the key it is about.
+// Validate checks the whole configuration before anything is opened: the
+// log: section, limits of at least 1, the maintain:, published:, s3: and
+// tiers: sections, stream names valid and distinct, every schema compiling,
+// and sort_by naming columns. `streamcast serve` and `streamcast config` run
+// exactly this. An error is a *ConfigError naming the key and, for a Config
+// from LoadConfig, where its value came from (file and line, environment
+// variable, flag or default).
 func (c *Config) Validate() error {
 	_, err := c.compile()
 	return err
 }
 
+// ValidateLog checks the log: section only, with errors like Validate's: it
+// is what every command needs before it can log.
+func (c *Config) ValidateLog() error {
+	return c.explain(c.Log.Validate())
+}
+
 // compile validates c and returns each stream's compiled schema, in order.
 func (c *Config) compile() ([]*schema.Schema, error) {
+	if err := c.Log.Validate(); err != nil {
+		return nil, c.explain(err)
+	}
+	schemas, err := c.compileServe()
+	if err != nil {
+		return nil, c.explain(err)
+	}
+	return schemas, nil
+}
+
+// compileServe validates all but the log: section. Each error is a
+// *ConfigError naming its key; compile says where the value came from.
+func (c *Config) compileServe() ([]*schema.Schema, error) {
 	if strings.TrimSpace(c.Listen) == "" {
-		return nil, errors.New("listen is empty; give an address such as 127.0.0.1:8765 (or :0 for any free port)")
+		return nil, badKey("listen", "listen is empty; give an address such as 127.0.0.1:8765 (or :0 for any free port)")
 	}
 	for _, l := range []struct {
 		key string
@@ -450,20 +295,20 @@ func (c *Config) compile() ([]*schema.Schema, error) {
 		{"max_message_bytes", c.Limits.MaxMessageBytes},
 	} {
 		if l.v < 1 {
-			return nil, fmt.Errorf("limits.%s is %d; it must be at least 1", l.key, l.v)
+			return nil, badKey("limits."+l.key, "limits.%s is %d; it must be at least 1", l.key, l.v)
 		}
 	}
 	if err := c.Maintain.Validate(); err != nil {
 		return nil, err
 	}
 	if err := c.validateStorage(); err != nil {
-		return nil, err
+		return nil, keyFromMessage(err) // storage.go's messages begin with their key
 	}
 	if err := validateOrigins(c.AllowedOrigins); err != nil {
-		return nil, err
+		return nil, badKey("allowed_origins", "%v", err)
 	}
 	if len(c.Streams) == 0 {
-		return nil, errors.New("streams is empty; declare at least one stream (name, schema, …)")
+		return nil, badKey("streams", "streams is empty; declare at least one stream (name, schema, …)")
 	}
 	seen := map[string]int{} // by meta.Fold: names differing only in case share a directory
 	var names []string
@@ -475,36 +320,36 @@ func (c *Config) compile() ([]*schema.Schema, error) {
 		// a durable one is refused below.
 		if s.Name != "" {
 			if err := meta.CheckName(s.Name); err != nil {
-				return nil, fmt.Errorf("%s.name %w", key, err)
+				return nil, badKey(key+".name", "%s.name %v", key, err)
 			}
 			names = append(names, s.Name)
 		}
 		if j, dup := seen[meta.Fold(s.Name)]; dup {
 			if c.Streams[j].Name == s.Name {
-				return nil, fmt.Errorf("%s.name %q is already the name of streams[%d]; stream names must be distinct", key, s.Name, j)
+				return nil, badKey(key+".name", "%s.name %q is already the name of streams[%d]; stream names must be distinct", key, s.Name, j)
 			}
-			return nil, fmt.Errorf("%s.name %q differs from streams[%d]'s %q only in case; on a case-insensitive file system they would share a directory, so choose names that differ in more than case",
+			return nil, badKey(key+".name", "%s.name %q differs from streams[%d]'s %q only in case; on a case-insensitive file system they would share a directory, so choose names that differ in more than case",
 				key, s.Name, j, c.Streams[j].Name)
 		}
 		seen[meta.Fold(s.Name)] = i
 		label := fmt.Sprintf("stream %q (%s)", s.Name, key)
 		if s.Durable && s.Name == "" {
-			return nil, fmt.Errorf("%s is durable but has the empty name, which names no directory; give it a name or durable: false", label)
+			return nil, badKey(key+".name", "%s is durable but has the empty name, which names no directory; give it a name or durable: false", label)
 		}
 		if s.Durable && strings.TrimSpace(c.Root) == "" {
-			return nil, fmt.Errorf("root is empty, but %s is durable and needs a directory for its log", label)
+			return nil, badKey("root", "root is empty, but %s is durable and needs a directory for its log", label)
 		}
 		if s.MaxReplay != nil && *s.MaxReplay < 0 {
-			return nil, fmt.Errorf("%s: max_replay is %d; give a count of rows ≥ 0, or null for unbounded", label, *s.MaxReplay)
+			return nil, badKey(key+".max_replay", "%s: max_replay is %d; give a count of rows ≥ 0, or null for unbounded", label, *s.MaxReplay)
 		}
 		doc := []byte(s.Schema)
 		if s.SchemaFile != "" {
 			if len(s.Schema) > 0 {
-				return nil, fmt.Errorf("%s gives both schema and schema_file; give one", label)
+				return nil, badKey(key+".schema_file", "%s gives both schema and schema_file; give one", label)
 			}
 			b, err := os.ReadFile(s.SchemaFile)
 			if err != nil {
-				return nil, fmt.Errorf("%s: schema_file: %w", label, err)
+				return nil, keyErr(key+".schema_file", fmt.Errorf("%s: schema_file: %w", label, err))
 			}
 			doc = b
 		}
@@ -513,16 +358,16 @@ func (c *Config) compile() ([]*schema.Schema, error) {
 		} else {
 			sch, err := schema.Compile(doc)
 			if err != nil {
-				return nil, fmt.Errorf("%s: schema: %w", label, err)
+				return nil, keyErr(key+".schema", fmt.Errorf("%s: schema: %w", label, err))
 			}
 			schemas[i] = sch
 		}
 		for _, col := range s.SortBy {
 			if schemas[i].IsAny() {
-				return nil, fmt.Errorf("%s: sort_by names %q, but the stream has no schema and so no columns", label, col)
+				return nil, badKey(key+".sort_by", "%s: sort_by names %q, but the stream has no schema and so no columns", label, col)
 			}
 			if _, ok := schemas[i].ColumnIndex(col); !ok {
-				return nil, fmt.Errorf("%s: sort_by names %q, which is not a column of its schema", label, col)
+				return nil, badKey(key+".sort_by", "%s: sort_by names %q, which is not a column of its schema", label, col)
 			}
 		}
 	}
@@ -638,7 +483,7 @@ func (m *MaintainConfig) UnmarshalYAML(n *yaml.Node) error {
 	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool":
 		return n.Decode(&m.Enabled)
 	case n.Kind != yaml.MappingNode:
-		return fmt.Errorf("line %d: maintain is false, true, or a mapping of %s", n.Line, strings.Join(maintainKeys, ", "))
+		return fmt.Errorf("line %d: maintain is false, true, or a mapping of %s", n.Line, strings.Join(conf.Names(reflect.TypeFor[MaintainConfig]()), ", "))
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, v := n.Content[i].Value, n.Content[i+1]
@@ -689,13 +534,58 @@ func (m *MaintainConfig) Validate() error {
 	for _, iv := range m.intervals() {
 		switch {
 		case *iv.every < 0:
-			return fmt.Errorf("maintain.%s is %s; give a positive duration, or 0 to leave the %s role to you", iv.key, *iv.every, iv.role)
+			return badKey("maintain."+iv.key, "maintain.%s is %s; give a positive duration, or 0 to leave the %s role to you", iv.key, *iv.every, iv.role)
 		case *iv.every > 0 && !slices.Contains(logstore.Roles(), iv.role):
-			return fmt.Errorf("maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, logstore.RoleNames())
+			return badKey("maintain."+iv.key, "maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, logstore.RoleNames())
 		}
 	}
 	if m.FlushEvery < 0 {
-		return fmt.Errorf("maintain.flush_every is %s; give a positive duration, or 0 to never flush", m.FlushEvery)
+		return badKey("maintain.flush_every", "maintain.flush_every is %s; give a positive duration, or 0 to never flush", m.FlushEvery)
+	}
+	return nil
+}
+
+// MarshalYAML writes `false` when maintenance is off, else the intervals,
+// in the form UnmarshalYAML reads back.
+func (m MaintainConfig) MarshalYAML() (any, error) {
+	if !m.Enabled {
+		return false, nil
+	}
+	type plain MaintainConfig // without this method, or it would call itself
+	return plain(m), nil
+}
+
+// LogConfig is the log: section every command shares: how it logs to stderr.
+type LogConfig struct {
+	// Level is the least severe level logged: debug, info, warn or error.
+	Level string `yaml:"level"`
+	// Format is text (coloured only on a terminal) or json.
+	Format string `yaml:"format"`
+}
+
+// LogLevels are the values log.level may take, least severe first.
+func LogLevels() []string { return []string{"debug", "info", "warn", "error"} }
+
+// LogFormats are the values log.format may take.
+func LogFormats() []string { return []string{"text", "json"} }
+
+// DefaultLogConfig is text at info. Text is the default everywhere, not only
+// on a terminal: colours are dropped when stderr is not a terminal, and
+// production asks for json explicitly (--log-format json). A default that
+// depended on the terminal would also make the generated man pages depend
+// on where they were generated.
+func DefaultLogConfig() LogConfig { return LogConfig{Level: "info", Format: "text"} }
+
+// Validate lower-cases the level and format and refuses one streamcast does
+// not know.
+func (c *LogConfig) Validate() error {
+	c.Level = strings.ToLower(c.Level)
+	c.Format = strings.ToLower(c.Format)
+	if !slices.Contains(LogLevels(), c.Level) {
+		return badKey("log.level", "log.level %q is not one of %s", c.Level, strings.Join(LogLevels(), ", "))
+	}
+	if !slices.Contains(LogFormats(), c.Format) {
+		return badKey("log.format", "log.format %q is not one of %s", c.Format, strings.Join(LogFormats(), ", "))
 	}
 	return nil
 }

@@ -84,9 +84,6 @@ var tierKeys = func() []string {
 	return out
 }()
 
-// s3Keys are the keys s3: may hold.
-var s3Keys = []string{"endpoint", "region", "path_style"}
-
 // UnmarshalYAML reads the sizes (a number of bytes, or a string with a unit
 // such as 8MiB or 512MB) and durations (such as 1h or 30s, like the
 // maintain: section) of the tiers: section; 0 or null means the default.
