@@ -1,9 +1,12 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
+	"sync"
 
 	"github.com/charmbracelet/log"
 	"github.com/spf13/cobra"
@@ -34,6 +37,14 @@ publish, clean, clean-published; the config's maintain: section says which
 and how often). It listens for streams once every child reports ready, fails
 start-up after 30 s naming the child that is not, and restarts a child that
 exits. --no-maintain (or maintain: false) runs none.
+
+SIGHUP reads the config again (file, environment, flags) and runs the same
+checks: streams added to the file start and streams removed from it stop
+(their publishers answered and closed with 1001, their logs sealed and
+published, their subscribers closed with 1001, their locks released), each
+logged, while the other streams keep serving. A stream whose declaration
+changed keeps serving as it was, and the log says why. A config that fails
+the checks is logged and the running one kept.
 
 SIGTERM or SIGINT stops accepting, commits and acknowledges what publishers
 sent, closes every connection with 1001, has seal and publish flush (so the
@@ -69,7 +80,7 @@ published table holds every acknowledged row), stops the children and exits 0.`,
 			if err != nil {
 				return fmt.Errorf("config: %w", err)
 			}
-			return srv.Run(cmd.Context())
+			return runReloading(cmd.Context(), srv, a.reloadServeConfig)
 		},
 	}
 	f := cmd.Flags()
@@ -134,3 +145,53 @@ type loggedJSON []byte
 func (j loggedJSON) MarshalJSON() ([]byte, error) { return j, nil }
 
 func (j loggedJSON) Format(f fmt.State, _ rune) { _, _ = f.Write(j) }
+
+// runReloading runs srv until ctx ends, reading the config anew and handing
+// it to srv.Reload on each SIGHUP. The reload goroutine ends before it
+// returns.
+func runReloading(ctx context.Context, srv *broker.Server, reload func(*broker.Server)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hup := make(chan os.Signal, 1)
+	if len(reloadSignal) > 0 {
+		signal.Notify(hup, reloadSignal...)
+		defer signal.Stop(hup)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				reload(srv)
+			}
+		}
+	}()
+	err := srv.Run(ctx)
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// reloadServeConfig is serve's SIGHUP: the file, environment and flags are
+// read and checked again as at start; a config that fails the checks is
+// logged and the running one kept.
+func (a *app) reloadServeConfig(srv *broker.Server) {
+	a.logger.Info("SIGHUP: reading the configuration again", "file", a.configUsed)
+	cfg, err := a.loadServeConfig()
+	if err != nil {
+		a.logger.Error("reload refused; still serving the running configuration", "err", err)
+		return
+	}
+	if err := a.logServeConfig(cfg); err != nil {
+		a.logger.Error("reload: log the configuration", "err", err)
+	}
+	if err := srv.Reload(cfg); err != nil {
+		a.logger.Error("reload applied in part", "err", err)
+		return
+	}
+	a.logger.Info("reload applied")
+}

@@ -7,3 +7,7 @@ import "os"
 // flushSignal is empty where SIGUSR1 does not exist: maintain then flushes
 // only on its --flush-every schedule and at exit.
 var flushSignal []os.Signal
+
+// reloadSignal is empty where SIGHUP does not exist: serve then applies a
+// changed config at its next start.
+var reloadSignal []os.Signal

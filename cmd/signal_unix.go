@@ -10,3 +10,6 @@ import (
 // flushSignal asks a maintain process for a flushing pass (serve sends it at
 // a graceful stop).
 var flushSignal = []os.Signal{syscall.SIGUSR1}
+
+// reloadSignal asks serve to read its config again (SIGHUP).
+var reloadSignal = []os.Signal{syscall.SIGHUP}

@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
+	params := testscript.Params{
 		Dir:                 ".",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
@@ -49,7 +49,11 @@ func TestScripts(t *testing.T) {
 			"waitfile":   waitFile,
 			"ws":         wsRaw,
 		},
-	})
+	}
+	for name, fn := range platformCmds() {
+		params.Cmds[name] = fn
+	}
+	testscript.Run(t, params)
 }
 
 // exitCode runs a program and checks its exact exit status, keeping its

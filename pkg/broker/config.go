@@ -13,7 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/streamcast/streamcast/pkg/conf"
+	"github.com/streamcast/streamcast/internal/conf"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"

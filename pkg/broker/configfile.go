@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 
-	"github.com/streamcast/streamcast/pkg/conf"
+	"github.com/streamcast/streamcast/internal/conf"
 )
 
 // This file ties Config to pkg/conf, which reads and writes any struct by

@@ -50,6 +50,7 @@ type ChildStats struct {
 
 // ProcessStats are facts about the server process, for load tests.
 type ProcessStats struct {
+	PID        int     `json:"pid"`         // the serve process, for signals (SIGHUP reloads the config)
 	CPUSeconds float64 `json:"cpu_seconds"` // user + system CPU time
 	RSSBytes   int64   `json:"rss_bytes"`   // resident set size now (peak where "now" is unknown)
 	Goroutines int     `json:"goroutines"`
@@ -122,7 +123,7 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 // processStats reads CPU time (getrusage) and the current RSS (/proc/self/statm,
 // falling back to the peak from getrusage).
 func processStats() ProcessStats {
-	p := ProcessStats{Goroutines: runtime.NumGoroutine()}
+	p := ProcessStats{PID: os.Getpid(), Goroutines: runtime.NumGoroutine()}
 	p.CPUSeconds, p.RSSBytes = rusage()
 	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
 		f := strings.Fields(string(b))
