@@ -123,7 +123,7 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 // falling back to the peak from getrusage).
 func processStats() ProcessStats {
 	p := ProcessStats{Goroutines: runtime.NumGoroutine()}
-	p.CPUSeconds, p.RSSBytes = rusage()
+	p.CPUSeconds, p.RSSBytes = Rusage()
 	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
 		f := strings.Fields(string(b))
 		if len(f) >= 2 {

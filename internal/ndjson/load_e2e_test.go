@@ -1,4 +1,4 @@
-package wire_test
+package ndjson_test
 
 // End-to-end tests of Load and Tail (the engines of `streamcast publish` and
 // `streamcast tail`) against the real broker on 127.0.0.1.
