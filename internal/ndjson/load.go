@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/wire"
 	"github.com/streamcast/streamcast/pkg/schema"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 const (

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/wire"
 	"github.com/streamcast/streamcast/pkg/schema"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // Logger receives what Tail and Load tell a person while they run:
