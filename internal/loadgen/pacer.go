@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -19,7 +20,9 @@ type pacer struct {
 func newPacer(start time.Time, rate float64, rows int, now func() time.Time) *pacer {
 	p := &pacer{due: start, now: now, sleep: sleepCtx}
 	if rate > 0 {
-		p.interval = time.Duration(float64(time.Second) * float64(rows) / rate)
+		// Rounded up to the nanosecond, so the schedule never runs ahead
+		// of the rate.
+		p.interval = time.Duration(math.Ceil(float64(time.Second) * float64(rows) / rate))
 	}
 	return p
 }
