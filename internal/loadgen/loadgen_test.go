@@ -102,8 +102,8 @@ func TestAPacedRunNeverPublishesAheadOfItsRate(t *testing.T) {
 	if res.RowsPublished == 0 || res.RowsPublished > 500 || res.RowsPublished%5 != 0 {
 		t.Errorf("a run paced at 500 rows/s for 1 s published %d rows; want 5 to 500, in frames of 5", res.RowsPublished)
 	}
-	if res.FramesDelivered != res.RowsPublished || res.Missing != 0 {
-		t.Errorf("published %d rows, delivered %d frames, %d missing; want every row delivered once", res.RowsPublished, res.FramesDelivered, res.Missing)
+	if res.Missing != 0 || res.Gaps != 0 || res.Drops != 0 {
+		t.Errorf("published %d rows; %d missing, %d gaps, %d drops; want every row delivered", res.RowsPublished, res.Missing, res.Gaps, res.Drops)
 	}
 }
 
