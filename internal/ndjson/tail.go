@@ -1,6 +1,7 @@
 package ndjson
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,7 +90,7 @@ func (o *TailOptions) Validate() error {
 	switch {
 	case o.Offset != nil && *o.Offset < 0:
 		return fmt.Errorf("--offset %d is negative; give 0 (earliest) or more", *o.Offset)
-	case len(o.Where) > 0 && (firstNonSpace(o.Where) != '{' || !json.Valid(o.Where)):
+	case len(o.Where) > 0 && (!bytes.HasPrefix(bytes.TrimSpace(o.Where), []byte("{")) || !json.Valid(o.Where)):
 		return fmt.Errorf("--where %s is not a JSON object of column to value, e.g. '{\"side\":1}'", o.Where)
 	case o.Count < 0:
 		return fmt.Errorf("--count is %d; give 1 or more (0 is no limit)", o.Count)
@@ -101,17 +102,6 @@ func (o *TailOptions) Validate() error {
 		return fmt.Errorf("the output batch is %d bytes; give 1 or more", o.BatchBytes)
 	}
 	return nil
-}
-
-func firstNonSpace(b []byte) byte {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return c
-	}
-	return 0
 }
 
 // TailResult says what a tail wrote.
@@ -513,12 +503,7 @@ func (w *tailWriter) saver() {
 			return
 		case <-t.C:
 			if err := w.cursor.Save(false); err != nil {
-				w.mu.Lock()
-				if w.err == nil {
-					w.err = err
-				}
-				w.mu.Unlock()
-				w.notFull.Broadcast()
+				w.fail(err)
 				return
 			}
 		}
@@ -572,15 +557,21 @@ func (w *tailWriter) run() {
 		err := w.write(b, last)
 		w.spare = b[:0]
 		if err != nil {
-			w.mu.Lock()
-			if w.err == nil {
-				w.err = err
-			}
-			w.mu.Unlock()
-			w.notFull.Broadcast()
+			w.fail(err)
 			return
 		}
 	}
+}
+
+// fail records the first write or cursor failure and wakes a reader waiting
+// for room, so it stops.
+func (w *tailWriter) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+	w.notFull.Broadcast()
 }
 
 func (w *tailWriter) write(b []byte, last int64) error {
