@@ -52,7 +52,7 @@ clock.`,
 			default:
 				return usageError{fmt.Errorf("--ts-unit is %q; give us or ns", tsUnit)}
 			}
-			if idle.Subscribers > 0 {
+			if cmd.Flags().Changed("idle") {
 				idle.URL, idle.Dial = cfg.URL, cfg.Dial
 				if err := idle.Validate(); err != nil {
 					return usageError{err}
