@@ -5,7 +5,8 @@ package ndjson
 import (
 	"io"
 	"os"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Interruptible returns a reader of f that Load can stop while it waits
@@ -23,19 +24,28 @@ func Interruptible(f *os.File) (r io.Reader, release func()) {
 	if st, err := f.Stat(); err != nil || st.Mode().IsRegular() {
 		return f, nothing
 	}
-	fd, err := syscall.Dup(int(f.Fd()))
+	fd, err := unix.Dup(int(f.Fd()))
 	if err != nil {
 		return f, nothing
 	}
 	// O_NONBLOCK belongs to the open file, which f and the duplicate
-	// share (and, for a terminal, the shell): release clears it again.
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		syscall.Close(fd)
+	// share (and, for a terminal, the shell): release puts it back as it
+	// was.
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		unix.Close(fd)
+		return f, nothing
+	}
+	wasNonblocking := flags&unix.O_NONBLOCK != 0
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
 		return f, nothing
 	}
 	dup := os.NewFile(uintptr(fd), f.Name())
 	return dup, func() {
-		_ = syscall.SetNonblock(fd, false)
+		if !wasNonblocking {
+			_ = unix.SetNonblock(fd, false)
+		}
 		dup.Close()
 	}
 }

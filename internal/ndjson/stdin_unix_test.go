@@ -7,6 +7,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestInterruptibleLetsALoadStopWhileABlockingPipeIsQuiet(t *testing.T) {
@@ -20,12 +22,17 @@ func TestInterruptibleLetsALoadStopWhileABlockingPipeIsQuiet(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	in, release := Interruptible(r)
-	defer release()
 	err := loadFromQuietInput(t, in, func(s string) { _, _ = w.WriteString(s) })
 	if !errors.Is(err, ErrInterrupted) {
 		t.Errorf("err %v, want an interrupted load", err)
 	}
 	if n := readerGoroutines(); n != 0 {
 		t.Errorf("%d reader goroutines still run after Load returned", n)
+	}
+	release()
+	// The descriptor is shared with whoever handed it over (a shell's
+	// terminal): it is left blocking again, as it came.
+	if flags, err := unix.FcntlInt(uintptr(fds[0]), unix.F_GETFL, 0); err != nil || flags&unix.O_NONBLOCK != 0 {
+		t.Errorf("after release the input's flags are %#x (%v); want O_NONBLOCK cleared again", flags, err)
 	}
 }
