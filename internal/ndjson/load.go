@@ -46,8 +46,9 @@ type LoadOptions struct {
 	// once its reader has stopped, so a Read that blocks must be
 	// interruptible: Load sets a past read deadline on a Stdin that has
 	// SetReadDeadline (an *os.File on a pipe or terminal in non-blocking
-	// mode, a net.Conn) when it stops early; any other Stdin must return
-	// from Read on its own (a file, a buffer, a pipe its writer closes).
+	// mode, a net.Conn; see Interruptible) when it stops early; any other
+	// Stdin must return from Read on its own (a file, a buffer, a pipe its
+	// writer closes).
 	Stdin io.Reader
 	// Publisher makes the load exactly once: each accepted row's seq is
 	// its ordinal among the accepted rows of the whole input, so a rerun

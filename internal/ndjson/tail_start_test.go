@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -86,7 +87,7 @@ func TestTailReconnectWaitsForAServerThatIsDownAtStart(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		res, err := Tail(ctxT(t), url, &out, tailDefaults(TailOptions{Offset: wire.At(1), Reconnect: true, Logger: log,
-			MinBackoff: 1e6, MaxBackoff: 2e7})) // 1 ms to 20 ms
+			MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
 		done <- result{res, err}
 	}()
 	// The tail keeps trying, and says so each time, while nothing listens.
