@@ -9,21 +9,19 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
-	"github.com/streamcast/streamcast/pkg/wire"
+	"github.com/streamcast/streamcast/internal/loadgen"
 )
 
 func newBenchCmd(a *app) *cobra.Command {
 	var (
-		cfg        wire.BenchConfig
-		tsUnit     string
-		asJSON     bool
-		idle       int
-		idleSettle time.Duration
+		cfg    = loadgen.DefaultConfig()
+		idle   = loadgen.DefaultIdleConfig()
+		tsUnit string
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench URL",
@@ -54,8 +52,12 @@ clock.`,
 			default:
 				return usageError{fmt.Errorf("--ts-unit is %q; give us or ns", tsUnit)}
 			}
-			if idle > 0 {
-				res, err := wire.BenchIdle(cmd.Context(), cfg.URL, idle, idleSettle, cfg.Dial)
+			if cmd.Flags().Changed("idle") {
+				idle.URL, idle.Dial = cfg.URL, cfg.Dial
+				if err := idle.Validate(); err != nil {
+					return usageError{err}
+				}
+				res, err := loadgen.Idle(cmd.Context(), idle)
 				if err != nil {
 					return err
 				}
@@ -72,7 +74,7 @@ clock.`,
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
-			res, err := wire.Bench(cmd.Context(), cfg)
+			res, err := loadgen.Run(cmd.Context(), cfg)
 			if err != nil && (res.DurationS == 0 || !errors.Is(err, context.Canceled)) {
 				return err
 			}
@@ -94,30 +96,30 @@ clock.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&cfg.Publishers, "publishers", 1, "publisher connections")
-	f.IntVar(&cfg.RowsPerFrame, "rows-per-frame", 1, "rows per publish frame (more than 1 sends batches)")
-	f.Float64Var(&cfg.Rate, "rate", 0, "total rows/s across publishers (0 = as fast as the server acknowledges)")
-	f.IntVar(&cfg.Subscribers, "subscribers", 1, "subscriber connections")
-	f.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long publishers send")
-	f.StringVar(&cfg.TSColumn, "ts-column", "event_ts", "int64 `column` that carries each row's send time")
+	f.IntVar(&cfg.Publishers, "publishers", cfg.Publishers, "publisher connections")
+	f.IntVar(&cfg.RowsPerFrame, "rows-per-frame", cfg.RowsPerFrame, "rows per publish frame (more than 1 sends batches)")
+	f.Float64Var(&cfg.Rate, "rate", cfg.Rate, "total rows/s across publishers (0 = as fast as the server acknowledges)")
+	f.IntVar(&cfg.Subscribers, "subscribers", cfg.Subscribers, "subscriber connections")
+	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long publishers send")
+	f.StringVar(&cfg.TSColumn, "ts-column", cfg.TSColumn, "int64 `column` that carries each row's send time")
 	f.StringVar(&tsUnit, "ts-unit", "us", "unit of the send time: us or ns")
-	f.IntVar(&cfg.MaxInFlight, "max-in-flight", wire.DefaultMaxInFlight, "publish frames each publisher keeps unanswered")
-	f.DurationVar(&cfg.Drain, "drain", 10*time.Second, "after publishing stops, how long subscribers may take to catch up")
-	f.IntVar(&idle, "idle", 0, "instead of a load, hold `N` idle subscribers and report the server's RSS per subscriber (use a freshly started server)")
-	f.DurationVar(&idleSettle, "idle-settle", 3*time.Second, "with --idle, how long to wait before reading the server's RSS")
+	f.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "publish frames each publisher keeps unanswered")
+	f.DurationVar(&cfg.Drain, "drain", cfg.Drain, "after publishing stops, how long subscribers may take to catch up")
+	f.IntVar(&idle.Subscribers, "idle", 0, "instead of a load, hold `N` idle subscribers and report the server's RSS per subscriber (use a freshly started server)")
+	f.DurationVar(&idle.Settle, "idle-settle", idle.Settle, "with --idle, how long to wait before reading the server's RSS")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object, even on a terminal")
 	_ = cmd.RegisterFlagCompletionFunc("ts-unit", cobra.FixedCompletions([]string{"us", "ns"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 // writeBenchTable prints the result as aligned text.
-func writeBenchTable(w io.Writer, r wire.BenchResult) error {
+func writeBenchTable(w io.Writer, r loadgen.Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	rate := "max"
 	if r.TargetRate > 0 {
 		rate = fmt.Sprintf("%.0f rows/s", r.TargetRate)
 	}
-	lat := func(l wire.Latency) string {
+	lat := func(l loadgen.Latency) string {
 		if l.Count == 0 {
 			return "-"
 		}

@@ -9,12 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/streamcast/streamcast/internal/ndjson"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 func newPublishCmd(a *app) *cobra.Command {
 	var (
-		opts           wire.LoadOptions
+		opts           = ndjson.DefaultLoadOptions()
 		quarantinePath string
 		summaryPath    string
 	)
@@ -59,21 +60,20 @@ while it runs.`,
   streamcast publish --follow --window 200ms ws://127.0.0.1:8765/demo live.ndjson`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			switch {
-			case opts.BatchSize < 1:
-				return usageError{fmt.Errorf("--batch-size is %d; give 1 or more", opts.BatchSize)}
-			case opts.MaxInFlight < 1:
-				return usageError{fmt.Errorf("--max-in-flight is %d; give 1 or more", opts.MaxInFlight)}
-			case opts.Window < 0:
-				return usageError{fmt.Errorf("--window is %v; give a positive duration, or 0 for full batches only", opts.Window)}
-			case opts.PollEvery <= 0:
-				return usageError{fmt.Errorf("--poll is %v; give a positive duration", opts.PollEvery)}
-			case len(opts.Publisher) > wire.MaxPublisherBytes || (cmd.Flags().Changed("publisher") && opts.Publisher == ""):
-				return usageError{fmt.Errorf("--publisher is %d bytes; give 1 to %d", len(opts.Publisher), wire.MaxPublisherBytes)}
+			if cmd.Flags().Changed("publisher") && opts.Publisher == "" {
+				return usageError{fmt.Errorf("--publisher is empty; give an id of 1 to %d bytes, or leave the flag out to publish without one", wire.MaxPublisherBytes)}
 			}
 			opts.Inputs = args[1:]
 			opts.Stdin = a.stdin
+			if f, ok := a.stdin.(*os.File); ok {
+				r, release := ndjson.Interruptible(f)
+				defer release()
+				opts.Stdin = r
+			}
 			opts.Logger = a.logger
+			if err := opts.Validate(); err != nil {
+				return usageError{err}
+			}
 			if quarantinePath != "" {
 				q, err := os.Create(quarantinePath)
 				if err != nil {
@@ -88,13 +88,13 @@ while it runs.`,
 			}
 			progress := benchOnTerminal(a.stderr)
 			if progress {
-				opts.Progress = func(s wire.LoadSummary) {
+				opts.Progress = func(s ndjson.LoadSummary) {
 					fmt.Fprintf(a.stderr, "\r\033[Kpublish: %d lines read, %d rows published, %d quarantined, %.0f rows/s",
 						s.LinesRead, s.RowsPublished, s.Quarantined, s.RowsPerSecond())
 				}
 			}
 
-			sum, lerr := wire.Load(cmd.Context(), args[0], opts)
+			sum, lerr := ndjson.Load(cmd.Context(), args[0], opts)
 			if progress {
 				fmt.Fprint(a.stderr, "\r\033[K")
 			}
@@ -111,13 +111,13 @@ while it runs.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Publisher, "publisher", "", "publish exactly once as publisher `ID`; a rerun with the same ID and input skips what landed")
-	f.IntVar(&opts.BatchSize, "batch-size", 1, "rows per publish frame (`N`), committed all or nothing")
+	f.IntVar(&opts.BatchSize, "batch-size", opts.BatchSize, "rows per publish frame (`N`), committed all or nothing")
 	f.DurationVar(&opts.Window, "window", 0, "send a partial batch once it has waited `DUR` (0: only full batches, and at the end)")
-	f.IntVar(&opts.MaxInFlight, "max-in-flight", wire.DefaultMaxInFlight, "frames awaiting acknowledgement at once (`N`; the server's limits.max_in_flight)")
-	f.IntVar(&opts.MaxFrameBytes, "max-frame-bytes", wire.DefaultReadLimit, "largest frame sent, in `BYTES` (the server's limits.max_message_bytes)")
+	f.IntVar(&opts.MaxInFlight, "max-in-flight", opts.MaxInFlight, "frames awaiting acknowledgement at once (`N`; the server's limits.max_in_flight)")
+	f.IntVar(&opts.MaxFrameBytes, "max-frame-bytes", opts.MaxFrameBytes, "largest frame sent, in `BYTES` (the server's limits.max_message_bytes)")
 	f.StringVar(&quarantinePath, "quarantine", "", "write refused rows to `FILE` as NDJSON and go on (default: stop at the first)")
 	f.BoolVar(&opts.Follow, "follow", false, "keep reading the last FILE as it grows, until SIGINT or SIGTERM")
-	f.DurationVar(&opts.PollEvery, "poll", wire.DefaultPollEvery, "with --follow, check the file for new lines every `DUR`")
+	f.DurationVar(&opts.PollEvery, "poll", opts.PollEvery, "with --follow, check the file for new lines every `DUR`")
 	f.StringVar(&summaryPath, "summary-json", "", "also write the run's summary as JSON to `FILE`")
 	_ = cmd.MarkFlagFilename("quarantine", "ndjson", "jsonl")
 	_ = cmd.MarkFlagFilename("summary-json", "json")
@@ -125,7 +125,7 @@ while it runs.`,
 }
 
 // summaryLine is the run's summary for stderr, one line.
-func summaryLine(s wire.LoadSummary, quarantine string) string {
+func summaryLine(s ndjson.LoadSummary, quarantine string) string {
 	off := func(v int64) string {
 		if v == wire.Null {
 			return "-"
@@ -145,7 +145,7 @@ func summaryLine(s wire.LoadSummary, quarantine string) string {
 		off(s.FirstOffset), off(s.LastOffset), resumed, s.Elapsed.Seconds(), s.RowsPerSecond())
 }
 
-func writeSummary(path string, s wire.LoadSummary) error {
+func writeSummary(path string, s ndjson.LoadSummary) error {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("--summary-json: %w", err)
@@ -157,4 +157,4 @@ func writeSummary(path string, s wire.LoadSummary) error {
 }
 
 // Compile-time check that the summary is what --summary-json writes.
-var _ json.Marshaler = wire.LoadSummary{}
+var _ json.Marshaler = ndjson.LoadSummary{}

@@ -11,12 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/streamcast/streamcast/pkg/wire"
+	"github.com/streamcast/streamcast/internal/ndjson"
 )
 
 func newTailCmd(a *app) *cobra.Command {
 	var (
-		opts       wire.TailOptions
+		opts       = ndjson.DefaultTailOptions()
 		offset     string
 		where      string
 		cursorPath string
@@ -45,6 +45,8 @@ with has been printed (at once when there is nothing to replay); --count N
 exits after N rows. --reconnect resumes after the server restarts (1001), the
 network fails, or the server drops a slow tail (4429): it reconnects with
 backoff and resumes one above the last row received, logging each reconnect.
+With --reconnect a server that is down or unreachable at start is waited for
+the same way, until SIGINT or SIGTERM.
 
 A refusal exits 1 with one line saying what to rerun with.`,
 		Example: `  streamcast tail ws://127.0.0.1:8765/demo
@@ -61,16 +63,13 @@ A refusal exits 1 with one line saying what to rerun with.`,
 				opts.Offset = &n
 			}
 			if where != "" {
-				if !json.Valid([]byte(where)) || firstNonSpace(where) != '{' {
-					return usageError{fmt.Errorf("--where %s is not a JSON object of column to value, e.g. '{\"side\":1}'", where)}
-				}
 				opts.Where = json.RawMessage(where)
 			}
-			if opts.Count < 0 {
-				return usageError{fmt.Errorf("--count is %d; give 1 or more (0 is no limit)", opts.Count)}
+			if err := opts.Validate(); err != nil {
+				return usageError{err}
 			}
 			if cursorPath != "" {
-				c, warn, err := wire.OpenCursor(cursorPath)
+				c, warn, err := ndjson.OpenCursor(cursorPath)
 				if err != nil {
 					return err
 				}
@@ -87,7 +86,7 @@ A refusal exits 1 with one line saying what to rerun with.`,
 			signal.Notify(pipe, syscall.SIGPIPE)
 			defer signal.Stop(pipe)
 
-			res, err := wire.Tail(cmd.Context(), args[0], a.stdout, opts)
+			res, err := ndjson.Tail(cmd.Context(), args[0], a.stdout, opts)
 			if errors.Is(err, syscall.EPIPE) {
 				err = nil
 			}
@@ -117,15 +116,4 @@ func parseOffset(s string) (int64, error) {
 		return 0, fmt.Errorf("--offset %q is not an offset; give a number (0 or more) or \"earliest\"", s)
 	}
 	return n, nil
-}
-
-func firstNonSpace(s string) byte {
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return s[i]
-	}
-	return 0
 }

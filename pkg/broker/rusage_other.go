@@ -2,5 +2,6 @@
 
 package broker
 
-// rusage reports zeros where getrusage does not exist.
-func rusage() (cpuSeconds float64, maxRSSBytes int64) { return 0, 0 }
+// Rusage reports zeros where getrusage(2) does not exist; callers show the
+// CPU time and peak RSS as unknown rather than guess.
+func Rusage() (cpuSeconds float64, peakRSSBytes int64) { return 0, 0 }

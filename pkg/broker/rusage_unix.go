@@ -4,13 +4,16 @@ package broker
 
 import "syscall"
 
-// rusage returns this process's user + system CPU seconds and its peak RSS.
-func rusage() (cpuSeconds float64, maxRSSBytes int64) {
+// Rusage returns this process's user + system CPU seconds and its peak
+// resident set size in bytes, from getrusage(2). It is the one reading of
+// getrusage in the module: /stats reports it for the server, and the load
+// generator (internal/loadgen) reports it for itself. Both are zero when the
+// call fails.
+func Rusage() (cpuSeconds float64, peakRSSBytes int64) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0, 0
 	}
 	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	maxRSS := int64(ru.Maxrss) * 1024 // KiB on Linux
-	return tv(ru.Utime) + tv(ru.Stime), maxRSS
+	return tv(ru.Utime) + tv(ru.Stime), int64(ru.Maxrss) * maxRSSUnit
 }

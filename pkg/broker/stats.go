@@ -56,7 +56,8 @@ type ProcessStats struct {
 	Goroutines int     `json:"goroutines"`
 }
 
-// Stats is the /stats document.
+// Stats is the /stats document. It is its only definition: the load
+// generator (internal/loadgen) decodes /stats into this same type.
 type Stats struct {
 	ServedAt float64       `json:"served_at"`
 	Process  ProcessStats  `json:"process"`
@@ -120,11 +121,11 @@ func (ss *StreamStats) addTiers(l *logstore.Log) {
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 
-// processStats reads CPU time (getrusage) and the current RSS (/proc/self/statm,
-// falling back to the peak from getrusage).
+// processStats reads CPU time (Rusage) and the current RSS (/proc/self/statm,
+// falling back to the peak from Rusage where there is no /proc).
 func processStats() ProcessStats {
 	p := ProcessStats{PID: os.Getpid(), Goroutines: runtime.NumGoroutine()}
-	p.CPUSeconds, p.RSSBytes = rusage()
+	p.CPUSeconds, p.RSSBytes = Rusage()
 	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
 		f := strings.Fields(string(b))
 		if len(f) >= 2 {

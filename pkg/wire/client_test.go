@@ -287,22 +287,57 @@ func TestCloseUnblocksARecv(t *testing.T) {
 	release := make(chan struct{})
 	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		send(t, c, greeting(0, nil))
-		<-release
+		<-release // no frame ever comes: only Close can end the Recv
 	})
 	defer close(release)
 	s, err := Subscribe(ctxT(t), url+"/t", SubscribeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error)
+	recvCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
 	go func() {
-		_, err := s.Recv(context.Background())
+		_, err := s.Recv(recvCtx)
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Close must run while Recv waits in the read, not before it starts (a
+	// Close before Recv also yields ErrClosed and would prove nothing). Recv
+	// holds readMu for as long as it reads, so a failed TryLock is the
+	// observed sign that it is in; the server sends nothing, so it is
+	// blocked there.
+	waitUntil(t, "Recv to start reading", func() bool {
+		if s.readMu.TryLock() {
+			s.readMu.Unlock()
+			return false
+		}
+		return true
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("Recv returned %v before Close, with nothing to read", err)
+	default:
+	}
 	s.Close()
-	if err := <-done; err != ErrClosed {
-		t.Fatalf("got %v", err)
+	select {
+	case err := <-done:
+		if err != ErrClosed {
+			t.Fatalf("Recv blocked when Close ran returned %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Recv is still blocked 10 s after Close")
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 5 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -1,4 +1,4 @@
-package wire
+package ndjson
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 const sideSchema = `{"type":"object","properties":{"side":{"type":"integer"}},"required":["side"]}`
@@ -19,9 +21,9 @@ func markServer(t *testing.T, lastSeq int64, reply func(frame string) string) (u
 	var mu sync.Mutex
 	var got []string
 	url = fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		g := Greeting{Stream: "t", EndOffset: 100, Durable: true, Schema: []byte(sideSchema)}
+		g := wire.Greeting{Stream: "t", EndOffset: 100, Durable: true, Schema: []byte(sideSchema)}
 		if id := r.URL.Query().Get("publisher"); id != "" {
-			g.Publisher = &PublisherMark{ID: id, LastSeq: lastSeq, LastOffset: 99}
+			g.Publisher = &wire.PublisherMark{ID: id, LastSeq: lastSeq, LastOffset: 99}
 		}
 		send(t, c, string(g.AppendJSON(nil)))
 		for {
@@ -53,9 +55,18 @@ func okFor(frame string) string {
 	json.Unmarshal(f[0], &seq)
 	n := 1
 	if f[1][0] == '[' {
-		n, _ = countElements(f[1])
+		n = rowsIn(f[1])
 	}
-	return string(AppendOK(nil, 1000+seq, n))
+	return string(wire.AppendOK(nil, 1000+seq, n))
+}
+
+// rowsIn counts the rows of a batch frame [row, …] (0 when it is not one).
+func rowsIn(batch []byte) int {
+	var rows []json.RawMessage
+	if json.Unmarshal(batch, &rows) != nil {
+		return 0
+	}
+	return len(rows)
 }
 
 func TestLoadNumbersAcceptedRowsByOrdinalAndSkipsWhatLanded(t *testing.T) {
@@ -64,7 +75,7 @@ func TestLoadNumbersAcceptedRowsByOrdinalAndSkipsWhatLanded(t *testing.T) {
 	// accepted rows are side 1..6 with seqs 1..6; the mark says 1..3 landed.
 	input := "{\"side\":1}\n{\"side\":2}\n\n{\"side\":\"x\"}\n{\"side\":3}\n{\"side\":4}\n{\"side\":5}\n{\"side\":6}"
 	var q strings.Builder
-	sum, err := Load(ctxT(t), url+"/t", LoadOptions{Stdin: strings.NewReader(input), Publisher: "loader", BatchSize: 2, Quarantine: &q})
+	sum, err := Load(ctxT(t), url+"/t", loadDefaults(LoadOptions{Stdin: strings.NewReader(input), Publisher: "loader", BatchSize: 2, Quarantine: &q}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +101,7 @@ func TestLoadCountsDuplicateAcksAsSkipped(t *testing.T) {
 		}
 		return okFor(frame)
 	})
-	sum, err := Load(ctxT(t), url+"/t", LoadOptions{Stdin: strings.NewReader("{\"side\":1}\n{\"side\":2}\n"), Publisher: "p"})
+	sum, err := Load(ctxT(t), url+"/t", loadDefaults(LoadOptions{Stdin: strings.NewReader("{\"side\":1}\n{\"side\":2}\n"), Publisher: "p"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +117,10 @@ func TestLoadStopsWhenTheServerRefusesARowTheClientAccepted(t *testing.T) {
 		}
 		return `{"ok":[7]}`
 	})
-	sum, err := Load(ctxT(t), url+"/t", LoadOptions{Stdin: strings.NewReader("{\"side\":1}\n{\"side\":2}\n{\"side\":3}\n")})
-	var rj *Rejected
+	sum, err := Load(ctxT(t), url+"/t", loadDefaults(LoadOptions{Stdin: strings.NewReader("{\"side\":1}\n{\"side\":2}\n{\"side\":3}\n")}))
+	var rj *wire.Rejected
 	if !errors.As(err, &rj) {
-		t.Fatalf("err %T %v, want a *Rejected cause", err, err)
+		t.Fatalf("err %T %v, want a *wire.Rejected cause", err, err)
 	}
 	for _, w := range []string{"-:2", "disagree", "must be odd"} {
 		if !strings.Contains(err.Error(), w) {
@@ -123,14 +134,14 @@ func TestLoadStopsWhenTheServerRefusesARowTheClientAccepted(t *testing.T) {
 
 func TestLoadRefusesARowTooBigForAFrameAndCutsBatchesToFit(t *testing.T) {
 	url, frames := markServer(t, 0, func(frame string) string {
-		n, _ := countElements([]byte(frame))
-		return string(AppendOK(nil, 1, n))
+		n := rowsIn([]byte(frame))
+		return string(wire.AppendOK(nil, 1, n))
 	})
 	// {"side":1} is 10 bytes and fits a 50-byte frame with its overhead;
 	// {"side":1000000000000} (22 bytes) does not.
 	input := strings.Repeat("{\"side\":1}\n", 3) + "{\"side\":1000000000000}\n" + strings.Repeat("{\"side\":1}\n", 4)
 	var q strings.Builder
-	sum, err := Load(ctxT(t), url+"/t", LoadOptions{Stdin: strings.NewReader(input), BatchSize: 10, MaxFrameBytes: 50, Quarantine: &q})
+	sum, err := Load(ctxT(t), url+"/t", loadDefaults(LoadOptions{Stdin: strings.NewReader(input), BatchSize: 10, MaxFrameBytes: 50, Quarantine: &q}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
-package wire
+package ndjson
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/schema"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // Logger receives what Tail and Load tell a person while they run:
@@ -32,10 +34,11 @@ const (
 	DefaultTailBatchBytes = 4 << 20
 )
 
-// TailOptions configure Tail. The zero value tails live from the frontier,
-// printing whole frames, until the server closes or ctx ends.
+// TailOptions configure Tail. Start from DefaultTailOptions, which tails
+// live from the frontier, printing whole frames, until the server closes or
+// ctx ends; Validate refuses a value out of range rather than replacing it.
 type TailOptions struct {
-	DialOptions
+	wire.DialOptions
 
 	// Offset starts the tail at *Offset, inclusive (0 is the earliest row).
 	// nil resumes one above the cursor, or without a cursor reads live
@@ -51,10 +54,13 @@ type TailOptions struct {
 	// predicate code the server runs, because only unfiltered offsets show
 	// where the replay ends.
 	UntilCaughtUp bool
-	// Reconnect resumes after a 1001, a dropped connection or a 4429, with
-	// capped exponential backoff, at the offset after the last row
-	// received. The first connection must succeed, so a mistyped URL
-	// fails at once.
+	// Reconnect keeps the tail going across a 1001, a dropped connection
+	// or a 4429: it reconnects with capped exponential backoff at the
+	// offset after the last row received, logging each attempt. A first
+	// connection that fails the same way (the server is down or
+	// unreachable) is retried with the same backoff until ctx ends. A
+	// refusal (no such stream, a bad request, an offset not served) is
+	// final either way.
 	Reconnect bool
 	// Rows writes only each row's object instead of the whole
 	// [offset,ts,row] frame.
@@ -65,20 +71,45 @@ type TailOptions struct {
 	Cursor *Cursor
 	// Logger hears about reconnects; nil discards.
 	Logger Logger
-	// MinBackoff and MaxBackoff bound the wait between reconnects
-	// (defaults DefaultMinBackoff, DefaultMaxBackoff).
+	// MinBackoff and MaxBackoff bound the wait between reconnects.
 	MinBackoff, MaxBackoff time.Duration
 	// BatchBytes is how much output may wait for a slow writer before
-	// reading stops (default DefaultTailBatchBytes).
+	// reading stops.
 	BatchBytes int
+}
+
+// DefaultTailOptions returns the options of `streamcast tail` without
+// flags.
+func DefaultTailOptions() TailOptions {
+	return TailOptions{MinBackoff: DefaultMinBackoff, MaxBackoff: DefaultMaxBackoff, BatchBytes: DefaultTailBatchBytes}
+}
+
+// Validate checks the options, naming the flag of `streamcast tail` that
+// sets a bad one and what it may be. It never changes o.
+func (o *TailOptions) Validate() error {
+	switch {
+	case o.Offset != nil && *o.Offset < 0:
+		return fmt.Errorf("--offset %d is negative; give 0 (earliest) or more", *o.Offset)
+	case len(o.Where) > 0 && (!bytes.HasPrefix(bytes.TrimSpace(o.Where), []byte("{")) || !json.Valid(o.Where)):
+		return fmt.Errorf("--where %s is not a JSON object of column to value, e.g. '{\"side\":1}'", o.Where)
+	case o.Count < 0:
+		return fmt.Errorf("--count is %d; give 1 or more (0 is no limit)", o.Count)
+	case o.MinBackoff <= 0:
+		return fmt.Errorf("the least reconnect backoff is %v; give a positive duration", o.MinBackoff)
+	case o.MaxBackoff < o.MinBackoff:
+		return fmt.Errorf("the greatest reconnect backoff %v is below the least, %v; give one at least as long", o.MaxBackoff, o.MinBackoff)
+	case o.BatchBytes < 1:
+		return fmt.Errorf("the output batch is %d bytes; give 1 or more", o.BatchBytes)
+	}
+	return nil
 }
 
 // TailResult says what a tail wrote.
 type TailResult struct {
 	Rows       int64 // lines written
-	First      int64 // offset of the first row written; Null when none
-	Last       int64 // offset of the last row written; Null when none
-	Frontier   int64 // end_offset of the first greeting; Null on a live-only stream
+	First      int64 // offset of the first row written; wire.Null when none
+	Last       int64 // offset of the last row written; wire.Null when none
+	Frontier   int64 // end_offset of the first greeting; wire.Null on a live-only stream
 	Reconnects int   // reconnections made
 }
 
@@ -107,43 +138,33 @@ func (e *TailError) Unwrap() error { return e.Err }
 // refusal or a lost connection (without Reconnect) is a *TailError. A failed
 // write to out is returned as is, wrapped.
 func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (res TailResult, err error) {
-	res = TailResult{First: Null, Last: Null, Frontier: Null}
+	res = TailResult{First: wire.Null, Last: wire.Null, Frontier: wire.Null}
+	if err := opts.Validate(); err != nil {
+		return res, err
+	}
 	log := opts.Logger
 	if log == nil {
 		log = nopLogger{}
 	}
 	minB, maxB := opts.MinBackoff, opts.MaxBackoff
-	if minB <= 0 {
-		minB = DefaultMinBackoff
-	}
-	if maxB < minB {
-		maxB = max(DefaultMaxBackoff, minB)
-	}
-	limit := opts.BatchBytes
-	if limit <= 0 {
-		limit = DefaultTailBatchBytes
-	}
 
-	next := Null // where the next subscription starts; Null = live
+	next := wire.Null // where the next subscription starts; wire.Null = live
 	switch {
 	case opts.Offset != nil:
-		if *opts.Offset < 0 {
-			return res, fmt.Errorf("offset %d is negative; give 0 (earliest) or more", *opts.Offset)
-		}
 		next = *opts.Offset
 	case opts.Cursor != nil:
 		next = opts.Cursor.Resume()
 	}
 	clientFilter := opts.UntilCaughtUp && len(opts.Where) > 0
 	src := "" // where a refused offset came from, for the message
-	if opts.Offset == nil && next != Null {
+	if opts.Offset == nil && next != wire.Null {
 		src = " (one above --cursor " + opts.Cursor.Path() + ")"
 	}
 	advise := func(err error, resume int64) error {
 		return tailError(err, resume, src, opts.Cursor != nil, opts.Reconnect)
 	}
 
-	w := newTailWriter(ctx, out, opts.Cursor, limit)
+	w := newTailWriter(ctx, out, opts.Cursor, opts.BatchBytes)
 	defer func() {
 		if werr := w.finish(); werr != nil && err == nil {
 			err = werr
@@ -152,30 +173,37 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 
 	var (
 		filter  *schema.Filter
-		target  = Null // UntilCaughtUp: stop below this offset
+		target  = wire.Null // UntilCaughtUp: stop below this offset
 		first   = true
 		backoff = minB
 	)
 	for {
-		so := SubscribeOptions{DialOptions: opts.DialOptions}
-		if next != Null {
-			so.Offset = At(next)
+		so := wire.SubscribeOptions{DialOptions: opts.DialOptions}
+		if next != wire.Null {
+			so.Offset = wire.At(next)
 		}
 		if !clientFilter {
 			so.Where = opts.Where
 		}
-		sub, serr := Subscribe(ctx, rawURL, so)
+		sub, serr := wire.Subscribe(ctx, rawURL, so)
 		if serr != nil {
 			if ctx.Err() != nil {
 				return res, nil
 			}
-			if first {
-				return res, advise(serr, Null)
-			}
 			if !opts.Reconnect || !retryable(serr) {
+				if first {
+					return res, advise(serr, wire.Null)
+				}
 				return res, advise(serr, next)
 			}
-			log.Warn("reconnect failed; retrying", "in", backoff, "at", offsetText(next), "err", serr)
+			// The first connection is retried like a reconnect: a user
+			// who asked to reconnect expects the tail to wait for a
+			// server that is down, not to give up before it starts.
+			what := "reconnect failed; retrying"
+			if first {
+				what = "connect failed; retrying"
+			}
+			log.Warn(what, "in", backoff, "at", offsetText(next), "err", serr)
 			if !sleepCtx(ctx, backoff) {
 				return res, nil
 			}
@@ -226,7 +254,7 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 		case !opts.Reconnect || !retryable(rerr):
 			return res, advise(rerr, resume)
 		}
-		if resume == Null && next != Null {
+		if resume == wire.Null && next != wire.Null {
 			resume = next // a live-only stream has no offsets; never happens on a durable one
 		}
 		next = resume
@@ -247,7 +275,7 @@ var errWriter = errors.New("tail: output failed")
 
 // tailOne reads one subscription until it ends or the tail is done, handing
 // each row to w. It returns how many frames it received.
-func tailOne(ctx context.Context, sub *Subscription, w *tailWriter, res *TailResult, opts *TailOptions, filter *schema.Filter, target int64) (int64, error) {
+func tailOne(ctx context.Context, sub *wire.Subscription, w *tailWriter, res *TailResult, opts *TailOptions, filter *schema.Filter, target int64) (int64, error) {
 	var received int64
 	for {
 		m, err := sub.Recv(ctx)
@@ -255,7 +283,7 @@ func tailOne(ctx context.Context, sub *Subscription, w *tailWriter, res *TailRes
 			return received, err
 		}
 		received++
-		if target != Null && m.Offset >= target {
+		if target != wire.Null && m.Offset >= target {
 			return received, errTailDone // past the frontier: not part of the catch-up
 		}
 		show := filter == nil || filter.MatchCanonical(m.Row)
@@ -271,7 +299,7 @@ func tailOne(ctx context.Context, sub *Subscription, w *tailWriter, res *TailRes
 		}
 		if show {
 			res.Rows++
-			if res.First == Null {
+			if res.First == wire.Null {
 				res.First = m.Offset
 			}
 			res.Last = m.Offset
@@ -279,7 +307,7 @@ func tailOne(ctx context.Context, sub *Subscription, w *tailWriter, res *TailRes
 				return received, errTailDone
 			}
 		}
-		if target != Null && m.Offset >= target-1 {
+		if target != wire.Null && m.Offset >= target-1 {
 			return received, errTailDone
 		}
 	}
@@ -290,11 +318,11 @@ func tailOne(ctx context.Context, sub *Subscription, w *tailWriter, res *TailRes
 // protocol errors and clean ends are final.
 func retryable(err error) bool {
 	var (
-		ga *GoingAway
-		ts *TooSlow
-		ce *CloseError
-		pe *ProtocolError
-		re Refusal
+		ga *wire.GoingAway
+		ts *wire.TooSlow
+		ce *wire.CloseError
+		pe *wire.ProtocolError
+		re wire.Refusal
 	)
 	switch {
 	case errors.As(err, &ga), errors.As(err, &ts), errors.As(err, &ce):
@@ -313,7 +341,7 @@ func retryable(err error) bool {
 // where a refused start offset came from ("" when from --offset).
 func tailError(err error, resume int64, src string, hasCursor, reconnect bool) error {
 	again := func(at int64) string {
-		if at == Null {
+		if at == wire.Null {
 			return "rerun the tail"
 		}
 		s := "rerun with --offset " + strconv.FormatInt(at, 10)
@@ -323,15 +351,15 @@ func tailError(err error, resume int64, src string, hasCursor, reconnect bool) e
 		return s
 	}
 	var (
-		nr *NotReplayable
-		ts *TooSlow
-		ga *GoingAway
+		nr *wire.NotReplayable
+		ts *wire.TooSlow
+		ga *wire.GoingAway
 	)
 	switch {
 	case errors.As(err, &nr):
 		return &TailError{Msg: notReplayableAdvice(nr, src), Err: err}
 	case errors.As(err, &ts):
-		if ts.Offset == Null {
+		if ts.Offset == wire.Null {
 			return &TailError{Msg: "the server dropped this tail for falling behind" + behindText(ts.Behind) + "; the stream is live-only, so the rows it missed are gone; rerun the tail, and read faster (or filter with --where)", Err: err}
 		}
 		hint := "; pass --reconnect to resume automatically"
@@ -342,57 +370,57 @@ func tailError(err error, resume int64, src string, hasCursor, reconnect bool) e
 	case errors.As(err, &ga):
 		return &TailError{Msg: "the server closed the connection (it is shutting down); " + again(resume) + " to lose nothing, or pass --reconnect to resume automatically", Err: err}
 	}
-	var re Refusal
-	var pe *ProtocolError
-	if errors.As(err, &re) || errors.As(err, &pe) || resume == Null {
+	var re wire.Refusal
+	var pe *wire.ProtocolError
+	if errors.As(err, &re) || errors.As(err, &pe) || resume == wire.Null {
 		return &TailError{Msg: err.Error(), Err: err}
 	}
 	return &TailError{Msg: fmt.Sprintf("%v; %s to lose nothing, or pass --reconnect to resume automatically", err, again(resume)), Err: err}
 }
 
 func behindText(n int64) string {
-	if n == Null {
+	if n == wire.Null {
 		return ""
 	}
 	return " (" + strconv.FormatInt(n, 10) + " frames)"
 }
 
 // notReplayableAdvice words a 4416 with the flags that get past it.
-func notReplayableAdvice(e *NotReplayable, from string) string {
-	asked := "offset " + num(e.Offset)
+func notReplayableAdvice(e *wire.NotReplayable, from string) string {
+	asked := "offset " + offsetOrUnknown(e.Offset)
 	if e.Offset == 0 {
 		asked = "the earliest row"
 	}
 	const catchUp = "--catch-up (coming in a later release) will read the gap from the published table"
 	switch e.Why {
-	case WhyTooOld:
-		if e.EndOffset == Null || e.MaxReplay == Null {
+	case wire.WhyTooOld:
+		if e.EndOffset == wire.Null || e.MaxReplay == wire.Null {
 			return fmt.Sprintf("%s%s is further behind the frontier than the stream's max_replay allows; rerun with a later --offset, or %s", asked, from, catchUp)
 		}
 		oldest := e.EndOffset - e.MaxReplay
 		skipped := ""
-		if e.Offset != Null && e.Offset < oldest {
+		if e.Offset != wire.Null && e.Offset < oldest {
 			skipped = fmt.Sprintf(" (rows %d to %d are skipped)", e.Offset, oldest-1)
 		}
 		return fmt.Sprintf("%s%s is more than max_replay=%d rows behind the frontier %d, so the server will not replay it; rerun with --offset %d, the oldest offset it replays now%s, or %s", asked, from, e.MaxReplay, e.EndOffset, oldest, skipped, catchUp)
-	case WhyEvicted:
+	case wire.WhyEvicted:
 		gone := ""
-		if e.Offset != Null && e.Earliest != Null && e.Offset < e.Earliest {
+		if e.Offset != wire.Null && e.Earliest != wire.Null && e.Offset < e.Earliest {
 			gone = fmt.Sprintf(" (rows %d to %d are no longer served)", e.Offset, e.Earliest-1)
 		}
-		return fmt.Sprintf("%s%s is below %s, the earliest offset this stream still serves; rerun with --offset earliest to start there%s, or %s", asked, from, num(e.Earliest), gone, catchUp)
-	case WhyAhead:
-		return fmt.Sprintf("%s%s is past %s, the next offset this stream will assign: it came from another server or one that was restored; rerun with --offset %s to read from now, or --offset earliest", asked, from, num(e.EndOffset), num(e.EndOffset))
-	case WhyNotDurable:
+		return fmt.Sprintf("%s%s is below %s, the earliest offset this stream still serves; rerun with --offset earliest to start there%s, or %s", asked, from, offsetOrUnknown(e.Earliest), gone, catchUp)
+	case wire.WhyAhead:
+		return fmt.Sprintf("%s%s is past %s, the next offset this stream will assign: it came from another server or one that was restored; rerun with --offset %s to read from now, or --offset earliest", asked, from, offsetOrUnknown(e.EndOffset), offsetOrUnknown(e.EndOffset))
+	case wire.WhyNotDurable:
 		return "this stream is live-only (it keeps no log), so it cannot replay from an offset; tail it without --offset and --cursor"
-	case WhyEmpty:
+	case wire.WhyEmpty:
 		return "this stream's log holds no rows any more, so there is nothing to replay; tail it without --offset to read live, or " + catchUp
 	}
 	return e.Error()
 }
 
 func offsetText(o int64) string {
-	if o == Null {
+	if o == wire.Null {
 		return "live"
 	}
 	return strconv.FormatInt(o, 10)
@@ -426,7 +454,7 @@ type tailWriter struct {
 	notEmpty sync.Cond  // the writer waits for work
 	notFull  sync.Cond  // the reader waits while limit bytes are queued
 	buf      []byte     // lines not yet handed to the writer
-	last     int64      // offset of the last frame in buf (also one without a line); Null
+	last     int64      // offset of the last frame in buf (also one without a line); wire.Null
 	pending  bool       // buf or last holds something to hand over
 	done     bool       // the reader is finished: write what is left, then stop
 	stopped  bool       // ctx ended: the reader must not wait for room
@@ -444,7 +472,7 @@ type tailWriter struct {
 }
 
 func newTailWriter(ctx context.Context, out io.Writer, cursor *Cursor, limit int) *tailWriter {
-	w := &tailWriter{out: out, cursor: cursor, limit: limit, last: Null, exited: make(chan struct{}),
+	w := &tailWriter{out: out, cursor: cursor, limit: limit, last: wire.Null, exited: make(chan struct{}),
 		buf: make([]byte, 0, 64<<10), spare: make([]byte, 0, 64<<10)}
 	if f, ok := out.(interface{ Flush() error }); ok {
 		w.flush = f.Flush
@@ -475,12 +503,7 @@ func (w *tailWriter) saver() {
 			return
 		case <-t.C:
 			if err := w.cursor.Save(false); err != nil {
-				w.mu.Lock()
-				if w.err == nil {
-					w.err = err
-				}
-				w.mu.Unlock()
-				w.notFull.Broadcast()
+				w.fail(err)
 				return
 			}
 		}
@@ -504,7 +527,7 @@ func (w *tailWriter) add(line []byte, offset int64, show bool) bool {
 		w.buf = append(w.buf, line...)
 		w.buf = append(w.buf, '\n')
 	}
-	if offset != Null {
+	if offset != wire.Null {
 		w.last = offset
 	}
 	w.pending = true
@@ -527,22 +550,28 @@ func (w *tailWriter) run() {
 			return
 		}
 		b, last := w.buf, w.last
-		w.buf, w.last, w.pending = w.spare[:0], Null, false
+		w.buf, w.last, w.pending = w.spare[:0], wire.Null, false
 		w.mu.Unlock()
 		w.notFull.Broadcast()
 
 		err := w.write(b, last)
 		w.spare = b[:0]
 		if err != nil {
-			w.mu.Lock()
-			if w.err == nil {
-				w.err = err
-			}
-			w.mu.Unlock()
-			w.notFull.Broadcast()
+			w.fail(err)
 			return
 		}
 	}
+}
+
+// fail records the first write or cursor failure and wakes a reader waiting
+// for room, so it stops.
+func (w *tailWriter) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+	w.notFull.Broadcast()
 }
 
 func (w *tailWriter) write(b []byte, last int64) error {
@@ -556,7 +585,7 @@ func (w *tailWriter) write(b []byte, last int64) error {
 			}
 		}
 	}
-	if last != Null && w.cursor != nil {
+	if last != wire.Null && w.cursor != nil {
 		w.cursor.Advance(last)
 		return w.cursor.Save(false)
 	}
@@ -590,4 +619,13 @@ func (w *tailWriter) finish() error {
 		}
 	}
 	return err
+}
+
+// offsetOrUnknown renders an offset from a close reason for a sentence: "?"
+// when the server left it out.
+func offsetOrUnknown(o int64) string {
+	if o == wire.Null {
+		return "?"
+	}
+	return strconv.FormatInt(o, 10)
 }

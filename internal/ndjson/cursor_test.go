@@ -1,4 +1,4 @@
-package wire
+package ndjson
 
 import (
 	"os"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 func readCursorFile(t *testing.T, path string) string {
@@ -22,7 +24,7 @@ func TestOpenCursorTreatsAMissingFileAsAbsentWithoutAWarning(t *testing.T) {
 	if err != nil || warn != nil {
 		t.Fatalf("OpenCursor: warn %v, err %v", warn, err)
 	}
-	if c.Last() != Null || c.Resume() != Null || c.Loaded() != Null {
+	if c.Last() != wire.Null || c.Resume() != wire.Null || c.Loaded() != wire.Null {
 		t.Errorf("absent cursor: last %d resume %d loaded %d", c.Last(), c.Resume(), c.Loaded())
 	}
 }
@@ -40,8 +42,8 @@ func TestOpenCursorTreatsAnEmptyOrGarbledFileAsAbsentWithAWarning(t *testing.T) 
 		if warn == nil || !strings.Contains(warn.Error(), "as if it were absent") {
 			t.Errorf("%q: warning %v, want one saying it is treated as absent", content, warn)
 		}
-		if c.Last() != Null {
-			t.Errorf("%q: last %d, want Null", content, c.Last())
+		if c.Last() != wire.Null {
+			t.Errorf("%q: last %d, want wire.Null", content, c.Last())
 		}
 	}
 }
@@ -55,7 +57,7 @@ func TestOpenCursorTreatsAnUnreadableFileAsAbsentWithAWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, warn, err := OpenCursor(path)
-	if err != nil || warn == nil || c.Last() != Null {
+	if err != nil || warn == nil || c.Last() != wire.Null {
 		t.Errorf("unreadable: last %d, warn %v, err %v", c.Last(), warn, err)
 	}
 }

@@ -1,4 +1,4 @@
-package wire
+package ndjson
 
 import (
 	"bytes"
@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/schema"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
-// Defaults of LoadOptions.
 const (
-	DefaultPollEvery     = 200 * time.Millisecond
+	// DefaultPollEvery is how often a followed file is checked for growth.
+	DefaultPollEvery = 200 * time.Millisecond
+	// DefaultProgressEvery is how often Progress hears the counts.
 	DefaultProgressEvery = time.Second
 	// frameOverhead is room kept in a frame for the batch brackets and an
 	// exactly-once publisher's [seq, …] wrapper.
@@ -32,48 +34,95 @@ const StdinName = "-"
 
 // LoadOptions configure Load: NDJSON rows read from files (or stdin),
 // validated against the stream's schema and published to one stream.
+// Start from DefaultLoadOptions: Validate refuses a value out of range
+// rather than replacing it.
 type LoadOptions struct {
-	DialOptions
+	wire.DialOptions
 
 	// Inputs are read in order as one concatenated input; "-" (StdinName)
 	// is Stdin. None reads Stdin.
 	Inputs []string
-	// Stdin is read for "-" or when there are no Inputs.
+	// Stdin is read for "-" or when there are no Inputs. Load returns only
+	// once its reader has stopped, so a Read that blocks must be
+	// interruptible: Load sets a past read deadline on a Stdin that has
+	// SetReadDeadline (an *os.File on a pipe or terminal in non-blocking
+	// mode, a net.Conn; see Interruptible) when it stops early; any other
+	// Stdin must return from Read on its own (a file, a buffer, a pipe its
+	// writer closes).
 	Stdin io.Reader
 	// Publisher makes the load exactly once: each accepted row's seq is
 	// its ordinal among the accepted rows of the whole input, so a rerun
 	// with the same id and input skips what landed (the greeting's mark)
 	// and sends the rest.
 	Publisher string
-	// BatchSize is the number of rows per publish frame (default 1).
+	// BatchSize is the number of rows per publish frame, 1 or more.
 	BatchSize int
 	// Window sends a partial batch once it has waited this long; 0 waits
 	// for a full batch (or the end of the input).
 	Window time.Duration
-	// MaxInFlight is the number of frames awaiting their ack; match the
-	// server's max_in_flight (default DefaultMaxInFlight).
+	// MaxInFlight is the number of frames awaiting their ack, 1 or more;
+	// match the server's max_in_flight.
 	MaxInFlight int
 	// MaxFrameBytes bounds a publish frame; match the server's
-	// max_message_bytes (default DefaultReadLimit, its default). A batch
-	// is cut short to stay under it; a row that alone exceeds it is
-	// refused.
+	// max_message_bytes. A batch is cut short to stay under it; a row that
+	// alone exceeds it is refused.
 	MaxFrameBytes int
 	// Quarantine receives each refused row as one NDJSON record
 	// (QuarantineRecord), and the load goes on. nil stops the load at the
 	// first refused row.
 	Quarantine io.Writer
 	// Follow keeps reading the last input as it grows until ctx ends; the
-	// default reads to the end, waits for every ack and returns.
+	// default reads to the end, waits for every ack and returns. Stdin as
+	// the last input is read until it ends either way.
 	Follow bool
-	// PollEvery is how often a followed file is checked for growth
-	// (default DefaultPollEvery).
+	// PollEvery is how often a followed file is checked for growth.
 	PollEvery time.Duration
 	// Logger hears warnings; nil discards.
 	Logger Logger
-	// Progress, when set, is called about every ProgressEvery (default
-	// DefaultProgressEvery) with the counts so far.
+	// Progress, when set, is called about every ProgressEvery with the
+	// counts so far.
 	Progress      func(LoadSummary)
 	ProgressEvery time.Duration
+}
+
+// DefaultLoadOptions returns the options of `streamcast publish` without
+// flags: single-row frames, the server's default limits, stdin as input.
+func DefaultLoadOptions() LoadOptions {
+	return LoadOptions{
+		BatchSize:     1,
+		MaxInFlight:   wire.DefaultMaxInFlight,
+		MaxFrameBytes: wire.DefaultReadLimit,
+		PollEvery:     DefaultPollEvery,
+		ProgressEvery: DefaultProgressEvery,
+	}
+}
+
+// Validate checks the options, naming the flag of `streamcast publish` that
+// sets a bad one and what it may be. It never changes o.
+func (o *LoadOptions) Validate() error {
+	stdin := len(o.Inputs) == 0
+	for _, name := range o.Inputs {
+		stdin = stdin || name == StdinName
+	}
+	switch {
+	case o.BatchSize < 1:
+		return fmt.Errorf("--batch-size is %d; give 1 or more", o.BatchSize)
+	case o.MaxInFlight < 1:
+		return fmt.Errorf("--max-in-flight is %d; give 1 or more", o.MaxInFlight)
+	case o.MaxFrameBytes <= frameOverhead:
+		return fmt.Errorf("--max-frame-bytes is %d, too small to hold a row; give more than %d (the server's limits.max_message_bytes)", o.MaxFrameBytes, frameOverhead)
+	case o.Window < 0:
+		return fmt.Errorf("--window is %v; give a positive duration, or 0 for full batches only", o.Window)
+	case o.Follow && o.PollEvery <= 0:
+		return fmt.Errorf("--poll is %v; give a positive duration", o.PollEvery)
+	case o.Progress != nil && o.ProgressEvery <= 0:
+		return fmt.Errorf("the progress interval is %v; give a positive duration", o.ProgressEvery)
+	case len(o.Publisher) > wire.MaxPublisherBytes:
+		return fmt.Errorf("--publisher is %d bytes; give 1 to %d", len(o.Publisher), wire.MaxPublisherBytes)
+	case stdin && o.Stdin == nil:
+		return errors.New("no input: give files, or rows on stdin")
+	}
+	return nil
 }
 
 // LoadSummary is what a load did. Offsets are those of rows this run
@@ -109,7 +158,7 @@ func (s LoadSummary) RowsPerSecond() float64 {
 // offsets, elapsed_s and rows_per_s.
 func (s LoadSummary) MarshalJSON() ([]byte, error) {
 	opt := func(v int64) *int64 {
-		if v == Null {
+		if v == wire.Null {
 			return nil
 		}
 		return &v
@@ -184,7 +233,7 @@ type position struct {
 
 // inflight is a frame sent and not yet acked.
 type inflight struct {
-	ack         *Ack
+	ack         *wire.Ack
 	rows        int
 	first, last position
 }
@@ -194,7 +243,7 @@ type loader struct {
 	opts   LoadOptions
 	names  []string
 	log    Logger
-	pub    *Publisher
+	pub    *wire.Publisher
 	sch    *schema.Schema
 	mark   int64 // rows with ordinal ≤ mark landed earlier: skip them
 	batch  int
@@ -231,18 +280,15 @@ type loader struct {
 func Load(ctx context.Context, rawURL string, opts LoadOptions) (LoadSummary, error) {
 	started := time.Now()
 	l := &loader{opts: opts, log: opts.Logger, acks: make(chan inflight, 1024), collected: make(chan struct{}), failed: make(chan struct{})}
-	l.sum = LoadSummary{Publisher: opts.Publisher, FirstOffset: Null, LastOffset: Null, ResumedFrom: Null, ResumedOffset: Null}
+	l.sum = LoadSummary{Publisher: opts.Publisher, FirstOffset: wire.Null, LastOffset: wire.Null, ResumedFrom: wire.Null, ResumedOffset: wire.Null}
+	if err := opts.Validate(); err != nil {
+		return l.sum, err
+	}
 	if l.log == nil {
 		l.log = nopLogger{}
 	}
-	l.batch = max(opts.BatchSize, 1)
+	l.batch = opts.BatchSize
 	l.maxLen = opts.MaxFrameBytes
-	if l.maxLen <= 0 {
-		l.maxLen = DefaultReadLimit
-	}
-	if l.maxLen <= frameOverhead {
-		return l.sum, fmt.Errorf("max frame bytes %d is too small to hold a row", l.maxLen)
-	}
 	l.names = opts.Inputs
 	if len(l.names) == 0 {
 		l.names = []string{StdinName}
@@ -255,9 +301,6 @@ func Load(ctx context.Context, rawURL string, opts LoadOptions) (LoadSummary, er
 	files := make([]io.Reader, len(l.names))
 	for i, name := range l.names {
 		if name == StdinName {
-			if opts.Stdin == nil {
-				return l.sum, errors.New("no input: give files, or rows on stdin")
-			}
 			files[i] = opts.Stdin
 			continue
 		}
@@ -272,7 +315,7 @@ func Load(ctx context.Context, rawURL string, opts LoadOptions) (LoadSummary, er
 	// Acks are awaited without ctx: a stopped load still collects the acks
 	// of what it sent, so the summary is exact.
 	netCtx := context.WithoutCancel(ctx)
-	pub, err := Publish(ctx, rawURL, PublishOptions{DialOptions: opts.DialOptions, Publisher: opts.Publisher, MaxInFlight: opts.MaxInFlight})
+	pub, err := wire.Publish(ctx, rawURL, wire.PublishOptions{DialOptions: opts.DialOptions, Publisher: opts.Publisher, MaxInFlight: opts.MaxInFlight})
 	if err != nil {
 		return l.sum, &LoadError{Msg: err.Error(), Err: err}
 	}
@@ -309,12 +352,15 @@ func Load(ctx context.Context, rawURL string, opts LoadOptions) (LoadSummary, er
 
 	stopErr := l.run(ctx, netCtx, chunks, free)
 	stopReading()
-	// The reader never blocks on a send once stopped, but a read of a
-	// terminal or pipe cannot be interrupted: do not let a quiet stdin keep
-	// the load from ending (the process ends it).
+	// The reader never blocks on a send once stopped; a read blocked on a
+	// quiet input is cut short through its deadline, where it has one.
+	// Wait for it either way: a reader left behind would outlive Load.
 	select {
 	case <-readerDone:
-	case <-time.After(time.Second):
+	default:
+		interruptReads(files, time.Unix(1, 0))
+		<-readerDone
+		interruptReads(files, time.Time{}) // hand the input back as it came
 	}
 
 	close(l.acks)
@@ -343,6 +389,16 @@ func Load(ctx context.Context, rawURL string, opts LoadOptions) (LoadSummary, er
 	return l.sum, stopErr
 }
 
+// interruptReads sets the read deadline of every input that has one: a
+// time in the past ends a blocked Read, the zero time clears it.
+func interruptReads(inputs []io.Reader, at time.Time) {
+	for _, f := range inputs {
+		if d, ok := f.(interface{ SetReadDeadline(time.Time) error }); ok {
+			_ = d.SetReadDeadline(at)
+		}
+	}
+}
+
 // loadChunkMsg is one read from an input: data, or the input's end, or
 // (following) the moment its current end was reached.
 type loadChunkMsg struct {
@@ -364,9 +420,6 @@ func (l *loader) read(ctx context.Context, files []io.Reader, out chan<- loadChu
 		}
 	}
 	poll := l.opts.PollEvery
-	if poll <= 0 {
-		poll = DefaultPollEvery
-	}
 	for i, f := range files {
 		follow := l.opts.Follow && i == len(files)-1
 		var size int64
@@ -701,8 +754,8 @@ func (l *loader) collect() {
 			l.sum.DuplicatesSkipped += int64(f.rows)
 		} else {
 			l.sum.RowsPublished += int64(f.rows)
-			if len(offs) > 0 && offs[0] != Null {
-				if l.sum.FirstOffset == Null {
+			if len(offs) > 0 && offs[0] != wire.Null {
+				if l.sum.FirstOffset == wire.Null {
 					l.sum.FirstOffset = offs[0]
 				}
 				l.sum.LastOffset = offs[len(offs)-1]
@@ -716,9 +769,9 @@ func (l *loader) collect() {
 func (l *loader) ackError(f inflight, err error) error {
 	lines := l.span(f.first, f.last)
 	var (
-		rj *Rejected
-		cf *CommitFailed
-		sg *SequenceGap
+		rj *wire.Rejected
+		cf *wire.CommitFailed
+		sg *wire.SequenceGap
 	)
 	switch {
 	case errors.As(err, &rj):
@@ -754,9 +807,6 @@ func (l *loader) progress(started time.Time) (stop func()) {
 		return func() {}
 	}
 	every := l.opts.ProgressEvery
-	if every <= 0 {
-		every = DefaultProgressEvery
-	}
 	done := make(chan struct{})
 	exited := make(chan struct{})
 	go func() {

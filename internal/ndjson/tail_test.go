@@ -1,4 +1,4 @@
-package wire
+package ndjson
 
 import (
 	"bytes"
@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 func dataFrame(o int64) string {
-	return string(AppendFrame(nil, o, 1790038800000000+o, []byte(`{"i":`+strconv.FormatInt(o, 10)+`}`)))
+	return string(wire.AppendFrame(nil, o, 1790038800000000+o, []byte(`{"i":`+strconv.FormatInt(o, 10)+`}`)))
 }
 
 // replayServer greets with replay [start, end) (start from ?offset, or live
@@ -27,10 +29,10 @@ func dataFrame(o int64) string {
 func replayServer(t *testing.T, end int64, after func(c *websocket.Conn)) string {
 	return fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		start := end
-		var replay *Range
+		var replay *wire.Range
 		if o := r.URL.Query().Get("offset"); o != "" {
 			start, _ = strconv.ParseInt(o, 10, 64)
-			replay = &Range{Start: start, End: end}
+			replay = &wire.Range{Start: start, End: end}
 		}
 		send(t, c, greeting(end, replay))
 		for o := start; o < end; o++ {
@@ -39,7 +41,7 @@ func replayServer(t *testing.T, end int64, after func(c *websocket.Conn)) string
 		if after != nil {
 			after(c)
 		} else {
-			closeWith(c, CloseNormal, "")
+			closeWith(c, wire.CloseNormal, "")
 		}
 	})
 }
@@ -58,14 +60,14 @@ func untilClientCloses(c *websocket.Conn) {
 func TestTailWritesEachFrameExactlyAsReceived(t *testing.T) {
 	frames := []string{`[1,5,{"a":1}]`, `[ 2 , 6 , {"a": [1, 2]} ]`, `[3,null,{"b":"x y"}]`}
 	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, greeting(4, &Range{Start: 1, End: 4}))
+		send(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
 		for _, f := range frames {
 			send(t, c, f)
 		}
-		closeWith(c, CloseNormal, "")
+		closeWith(c, wire.CloseNormal, "")
 	})
 	var out bytes.Buffer
-	res, err := Tail(ctxT(t), url+"/trades", &out, TailOptions{Offset: At(1)})
+	res, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(1)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestTailWritesEachFrameExactlyAsReceived(t *testing.T) {
 func TestTailRowsPrintsOnlyTheRowObjects(t *testing.T) {
 	url := replayServer(t, 3, nil)
 	var out bytes.Buffer
-	if _, err := Tail(ctxT(t), url+"/trades", &out, TailOptions{Offset: At(1), Rows: true}); err != nil {
+	if _, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(1), Rows: true})); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != "{\"i\":1}\n{\"i\":2}\n" {
@@ -89,9 +91,9 @@ func TestTailRowsPrintsOnlyTheRowObjects(t *testing.T) {
 }
 
 func TestTailCountStopsAfterNRows(t *testing.T) {
-	url := replayServer(t, 100, func(c *websocket.Conn) { closeWith(c, CloseNormal, "") })
+	url := replayServer(t, 100, func(c *websocket.Conn) { closeWith(c, wire.CloseNormal, "") })
 	var out bytes.Buffer
-	res, err := Tail(ctxT(t), url+"/trades", &out, TailOptions{Offset: At(10), Count: 5})
+	res, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(10), Count: 5}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +113,7 @@ func TestTailUntilCaughtUpStopsAtTheGreetingsFrontier(t *testing.T) {
 	})
 	var out bytes.Buffer
 	start := time.Now()
-	res, err := Tail(ctxT(t), url+"/trades", &out, TailOptions{Offset: At(5), UntilCaughtUp: true})
+	res, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(5), UntilCaughtUp: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,10 +130,10 @@ func TestTailUntilCaughtUpReturnsAtOnceWhenNothingIsReplayed(t *testing.T) {
 		send(t, c, dataFrame(10))
 		untilClientCloses(c)
 	})
-	for _, opts := range []TailOptions{{UntilCaughtUp: true}, {UntilCaughtUp: true, Offset: At(10)}} {
+	for _, opts := range []TailOptions{{UntilCaughtUp: true}, {UntilCaughtUp: true, Offset: wire.At(10)}} {
 		var out bytes.Buffer
 		start := time.Now()
-		res, err := Tail(ctxT(t), url+"/trades", &out, opts)
+		res, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(opts))
 		if err != nil || res.Rows != 0 || out.Len() != 0 {
 			t.Errorf("offset %v: rows %d, output %q, err %v; want nothing", opts.Offset, res.Rows, out.String(), err)
 		}
@@ -145,7 +147,7 @@ func TestTailUntilCaughtUpWithWhereFiltersOnTheClient(t *testing.T) {
 	var query atomic.Value
 	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		query.Store(r.URL.RawQuery)
-		g := Greeting{Stream: "trades", EndOffset: 6, Replay: &Range{Start: 1, End: 6}, Durable: true,
+		g := wire.Greeting{Stream: "trades", EndOffset: 6, Replay: &wire.Range{Start: 1, End: 6}, Durable: true,
 			Schema: []byte(`{"type":"object","properties":{"side":{"type":"integer"}},"required":["side"]}`)}
 		send(t, c, string(g.AppendJSON(nil)))
 		for o := int64(1); o < 6; o++ {
@@ -154,7 +156,7 @@ func TestTailUntilCaughtUpWithWhereFiltersOnTheClient(t *testing.T) {
 		untilClientCloses(c)
 	})
 	var out bytes.Buffer
-	res, err := Tail(ctxT(t), url+"/trades", &out, TailOptions{Offset: At(1), UntilCaughtUp: true, Rows: true, Where: []byte(`{"side":1}`)})
+	res, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(1), UntilCaughtUp: true, Rows: true, Where: []byte(`{"side":1}`)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +166,7 @@ func TestTailUntilCaughtUpWithWhereFiltersOnTheClient(t *testing.T) {
 	if out.String() != "{\"side\":1}\n{\"side\":1}\n{\"side\":1}\n" || res.Rows != 3 {
 		t.Errorf("output %q (rows %d), want the three rows with side 1", out.String(), res.Rows)
 	}
-	if _, err := Tail(ctxT(t), url+"/trades", &out, TailOptions{Offset: At(1), UntilCaughtUp: true, Where: []byte(`{"nope":1}`)}); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+	if _, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(1), UntilCaughtUp: true, Where: []byte(`{"nope":1}`)})); err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("a filter on an unknown column: %v, want a refusal naming it", err)
 	}
 }
@@ -194,15 +196,15 @@ func TestTailReconnectResumesAfterTheLastRowOnTooSlowAndGoingAway(t *testing.T) 
 		offsets = append(offsets, r.URL.Query().Get("offset"))
 		mu.Unlock()
 		start, _ := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
-		send(t, c, greeting(7, &Range{Start: start, End: 7}))
+		send(t, c, greeting(7, &wire.Range{Start: start, End: 7}))
 		switch n {
 		case 1: // two rows, then dropped as too slow with a trimmed reason
 			send(t, c, dataFrame(1))
 			send(t, c, dataFrame(2))
-			closeWith(c, CloseTooSlow, `{"error":"too_slow"}`)
+			closeWith(c, wire.CloseTooSlow, `{"error":"too_slow"}`)
 		case 2: // one row, then the server restarts
 			send(t, c, dataFrame(3))
-			closeWith(c, CloseGoingAway, "server shutting down")
+			closeWith(c, wire.CloseGoingAway, "server shutting down")
 		case 3: // the connection breaks without a close frame
 			send(t, c, dataFrame(4))
 			c.NetConn().Close()
@@ -210,12 +212,12 @@ func TestTailReconnectResumesAfterTheLastRowOnTooSlowAndGoingAway(t *testing.T) 
 			for o := start; o < 7; o++ {
 				send(t, c, dataFrame(o))
 			}
-			closeWith(c, CloseNormal, "")
+			closeWith(c, wire.CloseNormal, "")
 		}
 	})
 	var out bytes.Buffer
 	log := &recordLogger{}
-	res, err := Tail(ctxT(t), url+"/trades", &out, TailOptions{Offset: At(1), Reconnect: true, Logger: log, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	res, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(1), Reconnect: true, Logger: log, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,17 +240,17 @@ func TestTailReconnectResumesAfterTheLastRowOnTooSlowAndGoingAway(t *testing.T) 
 
 func TestTailWithoutReconnectSaysHowToResume(t *testing.T) {
 	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, greeting(9, &Range{Start: 1, End: 9}))
+		send(t, c, greeting(9, &wire.Range{Start: 1, End: 9}))
 		send(t, c, dataFrame(1))
 		send(t, c, dataFrame(2))
-		closeWith(c, CloseTooSlow, `{"error":"too_slow","offset":3,"behind":8192}`)
+		closeWith(c, wire.CloseTooSlow, `{"error":"too_slow","offset":3,"behind":8192}`)
 	})
 	var out bytes.Buffer
-	_, err := Tail(ctxT(t), url+"/trades", &out, TailOptions{Offset: At(1)})
+	_, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(1)}))
 	var te *TailError
-	var ts *TooSlow
+	var ts *wire.TooSlow
 	if !errors.As(err, &te) || !errors.As(err, &ts) {
-		t.Fatalf("err %T %v, want a *TailError wrapping *TooSlow", err, err)
+		t.Fatalf("err %T %v, want a *TailError wrapping *wire.TooSlow", err, err)
 	}
 	for _, want := range []string{"--offset 3", "--reconnect", "8192"} {
 		if !strings.Contains(err.Error(), want) {
@@ -267,17 +269,17 @@ func TestTailRefusalsSayWhatToRerunWith(t *testing.T) {
 		reason string
 		want   []string
 	}{
-		{"too_old", CloseNotReplayable, `{"error":"not_replayable","why":"too_old","offset":5,"end_offset":1000,"max_replay":100}`,
+		{"too_old", wire.CloseNotReplayable, `{"error":"not_replayable","why":"too_old","offset":5,"end_offset":1000,"max_replay":100}`,
 			[]string{"offset 5", "max_replay=100", "frontier 1000", "--offset 900", "--catch-up"}},
-		{"evicted", CloseNotReplayable, `{"error":"not_replayable","why":"evicted","offset":5,"earliest":50,"end_offset":1000}`,
+		{"evicted", wire.CloseNotReplayable, `{"error":"not_replayable","why":"evicted","offset":5,"earliest":50,"end_offset":1000}`,
 			[]string{"offset 5", "below 50", "--offset earliest", "--catch-up"}},
-		{"ahead", CloseNotReplayable, `{"error":"not_replayable","why":"ahead","offset":5000,"end_offset":1000}`,
+		{"ahead", wire.CloseNotReplayable, `{"error":"not_replayable","why":"ahead","offset":5000,"end_offset":1000}`,
 			[]string{"offset 5000", "past 1000", "--offset 1000"}},
-		{"not_durable", CloseNotReplayable, `{"error":"not_replayable","why":"not_durable"}`,
+		{"not_durable", wire.CloseNotReplayable, `{"error":"not_replayable","why":"not_durable"}`,
 			[]string{"live-only", "without --offset"}},
-		{"no such stream", CloseNoSuchStream, `{"error":"no_such_stream","serves":["demo","quotes"]}`,
+		{"no such stream", wire.CloseNoSuchStream, `{"error":"no_such_stream","serves":["demo","quotes"]}`,
 			[]string{`no stream "trades"`, `"demo", "quotes"`}},
-		{"bad request", CloseBadRequest, `{"error":"bad_request","detail":"where: column \"x\": no such column"}`,
+		{"bad request", wire.CloseBadRequest, `{"error":"bad_request","detail":"where: column \"x\": no such column"}`,
 			[]string{`column "x"`}},
 	}
 	for _, tt := range tests {
@@ -285,7 +287,7 @@ func TestTailRefusalsSayWhatToRerunWith(t *testing.T) {
 			url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 				closeWith(c, tt.code, tt.reason)
 			})
-			_, err := Tail(ctxT(t), url+"/trades", &bytes.Buffer{}, TailOptions{Offset: At(5), Reconnect: true})
+			_, err := Tail(ctxT(t), url+"/trades", &bytes.Buffer{}, tailDefaults(TailOptions{Offset: wire.At(5), Reconnect: true}))
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -304,12 +306,12 @@ func TestTailRefusalsSayWhatToRerunWith(t *testing.T) {
 
 func TestTailRefusalOfACursorsOffsetNamesTheCursor(t *testing.T) {
 	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		closeWith(c, CloseNotReplayable, `{"error":"not_replayable","why":"ahead","offset":43,"end_offset":10}`)
+		closeWith(c, wire.CloseNotReplayable, `{"error":"not_replayable","why":"ahead","offset":43,"end_offset":10}`)
 	})
 	path := filepath.Join(t.TempDir(), "c")
 	os.WriteFile(path, []byte("42"), 0o644)
 	cur, _, _ := OpenCursor(path)
-	_, err := Tail(ctxT(t), url+"/trades", &bytes.Buffer{}, TailOptions{Cursor: cur})
+	_, err := Tail(ctxT(t), url+"/trades", &bytes.Buffer{}, tailDefaults(TailOptions{Cursor: cur}))
 	if err == nil || !strings.Contains(err.Error(), "--cursor "+path) {
 		t.Errorf("%v: want the message to say the offset came from the cursor", err)
 	}
@@ -346,7 +348,7 @@ func TestTailCursorMovesOnlyPastLinesThatWereWritten(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // let frames pile up behind the first write
 		close(w.gate)
 	}()
-	_, err := Tail(ctxT(t), url+"/trades", w, TailOptions{Offset: At(1), Cursor: cur, BatchBytes: 64 << 10})
+	_, err := Tail(ctxT(t), url+"/trades", w, tailDefaults(TailOptions{Offset: wire.At(1), Cursor: cur, BatchBytes: 64 << 10}))
 	if err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("err %v, want the write failure", err)
 	}
@@ -369,18 +371,18 @@ func TestTailResumesOneAboveTheCursorAndKeepsItWhenOffsetRereads(t *testing.T) {
 		asked = append(asked, r.URL.Query().Get("offset"))
 		mu.Unlock()
 		start, _ := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
-		send(t, c, greeting(100, &Range{Start: start, End: 100}))
+		send(t, c, greeting(100, &wire.Range{Start: start, End: 100}))
 		for o := start; o < 100; o++ {
 			send(t, c, dataFrame(o))
 		}
-		closeWith(c, CloseNormal, "")
+		closeWith(c, wire.CloseNormal, "")
 	})
 	path := filepath.Join(t.TempDir(), "c")
 	os.WriteFile(path, []byte("9\n"), 0o644)
 
 	cur, _, _ := OpenCursor(path)
 	var out bytes.Buffer
-	if _, err := Tail(ctxT(t), url+"/trades", &out, TailOptions{Cursor: cur, Count: 3, Rows: true}); err != nil {
+	if _, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Cursor: cur, Count: 3, Rows: true})); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != "{\"i\":10}\n{\"i\":11}\n{\"i\":12}\n" || readCursorFile(t, path) != "12" {
@@ -389,7 +391,7 @@ func TestTailResumesOneAboveTheCursorAndKeepsItWhenOffsetRereads(t *testing.T) {
 
 	cur, _, _ = OpenCursor(path)
 	out.Reset()
-	if _, err := Tail(ctxT(t), url+"/trades", &out, TailOptions{Cursor: cur, Offset: At(2), Count: 3, Rows: true}); err != nil {
+	if _, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Cursor: cur, Offset: wire.At(2), Count: 3, Rows: true})); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != "{\"i\":2}\n{\"i\":3}\n{\"i\":4}\n" || readCursorFile(t, path) != "12" {
@@ -397,7 +399,7 @@ func TestTailResumesOneAboveTheCursorAndKeepsItWhenOffsetRereads(t *testing.T) {
 	}
 
 	cur, _, _ = OpenCursor(path)
-	if _, err := Tail(ctxT(t), url+"/trades", &out, TailOptions{Cursor: cur, Offset: At(2), Count: 20}); err != nil {
+	if _, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Cursor: cur, Offset: wire.At(2), Count: 20})); err != nil {
 		t.Fatal(err)
 	}
 	if got := readCursorFile(t, path); got != "21" {
@@ -419,7 +421,7 @@ func TestTailStopsCleanlyWhenItsContextEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	var out bytes.Buffer
-	res, err := Tail(ctx, url+"/trades", &out, TailOptions{Offset: At(1), Cursor: cur})
+	res, err := Tail(ctx, url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(1), Cursor: cur}))
 	if err != nil || res.Rows != 2 {
 		t.Fatalf("rows %d, err %v; want 2 rows and a clean stop", res.Rows, err)
 	}
@@ -430,7 +432,7 @@ func TestTailStopsCleanlyWhenItsContextEnds(t *testing.T) {
 
 func TestTailSavesTheCursorOfAQuietStreamWithoutWaitingForMoreRows(t *testing.T) {
 	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, greeting(4, &Range{Start: 1, End: 4}))
+		send(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
 		send(t, c, dataFrame(1))
 		time.Sleep(10 * time.Millisecond) // a second batch, inside the save throttle
 		send(t, c, dataFrame(2))
@@ -445,7 +447,7 @@ func TestTailSavesTheCursorOfAQuietStreamWithoutWaitingForMoreRows(t *testing.T)
 	done := make(chan error, 1)
 	var out bytes.Buffer
 	go func() {
-		_, err := Tail(ctx, url+"/trades", &out, TailOptions{Offset: At(1), Cursor: cur})
+		_, err := Tail(ctx, url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(1), Cursor: cur}))
 		done <- err
 	}()
 	deadline := time.Now().Add(5 * time.Second)

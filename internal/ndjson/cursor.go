@@ -1,4 +1,4 @@
-package wire
+package ndjson
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // DefaultSaveEvery is how often a Cursor writes its file at most, unless a
@@ -30,8 +32,8 @@ type Cursor struct {
 	now   func() time.Time
 
 	mu      sync.Mutex // guards the fields below and serializes file writes
-	loaded  int64      // the value read at open; Null when the file was absent
-	highest int64      // the furthest offset finished with; Null when none
+	loaded  int64      // the value read at open; wire.Null when the file was absent
+	highest int64      // the furthest offset finished with; wire.Null when none
 	saved   int64      // the value the file holds (as far as this process knows)
 	lastAt  time.Time  // when the file was last written
 }
@@ -42,7 +44,7 @@ type Cursor struct {
 // non-nil and says why, for the caller to show; err is reserved for a path
 // that cannot be used at all (a directory).
 func OpenCursor(path string) (c *Cursor, warn error, err error) {
-	c = &Cursor{path: path, every: DefaultSaveEvery, now: time.Now, loaded: Null, highest: Null, saved: Null}
+	c = &Cursor{path: path, every: DefaultSaveEvery, now: time.Now, loaded: wire.Null, highest: wire.Null, saved: wire.Null}
 	info, statErr := os.Stat(path)
 	if statErr == nil && info.IsDir() {
 		return nil, nil, fmt.Errorf("cursor %s is a directory; give a file path", path)
@@ -60,7 +62,7 @@ func OpenCursor(path string) (c *Cursor, warn error, err error) {
 	}
 	n, perr := strconv.ParseInt(string(text), 10, 64)
 	if perr != nil || n < 0 {
-		return c, fmt.Errorf("cursor %s holds %s, not an offset; starting as if it were absent", path, clip(text, 30)), nil
+		return c, fmt.Errorf("cursor %s holds %.30q, not an offset; starting as if it were absent", path, text), nil
 	}
 	c.loaded, c.highest, c.saved = n, n, n
 	return c, nil, nil
@@ -93,8 +95,8 @@ func (c *Cursor) Last() int64 {
 // is absent.
 func (c *Cursor) Resume() int64 {
 	last := c.Last()
-	if last == Null {
-		return Null
+	if last == wire.Null {
+		return wire.Null
 	}
 	return last + 1
 }
@@ -108,7 +110,7 @@ func (c *Cursor) Advance(offset int64) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.highest != Null && offset <= c.highest {
+	if c.highest != wire.Null && offset <= c.highest {
 		return false
 	}
 	c.highest = offset
@@ -121,7 +123,7 @@ func (c *Cursor) Advance(offset int64) bool {
 func (c *Cursor) Save(force bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.highest == Null || c.highest == c.saved {
+	if c.highest == wire.Null || c.highest == c.saved {
 		return nil
 	}
 	now := c.now()

@@ -1,0 +1,175 @@
+package ndjson
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/goleak"
+
+	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// TestMain fails the package when any test leaves a goroutine behind: Tail
+// and Load must end every goroutine they start before they return.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeServer runs script on each accepted connection. It stands in for the
+// broker only in protocol-edge tests; end-to-end tests run the real broker.
+func fakeServer(t *testing.T, script func(t *testing.T, c *websocket.Conn, r *http.Request)) string {
+	t.Helper()
+	var wg sync.WaitGroup
+	up := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		defer wg.Done()
+		defer c.Close()
+		script(t, c, r)
+	}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		wg.Wait()
+	})
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+func send(t *testing.T, c *websocket.Conn, s string) {
+	if err := c.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
+		t.Logf("fake server write: %v", err)
+	}
+}
+
+// closeWith sends a close frame and waits for the client's echo, so the
+// close is delivered before the socket ends.
+func closeWith(c *websocket.Conn, code int, reason string) {
+	_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	for {
+		if _, _, err := c.NextReader(); err != nil {
+			return
+		}
+	}
+}
+
+func greeting(end int64, replay *wire.Range) string {
+	g := wire.Greeting{Stream: "trades", EndOffset: end, Replay: replay, Durable: true}
+	return string(g.AppendJSON(nil))
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// tailDefaults fills the fields a test leaves zero from
+// DefaultTailOptions, so a test names only what it is about.
+func tailDefaults(o TailOptions) TailOptions {
+	d := DefaultTailOptions()
+	if o.MinBackoff == 0 {
+		o.MinBackoff = d.MinBackoff
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = max(d.MaxBackoff, o.MinBackoff)
+	}
+	if o.BatchBytes == 0 {
+		o.BatchBytes = d.BatchBytes
+	}
+	return o
+}
+
+// loadDefaults fills the fields a test leaves zero from
+// DefaultLoadOptions, so a test names only what it is about.
+func loadDefaults(o LoadOptions) LoadOptions {
+	d := DefaultLoadOptions()
+	if o.BatchSize == 0 {
+		o.BatchSize = d.BatchSize
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = d.MaxInFlight
+	}
+	if o.MaxFrameBytes == 0 {
+		o.MaxFrameBytes = d.MaxFrameBytes
+	}
+	if o.PollEvery == 0 {
+		o.PollEvery = d.PollEvery
+	}
+	if o.ProgressEvery == 0 {
+		o.ProgressEvery = d.ProgressEvery
+	}
+	return o
+}
+
+// serve runs a broker with a durable "trades" stream (the demo schema) and a
+// live-only "live" one until the test ends, and returns its ws:// base URL.
+func serve(t *testing.T, tweak func(*broker.Config)) string {
+	t.Helper()
+	cfg := broker.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Root = t.TempDir()
+	cfg.Maintain.Enabled = false // no seal/publish children: the rows stay in the buffer
+	trades := broker.DefaultStream("trades")
+	trades.Schema = broker.RawJSON(broker.DemoSchema)
+	live := broker.DefaultStream("live")
+	live.Durable = false
+	live.Schema = broker.RawJSON(broker.DemoSchema)
+	cfg.Streams = []broker.StreamConfig{trades, live}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	return startServer(t, cfg)
+}
+
+// startServer runs a broker with cfg until the test ends and returns its
+// ws:// base URL.
+func startServer(t *testing.T, cfg broker.Config) string {
+	t.Helper()
+	srv, err := broker.New(cfg, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Run(context.Background()) }()
+	select {
+	case <-srv.Ready():
+	case err := <-errc:
+		t.Fatal(err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("server not ready after 20s")
+	}
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return "ws://" + srv.Addr().String()
+}
+
+func trade(i int) []byte {
+	return fmt.Appendf(nil, `{"event_ts":%d,"symbol":"BTC-USD","price":%d.5,"amount":0.015,"side":%d}`, 1790038800000000+i, 85000+i, i%2)
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
