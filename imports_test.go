@@ -15,14 +15,17 @@ const module = "github.com/streamcast/streamcast"
 
 // layer ranks the product's packages: a package may import only packages of
 // a lower rank (docs/design.md §3). wire and meta share a rank; wire may read
-// history through meta, meta never speaks the protocol.
+// history through meta, meta never speaks the protocol. The sub-packages of
+// broker sit below it (broker imports them, they never import broker) and
+// share a rank: none imports another.
 var layer = map[string]int{
-	"pkg/schema":   0,
-	"pkg/logstore": 1,
-	"pkg/meta":     2,
-	"pkg/wire":     2,
-	"pkg/broker":   3,
-	"cmd":          4,
+	"pkg/schema":           0,
+	"pkg/logstore":         1,
+	"pkg/meta":             2,
+	"pkg/wire":             2,
+	"pkg/broker/supervise": 3,
+	"pkg/broker":           4,
+	"cmd":                  5,
 }
 
 // leafUtilities are internal packages that import nothing of the module
@@ -88,6 +91,9 @@ func TestImportRulesCatchUpwardArrows(t *testing.T) {
 		ok       bool
 	}{
 		{"pkg/broker", "pkg/wire", false, true},
+		{"pkg/broker", "pkg/broker/supervise", false, true},
+		{"pkg/broker/supervise", "pkg/logstore", false, true},
+		{"pkg/broker/supervise", "pkg/broker", false, false},
 		{"pkg/wire", "pkg/meta", false, true},
 		{"pkg/wire", "pkg/logstore", false, true},
 		{"pkg/meta", "pkg/logstore", false, true},

@@ -25,7 +25,7 @@
 // Subscribers' frames are written by the server itself, straight to the
 // socket with writev; gorilla/websocket does the handshake and reads.
 //
-// Run also supervises serve's maintenance children (supervisor.go): one
+// Run also supervises serve's maintenance children (package supervise): one
 // `streamcast maintain --role R` process per role the maintain: section
 // runs, over every durable log. Streams are served only once every child
 // has reported ready; a child that exits is restarted with backoff; a

@@ -1,14 +1,10 @@
 package broker
 
 import (
-	"io"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 )
@@ -95,26 +91,11 @@ func TestNewRefusesChildrenWithoutAnExecutable(t *testing.T) {
 	}
 }
 
-func TestTierRetentionReachesTheMaintainChildren(t *testing.T) {
+func TestTierRetentionBecomesTheChildrensOverrides(t *testing.T) {
 	tiers := TierConfig{TargetFileBytes: 1 << 20, StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
-	sup := newSupervisor("/bin/streamcast", "", []MaintainRole{{logstore.RoleClean, time.Minute}}, []string{"/data/t/t"}, 30*time.Second, time.Second, log.New(io.Discard))
-	sup.overrides = tiers.maintainOverrides()
-	args := sup.children[0].args()
-	// The root command's flags come first; the role's are logstore's.
-	i := slices.Index(args, "--role")
-	if args[0] != "maintain" || i < 0 {
-		t.Fatalf("maintain args %q", args)
-	}
-	got, err := logstore.ParseRoleArgs(args[i:])
-	if err != nil {
-		t.Fatalf("maintain args %q: %v", args, err)
-	}
-	want := logstore.RoleArgs{
-		Role: logstore.RoleClean, Every: time.Minute, FlushEvery: 30 * time.Second, Logs: []string{"/data/t/t"}, ReadyFD: readyFD,
-		// Retention and grace reach the child; sizes and unset settings do not.
-		Override: logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("maintain args %q read back as %+v, want %+v", args, got, want)
+	// Retention and grace reach the children; sizes and unset settings do not.
+	want := logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
+	if got := tiers.maintainOverrides(); !reflect.DeepEqual(got, want) {
+		t.Errorf("overrides %+v, want %+v", got, want)
 	}
 }

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"slices"
 	"sort"
 	"sync"
@@ -254,27 +253,4 @@ func (st *stream) waitConns(conns []*wsConn, grace time.Duration) bool {
 	}
 	st.life.handlers.Wait()
 	return false
-}
-
-// flushLog seals and publishes everything a stopped stream's log holds,
-// through serve's own writer handle, and reports the rows still
-// unpublished (0 when every acknowledged row is in the published table). A
-// maintenance child that holds a role lock is waited for (retryBusy).
-func flushLog(l *logstore.Log, waits stopWaits) (int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), waits.finalSeal)
-	_, err := retryBusy(ctx, func() (int64, error) { return l.Seal(ctx, true) })
-	cancel()
-	if err != nil {
-		return -1, err
-	}
-	ctx, cancel = context.WithTimeout(context.Background(), waits.publish)
-	defer cancel()
-	if _, err := retryBusy(ctx, func() (int64, error) { return l.Publish(ctx, true) }); err != nil {
-		return -1, err
-	}
-	st, err := l.Status(ctx)
-	if err != nil {
-		return -1, err
-	}
-	return st.PublishLagRows, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -87,7 +88,7 @@ type Server struct {
 
 	// sup runs the maintenance children; nil when there are none. Reload
 	// replaces it when the set of durable logs changes.
-	sup atomic.Pointer[supervisor]
+	sup atomic.Pointer[supervise.Group]
 
 	// lifeMu serialises what changes the set of streams (Run's start and
 	// teardown, Reload), so a reload never races a shutdown.
@@ -131,7 +132,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		opts.PingInterval = 20 * time.Second
 	}
 	if opts.ChildReadyTimeout <= 0 {
-		opts.ChildReadyTimeout = DefaultChildReadyTimeout
+		opts.ChildReadyTimeout = supervise.DefaultReadyTimeout
 	}
 	if roles := cfg.Maintain.Roles(); len(roles) > 0 && opts.Executable == "" && slices.ContainsFunc(cfg.Streams, func(s StreamConfig) bool { return s.Durable }) {
 		return nil, errNoExecutable(len(roles))
@@ -300,7 +301,7 @@ func (s *Server) teardown(ent *entry) error {
 	}
 
 	// 5. Writes are fenced and the committers drained: flush and stop the
-	// maintenance children (see supervisor.stop for the order).
+	// maintenance children (see supervise.Group.Stop for the order).
 	var writers []*logstore.Log
 	for _, st := range streams {
 		st.life.tiers.Store(nil)
@@ -309,7 +310,7 @@ func (s *Server) teardown(ent *entry) error {
 		}
 	}
 	if sup := s.sup.Swap(nil); sup != nil {
-		sup.stop(writers)
+		sup.Stop(writers)
 	}
 	// 6. Release the logs' locks.
 	var err error
@@ -352,17 +353,20 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 		return err
 	}
 	old := s.sup.Load()
-	if old != nil && slices.Equal(old.logs, dirs) {
+	if old != nil && slices.Equal(old.Logs(), dirs) {
 		return nil
 	}
 	m := s.cfg.Maintain
-	roles := m.Roles()
+	var roles []supervise.Schedule
+	for _, r := range m.Roles() {
+		roles = append(roles, supervise.Schedule(r))
+	}
 	if s.state.Load() == stateStarting && len(dirs) > 0 && !m.Runs(logstore.RoleSeal) {
 		s.logger.Warn("serve runs no seal role (maintain: false, --no-maintain or maintain.seal_every: 0): rows stay in each log's buffer unless you run `streamcast maintain --role seal` yourself")
 	}
 	if old != nil {
 		s.sup.Store(nil)
-		old.halt()
+		old.Halt()
 	}
 	if len(dirs) == 0 || len(roles) == 0 {
 		return nil
@@ -370,10 +374,10 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	if s.opts.Executable == "" {
 		return errNoExecutable(len(roles))
 	}
-	sup := newSupervisor(s.opts.Executable, s.opts.ConfigFile, roles, dirs, m.FlushEvery, s.opts.ChildReadyTimeout, s.logger)
-	sup.overrides = s.cfg.Tiers.maintainOverrides()
+	sup := supervise.New(s.opts.Executable, s.opts.ConfigFile, roles, dirs, m.FlushEvery, s.opts.ChildReadyTimeout, s.logger)
+	sup.Overrides = s.cfg.Tiers.maintainOverrides()
 	s.sup.Store(sup)
-	if err := sup.start(ctx); err != nil {
+	if err := sup.Start(ctx); err != nil {
 		s.sup.Store(nil)
 		return err
 	}

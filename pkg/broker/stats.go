@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -37,17 +38,6 @@ type StreamStats struct {
 	PublishLagS      *float64 `json:"publish_lag_s"`     // age of the oldest unpublished row; 0 when none
 }
 
-// ChildStats are the facts /stats reports about one maintenance child
-// (`streamcast maintain --role R` started by serve).
-type ChildStats struct {
-	Role      string  `json:"role"`
-	PID       *int    `json:"pid"`        // null while it is down, waiting to be restarted
-	Ready     bool    `json:"ready"`      // it opened every log and runs its passes
-	Restarts  int     `json:"restarts"`   // restarts since serve started
-	LastError *string `json:"last_error"` // the last error it logged, or how it last exited; null: none
-	EveryS    float64 `json:"every_s"`    // its pause between passes
-}
-
 // ProcessStats are facts about the server process, for load tests.
 type ProcessStats struct {
 	PID        int     `json:"pid"`         // the serve process, for signals (SIGHUP reloads the config)
@@ -59,10 +49,10 @@ type ProcessStats struct {
 // Stats is the /stats document. It is its only definition: the load
 // generator (internal/loadgen) decodes /stats into this same type.
 type Stats struct {
-	ServedAt float64       `json:"served_at"`
-	Process  ProcessStats  `json:"process"`
-	Streams  []StreamStats `json:"streams"`
-	Children []ChildStats  `json:"children"` // serve's maintenance children; [] when it runs none
+	ServedAt float64                `json:"served_at"`
+	Process  ProcessStats           `json:"process"`
+	Streams  []StreamStats          `json:"streams"`
+	Children []supervise.ChildStats `json:"children"` // serve's maintenance children; [] when it runs none
 }
 
 // Stats returns the server's stats now.
@@ -70,9 +60,9 @@ func (s *Server) Stats() Stats {
 	now := time.Now()
 	mono := time.Since(s.started)
 	streams := s.reg.list()
-	out := Stats{ServedAt: unixSeconds(now), Process: processStats(), Streams: make([]StreamStats, 0, len(streams)), Children: []ChildStats{}}
+	out := Stats{ServedAt: unixSeconds(now), Process: processStats(), Streams: make([]StreamStats, 0, len(streams)), Children: []supervise.ChildStats{}}
 	if sup := s.sup.Load(); sup != nil {
-		out.Children = sup.stats()
+		out.Children = sup.Stats()
 	}
 	for _, st := range streams {
 		ss := StreamStats{

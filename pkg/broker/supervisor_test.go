@@ -23,7 +23,6 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/schema"
 )
 
 // The supervision tests run real processes, and read /proc and the
@@ -359,78 +358,6 @@ func TestGracefulStopLeavesEveryAckedRowSealedAndPublished(t *testing.T) {
 	for _, bad := range []string{"did not report a flush", "final seal failed", "not published yet", "killing it"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("the stop did not go as designed (%q):\n%s", bad, out)
-		}
-	}
-}
-
-func TestParseLogLineKeepsLevelMessageAndKeys(t *testing.T) {
-	line := `{"time":"2026-01-01T00:00:00Z","level":"error","role":"seal","msg":"pass failed; retrying next pass","log":"/d/t/t","rows":3,"err":"disk full"}`
-	level, msg, kv, ok := parseLogLine([]byte(line), "seal")
-	if !ok || level != log.ErrorLevel || msg != "pass failed; retrying next pass" {
-		t.Fatalf("got %v %q %v %v", level, msg, kv, ok)
-	}
-	if got := fmt.Sprint(kv); got != "[log /d/t/t rows 3 err disk full]" {
-		t.Errorf("keys %s", got)
-	}
-	if _, _, _, ok := parseLogLine([]byte("streamcast: read config: no such file"), "seal"); ok {
-		t.Error("a plain line parsed as JSON")
-	}
-}
-
-func TestStopSealsAndPublishesItselfWhenTheChildrenDoNot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts child processes")
-	}
-	// Children that report ready and then ignore every request.
-	fake := filepath.Join(t.TempDir(), "streamcast")
-	script := "#!/bin/sh\ntrap '' USR1 TERM\necho ready >&3\nexec sleep 60\n"
-	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "s", "s")
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l, err := logstore.Create(dir, schema.Any(), logstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ctx := context.Background()
-	for i := range 5 {
-		if _, err := l.Append(ctx, [][]byte{[]byte(fmt.Sprintf(`{"i":%d}`, i))}, time.Now().UnixMicro(), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	logs := &syncBuffer{}
-	roles := []MaintainRole{{logstore.RoleSeal, time.Hour}, {logstore.RolePublish, time.Hour}, {logstore.RoleClean, time.Hour}}
-	sup := newSupervisor(fake, "", roles, []string{dir}, time.Hour, 5*time.Second, log.New(logs))
-	sup.waits = stopWaits{sealFlush: 200 * time.Millisecond, childStop: 200 * time.Millisecond, finalSeal: 10 * time.Second, publish: 2 * time.Second}
-	if err := sup.start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	pids := sup.stats()
-	sup.stop([]*logstore.Log{l})
-
-	for _, k := range pids {
-		if !gone(*k.PID) {
-			t.Errorf("child %s (pid %d) survived the stop", k.Role, *k.PID)
-		}
-	}
-	if _, err := l.Evict(ctx); err != nil {
-		t.Fatal(err)
-	}
-	st, err := l.Status(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.BufferedRows != 0 || st.PublishedThrough != 5 || st.PublishLagRows != 0 {
-		t.Errorf("after the stop: %+v, want every row sealed and published by serve itself", st)
-	}
-	out := logs.String()
-	for _, want := range []string{"did not report a flush", "killing it", "sealed at stop", "did not publish every row", "published at stop"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the log does not say %q:\n%s", want, out)
 		}
 	}
 }

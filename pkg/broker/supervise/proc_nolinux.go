@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package broker
+package supervise
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package broker
+package supervise
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 
 // How serve treats its maintenance children (DESIGN §3.4).
 const (
-	// DefaultChildReadyTimeout bounds start-up: serve fails when a child has
+	// DefaultReadyTimeout bounds start-up: serve fails when a child has
 	// not reported ready by then.
-	DefaultChildReadyTimeout = 30 * time.Second
+	DefaultReadyTimeout = 30 * time.Second
 
 	restartMin   = 100 * time.Millisecond // first pause before restarting a child that exited
 	restartMax   = 30 * time.Second       // the pause doubles up to this
@@ -27,22 +27,29 @@ const (
 	maxOutputLine = 16 << 10    // longer output lines are cut
 )
 
-// stopWaits are the time budgets of a graceful stop.
-type stopWaits struct {
-	sealFlush time.Duration // how long the seal child may take to report its flush
-	childStop time.Duration // SIGTERM, then this long before SIGKILL
-	finalSeal time.Duration // serve's own flushing seal, per log
-	publish   time.Duration // publish's whole flush: the child's half, then serve's own
+// StopWaits are the time budgets of a graceful stop.
+type StopWaits struct {
+	SealFlush time.Duration // how long the seal child may take to report its flush
+	ChildStop time.Duration // SIGTERM, then this long before SIGKILL
+	FinalSeal time.Duration // serve's own flushing seal, per log
+	Publish   time.Duration // publish's whole flush: the child's half, then serve's own
 }
 
-var defaultStopWaits = stopWaits{
-	sealFlush: 5 * time.Second,
-	childStop: 5 * time.Second,
-	finalSeal: 30 * time.Second,
-	publish:   20 * time.Second,
+// DefaultStopWaits are the budgets serve stops its children with.
+var DefaultStopWaits = StopWaits{
+	SealFlush: 5 * time.Second,
+	ChildStop: 5 * time.Second,
+	FinalSeal: 30 * time.Second,
+	Publish:   20 * time.Second,
 }
 
-// supervisor runs serve's maintenance children: one `streamcast maintain
+// Schedule is one role a Group runs, with the pause between its passes.
+type Schedule struct {
+	Role  logstore.Role
+	Every time.Duration
+}
+
+// Group runs serve's maintenance children: one `streamcast maintain
 // --role R --log PATH…` process per configured role, over every durable log.
 //
 // Each child gets its own process group (so a terminal's Ctrl-C reaches
@@ -54,32 +61,35 @@ var defaultStopWaits = stopWaits{
 //
 // A child reports on the pipe at descriptor 3 (maintain --ready-fd 3):
 // "ready" once it opened every log, "flushed" after each pass a SIGUSR1
-// asked for. start waits until every child is ready; afterwards a child
+// asked for. Start waits until every child is ready; afterwards a child
 // that exits is restarted with capped exponential backoff.
-type supervisor struct {
-	exe          string
-	configFile   string
-	logs         []string // absolute log directories, in config order
-	flushEvery   time.Duration
-	overrides    logstore.Config // the config's tiers: as policy overrides, for logs created before it changed
-	level        string          // the children's --log-level
+type Group struct {
+	exe        string
+	configFile string
+	logs       []string // absolute log directories, in config order
+	flushEvery time.Duration
+	// Overrides are the config's tiers, as policy overrides, for logs
+	// created before it changed; set them before Start.
+	Overrides logstore.Config
+
+	level        string // the children's --log-level
 	logger       *log.Logger
 	readyTimeout time.Duration
-	waits        stopWaits
+	waits        StopWaits
 
 	forker   *forker
 	children []*roleChild
 	wg       sync.WaitGroup // supervise loops and process watchers
 }
 
-// newSupervisor plans one child per role over logs; nothing starts until
-// start.
-func newSupervisor(exe, configFile string, roles []MaintainRole, logs []string, flushEvery, readyTimeout time.Duration, logger *log.Logger) *supervisor {
+// New plans one child per role over logs; nothing starts until
+// Start.
+func New(exe, configFile string, roles []Schedule, logs []string, flushEvery, readyTimeout time.Duration, logger *log.Logger) *Group {
 	level := logger.GetLevel()
 	if level > log.ErrorLevel {
 		level = log.ErrorLevel
 	}
-	s := &supervisor{
+	s := &Group{
 		exe:          exe,
 		configFile:   configFile,
 		logs:         logs,
@@ -87,7 +97,7 @@ func newSupervisor(exe, configFile string, roles []MaintainRole, logs []string, 
 		level:        level.String(),
 		logger:       logger,
 		readyTimeout: readyTimeout,
-		waits:        defaultStopWaits,
+		waits:        DefaultStopWaits,
 	}
 	for _, r := range roles {
 		s.children = append(s.children, &roleChild{
@@ -101,12 +111,12 @@ func newSupervisor(exe, configFile string, roles []MaintainRole, logs []string, 
 	return s
 }
 
-// start starts every child and waits until each reported ready. A child
+// Start starts every child and waits until each reported ready. A child
 // that exits first, or is not ready within readyTimeout, fails start-up
 // (its error names the role, the pid and the child's last line of output);
 // so does ctx ending. On failure every child started is killed before
-// start returns.
-func (s *supervisor) start(ctx context.Context) error {
+// Start returns.
+func (s *Group) Start(ctx context.Context) error {
 	s.forker = newForker()
 	first := make([]*proc, len(s.children))
 	for i, c := range s.children {
@@ -153,7 +163,7 @@ func (s *supervisor) start(ctx context.Context) error {
 }
 
 // abort kills every child at once and waits for them: start-up failed.
-func (s *supervisor) abort() {
+func (s *Group) abort() {
 	for _, c := range s.children {
 		c.beginStop()
 		if p := c.current(); p != nil && !p.isDone() {
@@ -164,7 +174,7 @@ func (s *supervisor) abort() {
 	s.forker.close()
 }
 
-// stop ends every child in the order that leaves each acknowledged row
+// Stop ends every child in the order that leaves each acknowledged row
 // sealed and published; serve's writes are already fenced and its
 // committers drained, so the logs' ends no longer move.
 //
@@ -184,30 +194,30 @@ func (s *supervisor) abort() {
 //
 // With flush_every 0 there is no flushing, at a stop as on a schedule:
 // the children are only stopped. A role serve does not run is left alone.
-func (s *supervisor) stop(logs []*logstore.Log) {
+func (s *Group) Stop(logs []*logstore.Log) {
 	for _, c := range s.children {
 		c.beginStop()
 	}
 	w := s.waits
 	flush := s.flushEvery > 0
 	if seal := s.child(logstore.RoleSeal); seal != nil {
-		if flush && !seal.flush(w.sealFlush) {
+		if flush && !seal.flush(w.SealFlush) {
 			seal.logger.Warn("the seal child did not report a flush; serve seals what is left itself")
 		}
-		seal.terminate(w.childStop)
+		seal.terminate(w.ChildStop)
 		if flush {
 			s.finalSeal(logs)
 		}
 	}
 	if pub := s.child(logstore.RolePublish); pub != nil {
 		start := time.Now()
-		done := !flush || s.flushPublish(pub, logs, start.Add(w.publish/2))
+		done := !flush || s.flushPublish(pub, logs, start.Add(w.Publish/2))
 		if !done {
 			pub.logger.Warn("the publish child did not publish every row; serve publishes what is left itself")
 		}
-		pub.terminate(min(w.childStop, max(time.Until(start.Add(w.publish)), 100*time.Millisecond)))
+		pub.terminate(min(w.ChildStop, max(time.Until(start.Add(w.Publish)), 100*time.Millisecond)))
 		if !done {
-			s.finalPublish(logs, start.Add(w.publish))
+			s.finalPublish(logs, start.Add(w.Publish))
 		}
 	}
 	var others sync.WaitGroup
@@ -218,7 +228,7 @@ func (s *supervisor) stop(logs []*logstore.Log) {
 		others.Add(1)
 		go func() {
 			defer others.Done()
-			c.terminate(w.childStop)
+			c.terminate(w.ChildStop)
 		}()
 	}
 	others.Wait()
@@ -227,17 +237,17 @@ func (s *supervisor) stop(logs []*logstore.Log) {
 	s.logger.Info("maintenance children stopped")
 }
 
-// halt stops every child without flushing, all at once: SIGTERM (each
+// Halt stops every child without flushing, all at once: SIGTERM (each
 // finishes the pass it is in), then SIGKILL after the stop wait. serve
 // halts its children to start them again over another set of logs.
-func (s *supervisor) halt() {
+func (s *Group) Halt() {
 	var wg sync.WaitGroup
 	for _, c := range s.children {
 		c.beginStop()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.terminate(s.waits.childStop)
+			c.terminate(s.waits.ChildStop)
 		}()
 	}
 	wg.Wait()
@@ -246,7 +256,7 @@ func (s *supervisor) halt() {
 	s.logger.Info("maintenance children stopped, to restart over another set of logs")
 }
 
-func (s *supervisor) child(role logstore.Role) *roleChild {
+func (s *Group) child(role logstore.Role) *roleChild {
 	for _, c := range s.children {
 		if c.role == role {
 			return c
@@ -258,9 +268,9 @@ func (s *supervisor) child(role logstore.Role) *roleChild {
 // finalSeal seals everything still buffered in each log, through serve's
 // writer handle (Writer handles may Seal; seal.lock keeps it from racing
 // any other sealer).
-func (s *supervisor) finalSeal(logs []*logstore.Log) {
+func (s *Group) finalSeal(logs []*logstore.Log) {
 	for _, l := range logs {
-		ctx, cancel := context.WithTimeout(context.Background(), s.waits.finalSeal)
+		ctx, cancel := context.WithTimeout(context.Background(), s.waits.FinalSeal)
 		n, err := retryBusy(ctx, func() (int64, error) { return l.Seal(ctx, true) })
 		cancel()
 		switch {
@@ -276,7 +286,7 @@ func (s *supervisor) finalSeal(logs []*logstore.Log) {
 // is published to its end, or the deadline; it reports whether they are.
 // A pass that answers but leaves a lag (S3 refusing, say) is retried after
 // a pause, not in a tight loop.
-func (s *supervisor) flushPublish(pub *roleChild, logs []*logstore.Log, deadline time.Time) bool {
+func (s *Group) flushPublish(pub *roleChild, logs []*logstore.Log, deadline time.Time) bool {
 	for attempt := 0; ; attempt++ {
 		if publishedAll(logs) {
 			return true
@@ -293,7 +303,7 @@ func (s *supervisor) flushPublish(pub *roleChild, logs []*logstore.Log, deadline
 
 // finalPublish publishes with flush through serve's own handles what the
 // publish child left, within the deadline, and logs what still lags.
-func (s *supervisor) finalPublish(logs []*logstore.Log, deadline time.Time) {
+func (s *Group) finalPublish(logs []*logstore.Log, deadline time.Time) {
 	for _, l := range logs {
 		if lag, ok := publishLag(l); ok && lag == 0 {
 			continue
@@ -360,8 +370,45 @@ func retryBusy(ctx context.Context, step func() (int64, error)) (int64, error) {
 	}
 }
 
-// stats reports every child, in role order.
-func (s *supervisor) stats() []ChildStats {
+// FlushLog seals and publishes everything a stopped stream's log holds,
+// through serve's own writer handle, and reports the rows still
+// unpublished (0 when every acknowledged row is in the published table). A
+// maintenance child that holds a role lock is waited for (retryBusy).
+func FlushLog(l *logstore.Log, waits StopWaits) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), waits.FinalSeal)
+	_, err := retryBusy(ctx, func() (int64, error) { return l.Seal(ctx, true) })
+	cancel()
+	if err != nil {
+		return -1, err
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), waits.Publish)
+	defer cancel()
+	if _, err := retryBusy(ctx, func() (int64, error) { return l.Publish(ctx, true) }); err != nil {
+		return -1, err
+	}
+	st, err := l.Status(ctx)
+	if err != nil {
+		return -1, err
+	}
+	return st.PublishLagRows, nil
+}
+
+// Logs are the log directories the children run over, in config order.
+func (s *Group) Logs() []string { return s.logs }
+
+// ChildStats are the facts /stats reports about one maintenance child
+// (`streamcast maintain --role R` started by serve).
+type ChildStats struct {
+	Role      string  `json:"role"`
+	PID       *int    `json:"pid"`        // null while it is down, waiting to be restarted
+	Ready     bool    `json:"ready"`      // it opened every log and runs its passes
+	Restarts  int     `json:"restarts"`   // restarts since serve started
+	LastError *string `json:"last_error"` // the last error it logged, or how it last exited; null: none
+	EveryS    float64 `json:"every_s"`    // its pause between passes
+}
+
+// Stats reports every child, in role order.
+func (s *Group) Stats() []ChildStats {
 	out := make([]ChildStats, 0, len(s.children))
 	for _, c := range s.children {
 		c.mu.Lock()

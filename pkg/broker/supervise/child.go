@@ -1,4 +1,4 @@
-package broker
+package supervise
 
 import (
 	"bufio"
@@ -23,7 +23,7 @@ var errStopping = errors.New("the supervisor is stopping")
 
 // roleChild is one role's process, across restarts.
 type roleChild struct {
-	sup    *supervisor
+	sup    *Group
 	role   logstore.Role
 	every  time.Duration
 	logger *log.Logger // serve's, prefixed with the role
@@ -90,7 +90,7 @@ func (c *roleChild) args() []string {
 		Every:      c.every,
 		FlushEvery: s.flushEvery,
 		Logs:       s.logs,
-		Override:   s.overrides,
+		Override:   s.Overrides,
 		ReadyFD:    readyFD,
 	}
 	return append(a, role.Args()...)
@@ -475,4 +475,21 @@ func (f *forker) start(cmd *exec.Cmd) error {
 func (f *forker) close() {
 	close(f.reqs)
 	<-f.done
+}
+
+// waitTimeout waits for wg, reporting false when d passed first.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }

@@ -1,0 +1,146 @@
+package supervise
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/log"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/schema"
+)
+
+func TestOverridesReachTheChildrensArgs(t *testing.T) {
+	sup := New("/bin/streamcast", "", []Schedule{{logstore.RoleClean, time.Minute}}, []string{"/data/t/t"}, 30*time.Second, time.Second, log.New(io.Discard))
+	sup.Overrides = logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
+	args := sup.children[0].args()
+	// The root command's flags come first; the role's are logstore's.
+	i := slices.Index(args, "--role")
+	if args[0] != "maintain" || i < 0 {
+		t.Fatalf("maintain args %q", args)
+	}
+	got, err := logstore.ParseRoleArgs(args[i:])
+	if err != nil {
+		t.Fatalf("maintain args %q: %v", args, err)
+	}
+	want := logstore.RoleArgs{
+		Role: logstore.RoleClean, Every: time.Minute, FlushEvery: 30 * time.Second, Logs: []string{"/data/t/t"}, ReadyFD: readyFD,
+		Override: logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("maintain args %q read back as %+v, want %+v", args, got, want)
+	}
+}
+
+func TestParseLogLineKeepsLevelMessageAndKeys(t *testing.T) {
+	line := `{"time":"2026-01-01T00:00:00Z","level":"error","role":"seal","msg":"pass failed; retrying next pass","log":"/d/t/t","rows":3,"err":"disk full"}`
+	level, msg, kv, ok := parseLogLine([]byte(line), "seal")
+	if !ok || level != log.ErrorLevel || msg != "pass failed; retrying next pass" {
+		t.Fatalf("got %v %q %v %v", level, msg, kv, ok)
+	}
+	if got := fmt.Sprint(kv); got != "[log /d/t/t rows 3 err disk full]" {
+		t.Errorf("keys %s", got)
+	}
+	if _, _, _, ok := parseLogLine([]byte("streamcast: read config: no such file"), "seal"); ok {
+		t.Error("a plain line parsed as JSON")
+	}
+}
+
+func TestStopSealsAndPublishesItselfWhenTheChildrenDoNot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	// Children that report ready and then ignore every request.
+	fake := filepath.Join(t.TempDir(), "streamcast")
+	script := "#!/bin/sh\ntrap '' USR1 TERM\necho ready >&3\nexec sleep 60\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "s", "s")
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := logstore.Create(dir, schema.Any(), logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := l.Append(ctx, [][]byte{[]byte(fmt.Sprintf(`{"i":%d}`, i))}, time.Now().UnixMicro(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs := &syncBuffer{}
+	roles := []Schedule{{logstore.RoleSeal, time.Hour}, {logstore.RolePublish, time.Hour}, {logstore.RoleClean, time.Hour}}
+	sup := New(fake, "", roles, []string{dir}, time.Hour, 5*time.Second, log.New(logs))
+	sup.waits = StopWaits{SealFlush: 200 * time.Millisecond, ChildStop: 200 * time.Millisecond, FinalSeal: 10 * time.Second, Publish: 2 * time.Second}
+	if err := sup.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pids := sup.Stats()
+	sup.Stop([]*logstore.Log{l})
+
+	for _, k := range pids {
+		if !gone(*k.PID) {
+			t.Errorf("child %s (pid %d) survived the stop", k.Role, *k.PID)
+		}
+	}
+	if _, err := l.Evict(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.BufferedRows != 0 || st.PublishedThrough != 5 || st.PublishLagRows != 0 {
+		t.Errorf("after the stop: %+v, want every row sealed and published by serve itself", st)
+	}
+	out := logs.String()
+	for _, want := range []string{"did not report a flush", "killing it", "sealed at stop", "did not publish every row", "published at stop"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log does not say %q:\n%s", want, out)
+		}
+	}
+}
+
+// syncBuffer is a log destination tests read while the server writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// gone reports whether pid no longer runs: no such process, or a zombie
+// waiting for a reaper that may never come (PID 1 in a container).
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) != nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) == 0 || f[0] == "Z" || f[0] == "X"
+}
