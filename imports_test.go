@@ -23,6 +23,7 @@ var layer = map[string]int{
 	"pkg/logstore":         1,
 	"pkg/meta":             2,
 	"pkg/wire":             2,
+	"pkg/broker/config":    3,
 	"pkg/broker/supervise": 3,
 	"pkg/broker":           4,
 	"cmd":                  5,
@@ -30,7 +31,7 @@ var layer = map[string]int{
 
 // leafUtilities are internal packages that import nothing of the module
 // (not part of any layer), so every layer may use them: internal/conf, the
-// typed-config machinery behind broker.Config.
+// typed-config machinery behind config.Config.
 var leafUtilities = map[string]bool{
 	"internal/conf": true,
 }
@@ -94,6 +95,10 @@ func TestImportRulesCatchUpwardArrows(t *testing.T) {
 		{"pkg/broker", "pkg/broker/supervise", false, true},
 		{"pkg/broker/supervise", "pkg/logstore", false, true},
 		{"pkg/broker/supervise", "pkg/broker", false, false},
+		{"pkg/broker", "pkg/broker/config", false, true},
+		{"pkg/broker/config", "pkg/broker", false, false},
+		{"pkg/broker/config", "pkg/broker/supervise", false, false},
+		{"pkg/broker/config", "internal/conf", false, true},
 		{"pkg/wire", "pkg/meta", false, true},
 		{"pkg/wire", "pkg/logstore", false, true},
 		{"pkg/meta", "pkg/logstore", false, true},

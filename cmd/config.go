@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
-	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/broker/config"
 )
 
 const (
@@ -78,19 +78,19 @@ func (a *app) setup(cmd *cobra.Command) error {
 
 // loadConfig reads the config file (once per call), lays the STREAMCAST_*
 // environment variables and the running command's flags over it, and decodes
-// the result into one broker.Config over the embedded default. It refuses
+// the result into one config.Config over the embedded default. It refuses
 // what cannot be decoded, naming the key and where its value came from, but
 // does not Validate.
-func (a *app) loadConfig() (broker.Config, error) {
+func (a *app) loadConfig() (config.Config, error) {
 	path, data, err := a.readConfig()
 	if err != nil {
-		return broker.Config{}, err
+		return config.Config{}, err
 	}
 	overrides, err := a.overrides()
 	if err != nil {
-		return broker.Config{}, err
+		return config.Config{}, err
 	}
-	return broker.LoadConfig(broker.EmbeddedConfig(), path, data, overrides...)
+	return config.LoadConfig(config.EmbeddedConfig(), path, data, overrides...)
 }
 
 // readConfig reads --config, else $STREAMCAST_CONFIG, else ./streamcast.yaml
@@ -115,15 +115,15 @@ func (a *app) readConfig() (string, []byte, error) {
 	return path, data, nil
 }
 
-// overrides collects, through viper, the value of each broker.OverrideKeys
+// overrides collects, through viper, the value of each config.OverrideKeys
 // key given by a flag of the running command (marked with configFlag) or
 // else by a non-empty STREAMCAST_* environment variable, and the keys set
 // by a configSwitch flag. Keys nothing overrides keep the file's value.
-func (a *app) overrides() ([]broker.Override, error) {
-	keys := broker.OverrideKeys()
+func (a *app) overrides() ([]config.Override, error) {
+	keys := config.OverrideKeys()
 	v := newViper()
 	flags := map[string]*pflag.Flag{}  // key → the running command's flag for it
-	var env, flagged []broker.Override // the environment's first: broker.LoadConfig lets later ones win
+	var env, flagged []config.Override // the environment's first: config.LoadConfig lets later ones win
 	if a.cmd != nil {
 		a.cmd.Flags().VisitAll(func(f *pflag.Flag) {
 			switch ann := f.Annotations[configKeyAnnot]; len(ann) {
@@ -132,21 +132,21 @@ func (a *app) overrides() ([]broker.Override, error) {
 				_ = v.BindPFlag(ann[0], f) // fails only for a nil flag
 			case 2: // configSwitch: [key, value]
 				if f.Changed && f.Value.String() == "true" {
-					flagged = append(flagged, broker.Override{Key: ann[0], Value: ann[1], From: "flag --" + f.Name})
+					flagged = append(flagged, config.Override{Key: ann[0], Value: ann[1], From: "flag --" + f.Name})
 				}
 			}
 		})
 	}
 	for key, f := range flags {
 		if !slices.Contains(keys, key) {
-			return nil, fmt.Errorf("flag --%s is marked as the form of config key %s, which broker.Config does not have", f.Name, key) // a mistake in the command tree
+			return nil, fmt.Errorf("flag --%s is marked as the form of config key %s, which config.Config does not have", f.Name, key) // a mistake in the command tree
 		}
 	}
 	for _, key := range keys {
 		if !v.IsSet(key) { // neither its flag given nor its variable set (AutomaticEnv: STREAMCAST_ + the key)
 			continue
 		}
-		ov := broker.Override{Key: key, Value: overrideValue(v.Get(key)), From: "environment " + envName(key)}
+		ov := config.Override{Key: key, Value: overrideValue(v.Get(key)), From: "environment " + envName(key)}
 		if f := flags[key]; f != nil && f.Changed {
 			ov.From = "flag --" + f.Name
 			flagged = append(flagged, ov)
@@ -157,7 +157,7 @@ func (a *app) overrides() ([]broker.Override, error) {
 	return append(env, flagged...), nil
 }
 
-// overrideValue is a value viper found, as the text broker.Override takes.
+// overrideValue is a value viper found, as the text config.Override takes.
 func overrideValue(v any) string {
 	switch v := v.(type) {
 	case []string:

@@ -12,28 +12,28 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/broker/config"
 )
 
 // runSetup parses args for a serve-like command (--listen marked as listen,
 // --max-backlog as limits.max_backlog, --no-maintain as maintain: false),
 // with config as ./streamcast.yaml when not empty, runs the root's setup
 // on it, and returns the app.
-func runSetup(t *testing.T, config string, args ...string) (*app, error) {
+func runSetup(t *testing.T, yaml string, args ...string) (*app, error) {
 	t.Helper()
 	t.Chdir(t.TempDir())
 	t.Setenv(configEnv, "")
 	a := &app{stderr: &strings.Builder{}}
 	c := &cobra.Command{Use: "serve"}
-	def := broker.DefaultConfig()
+	def := config.DefaultConfig()
 	c.Flags().String("listen", def.Listen, "")
 	c.Flags().Int("max-backlog", def.Limits.MaxBacklog, "")
 	c.Flags().Bool("no-maintain", false, "")
 	configFlag(c.Flags(), "listen", "listen")
 	configFlag(c.Flags(), "max-backlog", "limits.max_backlog")
 	configSwitch(c.Flags(), "no-maintain", "maintain", "false")
-	if config != "" {
-		if err := os.WriteFile("streamcast.yaml", []byte(config), 0o644); err != nil {
+	if yaml != "" {
+		if err := os.WriteFile("streamcast.yaml", []byte(yaml), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,7 +69,7 @@ streams:
 		t.Errorf("max_inbound %d: the environment must beat the default", got.Limits.MaxInbound)
 	case got.Limits.MaxInFlight != 3:
 		t.Errorf("max_in_flight %d: the file must beat the default and an empty variable", got.Limits.MaxInFlight)
-	case got.Limits.MaxBacklog != broker.DefaultMaxBacklog:
+	case got.Limits.MaxBacklog != config.DefaultMaxBacklog:
 		t.Errorf("max_backlog %d: an unset flag must leave the default", got.Limits.MaxBacklog)
 	case got.S3.Region != "eu-west-3":
 		t.Errorf("s3.region %q: want the environment's", got.S3.Region)
@@ -99,7 +99,7 @@ func TestConfigWithoutAnySourceIsTheEmbeddedDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := broker.EmbeddedConfig().YAML()
+	want, _ := config.EmbeddedConfig().YAML()
 	if got, _ := a.cfg.YAML(); string(got) != string(want) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
@@ -125,9 +125,9 @@ func TestConfigErrorsSayWhereTheValueCameFrom(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = a.cfg.Validate()
-			var ce *broker.ConfigError
+			var ce *config.ConfigError
 			if !errors.As(err, &ce) {
-				t.Fatalf("got %v, want a *broker.ConfigError", err)
+				t.Fatalf("got %v, want a *config.ConfigError", err)
 			}
 			if ce.Key != "limits.max_backlog" || ce.From != tt.from {
 				t.Errorf("got key %q from %q, want limits.max_backlog from %q (%v)", ce.Key, ce.From, tt.from, err)
@@ -204,7 +204,7 @@ func TestAFlagThatSetsASectionBeatsTheEnvironmentInsideIt(t *testing.T) {
 // as text) and checks that each was taken from there: a key added to any
 // section gains its variable with no list to update.
 func TestEveryKeyButStreamsHasItsEnvironmentVariable(t *testing.T) {
-	b, err := broker.EmbeddedConfig().JSON()
+	b, err := config.EmbeddedConfig().JSON()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,14 +8,14 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/muesli/termenv"
 
-	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/broker/config"
 )
 
 // newLogger builds the logger every command writes to, as the log: section
 // says. Its colour profile is decided from the environment alone (NO_COLOR,
 // CLICOLOR, CLICOLOR_FORCE, TERM, COLORTERM) and never by asking the
 // terminal: see quietFile.
-func newLogger(w io.Writer, c broker.LogConfig) *log.Logger {
+func newLogger(w io.Writer, c config.LogConfig) *log.Logger {
 	level, err := log.ParseLevel(c.Level)
 	if err != nil {
 		level = log.InfoLevel

@@ -13,7 +13,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/spf13/cobra"
 
-	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/broker/config"
 )
 
 // Exit codes of Run and Execute.
@@ -27,10 +27,10 @@ const (
 // the logger and the process's standard streams. Commands write to a.stdout
 // and a.stderr, never to os.Stdout, so tests and testscript see everything.
 //
-// The configuration is one broker.Config (every section: listen, root,
+// The configuration is one config.Config (every section: listen, root,
 // limits, streams, maintain, published, s3, tiers, log), read once per run
 // by the root's PersistentPreRunE into a.cfg: the config file laid over
-// broker.EmbeddedConfig, then STREAMCAST_* environment variables, then the
+// config.EmbeddedConfig, then STREAMCAST_* environment variables, then the
 // running command's flags, each overriding the one before, for every key
 // alike. A command uses a.cfg and never reads a flag's variable for a key
 // directly, which would skip the environment and the file.
@@ -38,16 +38,16 @@ const (
 // To give a key a flag, declare the flag with the key's default and mark it
 // as that key's command-line form:
 //
-//	def := broker.DefaultConfig()
+//	def := config.DefaultConfig()
 //	cmd.Flags().String("listen", def.Listen, "address to listen on")
 //	configFlag(cmd.Flags(), "listen", "listen")
 //
 // (configSwitch marks a boolean flag that sets a key to a fixed value, as
 // --no-maintain sets maintain to false.) Every key but streams has its
 // environment variable without any marking: STREAMCAST_ and the key in upper
-// case with "." and "-" turned into "_" (broker.OverrideKeys lists them,
-// from Config's yaml tags). A new key is a field of broker.Config or one of
-// its sections, with a yaml tag, a default in broker.DefaultConfig and a
+// case with "." and "-" turned into "_" (config.OverrideKeys lists them,
+// from Config's yaml tags). A new key is a field of config.Config or one of
+// its sections, with a yaml tag, a default in config.DefaultConfig and a
 // check in its Validate; nothing in cmd needs to change.
 //
 // Flags are bound only for the command that runs, so two commands may mark
@@ -63,7 +63,7 @@ type app struct {
 	configFile string         // --config
 	configUsed string         // the file actually read ("" when none)
 	cmd        *cobra.Command // the command running, whose flags overrides reads
-	cfg        broker.Config  // the configuration read at start (setup); only the log: section is validated
+	cfg        config.Config  // the configuration read at start (setup); only the log: section is validated
 }
 
 // NewRootCommand builds the whole streamcast command tree, reading from stdin
@@ -72,7 +72,7 @@ type app struct {
 // tests build their own.
 func NewRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	a := &app{
-		logger: newLogger(stderr, broker.DefaultLogConfig()),
+		logger: newLogger(stderr, config.DefaultLogConfig()),
 		stdin:  stdin,
 		stdout: stdout,
 		stderr: stderr,
@@ -99,8 +99,8 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
-	def := broker.DefaultLogConfig()
-	logLevels, logFormats := broker.LogLevels(), broker.LogFormats()
+	def := config.DefaultLogConfig()
+	logLevels, logFormats := config.LogLevels(), config.LogFormats()
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configFile, "config", "", "read configuration from the YAML `FILE` (default $STREAMCAST_CONFIG, else ./streamcast.yaml if it exists)")
 	pf.Var(newChoice("level", def.Level, logLevels), "log-level", "log messages at this `level` and above: "+strings.Join(logLevels, ", "))

@@ -12,11 +12,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/broker/config"
 )
 
 func newServeCmd(a *app) *cobra.Command {
 	var addrFile string
-	def := broker.DefaultConfig()
+	def := config.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the configured streams over WebSocket",
@@ -99,7 +100,7 @@ published table holds every acknowledged row), stops the children and exits 0.`,
 // config file once, the environment, serve's flags), and checks it as serve
 // does: what serve runs with after a reload (SIGHUP). The first start uses
 // the configuration setup read, through the same checks.
-func (a *app) loadServeConfig() (broker.Config, error) {
+func (a *app) loadServeConfig() (config.Config, error) {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return cfg, err
@@ -112,7 +113,7 @@ func (a *app) loadServeConfig() (broker.Config, error) {
 
 // checkServeConfig validates cfg exactly as `streamcast config` does, and
 // notes when the file declares no streams.
-func (a *app) checkServeConfig(cfg *broker.Config) error {
+func (a *app) checkServeConfig(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -126,7 +127,7 @@ func (a *app) checkServeConfig(cfg *broker.Config) error {
 // the server, rendered as config --json prints it, so that the two can be
 // compared (testscript/config_serve.txtar does). Call it with the very value
 // passed to broker.New.
-func (a *app) logServeConfig(cfg broker.Config) error {
+func (a *app) logServeConfig(cfg config.Config) error {
 	if a.logger.GetLevel() > log.DebugLevel {
 		return nil
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/streamcast/streamcast/cmd"
 	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -231,12 +232,12 @@ func probeExactlyOnce() (bool, error) {
 		return false, err
 	}
 	defer os.RemoveAll(dir)
-	cfg := broker.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.Listen, cfg.Root = "127.0.0.1:0", dir
 	cfg.Maintain.Enabled = false
-	st := broker.DefaultStream("probe")
+	st := config.DefaultStream("probe")
 	st.ExactlyOnce = true
-	cfg.Streams = []broker.StreamConfig{st}
+	cfg.Streams = []config.StreamConfig{st}
 	srv, err := broker.New(cfg, broker.Options{})
 	if err != nil {
 		return false, err

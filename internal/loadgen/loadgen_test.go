@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/broker/config"
 )
 
 // TestMain fails the package when a test leaves a goroutine behind: Run and
@@ -19,13 +20,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // the test ends, and returns its ws:// base URL.
 func serve(t *testing.T) string {
 	t.Helper()
-	cfg := broker.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Root = t.TempDir()
 	cfg.Maintain.Enabled = false // no seal/publish children: the rows stay in the buffer
-	trades := broker.DefaultStream("trades")
-	trades.Schema = broker.RawJSON(broker.DemoSchema)
-	cfg.Streams = []broker.StreamConfig{trades}
+	trades := config.DefaultStream("trades")
+	trades.Schema = config.RawJSON(config.DemoSchema)
+	cfg.Streams = []config.StreamConfig{trades}
 	srv, err := broker.New(cfg, broker.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -54,8 +55,8 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// config returns DefaultConfig for url, changed by set.
-func config(url string, set func(*Config)) Config {
+// runConfig returns DefaultConfig for url, changed by set.
+func runConfig(url string, set func(*Config)) Config {
 	c := DefaultConfig()
 	c.URL = url
 	if set != nil {
@@ -66,7 +67,7 @@ func config(url string, set func(*Config)) Config {
 
 func TestRunMeasuresARealServer(t *testing.T) {
 	base := serve(t)
-	res, err := Run(ctxT(t), config(base+"/trades", func(c *Config) {
+	res, err := Run(ctxT(t), runConfig(base+"/trades", func(c *Config) {
 		c.Publishers, c.RowsPerFrame, c.Subscribers, c.Duration = 2, 10, 3, 500*time.Millisecond
 	}))
 	if err != nil {
@@ -93,7 +94,7 @@ func TestAPacedRunNeverPublishesAheadOfItsRate(t *testing.T) {
 	// (How close to 500 a loaded machine gets is a measurement, not a
 	// property: the pacer's schedule itself is checked exactly, with a
 	// fake clock, in TestThePacerReleasesFramesOnSchedule.)
-	res, err := Run(ctxT(t), config(base+"/trades", func(c *Config) {
+	res, err := Run(ctxT(t), runConfig(base+"/trades", func(c *Config) {
 		c.Publishers, c.RowsPerFrame, c.Rate, c.Subscribers, c.Duration = 1, 5, 500, 1, time.Second
 	}))
 	if err != nil {
@@ -109,7 +110,7 @@ func TestAPacedRunNeverPublishesAheadOfItsRate(t *testing.T) {
 
 func TestRunRefusesAStreamWithoutTheTSColumn(t *testing.T) {
 	base := serve(t)
-	_, err := Run(ctxT(t), config(base+"/trades", func(c *Config) { c.Duration, c.TSColumn = time.Second, "sent_at" }))
+	_, err := Run(ctxT(t), runConfig(base+"/trades", func(c *Config) { c.Duration, c.TSColumn = time.Second, "sent_at" }))
 	if err == nil || !strings.Contains(err.Error(), "sent_at") || !strings.Contains(err.Error(), "--ts-column") {
 		t.Fatalf("got %v", err)
 	}
@@ -133,7 +134,7 @@ func TestConfigRefusesWhatItCannotRunInsteadOfReplacingIt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := config("ws://127.0.0.1:1/nowhere", tt.set)
+			c := runConfig("ws://127.0.0.1:1/nowhere", tt.set)
 			before := c
 			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Validate: %v, want an error containing %q", err, tt.want)
@@ -146,7 +147,7 @@ func TestConfigRefusesWhatItCannotRunInsteadOfReplacingIt(t *testing.T) {
 			}
 		})
 	}
-	ok := config("ws://127.0.0.1:1/nowhere", nil)
+	ok := runConfig("ws://127.0.0.1:1/nowhere", nil)
 	if err := ok.Validate(); err != nil {
 		t.Errorf("DefaultConfig with a URL: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -114,18 +115,18 @@ func loadDefaults(o LoadOptions) LoadOptions {
 
 // serve runs a broker with a durable "trades" stream (the demo schema) and a
 // live-only "live" one until the test ends, and returns its ws:// base URL.
-func serve(t *testing.T, tweak func(*broker.Config)) string {
+func serve(t *testing.T, tweak func(*config.Config)) string {
 	t.Helper()
-	cfg := broker.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Root = t.TempDir()
 	cfg.Maintain.Enabled = false // no seal/publish children: the rows stay in the buffer
-	trades := broker.DefaultStream("trades")
-	trades.Schema = broker.RawJSON(broker.DemoSchema)
-	live := broker.DefaultStream("live")
+	trades := config.DefaultStream("trades")
+	trades.Schema = config.RawJSON(config.DemoSchema)
+	live := config.DefaultStream("live")
 	live.Durable = false
-	live.Schema = broker.RawJSON(broker.DemoSchema)
-	cfg.Streams = []broker.StreamConfig{trades, live}
+	live.Schema = config.RawJSON(config.DemoSchema)
+	cfg.Streams = []config.StreamConfig{trades, live}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -134,7 +135,7 @@ func serve(t *testing.T, tweak func(*broker.Config)) string {
 
 // startServer runs a broker with cfg until the test ends and returns its
 // ws:// base URL.
-func startServer(t *testing.T, cfg broker.Config) string {
+func startServer(t *testing.T, cfg config.Config) string {
 	t.Helper()
 	srv, err := broker.New(cfg, broker.Options{})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -23,7 +23,7 @@ import (
 // canonical returns the demo schema's canonical encoding of each row.
 func canonical(t *testing.T, rows ...[]byte) string {
 	t.Helper()
-	sch, err := schema.Compile([]byte(broker.DemoSchema))
+	sch, err := schema.Compile([]byte(config.DemoSchema))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestLoadFollowPublishesLinesAppendedToTheFileUntilStopped(t *testing.T) {
 }
 
 func TestLoadExactlyOnceResumesFromTheMark(t *testing.T) {
-	url := serve(t, func(c *broker.Config) { c.Streams[0].ExactlyOnce = true }) + "/trades"
+	url := serve(t, func(c *config.Config) { c.Streams[0].ExactlyOnce = true }) + "/trades"
 	var rows [][]byte
 	var in strings.Builder
 	for i := range 50 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -26,7 +27,7 @@ type child struct {
 	done   chan struct{}
 }
 
-func startChild(t *testing.T, cfg Config) *child {
+func startChild(t *testing.T, cfg config.Config) *child {
 	t.Helper()
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {

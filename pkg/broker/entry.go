@@ -8,7 +8,6 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -64,30 +63,6 @@ func (s *Server) checkOrigin(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// validateOrigins checks allowed_origins: each entry is an origin exactly
-// as a browser sends it (scheme://host[:port], no path), or "*" alone.
-func validateOrigins(origins []string) error {
-	for i, o := range origins {
-		key := fmt.Sprintf("allowed_origins[%d]", i)
-		if o == "*" {
-			if len(origins) > 1 {
-				return fmt.Errorf("%s is *, which allows every origin, beside other entries; give * alone, or only the origins to allow", key)
-			}
-			continue
-		}
-		u, err := url.Parse(o)
-		switch {
-		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			return fmt.Errorf("%s %q is not an origin; give one as a browser sends it, such as https://app.example.com or http://localhost:3000", key, o)
-		case u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
-			return fmt.Errorf("%s %q has more than scheme://host[:port]; an origin has no path, query or user, so give %s://%s", key, o, u.Scheme, u.Host)
-		case u.Path == "/":
-			return fmt.Errorf("%s %q ends with /, which a browser's Origin never does; give %s://%s", key, o, u.Scheme, u.Host)
-		}
-	}
-	return nil
 }
 
 // entry is the listening side of a running server.

@@ -156,16 +156,3 @@ func TestShutdownClosesWith1001AndACompactJSONReason(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-func TestAllowedOriginsIsReadFromTheConfigFile(t *testing.T) {
-	cfg, err := ParseConfig([]byte("streams: [{name: a}]\nallowed_origins: [https://app.example.com, http://localhost:3000]\n"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(cfg.AllowedOrigins, " "); got != "https://app.example.com http://localhost:3000" {
-		t.Fatalf("allowed_origins %q", cfg.AllowedOrigins)
-	}
-	if cfg, _ := ParseConfig([]byte("streams: [{name: a}]\n"), ""); len(cfg.AllowedOrigins) != 0 {
-		t.Fatalf("allowed_origins defaults to %q, want none (any origin)", cfg.AllowedOrigins)
-	}
-}

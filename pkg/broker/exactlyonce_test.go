@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -24,10 +25,10 @@ import (
 const seqSchema = `{"type":"object","properties":{"pub":{"type":"string"},"seq":{"type":"integer"}},"required":["pub","seq"]}`
 
 // eoConfig is testConfig plus a durable exactly-once stream "eo".
-func eoConfig(t testing.TB) Config {
+func eoConfig(t testing.TB) config.Config {
 	cfg := testConfig(t)
-	eo := DefaultStream("eo")
-	eo.Schema = RawJSON(seqSchema)
+	eo := config.DefaultStream("eo")
+	eo.Schema = config.RawJSON(seqSchema)
 	eo.ExactlyOnce = true
 	eo.MaxReplay = nil
 	cfg.Streams = append(cfg.Streams, eo)

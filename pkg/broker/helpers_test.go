@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -56,7 +57,7 @@ var streamcastBinary struct {
 }
 
 func runChild(cfgJSON, addrFile string) int {
-	var cfg Config
+	var cfg config.Config
 	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "child config:", err)
 		return 1
@@ -81,25 +82,25 @@ func runChild(cfgJSON, addrFile string) int {
 // testConfig is a config serving a durable "trades" stream (DemoSchema) in a
 // temporary root on a free port, plus a live-only "live" stream with the
 // same schema and an unchecked live-only "raw" stream.
-func testConfig(t testing.TB) Config {
-	cfg := DefaultConfig()
+func testConfig(t testing.TB) config.Config {
+	cfg := config.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Root = t.TempDir()
-	trades := DefaultStream("trades")
-	trades.Schema = RawJSON(DemoSchema)
-	live := DefaultStream("live")
+	trades := config.DefaultStream("trades")
+	trades.Schema = config.RawJSON(config.DemoSchema)
+	live := config.DefaultStream("live")
 	live.Durable = false
-	live.Schema = RawJSON(DemoSchema)
-	raw := DefaultStream("raw")
+	live.Schema = config.RawJSON(config.DemoSchema)
+	raw := config.DefaultStream("raw")
 	raw.Durable = false
-	cfg.Streams = []StreamConfig{trades, live, raw}
+	cfg.Streams = []config.StreamConfig{trades, live, raw}
 	cfg.Maintain.Enabled = false // no child processes; the supervision tests turn them on
 	return cfg
 }
 
 // startServer runs a server for cfg until the test ends and returns it once
 // it is ready.
-func startServer(t testing.TB, cfg Config, opts ...Options) *Server {
+func startServer(t testing.TB, cfg config.Config, opts ...Options) *Server {
 	t.Helper()
 	var o Options
 	if len(opts) > 0 {
@@ -110,7 +111,7 @@ func startServer(t testing.TB, cfg Config, opts ...Options) *Server {
 
 // startServerWith is startServer with a hook run on the server after New and
 // before Run (to set test hooks the committer reads); hook may be nil.
-func startServerWith(t testing.TB, cfg Config, o Options, hook func(*Server)) *Server {
+func startServerWith(t testing.TB, cfg config.Config, o Options, hook func(*Server)) *Server {
 	t.Helper()
 	if tt, ok := t.(*testing.T); ok {
 		// Registered before the server's own cleanup, so it runs after it:

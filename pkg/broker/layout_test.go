@@ -8,12 +8,13 @@ import (
 
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
 // logDirOf returns where serve keeps the current log of stream under cfg,
 // as pkg/meta lays it out.
-func logDirOf(t testing.TB, cfg Config, stream string) string {
+func logDirOf(t testing.TB, cfg config.Config, stream string) string {
 	t.Helper()
 	lay, err := meta.NewLayout(cfg.Root, cfg.Published)
 	if err != nil {

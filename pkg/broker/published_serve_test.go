@@ -19,6 +19,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
@@ -85,10 +86,10 @@ func TestServePublishesUnderTheConfiguredPrefix(t *testing.T) {
 	exe := streamcastExe(t)
 	dir := t.TempDir()
 	pub, root := filepath.Join(dir, "pub"), filepath.Join(dir, "data")
-	if err := os.WriteFile(filepath.Join(dir, "trades.json"), []byte(DemoSchema), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "trades.json"), []byte(config.DemoSchema), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	config := filepath.Join(dir, "streamcast.yaml")
+	configFile := filepath.Join(dir, "streamcast.yaml")
 	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
 root: %s
 published: file://%s
@@ -98,10 +99,10 @@ streams:
     schema_file: trades.json
 maintain: {seal_every: 100ms, compact_every: 1h, publish_every: 200ms, clean_every: 1h, clean_published_every: 1h, flush_every: 1s}
 `, root, pub)
-	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
+	if err := os.WriteFile(configFile, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	serve, done, stderr, addr := startServeProcess(t, exe, config, filepath.Join(dir, "addr"))
+	serve, done, stderr, addr := startServeProcess(t, exe, configFile, filepath.Join(dir, "addr"))
 
 	ws, g := mustDial(t, "ws://"+addr+"/trades?publish")
 	p := &pubConn{t: t, ws: ws, g: g}
@@ -141,7 +142,7 @@ maintain: {seal_every: 100ms, compact_every: 1h, publish_every: 200ms, clean_eve
 	}
 	// The log stored the configured prefix and tiers for every process
 	// that maintains it.
-	l, err := logstore.Open(logDirOf(t, Config{Root: root}, "trades"), logstore.ReadOnly)
+	l, err := logstore.Open(logDirOf(t, config.Config{Root: root}, "trades"), logstore.ReadOnly)
 	if err != nil {
 		t.Fatal(err)
 	}

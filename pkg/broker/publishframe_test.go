@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -14,8 +15,8 @@ import (
 // first byte makes it look like; the connection stays usable.
 func TestFramesThatAreNotJSONSayWhereTheyStop(t *testing.T) {
 	cfg := testConfig(t)
-	eo := DefaultStream("eo")
-	eo.Schema = RawJSON(DemoSchema)
+	eo := config.DefaultStream("eo")
+	eo.Schema = config.RawJSON(config.DemoSchema)
 	eo.ExactlyOnce = true
 	cfg.Streams = append(cfg.Streams, eo)
 	srv := startServer(t, cfg)
@@ -67,7 +68,7 @@ func FuzzPublishFrame(f *testing.F) {
 	for _, s := range []string{trade(1), batch(1, 3), `not json`, `{"a":`, `[1, not json]`, `[1,` + trade(2) + `]`, `nul`, `[]`, `"x"`} {
 		f.Add([]byte(s))
 	}
-	sch, err := schema.Compile([]byte(DemoSchema))
+	sch, err := schema.Compile([]byte(config.DemoSchema))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -23,8 +24,8 @@ import (
 // maintenance children are restarted over the new set of logs when it
 // changed. The error joins what could not be applied (a stream that
 // failed to open, children that did not restart); the rest was applied.
-func (s *Server) Reload(cfg Config) error {
-	schemas, err := cfg.compile()
+func (s *Server) Reload(cfg config.Config) error {
+	schemas, err := cfg.Compile()
 	if err != nil {
 		return fmt.Errorf("reload: the new config is refused, so nothing changed: %w", err)
 	}
@@ -143,7 +144,7 @@ func (s *Server) finishStop(st *stream, conns []*wsConn) error {
 
 // declarationChange says how sc differs from the declaration st serves,
 // and what to do about it; "" when it does not.
-func declarationChange(st *stream, sc StreamConfig, sch *schema.Schema) string {
+func declarationChange(st *stream, sc config.StreamConfig, sch *schema.Schema) string {
 	old := st.cfg
 	schemaChanged := st.sch.IsAny() != sch.IsAny() || string(st.sch.JSON()) != string(sch.JSON())
 	if schemaChanged && old.Durable && sc.Durable {
@@ -180,7 +181,7 @@ func declarationChange(st *stream, sc StreamConfig, sch *schema.Schema) string {
 
 // logRestartOnly logs each section of cfg that differs from the running
 // config and applies only when serve starts.
-func (s *Server) logRestartOnly(cfg Config) {
+func (s *Server) logRestartOnly(cfg config.Config) {
 	old := s.cfg
 	for _, k := range []struct {
 		key      string

@@ -15,6 +15,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -67,9 +68,9 @@ func TestReloadAddsAStreamWhileAnotherCarriesItsLoad(t *testing.T) {
 	waitFor(t, "rows to flow", 20*time.Second, func() bool { return published.Load() >= 200 })
 
 	next := cfg
-	orders := DefaultStream("orders")
-	orders.Schema = RawJSON(`{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}`)
-	next.Streams = append(append([]StreamConfig(nil), cfg.Streams...), orders)
+	orders := config.DefaultStream("orders")
+	orders.Schema = config.RawJSON(`{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}`)
+	next.Streams = append(append([]config.StreamConfig(nil), cfg.Streams...), orders)
 	if err := srv.Reload(next); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
@@ -131,9 +132,9 @@ func TestReloadAddsAStreamWhileAnotherCarriesItsLoad(t *testing.T) {
 // would meet).
 func TestReloadStopsARemovedStreamPublishingEveryAckedRowAndReleasingItsLock(t *testing.T) {
 	cfg := testConfig(t)
-	other := DefaultStream("other")
-	other.Schema = RawJSON(DemoSchema)
-	cfg.Streams = []StreamConfig{cfg.Streams[0], other} // trades, other
+	other := config.DefaultStream("other")
+	other.Schema = config.RawJSON(config.DemoSchema)
+	cfg.Streams = []config.StreamConfig{cfg.Streams[0], other} // trades, other
 	logs := &syncBuffer{}
 	srv := startServer(t, cfg, Options{Logger: log.New(logs)})
 
@@ -180,7 +181,7 @@ func TestReloadStopsARemovedStreamPublishingEveryAckedRowAndReleasingItsLock(t *
 	}()
 	reloadErr := make(chan error, 1)
 	go func() {
-		reloadErr <- srv.Reload(Config{Listen: cfg.Listen, Root: cfg.Root, Limits: cfg.Limits, Maintain: cfg.Maintain, Streams: []StreamConfig{other}})
+		reloadErr <- srv.Reload(config.Config{Listen: cfg.Listen, Root: cfg.Root, Limits: cfg.Limits, Maintain: cfg.Maintain, Streams: []config.StreamConfig{other}})
 	}()
 
 	for {
@@ -241,8 +242,8 @@ func TestReloadKeepsAChangedStreamAsItWasAndSaysWhy(t *testing.T) {
 	srv := startServer(t, cfg, Options{Logger: log.New(logs)})
 	next := cfg
 	changed := cfg.Streams[0]
-	changed.Schema = RawJSON(`{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}`)
-	next.Streams = []StreamConfig{changed}
+	changed.Schema = config.RawJSON(`{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}`)
+	next.Streams = []config.StreamConfig{changed}
 	next.Listen = "127.0.0.1:1"
 	if err := srv.Reload(next); err != nil {
 		t.Fatalf("Reload: %v", err)
@@ -310,10 +311,10 @@ func TestReloadRestartsTheMaintenanceChildrenOverTheNewLogs(t *testing.T) {
 		}
 	}()
 
-	orders := DefaultStream("orders")
-	orders.Schema = RawJSON(DemoSchema)
+	orders := config.DefaultStream("orders")
+	orders.Schema = config.RawJSON(config.DemoSchema)
 	added := cfg
-	added.Streams = []StreamConfig{cfg.Streams[0], orders}
+	added.Streams = []config.StreamConfig{cfg.Streams[0], orders}
 	if err := srv.Reload(added); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -73,7 +74,7 @@ const (
 // context) shuts it down cleanly: every goroutine it started has ended when
 // Run returns. Reload adds and stops streams while it runs.
 type Server struct {
-	cfg    Config // as given to New; Reload changes only the streams served
+	cfg    config.Config // as given to New; Reload changes only the streams served
 	opts   Options
 	logger *log.Logger
 	reg    *registry
@@ -120,8 +121,8 @@ func (w *writeBufferPool) Get() any  { return w.p.Get() }
 func (w *writeBufferPool) Put(v any) { w.p.Put(v) }
 
 // New validates cfg and builds a server; nothing is opened until Run.
-func New(cfg Config, opts Options) (*Server, error) {
-	schemas, err := cfg.compile()
+func New(cfg config.Config, opts Options) (*Server, error) {
+	schemas, err := cfg.Compile()
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +135,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if opts.ChildReadyTimeout <= 0 {
 		opts.ChildReadyTimeout = supervise.DefaultReadyTimeout
 	}
-	if roles := cfg.Maintain.Roles(); len(roles) > 0 && opts.Executable == "" && slices.ContainsFunc(cfg.Streams, func(s StreamConfig) bool { return s.Durable }) {
+	if roles := cfg.Maintain.Roles(); len(roles) > 0 && opts.Executable == "" && slices.ContainsFunc(cfg.Streams, func(s config.StreamConfig) bool { return s.Durable }) {
 		return nil, errNoExecutable(len(roles))
 	}
 	s := &Server{
@@ -375,7 +376,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 		return errNoExecutable(len(roles))
 	}
 	sup := supervise.New(s.opts.Executable, s.opts.ConfigFile, roles, dirs, m.FlushEvery, s.opts.ChildReadyTimeout, s.logger)
-	sup.Overrides = s.cfg.Tiers.maintainOverrides()
+	sup.Overrides = s.cfg.Tiers.MaintainOverrides()
 	s.sup.Store(sup)
 	if err := sup.Start(ctx); err != nil {
 		s.sup.Store(nil)

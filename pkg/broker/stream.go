@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -22,10 +23,10 @@ import (
 // inbox, and the set of subscribers its commits fan out to.
 type stream struct {
 	srv        *Server
-	cfg        StreamConfig
+	cfg        config.StreamConfig
 	name       string
 	sch        *schema.Schema
-	limits     Limits
+	limits     config.Limits
 	log        *logstore.Log // nil on a live-only stream
 	schemaJSON []byte        // the greeting's schema; nil = no schema
 
@@ -60,7 +61,7 @@ type sharedFilter struct {
 	refs int
 }
 
-func newStream(srv *Server, cfg StreamConfig, sch *schema.Schema, limits Limits) *stream {
+func newStream(srv *Server, cfg config.StreamConfig, sch *schema.Schema, limits config.Limits) *stream {
 	s := &stream{srv: srv, cfg: cfg, name: cfg.Name, sch: sch, limits: limits, filters: map[string]*sharedFilter{}}
 	if !sch.IsAny() {
 		s.schemaJSON = sch.JSON()
@@ -88,7 +89,7 @@ func (s *stream) open(ctx context.Context, root string) error {
 	srvCfg := &s.srv.cfg
 	lay, err := meta.NewLayout(root, srvCfg.Published)
 	if err != nil {
-		return fmt.Errorf("stream %q: %w", s.name, publishedError(err))
+		return fmt.Errorf("stream %q: %w", s.name, config.PublishedError(err))
 	}
 	dir := lay.LogDir(s.name, s.logName())
 	clock := logstore.WithClock(s.srv.opts.Clock)
@@ -98,7 +99,7 @@ func (s *stream) open(ctx context.Context, root string) error {
 		// A new log stores where it publishes, how to reach S3 and its
 		// tier settings, for its life and for every process that
 		// maintains it: serve's children read them from the log.
-		lc, err := srvCfg.logConfig(s.cfg, s.logName())
+		lc, err := srvCfg.LogSettings(s.cfg, s.logName())
 		if err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
@@ -118,7 +119,7 @@ func (s *stream) open(ctx context.Context, root string) error {
 			"a stream's schema cannot change in place yet: put the schema the log was created with back in the config, "+
 			"or declare the new schema as a new stream under another name (log has %s, config has %s)", s.name, dir, clip(got, 200), clip(want, 200))
 	}
-	warns, err := srvCfg.checkStored(s.cfg, dir, lg.Config())
+	warns, err := srvCfg.CheckStored(s.cfg, dir, lg.Config())
 	if err != nil {
 		_ = lg.Close()
 		return fmt.Errorf("stream %q: %w", s.name, err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
@@ -61,12 +62,16 @@ func streamcastExe(t *testing.T) string {
 }
 
 // maintainOf runs the roles given, at their intervals, and no other.
-func maintainOf(every map[logstore.Role]time.Duration, flush time.Duration) MaintainConfig {
-	m := MaintainConfig{Enabled: true, FlushEvery: flush}
-	for _, iv := range m.intervals() {
-		*iv.every = every[iv.role]
+func maintainOf(every map[logstore.Role]time.Duration, flush time.Duration) config.MaintainConfig {
+	return config.MaintainConfig{
+		Enabled:             true,
+		FlushEvery:          flush,
+		SealEvery:           every[logstore.RoleSeal],
+		CompactEvery:        every[logstore.RoleCompact],
+		PublishEvery:        every[logstore.RolePublish],
+		CleanEvery:          every[logstore.RoleClean],
+		CleanPublishedEvery: every[logstore.RoleCleanPublished],
 	}
-	return m
 }
 
 // syncBuffer is a log destination tests read while the server writes.

@@ -16,23 +16,24 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // serve runs a broker with a durable "trades" stream (the demo schema) and a
 // live-only "live" one until the test ends, and returns its ws:// base URL.
-func serve(t *testing.T, tweak func(*broker.Config)) string {
+func serve(t *testing.T, tweak func(*config.Config)) string {
 	t.Helper()
-	cfg := broker.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Root = t.TempDir()
 	cfg.Maintain.Enabled = false // no seal/publish children: the rows stay in the buffer
-	trades := broker.DefaultStream("trades")
-	trades.Schema = broker.RawJSON(broker.DemoSchema)
-	live := broker.DefaultStream("live")
+	trades := config.DefaultStream("trades")
+	trades.Schema = config.RawJSON(config.DemoSchema)
+	live := config.DefaultStream("live")
 	live.Durable = false
-	live.Schema = broker.RawJSON(broker.DemoSchema)
-	cfg.Streams = []broker.StreamConfig{trades, live}
+	live.Schema = config.RawJSON(config.DemoSchema)
+	cfg.Streams = []config.StreamConfig{trades, live}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -192,7 +193,7 @@ func TestRefusalsArriveAsTypedErrors(t *testing.T) {
 }
 
 func TestASlowSubscriberResumesWhereTooSlowSays(t *testing.T) {
-	base := serve(t, func(c *broker.Config) { c.Limits.MaxBacklog = 16 })
+	base := serve(t, func(c *config.Config) { c.Limits.MaxBacklog = 16 })
 	ctx := ctxT(t)
 	slow, err := wire.Subscribe(ctx, base+"/trades", wire.SubscribeOptions{})
 	if err != nil {
@@ -249,13 +250,13 @@ func TestASlowSubscriberResumesWhereTooSlowSays(t *testing.T) {
 }
 
 func TestSubscribersEndWithGoingAwayWhenTheServerStops(t *testing.T) {
-	cfg := broker.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Root = t.TempDir()
 	cfg.Maintain.Enabled = false
-	trades := broker.DefaultStream("trades")
-	trades.Schema = broker.RawJSON(broker.DemoSchema)
-	cfg.Streams = []broker.StreamConfig{trades}
+	trades := config.DefaultStream("trades")
+	trades.Schema = config.RawJSON(config.DemoSchema)
+	cfg.Streams = []config.StreamConfig{trades}
 	srv, err := broker.New(cfg, broker.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package broker
+package config
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ import (
 // TierConfig is the tiers: section: the sizes, retention and grace periods
 // of the logs' tiers. A zero field means logstore's default. Each log
 // stores these when serve creates it and keeps them for its life; see
-// checkStored for what serve does when the config later differs.
+// CheckStored for what serve does when the config later differs.
 type TierConfig struct {
 	// TargetSealBytes is the Arrow size of the rows a seal cuts into one
 	// Parquet file (logstore.DefaultTargetSealBytes).
@@ -170,13 +170,14 @@ const credentialsNote = "credentials are never config: give serve the standard A
 func (c *Config) layout() (meta.Layout, error) {
 	lay, err := meta.NewLayout(c.Root, c.Published)
 	if err != nil {
-		return meta.Layout{}, publishedError(err)
+		return meta.Layout{}, PublishedError(err)
 	}
 	return lay, nil
 }
 
-// publishedError words an error of logstore.ParseLocation about published:.
-func publishedError(err error) error {
+// PublishedError words an error of logstore.ParseLocation (through
+// meta.NewLayout) about published:, for a person.
+func PublishedError(err error) error {
 	if errors.Is(err, logstore.ErrCredentialsInLocation) {
 		return errors.New("published names credentials in its URL; " + credentialsNote)
 	}
@@ -219,10 +220,10 @@ func (c *Config) validateStorage() error {
 	return nil
 }
 
-// logConfig is what serve stores in the log named log it creates for st:
+// LogSettings is what serve stores in the log named log it creates for st:
 // the stream and log names (they name its published table for its life),
 // and where and how it publishes.
-func (c *Config) logConfig(st StreamConfig, log string) (logstore.Config, error) {
+func (c *Config) LogSettings(st StreamConfig, log string) (logstore.Config, error) {
 	lay, err := c.layout()
 	if err != nil {
 		return logstore.Config{}, err
@@ -242,14 +243,14 @@ func (c *Config) logConfig(st StreamConfig, log string) (logstore.Config, error)
 	return lc, nil
 }
 
-// checkStored compares what an existing log stores with the config. Where
+// CheckStored compares what an existing log stores with the config. Where
 // the table is published is the log's identity (I8): a published: or s3:
 // that differs refuses start-up, naming both values, for serve would
 // otherwise publish a log's rows to a second table, or read its history
 // from a place it is not. The sizes, retention, graces and sort_by stay as
 // the log stored them; one the config sets to another value is returned as
 // a warning (key, the log's value, the config's).
-func (c *Config) checkStored(st StreamConfig, dir string, got logstore.Config) ([]string, error) {
+func (c *Config) CheckStored(st StreamConfig, dir string, got logstore.Config) ([]string, error) {
 	lay, err := c.layout()
 	if err != nil {
 		return nil, err
@@ -308,12 +309,12 @@ func (c *Config) checkStored(st StreamConfig, dir string, got logstore.Config) (
 	return warns, nil
 }
 
-// maintainOverrides returns the retention and grace settings of tiers: as
+// MaintainOverrides returns the retention and grace settings of tiers: as
 // the policy overrides of serve's maintenance children. A log keeps the
 // settings it was created with, so without these a changed config would
 // reach new logs only; sizes are not passed, since a log's files were cut
 // to its own. Zero fields keep the log's setting.
-func (t TierConfig) maintainOverrides() logstore.Config {
+func (t TierConfig) MaintainOverrides() logstore.Config {
 	return logstore.Config{
 		StagingRetention:           t.StagingRetention,
 		StagingMaxBytes:            t.StagingMaxBytes,

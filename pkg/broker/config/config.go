@@ -1,9 +1,10 @@
-package broker
+package config
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"reflect"
 	"slices"
@@ -257,7 +258,7 @@ func (s *StreamConfig) UnmarshalYAML(n *yaml.Node) error {
 // from LoadConfig, where its value came from (file and line, environment
 // variable, flag or default).
 func (c *Config) Validate() error {
-	_, err := c.compile()
+	_, err := c.Compile()
 	return err
 }
 
@@ -267,8 +268,9 @@ func (c *Config) ValidateLog() error {
 	return c.explain(c.Log.Validate())
 }
 
-// compile validates c and returns each stream's compiled schema, in order.
-func (c *Config) compile() ([]*schema.Schema, error) {
+// Compile validates c, as Validate does, and returns each stream's
+// compiled schema, in order: what serve runs with.
+func (c *Config) Compile() ([]*schema.Schema, error) {
 	if err := c.Log.Validate(); err != nil {
 		return nil, c.explain(err)
 	}
@@ -280,7 +282,7 @@ func (c *Config) compile() ([]*schema.Schema, error) {
 }
 
 // compileServe validates all but the log: section. Each error is a
-// *ConfigError naming its key; compile says where the value came from.
+// *ConfigError naming its key; Compile says where the value came from.
 func (c *Config) compileServe() ([]*schema.Schema, error) {
 	if strings.TrimSpace(c.Listen) == "" {
 		return nil, badKey("listen", "listen is empty; give an address such as 127.0.0.1:8765 (or :0 for any free port)")
@@ -377,6 +379,30 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		}
 	}
 	return schemas, nil
+}
+
+// validateOrigins checks allowed_origins: each entry is an origin exactly
+// as a browser sends it (scheme://host[:port], no path), or "*" alone.
+func validateOrigins(origins []string) error {
+	for i, o := range origins {
+		key := fmt.Sprintf("allowed_origins[%d]", i)
+		if o == "*" {
+			if len(origins) > 1 {
+				return fmt.Errorf("%s is *, which allows every origin, beside other entries; give * alone, or only the origins to allow", key)
+			}
+			continue
+		}
+		u, err := url.Parse(o)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			return fmt.Errorf("%s %q is not an origin; give one as a browser sends it, such as https://app.example.com or http://localhost:3000", key, o)
+		case u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+			return fmt.Errorf("%s %q has more than scheme://host[:port]; an origin has no path, query or user, so give %s://%s", key, o, u.Scheme, u.Host)
+		case u.Path == "/":
+			return fmt.Errorf("%s %q ends with /, which a browser's Origin never does; give %s://%s", key, o, u.Scheme, u.Host)
+		}
+	}
+	return nil
 }
 
 // MaintainConfig is the maintain: section: which maintenance roles serve
