@@ -90,7 +90,7 @@ func (a *app) loadConfig() (config.Config, error) {
 	if err != nil {
 		return config.Config{}, err
 	}
-	return config.LoadConfig(config.EmbeddedConfig(), path, data, overrides...)
+	return config.Load(config.Embedded(), path, data, overrides...)
 }
 
 // readConfig reads --config, else $STREAMCAST_CONFIG, else ./streamcast.yaml
@@ -123,7 +123,7 @@ func (a *app) overrides() ([]config.Override, error) {
 	keys := config.OverrideKeys()
 	v := newViper()
 	flags := map[string]*pflag.Flag{}  // key → the running command's flag for it
-	var env, flagged []config.Override // the environment's first: config.LoadConfig lets later ones win
+	var env, flagged []config.Override // the environment's first: config.Load lets later ones win
 	if a.cmd != nil {
 		a.cmd.Flags().VisitAll(func(f *pflag.Flag) {
 			switch ann := f.Annotations[configKeyAnnot]; len(ann) {

@@ -25,7 +25,7 @@ func runSetup(t *testing.T, yaml string, args ...string) (*app, error) {
 	t.Setenv(configEnv, "")
 	a := &app{stderr: &strings.Builder{}}
 	c := &cobra.Command{Use: "serve"}
-	def := config.DefaultConfig()
+	def := config.Default()
 	c.Flags().String("listen", def.Listen, "")
 	c.Flags().Int("max-backlog", def.Limits.MaxBacklog, "")
 	c.Flags().Bool("no-maintain", false, "")
@@ -99,7 +99,7 @@ func TestConfigWithoutAnySourceIsTheEmbeddedDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := config.EmbeddedConfig().YAML()
+	want, _ := config.Embedded().YAML()
 	if got, _ := a.cfg.YAML(); string(got) != string(want) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
@@ -125,9 +125,9 @@ func TestConfigErrorsSayWhereTheValueCameFrom(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = a.cfg.Validate()
-			var ce *config.ConfigError
+			var ce *config.Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("got %v, want a *config.ConfigError", err)
+				t.Fatalf("got %v, want a *config.Error", err)
 			}
 			if ce.Key != "limits.max_backlog" || ce.From != tt.from {
 				t.Errorf("got key %q from %q, want limits.max_backlog from %q (%v)", ce.Key, ce.From, tt.from, err)
@@ -204,7 +204,7 @@ func TestAFlagThatSetsASectionBeatsTheEnvironmentInsideIt(t *testing.T) {
 // as text) and checks that each was taken from there: a key added to any
 // section gains its variable with no list to update.
 func TestEveryKeyButStreamsHasItsEnvironmentVariable(t *testing.T) {
-	b, err := config.EmbeddedConfig().JSON()
+	b, err := config.Embedded().JSON()
 	if err != nil {
 		t.Fatal(err)
 	}

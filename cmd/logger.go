@@ -15,7 +15,7 @@ import (
 // says. Its colour profile is decided from the environment alone (NO_COLOR,
 // CLICOLOR, CLICOLOR_FORCE, TERM, COLORTERM) and never by asking the
 // terminal: see quietFile.
-func newLogger(w io.Writer, c config.LogConfig) *log.Logger {
+func newLogger(w io.Writer, c config.Log) *log.Logger {
 	level, err := log.ParseLevel(c.Level)
 	if err != nil {
 		level = log.InfoLevel

@@ -30,7 +30,7 @@ const (
 // The configuration is one config.Config (every section: listen, root,
 // limits, streams, maintain, published, s3, tiers, log), read once per run
 // by the root's PersistentPreRunE into a.cfg: the config file laid over
-// config.EmbeddedConfig, then STREAMCAST_* environment variables, then the
+// config.Embedded, then STREAMCAST_* environment variables, then the
 // running command's flags, each overriding the one before, for every key
 // alike. A command uses a.cfg and never reads a flag's variable for a key
 // directly, which would skip the environment and the file.
@@ -38,7 +38,7 @@ const (
 // To give a key a flag, declare the flag with the key's default and mark it
 // as that key's command-line form:
 //
-//	def := config.DefaultConfig()
+//	def := config.Default()
 //	cmd.Flags().String("listen", def.Listen, "address to listen on")
 //	configFlag(cmd.Flags(), "listen", "listen")
 //
@@ -47,7 +47,7 @@ const (
 // environment variable without any marking: STREAMCAST_ and the key in upper
 // case with "." and "-" turned into "_" (config.OverrideKeys lists them,
 // from Config's yaml tags). A new key is a field of config.Config or one of
-// its sections, with a yaml tag, a default in config.DefaultConfig and a
+// its sections, with a yaml tag, a default in config.Default and a
 // check in its Validate; nothing in cmd needs to change.
 //
 // Flags are bound only for the command that runs, so two commands may mark
@@ -72,7 +72,7 @@ type app struct {
 // tests build their own.
 func NewRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	a := &app{
-		logger: newLogger(stderr, config.DefaultLogConfig()),
+		logger: newLogger(stderr, config.DefaultLog()),
 		stdin:  stdin,
 		stdout: stdout,
 		stderr: stderr,
@@ -99,7 +99,7 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
-	def := config.DefaultLogConfig()
+	def := config.DefaultLog()
 	logLevels, logFormats := config.LogLevels(), config.LogFormats()
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configFile, "config", "", "read configuration from the YAML `FILE` (default $STREAMCAST_CONFIG, else ./streamcast.yaml if it exists)")

@@ -17,7 +17,7 @@ import (
 
 func newServeCmd(a *app) *cobra.Command {
 	var addrFile string
-	def := config.DefaultConfig()
+	def := config.Default()
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the configured streams over WebSocket",

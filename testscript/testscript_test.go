@@ -232,12 +232,12 @@ func probeExactlyOnce() (bool, error) {
 		return false, err
 	}
 	defer os.RemoveAll(dir)
-	cfg := config.DefaultConfig()
+	cfg := config.Default()
 	cfg.Listen, cfg.Root = "127.0.0.1:0", dir
 	cfg.Maintain.Enabled = false
 	st := config.DefaultStream("probe")
 	st.ExactlyOnce = true
-	cfg.Streams = []config.StreamConfig{st}
+	cfg.Streams = []config.Stream{st}
 	srv, err := broker.New(cfg, broker.Options{})
 	if err != nil {
 		return false, err

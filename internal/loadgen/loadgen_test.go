@@ -20,13 +20,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // the test ends, and returns its ws:// base URL.
 func serve(t *testing.T) string {
 	t.Helper()
-	cfg := config.DefaultConfig()
+	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Root = t.TempDir()
 	cfg.Maintain.Enabled = false // no seal/publish children: the rows stay in the buffer
 	trades := config.DefaultStream("trades")
 	trades.Schema = config.RawJSON(config.DemoSchema)
-	cfg.Streams = []config.StreamConfig{trades}
+	cfg.Streams = []config.Stream{trades}
 	srv, err := broker.New(cfg, broker.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -117,7 +117,7 @@ func loadDefaults(o LoadOptions) LoadOptions {
 // live-only "live" one until the test ends, and returns its ws:// base URL.
 func serve(t *testing.T, tweak func(*config.Config)) string {
 	t.Helper()
-	cfg := config.DefaultConfig()
+	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Root = t.TempDir()
 	cfg.Maintain.Enabled = false // no seal/publish children: the rows stay in the buffer
@@ -126,7 +126,7 @@ func serve(t *testing.T, tweak func(*config.Config)) string {
 	live := config.DefaultStream("live")
 	live.Durable = false
 	live.Schema = config.RawJSON(config.DemoSchema)
-	cfg.Streams = []config.StreamConfig{trades, live}
+	cfg.Streams = []config.Stream{trades, live}
 	if tweak != nil {
 		tweak(&cfg)
 	}

@@ -83,7 +83,7 @@ func runChild(cfgJSON, addrFile string) int {
 // temporary root on a free port, plus a live-only "live" stream with the
 // same schema and an unchecked live-only "raw" stream.
 func testConfig(t testing.TB) config.Config {
-	cfg := config.DefaultConfig()
+	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Root = t.TempDir()
 	trades := config.DefaultStream("trades")
@@ -93,7 +93,7 @@ func testConfig(t testing.TB) config.Config {
 	live.Schema = config.RawJSON(config.DemoSchema)
 	raw := config.DefaultStream("raw")
 	raw.Durable = false
-	cfg.Streams = []config.StreamConfig{trades, live, raw}
+	cfg.Streams = []config.Stream{trades, live, raw}
 	cfg.Maintain.Enabled = false // no child processes; the supervision tests turn them on
 	return cfg
 }

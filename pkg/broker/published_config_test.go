@@ -22,7 +22,7 @@ func TestServeCreatesLogsWithTheConfiguredStorage(t *testing.T) {
 	cfg.Streams = cfg.Streams[:1]
 	pub := filepath.Join(t.TempDir(), "pub")
 	cfg.Published = "file://" + pub
-	cfg.Tiers = config.TierConfig{TargetSealBytes: 1 << 20, StagingRetention: 3 * time.Minute, DeleteGrace: 7 * time.Second}
+	cfg.Tiers = config.Tiers{TargetSealBytes: 1 << 20, StagingRetention: 3 * time.Minute, DeleteGrace: 7 * time.Second}
 	srv := startServer(t, cfg)
 	got := srv.reg.get("trades").log.Config()
 	loc, err := srv.reg.get("trades").log.PublishedLocation()
@@ -90,7 +90,7 @@ func TestServeRefusesToMoveALogsPublishedTable(t *testing.T) {
 	c := cfg
 	c.Published = "file://" + first + "/"
 	c.Tiers.StagingRetention = 5 * time.Hour
-	c.Streams = []config.StreamConfig{cfg.Streams[0]}
+	c.Streams = []config.Stream{cfg.Streams[0]}
 	c.Streams[0].SortBy = []string{"event_ts"}
 	logs, err := run(c)
 	if err != nil {

@@ -144,7 +144,7 @@ func (s *Server) finishStop(st *stream, conns []*wsConn) error {
 
 // declarationChange says how sc differs from the declaration st serves,
 // and what to do about it; "" when it does not.
-func declarationChange(st *stream, sc config.StreamConfig, sch *schema.Schema) string {
+func declarationChange(st *stream, sc config.Stream, sch *schema.Schema) string {
 	old := st.cfg
 	schemaChanged := st.sch.IsAny() != sch.IsAny() || string(st.sch.JSON()) != string(sch.JSON())
 	if schemaChanged && old.Durable && sc.Durable {

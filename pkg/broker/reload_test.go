@@ -70,7 +70,7 @@ func TestReloadAddsAStreamWhileAnotherCarriesItsLoad(t *testing.T) {
 	next := cfg
 	orders := config.DefaultStream("orders")
 	orders.Schema = config.RawJSON(`{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}`)
-	next.Streams = append(append([]config.StreamConfig(nil), cfg.Streams...), orders)
+	next.Streams = append(append([]config.Stream(nil), cfg.Streams...), orders)
 	if err := srv.Reload(next); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
@@ -134,7 +134,7 @@ func TestReloadStopsARemovedStreamPublishingEveryAckedRowAndReleasingItsLock(t *
 	cfg := testConfig(t)
 	other := config.DefaultStream("other")
 	other.Schema = config.RawJSON(config.DemoSchema)
-	cfg.Streams = []config.StreamConfig{cfg.Streams[0], other} // trades, other
+	cfg.Streams = []config.Stream{cfg.Streams[0], other} // trades, other
 	logs := &syncBuffer{}
 	srv := startServer(t, cfg, Options{Logger: log.New(logs)})
 
@@ -181,7 +181,7 @@ func TestReloadStopsARemovedStreamPublishingEveryAckedRowAndReleasingItsLock(t *
 	}()
 	reloadErr := make(chan error, 1)
 	go func() {
-		reloadErr <- srv.Reload(config.Config{Listen: cfg.Listen, Root: cfg.Root, Limits: cfg.Limits, Maintain: cfg.Maintain, Streams: []config.StreamConfig{other}})
+		reloadErr <- srv.Reload(config.Config{Listen: cfg.Listen, Root: cfg.Root, Limits: cfg.Limits, Maintain: cfg.Maintain, Streams: []config.Stream{other}})
 	}()
 
 	for {
@@ -243,7 +243,7 @@ func TestReloadKeepsAChangedStreamAsItWasAndSaysWhy(t *testing.T) {
 	next := cfg
 	changed := cfg.Streams[0]
 	changed.Schema = config.RawJSON(`{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}`)
-	next.Streams = []config.StreamConfig{changed}
+	next.Streams = []config.Stream{changed}
 	next.Listen = "127.0.0.1:1"
 	if err := srv.Reload(next); err != nil {
 		t.Fatalf("Reload: %v", err)
@@ -314,7 +314,7 @@ func TestReloadRestartsTheMaintenanceChildrenOverTheNewLogs(t *testing.T) {
 	orders := config.DefaultStream("orders")
 	orders.Schema = config.RawJSON(config.DemoSchema)
 	added := cfg
-	added.Streams = []config.StreamConfig{cfg.Streams[0], orders}
+	added.Streams = []config.Stream{cfg.Streams[0], orders}
 	if err := srv.Reload(added); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}

@@ -135,7 +135,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	if opts.ChildReadyTimeout <= 0 {
 		opts.ChildReadyTimeout = supervise.DefaultReadyTimeout
 	}
-	if roles := cfg.Maintain.Roles(); len(roles) > 0 && opts.Executable == "" && slices.ContainsFunc(cfg.Streams, func(s config.StreamConfig) bool { return s.Durable }) {
+	if roles := cfg.Maintain.Roles(); len(roles) > 0 && opts.Executable == "" && slices.ContainsFunc(cfg.Streams, func(s config.Stream) bool { return s.Durable }) {
 		return nil, errNoExecutable(len(roles))
 	}
 	s := &Server{

@@ -23,7 +23,7 @@ import (
 // inbox, and the set of subscribers its commits fan out to.
 type stream struct {
 	srv        *Server
-	cfg        config.StreamConfig
+	cfg        config.Stream
 	name       string
 	sch        *schema.Schema
 	limits     config.Limits
@@ -61,7 +61,7 @@ type sharedFilter struct {
 	refs int
 }
 
-func newStream(srv *Server, cfg config.StreamConfig, sch *schema.Schema, limits config.Limits) *stream {
+func newStream(srv *Server, cfg config.Stream, sch *schema.Schema, limits config.Limits) *stream {
 	s := &stream{srv: srv, cfg: cfg, name: cfg.Name, sch: sch, limits: limits, filters: map[string]*sharedFilter{}}
 	if !sch.IsAny() {
 		s.schemaJSON = sch.JSON()

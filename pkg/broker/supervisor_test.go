@@ -62,8 +62,8 @@ func streamcastExe(t *testing.T) string {
 }
 
 // maintainOf runs the roles given, at their intervals, and no other.
-func maintainOf(every map[logstore.Role]time.Duration, flush time.Duration) config.MaintainConfig {
-	return config.MaintainConfig{
+func maintainOf(every map[logstore.Role]time.Duration, flush time.Duration) config.Maintain {
+	return config.Maintain{
 		Enabled:             true,
 		FlushEvery:          flush,
 		SealEvery:           every[logstore.RoleSeal],

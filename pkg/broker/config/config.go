@@ -20,7 +20,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
-// Defaults, in one place. DefaultConfig and DefaultStream are built from them.
+// Defaults, in one place. Default and DefaultStream are built from them.
 const (
 	DefaultListen          = "127.0.0.1:8765"
 	DefaultRoot            = "./streamcast-data"
@@ -42,7 +42,7 @@ const (
 // Config is streamcast's whole configuration, one typed value: what
 // `streamcast serve` runs with and `streamcast config` prints. cmd reads the
 // file once and decodes it, with the STREAMCAST_* variables and flags laid
-// over it, through LoadConfig; tests build one from DefaultConfig. Validate
+// over it, through Load; tests build one from Default. Validate
 // before use.
 //
 // Every section is a field here and nowhere else: the keys the file may
@@ -60,10 +60,10 @@ type Config struct {
 	// Limits bound memory per connection and per stream.
 	Limits Limits `yaml:"limits"`
 	// Streams are the streams served, each at /<name>.
-	Streams []StreamConfig `yaml:"streams"`
+	Streams []Stream `yaml:"streams"`
 	// Maintain says which maintenance roles serve runs as child processes
 	// over the durable streams' logs, and how often.
-	Maintain MaintainConfig `yaml:"maintain"`
+	Maintain Maintain `yaml:"maintain"`
 	// Published is the prefix durable streams' logs publish their Iceberg
 	// tables under, each at <published>/<stream>/<log>/: s3://bucket/path,
 	// file:///absolute/dir, or a directory (a relative one is resolved
@@ -78,7 +78,7 @@ type Config struct {
 	S3 logstore.S3Config `yaml:"s3"`
 	// Tiers sets the sizes, retention and grace periods each log stores
 	// when serve creates it.
-	Tiers TierConfig `yaml:"tiers"`
+	Tiers Tiers `yaml:"tiers"`
 	// AllowedOrigins lists the browser origins (scheme://host[:port], as a
 	// browser sends its Origin header, such as https://app.example.com)
 	// whose pages may open WebSockets on this server. Empty, or "*" alone,
@@ -87,10 +87,10 @@ type Config struct {
 	// and is always served; this is no authentication.
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// Log is how every command logs: level and format.
-	Log LogConfig `yaml:"log"`
+	Log Log `yaml:"log"`
 
 	// origin says where each key's value came from, for errors; nil for a
-	// Config built in code. LoadConfig sets it.
+	// Config built in code. Load sets it.
 	origin *conf.Origins
 }
 
@@ -111,9 +111,9 @@ type Limits struct {
 	MaxMessageBytes int `yaml:"max_message_bytes"`
 }
 
-// StreamConfig declares one stream. Start from DefaultStream: its zero value
+// Stream declares one stream. Start from DefaultStream: its zero value
 // is a live-only stream with unbounded replay, which is rarely what you mean.
-type StreamConfig struct {
+type Stream struct {
 	// Name is the stream's name and URL path, in the grammar meta.CheckName
 	// checks; "" is served at / (live-only streams only, since a durable
 	// stream's name names its directory).
@@ -139,9 +139,9 @@ type StreamConfig struct {
 	ExactlyOnce bool `yaml:"exactly_once"`
 }
 
-// DefaultConfig returns the configuration with every default filled in and no
+// Default returns the configuration with every default filled in and no
 // streams.
-func DefaultConfig() Config {
+func Default() Config {
 	return Config{
 		Listen: DefaultListen,
 		Root:   DefaultRoot,
@@ -152,15 +152,15 @@ func DefaultConfig() Config {
 			MaxMessageBytes: DefaultMaxMessageBytes,
 		},
 		Maintain: DefaultMaintain(),
-		Log:      DefaultLogConfig(),
+		Log:      DefaultLog(),
 	}
 }
 
 // DefaultStream returns a durable, group-committing stream named name with no
 // schema and max_replay 100000.
-func DefaultStream(name string) StreamConfig {
+func DefaultStream(name string) Stream {
 	mr := int64(DefaultMaxReplay)
-	return StreamConfig{Name: name, Durable: true, GroupCommit: true, MaxReplay: &mr}
+	return Stream{Name: name, Durable: true, GroupCommit: true, MaxReplay: &mr}
 }
 
 // DemoSchema is the schema of the embedded default's demo stream: a trade.
@@ -177,16 +177,16 @@ const DemoSchema = `{
   "required": ["event_ts", "symbol", "price", "amount", "side"]
 }`
 
-// EmbeddedConfig is what `streamcast serve` serves without --config: a durable
+// Embedded is what `streamcast serve` serves without --config: a durable
 // demo stream of trades under ./streamcast-data on 127.0.0.1:8765. It is the
 // base cmd lays the config file over, so a file without streams serves the
 // demo stream with the file's other settings.
-func EmbeddedConfig() Config {
-	c := DefaultConfig()
+func Embedded() Config {
+	c := Default()
 	demo := DefaultStream("demo")
 	demo.Schema = RawJSON(DemoSchema)
 	demo.SortBy = []string{"event_ts"}
-	c.Streams = []StreamConfig{demo}
+	c.Streams = []Stream{demo}
 	return c
 }
 
@@ -237,16 +237,16 @@ func plainStyle(n *yaml.Node) {
 
 // UnmarshalYAML fills a stream declaration on top of DefaultStream, so a key
 // left out keeps its default and max_replay: null means unbounded.
-func (s *StreamConfig) UnmarshalYAML(n *yaml.Node) error {
+func (s *Stream) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
 		return fmt.Errorf("line %d: a stream is a mapping of name, schema, durable, …", n.Line)
 	}
-	type plain StreamConfig
+	type plain Stream
 	p := plain(DefaultStream(""))
 	if err := n.Decode(&p); err != nil {
 		return err
 	}
-	*s = StreamConfig(p)
+	*s = Stream(p)
 	return nil
 }
 
@@ -254,8 +254,8 @@ func (s *StreamConfig) UnmarshalYAML(n *yaml.Node) error {
 // log: section, limits of at least 1, the maintain:, published:, s3: and
 // tiers: sections, stream names valid and distinct, every schema compiling,
 // and sort_by naming columns. `streamcast serve` and `streamcast config` run
-// exactly this. An error is a *ConfigError naming the key and, for a Config
-// from LoadConfig, where its value came from (file and line, environment
+// exactly this. An error is a *Error naming the key and, for a Config
+// from Load, where its value came from (file and line, environment
 // variable, flag or default).
 func (c *Config) Validate() error {
 	_, err := c.Compile()
@@ -282,7 +282,7 @@ func (c *Config) Compile() ([]*schema.Schema, error) {
 }
 
 // compileServe validates all but the log: section. Each error is a
-// *ConfigError naming its key; Compile says where the value came from.
+// *Error naming its key; Compile says where the value came from.
 func (c *Config) compileServe() ([]*schema.Schema, error) {
 	if strings.TrimSpace(c.Listen) == "" {
 		return nil, badKey("listen", "listen is empty; give an address such as 127.0.0.1:8765 (or :0 for any free port)")
@@ -405,7 +405,7 @@ func validateOrigins(origins []string) error {
 	return nil
 }
 
-// MaintainConfig is the maintain: section: which maintenance roles serve
+// Maintain is the maintain: section: which maintenance roles serve
 // runs, as one `streamcast maintain --role R` child process per role over
 // every durable stream's log, and how often each makes a pass.
 //
@@ -414,7 +414,7 @@ func validateOrigins(origins []string) error {
 // --role R` yourself, or nothing does it. `maintain: false` (or serve
 // --no-maintain) runs no child at all; `maintain: true`, an empty section or
 // none is DefaultMaintain, which runs every role.
-type MaintainConfig struct {
+type Maintain struct {
 	// Enabled is false for `maintain: false`: serve runs no child.
 	Enabled bool `yaml:"-"`
 	// SealEvery is the seal role's pause between passes: buffered rows →
@@ -439,8 +439,8 @@ type MaintainConfig struct {
 
 // DefaultMaintain runs every role at its default interval, flushing once a
 // minute.
-func DefaultMaintain() MaintainConfig {
-	return MaintainConfig{
+func DefaultMaintain() Maintain {
+	return Maintain{
 		Enabled:             true,
 		SealEvery:           DefaultSealEvery,
 		CompactEvery:        DefaultCompactEvery,
@@ -464,7 +464,7 @@ type maintainInterval struct {
 	every *time.Duration
 }
 
-func (m *MaintainConfig) intervals() []maintainInterval {
+func (m *Maintain) intervals() []maintainInterval {
 	return []maintainInterval{
 		{"seal_every", logstore.RoleSeal, &m.SealEvery},
 		{"compact_every", logstore.RoleCompact, &m.CompactEvery},
@@ -477,7 +477,7 @@ func (m *MaintainConfig) intervals() []maintainInterval {
 // Roles returns the roles serve runs, in the order seal, compact, publish,
 // clean, clean-published: those with a positive interval, none when
 // maintenance is off.
-func (m MaintainConfig) Roles() []MaintainRole {
+func (m Maintain) Roles() []MaintainRole {
 	if !m.Enabled {
 		return nil
 	}
@@ -491,7 +491,7 @@ func (m MaintainConfig) Roles() []MaintainRole {
 }
 
 // Runs reports whether serve runs role.
-func (m MaintainConfig) Runs(role logstore.Role) bool {
+func (m Maintain) Runs(role logstore.Role) bool {
 	for _, r := range m.Roles() {
 		if r.Role == role {
 			return true
@@ -503,13 +503,13 @@ func (m MaintainConfig) Runs(role logstore.Role) bool {
 // UnmarshalYAML reads `maintain: false`, `maintain: true` or a mapping of
 // intervals laid over DefaultMaintain. An interval is a duration ("250ms",
 // "10s"), or 0 or null to not run that role.
-func (m *MaintainConfig) UnmarshalYAML(n *yaml.Node) error {
+func (m *Maintain) UnmarshalYAML(n *yaml.Node) error {
 	*m = DefaultMaintain()
 	switch {
 	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool":
 		return n.Decode(&m.Enabled)
 	case n.Kind != yaml.MappingNode:
-		return fmt.Errorf("line %d: maintain is false, true, or a mapping of %s", n.Line, strings.Join(conf.Names(reflect.TypeFor[MaintainConfig]()), ", "))
+		return fmt.Errorf("line %d: maintain is false, true, or a mapping of %s", n.Line, strings.Join(conf.Names(reflect.TypeFor[Maintain]()), ", "))
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, v := n.Content[i].Value, n.Content[i+1]
@@ -553,7 +553,7 @@ func parseInterval(v *yaml.Node) (time.Duration, error) {
 
 // Validate checks the intervals: none negative, and a role set to run
 // only when this build has it.
-func (m *MaintainConfig) Validate() error {
+func (m *Maintain) Validate() error {
 	if !m.Enabled {
 		return nil
 	}
@@ -573,16 +573,16 @@ func (m *MaintainConfig) Validate() error {
 
 // MarshalYAML writes `false` when maintenance is off, else the intervals,
 // in the form UnmarshalYAML reads back.
-func (m MaintainConfig) MarshalYAML() (any, error) {
+func (m Maintain) MarshalYAML() (any, error) {
 	if !m.Enabled {
 		return false, nil
 	}
-	type plain MaintainConfig // without this method, or it would call itself
+	type plain Maintain // without this method, or it would call itself
 	return plain(m), nil
 }
 
-// LogConfig is the log: section every command shares: how it logs to stderr.
-type LogConfig struct {
+// Log is the log: section every command shares: how it logs to stderr.
+type Log struct {
 	// Level is the least severe level logged: debug, info, warn or error.
 	Level string `yaml:"level"`
 	// Format is text (coloured only on a terminal) or json.
@@ -595,16 +595,16 @@ func LogLevels() []string { return []string{"debug", "info", "warn", "error"} }
 // LogFormats are the values log.format may take.
 func LogFormats() []string { return []string{"text", "json"} }
 
-// DefaultLogConfig is text at info. Text is the default everywhere, not only
+// DefaultLog is text at info. Text is the default everywhere, not only
 // on a terminal: colours are dropped when stderr is not a terminal, and
 // production asks for json explicitly (--log-format json). A default that
 // depended on the terminal would also make the generated man pages depend
 // on where they were generated.
-func DefaultLogConfig() LogConfig { return LogConfig{Level: "info", Format: "text"} }
+func DefaultLog() Log { return Log{Level: "info", Format: "text"} }
 
 // Validate lower-cases the level and format and refuses one streamcast does
 // not know.
-func (c *LogConfig) Validate() error {
+func (c *Log) Validate() error {
 	c.Level = strings.ToLower(c.Level)
 	c.Format = strings.ToLower(c.Format)
 	if !slices.Contains(LogLevels(), c.Level) {

@@ -13,7 +13,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("maintain: false\nstreams: ~\n"))
 	f.Add([]byte("- just\n- a list\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := ParseConfig(data, t.TempDir())
+		cfg, err := Parse(data, t.TempDir())
 		if err == nil {
 			_ = cfg.Validate()
 		}

@@ -12,7 +12,7 @@ func TestConfigParsesDefaultsAndKeepsSchemaOrder(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "b.json"), []byte(`{"type":"object","properties":{"z":{"type":"integer"}},"required":["z"]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig([]byte(`
+	cfg, err := Parse([]byte(`
 listen: 127.0.0.1:9000
 limits: {max_backlog: 10}
 log: {level: debug}
@@ -81,7 +81,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(tc.yaml), "")
+			cfg, err := Parse([]byte(tc.yaml), "")
 			if err == nil {
 				err = cfg.Validate()
 			}
@@ -96,7 +96,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 // directory, so it may be served at / with the empty name, which the
 // stream-name grammar (pkg/meta) does not cover.
 func TestALiveOnlyStreamKeepsTheEmptyName(t *testing.T) {
-	cfg, err := ParseConfig([]byte("streams: [{name: '', durable: false}, {name: a}]"), "")
+	cfg, err := Parse([]byte("streams: [{name: '', durable: false}, {name: a}]"), "")
 	if err == nil {
 		err = cfg.Validate()
 	}
@@ -106,7 +106,7 @@ func TestALiveOnlyStreamKeepsTheEmptyName(t *testing.T) {
 }
 
 func TestEmbeddedConfigIsValid(t *testing.T) {
-	cfg := EmbeddedConfig()
+	cfg := Embedded()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -116,14 +116,14 @@ func TestEmbeddedConfigIsValid(t *testing.T) {
 }
 
 func TestAllowedOriginsIsReadFromTheConfigFile(t *testing.T) {
-	cfg, err := ParseConfig([]byte("streams: [{name: a}]\nallowed_origins: [https://app.example.com, http://localhost:3000]\n"), "")
+	cfg, err := Parse([]byte("streams: [{name: a}]\nallowed_origins: [https://app.example.com, http://localhost:3000]\n"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(cfg.AllowedOrigins, " "); got != "https://app.example.com http://localhost:3000" {
 		t.Fatalf("allowed_origins %q", cfg.AllowedOrigins)
 	}
-	if cfg, _ := ParseConfig([]byte("streams: [{name: a}]\n"), ""); len(cfg.AllowedOrigins) != 0 {
+	if cfg, _ := Parse([]byte("streams: [{name: a}]\n"), ""); len(cfg.AllowedOrigins) != 0 {
 		t.Fatalf("allowed_origins defaults to %q, want none (any origin)", cfg.AllowedOrigins)
 	}
 }

@@ -14,22 +14,22 @@ import (
 // added to any section is known to the file, settable by an environment
 // variable or flag, and printed by `streamcast config` at once.
 
-// ConfigError is a configuration value streamcast refuses: its Key (such as
+// Error is a configuration value streamcast refuses: its Key (such as
 // limits.max_backlog), where its value came From (a file and line, an
 // environment variable, a flag, or the default) and what is wrong (Err).
-type ConfigError = conf.Error
+type Error = conf.Error
 
 // Override is a value for one key given outside the config file, by an
 // environment variable or a flag.
 type Override = conf.Override
 
-func keyErr(key string, err error) *ConfigError { return conf.KeyError(key, err) }
+func keyErr(key string, err error) *Error { return conf.KeyError(key, err) }
 
-func badKey(key, format string, args ...any) *ConfigError {
+func badKey(key, format string, args ...any) *Error {
 	return conf.Errorf(key, format, args...)
 }
 
-// keyFromMessage makes err a *ConfigError for the key its message begins
+// keyFromMessage makes err a *Error for the key its message begins
 // with ("tiers.delete_grace is negative; …").
 func keyFromMessage(err error) error { return conf.KeyFromMessage(reflect.TypeFor[Config](), err) }
 
@@ -39,27 +39,27 @@ func keyFromMessage(err error) error { return conf.KeyFromMessage(reflect.TypeFo
 // schema keeps its property names' case only in the file).
 func OverrideKeys() []string { return conf.Keys(reflect.TypeFor[Config]()) }
 
-// ParseConfig reads a YAML config on top of DefaultConfig, as LoadConfig
+// Parse reads a YAML config on top of Default, as Load
 // does with no file name and no overrides. Relative schema_file paths are
 // resolved against dir. It does not validate: call Validate.
-func ParseConfig(data []byte, dir string) (Config, error) {
-	return load(DefaultConfig(), "", dir, data, nil)
+func Parse(data []byte, dir string) (Config, error) {
+	return load(Default(), "", dir, data, nil)
 }
 
-// LoadConfig decodes a configuration: data, the contents of the config file
+// Load decodes a configuration: data, the contents of the config file
 // named file (both empty when there is none), laid over base, then each
 // override laid over that, in order (the environment's before the flags':
 // a later one wins). A key the file leaves out keeps base's value; streams:
-// with no stream in it keeps base's streams (EmbeddedConfig's demo stream,
+// with no stream in it keeps base's streams (Embedded's demo stream,
 // for serve). Relative schema_file paths are resolved against the file's
 // directory.
 //
 // It refuses what cannot be decoded: a document that is not YAML, an unknown
 // key, a key given twice, a key that looks like a credential, a value of the
-// wrong type, each as a *ConfigError naming the key and the file and line,
+// wrong type, each as a *Error naming the key and the file and line,
 // or the override it came from. It does not Validate, but it records where
 // every value came from, so that Validate's errors say it too.
-func LoadConfig(base Config, file string, data []byte, overrides ...Override) (Config, error) {
+func Load(base Config, file string, data []byte, overrides ...Override) (Config, error) {
 	dir := ""
 	if file != "" {
 		dir = filepath.Dir(file)
@@ -98,10 +98,10 @@ func refuseCredential(key string) error {
 // variable, a flag, or "default". It is "" for a Config built in code.
 func (c *Config) From(key string) string { return c.origin.From(key) }
 
-// explain fills in where the value of a *ConfigError's key came from.
+// explain fills in where the value of a *Error's key came from.
 func (c *Config) explain(err error) error { return c.origin.Explain(err) }
 
-// YAML renders c as the YAML document LoadConfig reads back into the same
+// YAML renders c as the YAML document Load reads back into the same
 // Config: every section, each stream with its schema, durations and sizes
 // in the file's forms. Fields tagged secret:"true" are shown as
 // "[redacted]".

@@ -41,7 +41,7 @@ log: {level: warn, format: json}
 func TestPrintedConfigReadsBackToItself(t *testing.T) {
 	for name, data := range map[string]string{"every section set": fullConfig, "empty file": "", "maintain off": "maintain: false\n"} {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := LoadConfig(EmbeddedConfig(), "streamcast.yaml", []byte(data))
+			cfg, err := Load(Embedded(), "streamcast.yaml", []byte(data))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +57,7 @@ func TestPrintedConfigReadsBackToItself(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				again, err := LoadConfig(EmbeddedConfig(), "printed."+format, printed)
+				again, err := Load(Embedded(), "printed."+format, printed)
 				if err != nil {
 					t.Fatalf("%s does not read back: %v\n%s", format, err, printed)
 				}
@@ -134,7 +134,7 @@ func TestEveryOverrideKeyReachesTheConfig(t *testing.T) {
 			t.Errorf("OverrideKeys lacks %s: %v", want, keys)
 		}
 	}
-	base := EmbeddedConfig()
+	base := Embedded()
 	basePrinted, _ := base.YAML()
 	for _, key := range keys {
 		if strings.HasPrefix(key, "streams") {
@@ -160,7 +160,7 @@ func TestEveryOverrideKeyReachesTheConfig(t *testing.T) {
 			t.Errorf("no test value for %s (%s): extend this test", key, typ)
 			continue
 		}
-		cfg, err := LoadConfig(base, "", nil, Override{Key: key, Value: value, From: "test"})
+		cfg, err := Load(base, "", nil, Override{Key: key, Value: value, From: "test"})
 		if err != nil {
 			t.Errorf("%s=%s: %v", key, value, err)
 			continue
@@ -186,7 +186,7 @@ func TestFileKeysAreCheckedAgainstEverySection(t *testing.T) {
 		{"streams: {name: a}", "line 1: streams is a list"},
 		{"- a", "line 1: the config is a mapping of listen, root,"},
 	} {
-		_, err := ParseConfig([]byte(tc.yaml), "")
+		_, err := Parse([]byte(tc.yaml), "")
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want %q…", tc.yaml, err, tc.want)
 		}
@@ -204,7 +204,7 @@ func TestValidateSaysWhereTheValueCameFrom(t *testing.T) {
 		{[]Override{{Key: "log.format", Value: "xml", From: "environment STREAMCAST_LOG_FORMAT"}}, "log.format", `environment STREAMCAST_LOG_FORMAT: log.format "xml" is not one of text, json`},
 		{[]Override{{Key: "tiers.delete_grace", Value: "-1s", From: "environment X"}}, "tiers.delete_grace", "environment X: tiers.delete_grace is negative"},
 	} {
-		cfg, err := LoadConfig(DefaultConfig(), "x.yaml", data, tc.over...)
+		cfg, err := Load(Default(), "x.yaml", data, tc.over...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +214,7 @@ func TestValidateSaysWhereTheValueCameFrom(t *testing.T) {
 			cfg.Streams[0].MaxReplay = nil
 			err = cfg.Validate()
 		}
-		var ce *ConfigError
+		var ce *Error
 		if !errors.As(err, &ce) || ce.Key != tc.key || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("got %v (key %v), want key %s and %q…", err, ce, tc.key, tc.want)
 		}

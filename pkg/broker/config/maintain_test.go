@@ -26,7 +26,7 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(tc.yaml+"\nstreams: [{name: a}]\n"), "")
+			cfg, err := Parse([]byte(tc.yaml+"\nstreams: [{name: a}]\n"), "")
 			if err == nil {
 				err = cfg.Validate()
 			}
@@ -42,7 +42,7 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 			}
 		})
 	}
-	cfg, _ := ParseConfig([]byte("maintain: {seal_every: 1s}\nstreams: [{name: a}]"), "")
+	cfg, _ := Parse([]byte("maintain: {seal_every: 1s}\nstreams: [{name: a}]"), "")
 	if r := cfg.Maintain.Roles(); r[0].Every != time.Second || r[1].Every != DefaultCompactEvery {
 		t.Fatalf("intervals %+v: a key given replaces its default only", r)
 	}
@@ -68,7 +68,7 @@ func TestMaintainSectionErrorsNameTheKey(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(tc.yaml+"\nstreams: [{name: a}]\n"), "")
+			cfg, err := Parse([]byte(tc.yaml+"\nstreams: [{name: a}]\n"), "")
 			if err == nil {
 				err = cfg.Validate()
 			}
@@ -80,7 +80,7 @@ func TestMaintainSectionErrorsNameTheKey(t *testing.T) {
 }
 
 func TestTierRetentionBecomesTheChildrensOverrides(t *testing.T) {
-	tiers := TierConfig{TargetFileBytes: 1 << 20, StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
+	tiers := Tiers{TargetFileBytes: 1 << 20, StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
 	// Retention and grace reach the children; sizes and unset settings do not.
 	want := logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
 	if got := tiers.MaintainOverrides(); !reflect.DeepEqual(got, want) {

@@ -22,11 +22,11 @@ import (
 // them each log stores when serve creates it, and the check that an
 // existing log agrees with them when serve opens it.
 
-// TierConfig is the tiers: section: the sizes, retention and grace periods
+// Tiers is the tiers: section: the sizes, retention and grace periods
 // of the logs' tiers. A zero field means logstore's default. Each log
 // stores these when serve creates it and keeps them for its life; see
 // CheckStored for what serve does when the config later differs.
-type TierConfig struct {
+type Tiers struct {
 	// TargetSealBytes is the Arrow size of the rows a seal cuts into one
 	// Parquet file (logstore.DefaultTargetSealBytes).
 	TargetSealBytes int64 `yaml:"target_seal_bytes"`
@@ -50,7 +50,7 @@ type TierConfig struct {
 	LocalDeleteGrace time.Duration `yaml:"local_delete_grace"`
 }
 
-// tierSetting ties a tiers: key to its field in TierConfig and in
+// tierSetting ties a tiers: key to its field in Tiers and in
 // logstore.Config. Exactly one of the pointer pairs is set.
 type tierSetting struct {
 	key            string
@@ -59,7 +59,7 @@ type tierSetting struct {
 }
 
 // settings lists t's fields beside those of the log config lc (nil: none).
-func (t *TierConfig) settings(lc *logstore.Config) []tierSetting {
+func (t *Tiers) settings(lc *logstore.Config) []tierSetting {
 	if lc == nil {
 		lc = &logstore.Config{}
 	}
@@ -76,7 +76,7 @@ func (t *TierConfig) settings(lc *logstore.Config) []tierSetting {
 
 // tierKeys are the keys tiers: may hold.
 var tierKeys = func() []string {
-	var t TierConfig
+	var t Tiers
 	var out []string
 	for _, s := range t.settings(nil) {
 		out = append(out, s.key)
@@ -87,7 +87,7 @@ var tierKeys = func() []string {
 // UnmarshalYAML reads the sizes (a number of bytes, or a string with a unit
 // such as 8MiB or 512MB) and durations (such as 1h or 30s, like the
 // maintain: section) of the tiers: section; 0 or null means the default.
-func (t *TierConfig) UnmarshalYAML(n *yaml.Node) error {
+func (t *Tiers) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
 		return fmt.Errorf("line %d: tiers is a mapping of %s", n.Line, strings.Join(tierKeys, ", "))
 	}
@@ -223,7 +223,7 @@ func (c *Config) validateStorage() error {
 // LogSettings is what serve stores in the log named log it creates for st:
 // the stream and log names (they name its published table for its life),
 // and where and how it publishes.
-func (c *Config) LogSettings(st StreamConfig, log string) (logstore.Config, error) {
+func (c *Config) LogSettings(st Stream, log string) (logstore.Config, error) {
 	lay, err := c.layout()
 	if err != nil {
 		return logstore.Config{}, err
@@ -250,7 +250,7 @@ func (c *Config) LogSettings(st StreamConfig, log string) (logstore.Config, erro
 // from a place it is not. The sizes, retention, graces and sort_by stay as
 // the log stored them; one the config sets to another value is returned as
 // a warning (key, the log's value, the config's).
-func (c *Config) CheckStored(st StreamConfig, dir string, got logstore.Config) ([]string, error) {
+func (c *Config) CheckStored(st Stream, dir string, got logstore.Config) ([]string, error) {
 	lay, err := c.layout()
 	if err != nil {
 		return nil, err
@@ -314,7 +314,7 @@ func (c *Config) CheckStored(st StreamConfig, dir string, got logstore.Config) (
 // settings it was created with, so without these a changed config would
 // reach new logs only; sizes are not passed, since a log's files were cut
 // to its own. Zero fields keep the log's setting.
-func (t TierConfig) MaintainOverrides() logstore.Config {
+func (t Tiers) MaintainOverrides() logstore.Config {
 	return logstore.Config{
 		StagingRetention:           t.StagingRetention,
 		StagingMaxBytes:            t.StagingMaxBytes,

@@ -11,7 +11,7 @@ import (
 )
 
 func TestStorageSectionsParseIntoTheLogConfig(t *testing.T) {
-	cfg, err := ParseConfig([]byte(`
+	cfg, err := Parse([]byte(`
 published: s3://bucket/some/path/
 s3: {endpoint: "http://127.0.0.1:7070", region: eu-west-1, path_style: true}
 tiers:
@@ -68,7 +68,7 @@ streams: [{name: a, schema: {type: object, properties: {x: {type: integer}}, req
 		{"/srv/pub", "/srv/pub"},
 		{"pub/tables", filepath.Join(wd, "pub", "tables")},
 	} {
-		cfg, err := ParseConfig([]byte("published: "+tc.published+"\nstreams: [{name: a}]"), "")
+		cfg, err := Parse([]byte("published: "+tc.published+"\nstreams: [{name: a}]"), "")
 		if err == nil {
 			err = cfg.Validate()
 		}
@@ -109,7 +109,7 @@ func TestStorageSectionErrorsNameTheKey(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(tc.yaml+"\nstreams: [{name: a}]\n"), "")
+			cfg, err := Parse([]byte(tc.yaml+"\nstreams: [{name: a}]\n"), "")
 			if err == nil {
 				err = cfg.Validate()
 			}
