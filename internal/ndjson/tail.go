@@ -391,7 +391,9 @@ func notReplayableAdvice(e *wire.NotReplayable, from string) string {
 	if e.Offset == 0 {
 		asked = "the earliest row"
 	}
-	const catchUp = "--catch-up (coming in a later release) will read the gap from the published table"
+	// No flag reads the gap yet; the rows are in the published Iceberg
+	// table, which any Iceberg engine reads today.
+	const catchUp = "read the gap from the stream's published Iceberg table with any Iceberg reader (DuckDB, Spark, iceberg-go)"
 	switch e.Why {
 	case wire.WhyTooOld:
 		if e.EndOffset == wire.Null || e.MaxReplay == wire.Null {

@@ -181,12 +181,28 @@ func TestReloadStopsARemovedStreamPublishingEveryAckedRowAndReleasingItsLock(t *
 	}()
 	reloadErr := make(chan error, 1)
 	go func() {
-		reloadErr <- srv.Reload(config.Config{Listen: cfg.Listen, Root: cfg.Root, Limits: cfg.Limits, Maintain: cfg.Maintain, Streams: []config.Stream{other}})
+		next := cfg
+		next.Streams = []config.Stream{other}
+		err := srv.Reload(next)
+		reloadErr <- err
+		if err != nil {
+			// A refused reload stops nothing: end the reads below, which
+			// would otherwise wait for a 1001 that never comes.
+			_ = p.ws.Close()
+		}
 	}()
 
 	for {
 		r, err := p.reply()
 		if err != nil {
+			select {
+			case rerr := <-reloadErr:
+				if rerr != nil {
+					t.Fatalf("Reload: %v", rerr)
+				}
+				reloadErr <- nil
+			default:
+			}
 			code, reason := closeOf(err)
 			if ga, ok := wire.ParseClose(code, reason).(*wire.GoingAway); !ok || ga.Why != wire.WhyStreamStopped {
 				t.Fatalf("publisher ended with %v, want 1001 why=%s", err, wire.WhyStreamStopped)

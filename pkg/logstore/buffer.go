@@ -20,7 +20,7 @@ const busyTimeoutMS = 10000
 
 // dsn returns the connection string for buffer.db. Every connection runs
 // WAL with synchronous=FULL: WAL alone syncs only at checkpoints, which
-// would let a crash lose commits that Append had acknowledged (I3).
+// would let a crash lose commits the server had already delivered (I3).
 // Write connections start their transactions with BEGIN IMMEDIATE: a
 // deferred transaction that reads first gets SQLITE_BUSY, without waiting,
 // when it later needs to write while another process writes.
@@ -224,7 +224,8 @@ type Mark struct {
 
 // Append commits rows as one group in one SQLite transaction (I1) and
 // returns the first row's offset; the rest follow densely. The commit is
-// fsynced before Append returns (I3). Marks are upserted in the same
+// fsynced before Append returns, so nothing the caller then delivers can be
+// lost (I3). Marks are upserted in the same
 // transaction, so a mark never runs ahead of or behind its rows.
 //
 // rows must be canonical bytes that the log's schema has already accepted:

@@ -7,7 +7,9 @@
 // across all three in offset order.
 //
 // It guarantees ordered, dense, never-reused offsets committed in one
-// transaction per batch (I1), durability before Append returns (I3), rows
+// transaction per batch (I1), its half of I3 (durable before delivered:
+// rows are fsynced before Append returns, so the server fans out and
+// acknowledges only what a crash cannot take back; docs/design.md §2), rows
 // read back byte-identical to the canonical bytes appended, from any tier
 // (I4), a single appending process per log through an exclusive lock file
 // (I7), and that a log never publishes into a table another log created

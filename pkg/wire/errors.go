@@ -140,7 +140,7 @@ func (e *StreamRetired) Error() string {
 	if e.At != Null {
 		at = time.UnixMicro(e.At).UTC().Format(time.RFC3339)
 	}
-	return fmt.Sprintf("stream %q was retired at %s, ending at offset %s, and takes no more rows; subscribers can still replay it (restore --revive starts it again)", e.Stream, at, num(e.EndOffset))
+	return fmt.Sprintf("stream %q was retired at %s, ending at offset %s, and takes no more rows; subscribers can still replay it", e.Stream, at, num(e.EndOffset))
 }
 
 // Code is CloseRetired.
@@ -194,7 +194,7 @@ func (e *NotReplayable) Error() string {
 	case WhyNotDurable:
 		return "this stream is live-only (no log), so it has no offsets to replay; subscribe without an offset"
 	case WhyEmpty:
-		return "there is nothing to replay: the stream's log holds no rows any more; subscribe without an offset to read live, or read its history from the published table with --catch-up"
+		return "there is nothing to replay: the stream's log holds no rows any more; subscribe without an offset to read live, or read its history from the stream's published Iceberg table with any Iceberg reader"
 	case WhyAhead:
 		return fmt.Sprintf("offset %s is past %s, the next offset this stream will assign; the offset came from another or a restored server — resume from %s or earlier", num(e.Offset), num(e.EndOffset), num(e.EndOffset))
 	case WhyTooOld:
@@ -202,9 +202,9 @@ func (e *NotReplayable) Error() string {
 		if e.EndOffset != Null && e.MaxReplay != Null {
 			resume = e.EndOffset - e.MaxReplay
 		}
-		return fmt.Sprintf("offset %s is more than max_replay=%s rows behind the frontier %s; resume from offset %s or later, or read the gap from the published table with --catch-up", num(e.Offset), num(e.MaxReplay), num(e.EndOffset), num(resume))
+		return fmt.Sprintf("offset %s is more than max_replay=%s rows behind the frontier %s; resume from offset %s or later, or read the gap from the stream's published Iceberg table with any Iceberg reader", num(e.Offset), num(e.MaxReplay), num(e.EndOffset), num(resume))
 	case WhyEvicted:
-		return fmt.Sprintf("offset %s is below %s, the earliest offset this stream still serves; resume from %s, or read the gap from the published table with --catch-up", num(e.Offset), num(e.Earliest), num(e.Earliest))
+		return fmt.Sprintf("offset %s is below %s, the earliest offset this stream still serves; resume from %s, or read the gap from the stream's published Iceberg table with any Iceberg reader", num(e.Offset), num(e.Earliest), num(e.Earliest))
 	default:
 		why := e.Why
 		if why == "" {

@@ -13,7 +13,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
-// How serve treats its maintenance children (DESIGN §3.4).
+// How serve treats its maintenance children (docs/design.md §5).
 const (
 	// DefaultReadyTimeout bounds start-up: serve fails when a child has
 	// not reported ready by then.
