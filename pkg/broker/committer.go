@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -225,17 +226,17 @@ func (s *stream) deliverGroup(g committed, replies [][]byte) [][]byte {
 		s.srv.logger.Error("commit failed", "stream", s.name, "rows", len(g.rows), "err", g.err)
 		failed = "the server could not commit these rows (" + g.err.Error() + "); nothing was committed, so sending them again is safe"
 	} else if len(g.rows) > 0 {
-		frames := encodeFrames(g.rows, g.first, g.ts)
+		frames := frame.Encode(g.rows, g.first, g.ts)
 		s.deliver(frames, g.rows, g.first, g.first+int64(len(g.rows)))
 	}
 	if s.marks == nil {
 		off := g.first
 		for _, j := range g.jobs {
 			if failed != "" {
-				j.pub.resolve(j.reply, errorReply(wire.ReplyCommitFailed, failed))
+				j.pub.resolve(j.reply, frame.ErrorReply(wire.ReplyCommitFailed, failed))
 				continue
 			}
-			j.pub.resolve(j.reply, okReply(off, len(j.rows)))
+			j.pub.resolve(j.reply, frame.OKReply(off, len(j.rows)))
 			off += int64(len(j.rows))
 		}
 		s.inbox.release(g.taken)

@@ -2,74 +2,15 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/pkg/broker/frame"
 )
-
-// WebSocket opcodes of the frames the server writes itself.
-const (
-	opText  = 0x1
-	opClose = 0x8
-	opPing  = 0x9
-	opPong  = 0xA
-	finBit  = 0x80
-)
-
-// frameHeaderLen is the length of the header of an unmasked server frame
-// carrying n payload bytes.
-func frameHeaderLen(n int) int {
-	switch {
-	case n < 126:
-		return 2
-	case n < 1<<16:
-		return 4
-	default:
-		return 10
-	}
-}
-
-// appendHeader appends the header of an unmasked, final server frame.
-func appendHeader(dst []byte, op byte, n int) []byte {
-	switch {
-	case n < 126:
-		return append(dst, finBit|op, byte(n))
-	case n < 1<<16:
-		return append(dst, finBit|op, 126, byte(n>>8), byte(n))
-	default:
-		dst = append(dst, finBit|op, 127)
-		return binary.BigEndian.AppendUint64(dst, uint64(n))
-	}
-}
-
-// textFrame returns payload as one complete text frame (header included).
-func textFrame(payload []byte) []byte {
-	b := make([]byte, 0, frameHeaderLen(len(payload))+len(payload))
-	b = appendHeader(b, opText, len(payload))
-	return append(b, payload...)
-}
-
-// controlFrame returns a ping, pong or close frame (payload ≤ 125 bytes).
-func controlFrame(op byte, payload []byte) []byte {
-	if len(payload) > 125 {
-		payload = payload[:125]
-	}
-	b := make([]byte, 0, 2+len(payload))
-	b = appendHeader(b, op, len(payload))
-	return append(b, payload...)
-}
-
-// closeFrame returns a close frame with code and reason (reason ≤ 123 bytes).
-func closeFrame(code int, reason string) []byte {
-	p := make([]byte, 2, 2+len(reason))
-	binary.BigEndian.PutUint16(p, uint16(code))
-	p = append(p, reason...)
-	return controlFrame(opClose, p)
-}
 
 // writevFrames is how many frames one write takes at most: the kernel's
 // iovec limit, so chunking costs no syscalls.
@@ -144,7 +85,7 @@ func newConn(srv *Server, ws *websocket.Conn, st *stream) *wsConn {
 	// never through gorilla's own control writes.
 	ws.SetPingHandler(func(data string) error {
 		c.reads.Add(1)
-		c.enqueueCtrl(controlFrame(opPong, []byte(data)))
+		c.enqueueCtrl(frame.Control(frame.OpPong, []byte(data)))
 		return nil
 	})
 	ws.SetPongHandler(func(string) error {
@@ -221,7 +162,7 @@ func (c *wsConn) closeLocked(code int, reason string) bool {
 	if c.closing != nil || c.dead {
 		return false
 	}
-	c.closing = closeFrame(code, reason)
+	c.closing = frame.Close(code, reason)
 	c.closeCode = code
 	if c.canStartLocked() {
 		c.startWriterLocked()

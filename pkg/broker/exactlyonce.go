@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -200,12 +201,12 @@ func (m *marks) judge(p *publisher, j *job, seq int64, rows [][]byte) (verdict, 
 	switch {
 	case seq > a+1:
 		gap := wire.SequenceGap{Expected: a + 1, Got: seq}
-		return verdictReply, replyFrame(48, gap.AppendReply)
+		return verdictReply, frame.Reply(48, gap.AppendReply)
 	case last <= a && last <= ps.lastSeq:
 		// Every row is committed: answer at once (the slot order still puts
 		// the reply behind those of earlier frames).
 		offs := ps.offsets(make([]int64, 0, n), seq, n)
-		return verdictReply, offsetsReply(offs, true)
+		return verdictReply, frame.OffsetsReply(offs, true)
 	}
 	skip := int64(0)
 	if seq <= a {
@@ -312,13 +313,13 @@ func (m *marks) record(jobs []*job, first int64, failed string, replies [][]byte
 	for i, j := range jobs {
 		switch {
 		case j.failed != "":
-			replies[i] = errorReply(wire.ReplyCommitFailed, j.failed)
+			replies[i] = frame.ErrorReply(wire.ReplyCommitFailed, j.failed)
 			continue
 		case failed != "":
-			replies[i] = errorReply(wire.ReplyCommitFailed, failed)
+			replies[i] = frame.ErrorReply(wire.ReplyCommitFailed, failed)
 			continue
 		case j.ps == nil:
-			replies[i] = okReply(off, len(j.rows))
+			replies[i] = frame.OKReply(off, len(j.rows))
 			off += int64(len(j.rows))
 			continue
 		}
@@ -333,7 +334,7 @@ func (m *marks) record(jobs []*job, first int64, failed string, replies [][]byte
 			m.remember(ps, seqRange{seq: j.seq + int64(j.skip), n: k, off: off})
 			off += k
 		}
-		replies[i] = offsetsReply(offs, len(j.rows) == 0)
+		replies[i] = frame.OffsetsReply(offs, len(j.rows) == 0)
 	}
 }
 
@@ -400,12 +401,6 @@ func (ps *pubState) offsets(dst []int64, seq, n int64) []int64 {
 		dst = append(dst, off)
 	}
 	return dst
-}
-
-// offsetsReply builds {"ok":[offsets]} (plus "duplicate":true).
-func offsetsReply(offs []int64, duplicate bool) []byte {
-	r := wire.Reply{OK: offs, Duplicate: duplicate}
-	return replyFrame(20+len(offs)*12, r.AppendJSON)
 }
 
 // decodeSeq splits an exactly-once frame, [seq, row] or [seq, [rows…]], and

@@ -197,8 +197,8 @@ func closeOf(err error) (int, string) {
 	return 0, ""
 }
 
-// frame is one parsed data frame.
-type frame struct {
+// dataFrame is one parsed data frame.
+type dataFrame struct {
 	Offset int64
 	TS     int64
 	Row    json.RawMessage
@@ -206,11 +206,11 @@ type frame struct {
 }
 
 // readFrame reads one data frame.
-func readFrame(t testing.TB, ws *websocket.Conn) (frame, error) {
+func readFrame(t testing.TB, ws *websocket.Conn) (dataFrame, error) {
 	t.Helper()
 	typ, msg, err := ws.ReadMessage()
 	if err != nil {
-		return frame{}, err
+		return dataFrame{}, err
 	}
 	if typ != websocket.TextMessage {
 		t.Fatalf("data frame is not text")
@@ -219,7 +219,7 @@ func readFrame(t testing.TB, ws *websocket.Conn) (frame, error) {
 	if err := json.Unmarshal(msg, &parts); err != nil || len(parts) != 3 {
 		t.Fatalf("data frame %s is not [offset,ts,row]", msg)
 	}
-	f := frame{Offset: wire.Null, Row: parts[2], Raw: msg}
+	f := dataFrame{Offset: wire.Null, Row: parts[2], Raw: msg}
 	if string(parts[0]) != "null" {
 		if err := json.Unmarshal(parts[0], &f.Offset); err != nil {
 			t.Fatalf("offset in %s: %v", msg, err)

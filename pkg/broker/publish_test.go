@@ -130,7 +130,7 @@ func TestBatchesAreAdjacentWithRacingPublishers(t *testing.T) {
 				byOffset[s.first] = s.pub
 			}
 			total := pubs * frames * size
-			var rows []frame
+			var rows []dataFrame
 			for len(rows) < total {
 				f, err := readFrame(t, sub)
 				if err != nil {

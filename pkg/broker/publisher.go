@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -241,7 +242,7 @@ func (p *publisher) handle(typ int, data []byte) {
 	p.mu.Unlock()
 
 	if typ != websocket.TextMessage {
-		p.resolve(slot, errorReply(wire.ReplyBadFrame, "publish frames are text frames of JSON; this one is binary"))
+		p.resolve(slot, frame.ErrorReply(wire.ReplyBadFrame, "publish frames are text frames of JSON; this one is binary"))
 		return
 	}
 	var rows [][]byte
@@ -260,7 +261,7 @@ func (p *publisher) handle(typ int, data []byte) {
 		}
 	}
 	if code != "" {
-		p.resolve(slot, errorReply(code, detail))
+		p.resolve(slot, frame.ErrorReply(code, detail))
 		return
 	}
 	if p.ps != nil {
@@ -281,7 +282,7 @@ func (p *publisher) handle(typ int, data []byte) {
 		ok := st.inbox.put(j)
 		p.c.holding.Store(false)
 		if !ok {
-			p.resolve(slot, errorReply(wire.ReplyCommitFailed, "the server is stopping this stream; nothing was committed, so sending these rows again is safe"))
+			p.resolve(slot, frame.ErrorReply(wire.ReplyCommitFailed, "the server is stopping this stream; nothing was committed, so sending these rows again is safe"))
 			if j.ps != nil {
 				st.marks.unqueue(j)
 			}
@@ -289,8 +290,8 @@ func (p *publisher) handle(typ int, data []byte) {
 		return
 	}
 	ts := st.srv.opts.Clock.Now().UnixMicro()
-	st.deliver(encodeFrames(rows, wire.Null, ts), rows, wire.Null, wire.Null)
-	p.resolve(slot, okReply(wire.Null, len(rows)))
+	st.deliver(frame.Encode(rows, wire.Null, ts), rows, wire.Null, wire.Null)
+	p.resolve(slot, frame.OKReply(wire.Null, len(rows)))
 }
 
 // hasSeq reports whether a frame looks like an exactly-once frame: a list
@@ -496,26 +497,6 @@ func splitArray(b []byte) ([][]byte, error) {
 		return nil, nil
 	}
 	return append(elems, e), nil
-}
-
-// replyFrame builds a complete reply frame from a payload appender with one
-// allocation: the header is written in front of the payload afterwards.
-func replyFrame(sizeHint int, build func([]byte) []byte) []byte {
-	const reserve = 10
-	b := make([]byte, reserve, reserve+sizeHint)
-	b = build(b)
-	n := len(b) - reserve
-	h := frameHeaderLen(n)
-	appendHeader(b[reserve-h:reserve-h], opText, n)
-	return b[reserve-h:]
-}
-
-func okReply(first int64, n int) []byte {
-	return replyFrame(8+n*12, func(b []byte) []byte { return wire.AppendOK(b, first, n) })
-}
-
-func errorReply(code, detail string) []byte {
-	return replyFrame(32+len(detail), func(b []byte) []byte { return wire.AppendErrorReply(b, code, detail) })
 }
 
 // resolve answers slot and queues every reply now answerable in send order.

@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -458,7 +459,7 @@ func (s *Server) unregister(c *wsConn) {
 func (s *Server) keepaliveLoop(stop <-chan struct{}) {
 	t := time.NewTicker(s.opts.PingInterval)
 	defer t.Stop()
-	ping := controlFrame(opPing, nil)
+	ping := frame.Control(frame.OpPing, nil)
 	var conns []*wsConn
 	for {
 		select {

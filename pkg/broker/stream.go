@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -165,68 +166,6 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// digits returns the number of decimal digits of v ≥ 0.
-func digits(v int64) int {
-	n := 1
-	for v >= 10 {
-		v /= 10
-		n++
-	}
-	return n
-}
-
-// frameLen is the length of the complete frame of a row (header + payload).
-func frameLen(offset, ts int64, rowLen int) int {
-	p := 4 + rowLen // [ , , ]
-	if offset == wire.Null {
-		p += 4
-	} else {
-		p += digits(offset)
-	}
-	p += digits(ts)
-	return frameHeaderLen(p) + p
-}
-
-// appendDataFrame appends the complete WebSocket frame of the data frame
-// [offset,ts,row]. The live path (committer) and the replay path both call it,
-// so a replayed frame is byte-identical to the live one (I4).
-func appendDataFrame(dst []byte, offset, ts int64, row []byte) []byte {
-	p := 4 + len(row)
-	if offset == wire.Null {
-		p += 4
-	} else {
-		p += digits(offset)
-	}
-	p += digits(ts)
-	dst = appendHeader(dst, opText, p)
-	return wire.AppendFrame(dst, offset, ts, row)
-}
-
-// encodeFrames encodes rows committed from first (wire.Null on a live-only
-// stream) with stamp ts into one shared arena; frames[i] is row i's frame.
-func encodeFrames(rows [][]byte, first, ts int64) [][]byte {
-	size := 0
-	for i, r := range rows {
-		off := first
-		if first != wire.Null {
-			off = first + int64(i)
-		}
-		size += frameLen(off, ts, len(r))
-	}
-	arena := make([]byte, 0, size)
-	frames := make([][]byte, len(rows))
-	for i, r := range rows {
-		off := first
-		if first != wire.Null {
-			off = first + int64(i)
-		}
-		start := len(arena)
-		arena = appendDataFrame(arena, off, ts, r)
-		frames[i] = arena[start:len(arena):len(arena)]
-	}
-	return frames
-}
-
 // deliver publishes committed (or, on a live-only stream, validated) rows to
 // every subscriber: under the fan-out lock the frontier moves to next and each
 // subscriber's queue gets the frames its filter takes. It never blocks on a
@@ -319,7 +258,7 @@ func (s *stream) greetingWith(frontier int64, replay *wire.Range, where []byte, 
 		Where:       where,
 		Publisher:   mark,
 	}
-	return textFrame(g.AppendJSON(nil))
+	return frame.Text(g.AppendJSON(nil))
 }
 
 // maxReplay returns the stream's max_replay, or -1 when unbounded.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -206,7 +207,7 @@ func (sub *subscriber) replay(greet []byte, start, frontier int64) {
 	var werr error
 	sent := false
 	err := st.log.Scan(c.ctx, start, frontier, sub.filter, func(offset, ts int64, row []byte) error {
-		buf = appendDataFrame(buf, offset, ts, row)
+		buf = frame.AppendData(buf, offset, ts, row)
 		sent = true
 		if len(buf) >= replayChunk {
 			if ctrl := c.takeCtrl(); ctrl != nil {

@@ -1,0 +1,9 @@
+// Package frame builds the complete WebSocket frames the server writes
+// itself (header and payload, unmasked, final): the data frame of a
+// committed row, encoded once and shared by every subscriber and by replay
+// (I4), the replies to publishers, and the ping, pong and close frames.
+//
+// It sits below pkg/broker: broker imports it, and it must never import
+// broker or its other sub-packages. It only encodes bytes: it holds no
+// connection, no state and no lock, and never writes to a socket.
+package frame
