@@ -16,13 +16,17 @@ const module = "github.com/streamcast/streamcast"
 // layer ranks the product's packages: a package may import only packages of
 // a lower rank (docs/design.md §3). wire and meta share a rank; wire may read
 // history through meta, meta never speaks the protocol.
+//
+// The ranks leave room between them: a sub-package of a layer sits wholly
+// below its parent (a rank under the parent's) or wholly above it.
 var layer = map[string]int{
-	"pkg/schema":   0,
-	"pkg/logstore": 1,
-	"pkg/meta":     2,
-	"pkg/wire":     2,
-	"pkg/broker":   3,
-	"cmd":          4,
+	"pkg/schema":             0,
+	"pkg/logstore/warehouse": 5, // below logstore: logstore imports it
+	"pkg/logstore":           10,
+	"pkg/meta":               20,
+	"pkg/wire":               20,
+	"pkg/broker":             30,
+	"cmd":                    40,
 }
 
 // leafUtilities are internal packages that import nothing of the module

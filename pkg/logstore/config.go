@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -254,10 +255,10 @@ const legacyPublished = "../../published"
 // stored Published, parsed by ParseLocation with relative directories
 // resolved against dir, or for an empty one the legacy default (see
 // legacyPublished).
-func (c Config) PublishedPrefix(dir string) (Location, error) {
+func (c Config) PublishedPrefix(dir string) (warehouse.Location, error) {
 	p := c.Published
 	if p == "" {
 		p = legacyPublished
 	}
-	return ParseLocation(p, dir)
+	return warehouse.ParseLocation(p, dir)
 }

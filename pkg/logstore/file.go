@@ -187,7 +187,7 @@ func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error)
 		if err != nil {
 			return nil, err
 		}
-		r, err = pt.open(fr.path)
+		r, err = pt.OpenFile(fr.path)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("published file %s: %w", where, errFileGone)
