@@ -20,13 +20,14 @@ const module = "github.com/streamcast/streamcast"
 // The ranks leave room between them: a sub-package of a layer sits wholly
 // below its parent (a rank under the parent's) or wholly above it.
 var layer = map[string]int{
-	"pkg/schema":             0,
-	"pkg/logstore/warehouse": 5, // below logstore: logstore imports it
-	"pkg/logstore":           10,
-	"pkg/meta":               20,
-	"pkg/wire":               20,
-	"pkg/broker":             30,
-	"cmd":                    40,
+	"pkg/schema":               0,
+	"pkg/logstore/parquetfile": 5, // below logstore: logstore imports it
+	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it
+	"pkg/logstore":             10,
+	"pkg/meta":                 20,
+	"pkg/wire":                 20,
+	"pkg/broker":               30,
+	"cmd":                      40,
 }
 
 // leafUtilities are internal packages that import nothing of the module

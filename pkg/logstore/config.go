@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -221,7 +222,7 @@ func (c Config) validate(dir string, sch *schema.Schema) error {
 		if !ok {
 			return fmt.Errorf("sort_by names %q, which is not a column of the schema", name)
 		}
-		if !sortable(sch.Columns()[i].Type) {
+		if !parquetfile.Sortable(sch.Columns()[i].Type) {
 			return fmt.Errorf("sort_by names %q of type %s; only scalar columns (integers, numbers, booleans, strings, binary) can order a file", name, sch.Columns()[i].Type)
 		}
 	}

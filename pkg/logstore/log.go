@@ -17,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -234,7 +235,7 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 	// A schema Iceberg cannot hold leaves the files without ids; publishing
 	// then reports why.
 	if ice, err := table.ArrowSchemaToIcebergWithFreshIDs(l.fileSc, false); err == nil {
-		if sc, err := withFieldIDs(l.fileSc, ice); err == nil {
+		if sc, err := parquetfile.WithFieldIDs(l.fileSc, ice); err == nil {
 			l.fileSc, l.iceSc = sc, ice
 		}
 	}
