@@ -24,6 +24,7 @@ var layer = map[string]int{
 	"pkg/logstore/parquetfile": 5, // below logstore: logstore imports it
 	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it
 	"pkg/logstore":             10,
+	"pkg/logstore/maintain":    15, // above logstore: it imports logstore
 	"pkg/meta":                 20,
 	"pkg/wire":                 20,
 	"pkg/broker":               30,

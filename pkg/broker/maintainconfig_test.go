@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 )
 
 func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
@@ -100,16 +101,16 @@ func TestTierRetentionReachesTheMaintainChildren(t *testing.T) {
 	sup := newSupervisor("/bin/streamcast", "", []MaintainRole{{logstore.RoleClean, time.Minute}}, []string{"/data/t/t"}, 30*time.Second, time.Second, log.New(io.Discard))
 	sup.overrides = tiers.maintainOverrides()
 	args := sup.children[0].args()
-	// The root command's flags come first; the role's are logstore's.
+	// The root command's flags come first; the role's are maintain's.
 	i := slices.Index(args, "--role")
 	if args[0] != "maintain" || i < 0 {
 		t.Fatalf("maintain args %q", args)
 	}
-	got, err := logstore.ParseRoleArgs(args[i:])
+	got, err := maintain.ParseArgs(args[i:])
 	if err != nil {
 		t.Fatalf("maintain args %q: %v", args, err)
 	}
-	want := logstore.RoleArgs{
+	want := maintain.Args{
 		Role: logstore.RoleClean, Every: time.Minute, FlushEvery: 30 * time.Second, Logs: []string{"/data/t/t"}, ReadyFD: readyFD,
 		// Retention and grace reach the child; sizes and unset settings do not.
 		Override: logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute},

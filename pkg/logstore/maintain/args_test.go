@@ -1,4 +1,4 @@
-package logstore
+package maintain
 
 import (
 	"flag"
@@ -6,20 +6,22 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
 func TestRoleArgsReadBackAsRendered(t *testing.T) {
-	for _, a := range []RoleArgs{
-		{Role: RoleSeal, Every: 250 * time.Millisecond, FlushEvery: time.Minute, Logs: []string{"/d/trades/trades"}, ReadyFD: 3},
-		{Role: RoleCompact, Every: time.Second, FlushEvery: 0, Logs: []string{"a", "b", "c with space", "-dash"}},
-		{Role: RolePublish, Every: time.Hour, FlushEvery: 90 * time.Second, Logs: []string{"x"}, ReadyFD: 7,
-			Override: Config{S3: S3Config{Endpoint: "http://127.0.0.1:9000", Region: "eu-west-1", PathStyle: true}}},
-		{Role: RoleClean, Every: 10 * time.Second, FlushEvery: time.Minute, Logs: []string{"x"},
-			Override: Config{StagingRetention: 10 * time.Minute, StagingMaxBytes: 1 << 40, LocalDeleteGrace: time.Nanosecond}},
-		{Role: RoleCleanPublished, Every: time.Second, FlushEvery: time.Minute, Logs: []string{"x", "y"},
-			Override: Config{PublishedSnapshotRetention: 36 * time.Hour, DeleteGrace: 1500 * time.Millisecond}},
+	for _, a := range []Args{
+		{Role: logstore.RoleSeal, Every: 250 * time.Millisecond, FlushEvery: time.Minute, Logs: []string{"/d/trades/trades"}, ReadyFD: 3},
+		{Role: logstore.RoleCompact, Every: time.Second, FlushEvery: 0, Logs: []string{"a", "b", "c with space", "-dash"}},
+		{Role: logstore.RolePublish, Every: time.Hour, FlushEvery: 90 * time.Second, Logs: []string{"x"}, ReadyFD: 7,
+			Override: logstore.Config{S3: logstore.S3Config{Endpoint: "http://127.0.0.1:9000", Region: "eu-west-1", PathStyle: true}}},
+		{Role: logstore.RoleClean, Every: 10 * time.Second, FlushEvery: time.Minute, Logs: []string{"x"},
+			Override: logstore.Config{StagingRetention: 10 * time.Minute, StagingMaxBytes: 1 << 40, LocalDeleteGrace: time.Nanosecond}},
+		{Role: logstore.RoleCleanPublished, Every: time.Second, FlushEvery: time.Minute, Logs: []string{"x", "y"},
+			Override: logstore.Config{PublishedSnapshotRetention: 36 * time.Hour, DeleteGrace: 1500 * time.Millisecond}},
 	} {
-		got, err := ParseRoleArgs(a.Args())
+		got, err := ParseArgs(a.Args())
 		if err != nil {
 			t.Errorf("%q: %v", a.Args(), err)
 			continue
@@ -33,11 +35,11 @@ func TestRoleArgsReadBackAsRendered(t *testing.T) {
 // TestRoleArgsFlagsCoverEveryRenderedFlag: every flag Args writes is one
 // Flags defines, so a command line built on Flags reads what serve writes.
 func TestRoleArgsFlagsCoverEveryRenderedFlag(t *testing.T) {
-	a := RoleArgs{Role: RoleClean, Every: time.Second, Logs: []string{"x"}, ReadyFD: 3, Override: Config{
+	a := Args{Role: logstore.RoleClean, Every: time.Second, Logs: []string{"x"}, ReadyFD: 3, Override: logstore.Config{
 		StagingRetention: 1, StagingMaxBytes: 1, PublishedSnapshotRetention: 1, DeleteGrace: 1, LocalDeleteGrace: 1,
-		S3: S3Config{Endpoint: "e", Region: "r", PathStyle: true},
+		S3: logstore.S3Config{Endpoint: "e", Region: "r", PathStyle: true},
 	}}
-	var b RoleArgs
+	var b Args
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	b.Flags(fs)
 	for _, arg := range a.Args() {
@@ -60,12 +62,12 @@ func TestParseRoleArgsRefusesWhatMaintainRefuses(t *testing.T) {
 		{"--role", "clean", "--log", "x", "stray"},
 		{"--role", "clean", "--no-such-flag", "--log", "x"},
 	} {
-		if a, err := ParseRoleArgs(args); err == nil {
+		if a, err := ParseArgs(args); err == nil {
 			t.Errorf("%q parsed as %+v", args, a)
 		}
 	}
-	a, err := ParseRoleArgs([]string{"--role=seal", "-log", "x"})
-	if err != nil || a.Every != DefaultRoleEvery || a.FlushEvery != DefaultRoleFlushEvery {
+	a, err := ParseArgs([]string{"--role=seal", "-log", "x"})
+	if err != nil || a.Every != DefaultEvery || a.FlushEvery != DefaultFlushEvery {
 		t.Errorf("defaults: %+v, %v", a, err)
 	}
 }
