@@ -21,6 +21,7 @@ const module = "github.com/streamcast/streamcast"
 // below its parent (a rank under the parent's) or wholly above it.
 var layer = map[string]int{
 	"pkg/schema":               0,
+	"pkg/logstore/colstats":    5, // below logstore: logstore imports it
 	"pkg/logstore/parquetfile": 5, // below logstore: logstore imports it
 	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it
 	"pkg/logstore":             10,

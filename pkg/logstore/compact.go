@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/streamcast/streamcast/pkg/logstore/colstats"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 )
 
@@ -337,7 +338,7 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 	if err != nil {
 		return out, err
 	}
-	stats := newStatsAcc(l.sch)
+	stats := colstats.NewMerger(l.sch)
 	rgTarget := max(l.policy().TargetFileBytes/fanout, minRowGroupBytes)
 	sortCols := append(l.sortColumns(), 0) // sort_by, then offset
 	var pending []arrow.RecordBatch
@@ -354,7 +355,7 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 		if err != nil {
 			return err
 		}
-		stats.add(st)
+		stats.Add(st)
 		out.rows += rec.NumRows()
 		out.arrowBytes += parquetfile.ArrowBytes(rec)
 		return fw.Write(rec)
@@ -431,7 +432,7 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 	if err := fh.Close(); err != nil {
 		return out, err
 	}
-	enc, err := stats.encode()
+	enc, err := stats.Encode()
 	if err != nil {
 		return out, err
 	}
