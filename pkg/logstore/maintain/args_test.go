@@ -10,7 +10,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
-func TestRoleArgsReadBackAsRendered(t *testing.T) {
+func TestArgsReadBackAsRendered(t *testing.T) {
 	for _, a := range []Args{
 		{Role: logstore.RoleSeal, Every: 250 * time.Millisecond, FlushEvery: time.Minute, Logs: []string{"/d/trades/trades"}, ReadyFD: 3},
 		{Role: logstore.RoleCompact, Every: time.Second, FlushEvery: 0, Logs: []string{"a", "b", "c with space", "-dash"}},
@@ -32,9 +32,9 @@ func TestRoleArgsReadBackAsRendered(t *testing.T) {
 	}
 }
 
-// TestRoleArgsFlagsCoverEveryRenderedFlag: every flag Args writes is one
+// TestArgsFlagsCoverEveryRenderedFlag: every flag Args writes is one
 // Flags defines, so a command line built on Flags reads what serve writes.
-func TestRoleArgsFlagsCoverEveryRenderedFlag(t *testing.T) {
+func TestArgsFlagsCoverEveryRenderedFlag(t *testing.T) {
 	a := Args{Role: logstore.RoleClean, Every: time.Second, Logs: []string{"x"}, ReadyFD: 3, Override: logstore.Config{
 		StagingRetention: 1, StagingMaxBytes: 1, PublishedSnapshotRetention: 1, DeleteGrace: 1, LocalDeleteGrace: 1,
 		S3: logstore.S3Config{Endpoint: "e", Region: "r", PathStyle: true},
@@ -49,7 +49,7 @@ func TestRoleArgsFlagsCoverEveryRenderedFlag(t *testing.T) {
 	}
 }
 
-func TestParseRoleArgsRefusesWhatMaintainRefuses(t *testing.T) {
+func TestParseArgsRefusesWhatMaintainRefuses(t *testing.T) {
 	for _, args := range [][]string{
 		{"--every", "1s", "--log", "x"},
 		{"--role", "seal", "--every", "1s"},

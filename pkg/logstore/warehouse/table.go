@@ -74,9 +74,9 @@ type Table struct {
 // S3 says how to reach an s3:// prefix: logstore.S3Config without its
 // config tags.
 type S3 struct {
-	Endpoint  string
-	Region    string
-	PathStyle bool
+	Endpoint  string // the service URL; empty means AWS itself
+	Region    string // the bucket's region; empty means the environment's
+	PathStyle bool   // address buckets as <endpoint>/<bucket>
 }
 
 // Owner is the log a table belongs to: a table is only ever published
@@ -101,7 +101,7 @@ func NewTable(p Location, stream, log string, s3 S3) (*Table, error) {
 		pt.warehouse = p.S3
 		// The hadoop catalog's commit is not atomic on an object store;
 		// it is safe here because commits to one table never overlap:
-		// they run under the log's commit.lock (see commitLock).
+		// they run under the log's commit.lock (see logstore's commitLock).
 		pt.props["allow-unsafe-commits"] = "true"
 		pt.props[icebergio.S3ConnectTimeout] = "10"
 		if s3.Region != "" {
