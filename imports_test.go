@@ -15,19 +15,26 @@ const module = "github.com/streamcast/streamcast"
 
 // layer ranks the product's packages: a package may import only packages of
 // a lower rank (docs/design.md §3). wire and meta share a rank; wire may read
-// history through meta, meta never speaks the protocol. The sub-packages of
-// broker sit below it (broker imports them, they never import broker) and
-// share a rank: none imports another.
+// history through meta, meta never speaks the protocol.
+//
+// The ranks leave room between them: a sub-package of a layer sits wholly
+// below its parent (a rank under the parent's) or wholly above it. The
+// sub-packages of broker sit below it and share a rank: none imports
+// another.
 var layer = map[string]int{
-	"pkg/schema":           0,
-	"pkg/logstore":         1,
-	"pkg/meta":             2,
-	"pkg/wire":             2,
-	"pkg/broker/config":    3,
-	"pkg/broker/frame":     3,
-	"pkg/broker/supervise": 3,
-	"pkg/broker":           4,
-	"cmd":                  5,
+	"pkg/schema":               0,
+	"pkg/logstore/colstats":    5, // below logstore: logstore imports it
+	"pkg/logstore/parquetfile": 5, // below logstore: logstore imports it
+	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it
+	"pkg/logstore":             10,
+	"pkg/logstore/maintain":    15, // above logstore: it imports logstore
+	"pkg/meta":                 20,
+	"pkg/wire":                 20,
+	"pkg/broker/config":        25, // below broker: broker imports them
+	"pkg/broker/frame":         25,
+	"pkg/broker/supervise":     25,
+	"pkg/broker":               30,
+	"cmd":                      40,
 }
 
 // leafUtilities are internal packages that import nothing of the module

@@ -11,12 +11,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 )
 
 func newMaintainCmd(a *app) *cobra.Command {
-	// The flags are logstore's: serve renders its children's command lines
-	// from the same RoleArgs, so a flag cannot be renamed on one side only.
-	args := logstore.DefaultRoleArgs()
+	// The flags are maintain's: serve renders its children's command lines
+	// from the same maintain.Args, so a flag cannot be renamed on one side only.
+	args := maintain.DefaultArgs()
 	roles := logstore.RoleNames()
 	cmd := &cobra.Command{
 		Use:   "maintain --role ROLE --every DUR --log PATH...",
@@ -69,7 +70,7 @@ its pass.`,
 				f := os.NewFile(uintptr(args.ReadyFD), "ready")
 				if _, err := f.Stat(); err != nil {
 					_ = f.Close() // now, while the number is free, not from a finalizer later
-					return usageError{fmt.Errorf("--%s %d is not an open file descriptor: %w", logstore.FlagReadyFD, args.ReadyFD, err)}
+					return usageError{fmt.Errorf("--%s %d is not an open file descriptor: %w", maintain.FlagReadyFD, args.ReadyFD, err)}
 				}
 				ready = f
 				defer ready.Close()
@@ -95,8 +96,8 @@ its pass.`,
 	flags := flag.NewFlagSet("maintain", flag.ContinueOnError)
 	args.Flags(flags)
 	cmd.Flags().AddGoFlagSet(flags)
-	_ = cmd.MarkFlagDirname(logstore.FlagLog)
-	_ = cmd.RegisterFlagCompletionFunc(logstore.FlagRole, cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.MarkFlagDirname(maintain.FlagLog)
+	_ = cmd.RegisterFlagCompletionFunc(maintain.FlagRole, cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

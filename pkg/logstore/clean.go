@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // Cleaned counts what one clean pass did.
@@ -211,16 +213,16 @@ func (l *Log) CleanPublished(ctx context.Context) (Cleaned, error) {
 		return done, err
 	}
 	fail := func(err error) (Cleaned, error) {
-		return done, fmt.Errorf("clean published table %s: %w", pt.location, err)
+		return done, fmt.Errorf("clean published table %s: %w", pt.Location(), err)
 	}
-	tbl, err := pt.load(ctx)
+	tbl, err := pt.Load(ctx)
 	switch {
-	case errors.Is(err, errNoTable):
+	case errors.Is(err, warehouse.ErrNoTable):
 		tbl = nil
 	case err != nil:
 		return fail(err)
 	default:
-		if err := pt.owned(tbl, l); err != nil {
+		if err := pt.Owned(tbl, l.owner()); err != nil {
 			return fail(err)
 		}
 		if done.Expired, err = l.expireSnapshots(ctx, pt, tbl); err != nil {
@@ -240,7 +242,7 @@ func (l *Log) CleanPublished(ctx context.Context) (Cleaned, error) {
 // they referenced before the commit (a crash after it must not leak them)
 // and re-stamping the queue rows after it, so the grace counts from the
 // moment nothing references them.
-func (l *Log) expireSnapshots(ctx context.Context, pt *pubTable, tbl *table.Table) (int, error) {
+func (l *Log) expireSnapshots(ctx context.Context, pt *warehouse.Table, tbl *table.Table) (int, error) {
 	pol := l.policy()
 	cutoff := l.now().Add(-pol.PublishedSnapshotRetention).UnixMilli()
 	cur := tbl.CurrentSnapshot()
@@ -258,10 +260,10 @@ func (l *Log) expireSnapshots(ctx context.Context, pt *pubTable, tbl *table.Tabl
 		return 0, err
 	}
 	defer release()
-	if tbl, err = pt.load(ctx); err != nil { // the latest, under the lock
+	if tbl, err = pt.Load(ctx); err != nil { // the latest, under the lock
 		return 0, err
 	}
-	if err := pt.clearClaim(tbl.MetadataLocation()); err != nil {
+	if err := pt.ClearClaim(tbl.MetadataLocation()); err != nil {
 		return 0, err
 	}
 	txn := tbl.NewTransaction()
@@ -272,11 +274,11 @@ func (l *Log) expireSnapshots(ctx context.Context, pt *pubTable, tbl *table.Tabl
 	if err != nil {
 		return 0, fmt.Errorf("expire snapshots: %w", err)
 	}
-	before, err := pt.snapshotRefs(ctx, tbl)
+	before, err := pt.SnapshotRefs(ctx, tbl)
 	if err != nil {
 		return 0, err
 	}
-	after, err := pt.snapshotRefs(ctx, staged.Table)
+	after, err := pt.SnapshotRefs(ctx, staged.Table)
 	if err != nil {
 		return 0, err
 	}
@@ -314,34 +316,34 @@ func (l *Log) expireSnapshots(ctx context.Context, pt *pubTable, tbl *table.Tabl
 // It runs under commit.lock: every commit writes its manifests and
 // metadata under that lock, so what is unreferenced while it is held is
 // not part of a commit in flight; it never will be referenced again.
-func (l *Log) sweepMetadata(ctx context.Context, pt *pubTable) error {
+func (l *Log) sweepMetadata(ctx context.Context, pt *warehouse.Table) error {
 	pol := l.policy()
 	release, err := l.commitLock(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	objs, err := pt.listMetadata()
+	objs, err := pt.ListMetadata()
 	if err != nil {
-		return fmt.Errorf("list %s: %w", pt.metadataDir(), err)
+		return fmt.Errorf("list %s: %w", pt.MetadataDir(), err)
 	}
 	// The live set is read after the listing: an object written after it
 	// is not listed; one listed and since made live is seen live.
-	tbl, err := pt.load(ctx)
+	tbl, err := pt.Load(ctx)
 	if err != nil {
 		return err
 	}
-	live, err := pt.live(ctx, tbl)
+	live, err := pt.Live(ctx, tbl)
 	if err != nil {
 		return err
 	}
 	old := l.now().Add(-pol.DeleteGrace)
 	var cands []string
 	for _, o := range objs {
-		if live.has(pt, o.path) || !o.modTime.Before(old) || !metadataName(path.Base(filepath.ToSlash(o.path))) {
+		if live.Has(pt, o.Path) || !o.ModTime.Before(old) || !metadataName(path.Base(filepath.ToSlash(o.Path))) {
 			continue
 		}
-		cands = append(cands, o.path)
+		cands = append(cands, o.Path)
 	}
 	if len(cands) == 0 {
 		return nil
@@ -373,23 +375,23 @@ func metadataName(name string) bool {
 // drainPublished deletes the queued published objects whose time is up
 // and that nothing references: not the table's live metadata, not
 // buffer.db's published records, not a publish pass in flight.
-func (l *Log) drainPublished(ctx context.Context, pt *pubTable) (int, error) {
+func (l *Log) drainPublished(ctx context.Context, pt *warehouse.Table) (int, error) {
 	pol := l.policy()
 	due, err := queuePaths(ctx, l.rdb, tierPublished, l.now().UnixMicro())
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
-	live := liveSet{}
-	tbl, err := pt.load(ctx)
+	live := warehouse.LiveSet{}
+	tbl, err := pt.Load(ctx)
 	switch {
-	case errors.Is(err, errNoTable):
+	case errors.Is(err, warehouse.ErrNoTable):
 	case err != nil:
 		return 0, err
 	default:
-		if pt.norm(tbl.Location()) != pt.norm(pt.location) {
-			return 0, fmt.Errorf("the table's metadata says it lives at %s, not %s: refusing to delete anything", tbl.Location(), pt.location)
+		if pt.Norm(tbl.Location()) != pt.Norm(pt.Location()) {
+			return 0, fmt.Errorf("the table's metadata says it lives at %s, not %s: refusing to delete anything", tbl.Location(), pt.Location())
 		}
-		if live, err = pt.live(ctx, tbl); err != nil {
+		if live, err = pt.Live(ctx, tbl); err != nil {
 			return 0, err
 		}
 	}
@@ -403,7 +405,7 @@ func (l *Log) drainPublished(ctx context.Context, pt *pubTable) (int, error) {
 			rows.Close()
 			return 0, err
 		}
-		live.add(pt, p)
+		live.Add(pt, p)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -412,11 +414,11 @@ func (l *Log) drainPublished(ctx context.Context, pt *pubTable) (int, error) {
 	var gone, kept []string
 	var firstErr error
 	for _, p := range due {
-		if live.has(pt, p) {
+		if live.Has(pt, p) {
 			kept = append(kept, p)
 			continue
 		}
-		if err := pt.remove(p); err != nil {
+		if err := pt.Remove(p); err != nil {
 			if firstErr == nil {
 				firstErr = fmt.Errorf("delete %s: %w", p, err)
 			}

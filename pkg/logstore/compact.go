@@ -16,6 +16,9 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/streamcast/streamcast/pkg/logstore/colstats"
+	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 )
 
 // Compaction policy: size-tiered merging of adjacent files. A file's
@@ -335,7 +338,7 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 	if err != nil {
 		return out, err
 	}
-	stats := newStatsAcc(l.sch)
+	stats := colstats.NewMerger(l.sch)
 	rgTarget := max(l.policy().TargetFileBytes/fanout, minRowGroupBytes)
 	sortCols := append(l.sortColumns(), 0) // sort_by, then offset
 	var pending []arrow.RecordBatch
@@ -352,9 +355,9 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 		if err != nil {
 			return err
 		}
-		stats.add(st)
+		stats.Add(st)
 		out.rows += rec.NumRows()
-		out.arrowBytes += arrowBytes(rec)
+		out.arrowBytes += parquetfile.ArrowBytes(rec)
 		return fw.Write(rec)
 	}
 	flushPending := func() error {
@@ -368,7 +371,7 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 		}
 		defer rec.Release()
 		if len(l.cfg.SortBy) > 0 {
-			sorted, err := sortRecord(rec, sortCols)
+			sorted, err := parquetfile.Sort(rec, sortCols)
 			if err != nil {
 				return err
 			}
@@ -380,7 +383,7 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 	for _, f := range run {
 		fr := fileRec{start: f.start, end: f.end, name: f.name, rows: f.rows}
 		err := l.eachGroup(ctx, fr, f.start, f.end, func(d *fileData, lo, hi int64) error {
-			b := arrowBytes(d.rec)
+			b := parquetfile.ArrowBytes(d.rec)
 			if b >= rgTarget/2 {
 				// Big enough to stand alone, and sorted already.
 				if err := flushPending(); err != nil {
@@ -429,7 +432,7 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 	if err := fh.Close(); err != nil {
 		return out, err
 	}
-	enc, err := stats.encode()
+	enc, err := stats.Encode()
 	if err != nil {
 		return out, err
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -220,7 +222,7 @@ func (c Config) validate(dir string, sch *schema.Schema) error {
 		if !ok {
 			return fmt.Errorf("sort_by names %q, which is not a column of the schema", name)
 		}
-		if !sortable(sch.Columns()[i].Type) {
+		if !parquetfile.Sortable(sch.Columns()[i].Type) {
 			return fmt.Errorf("sort_by names %q of type %s; only scalar columns (integers, numbers, booleans, strings, binary) can order a file", name, sch.Columns()[i].Type)
 		}
 	}
@@ -254,10 +256,10 @@ const legacyPublished = "../../published"
 // stored Published, parsed by ParseLocation with relative directories
 // resolved against dir, or for an empty one the legacy default (see
 // legacyPublished).
-func (c Config) PublishedPrefix(dir string) (Location, error) {
+func (c Config) PublishedPrefix(dir string) (warehouse.Location, error) {
 	p := c.Published
 	if p == "" {
 		p = legacyPublished
 	}
-	return ParseLocation(p, dir)
+	return warehouse.ParseLocation(p, dir)
 }

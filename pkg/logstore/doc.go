@@ -140,7 +140,8 @@
 // A handle reads the time only through the Clock it was opened with
 // (WithClock; RoleOptions.Clock for RunRole): every stamp it writes and
 // every comparison with a retention or a grace. The package keeps no
-// mutable state of its own; test hooks live on the handle. RoleArgs is the
-// one definition of the maintain command line, rendered by the server for
-// its children and parsed by the maintain command.
+// mutable state of its own; test hooks live on the handle. maintain.Args
+// (the sub-package pkg/logstore/maintain) is the one definition of the
+// maintain command line, rendered by the server for its children and
+// parsed by the maintain command.
 package logstore

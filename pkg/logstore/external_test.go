@@ -135,11 +135,11 @@ func TestAnotherProcessReadsThePublishedTableWithIcebergGo(t *testing.T) {
 			through, _ := l.PublishedThrough(ctx)
 			pt, _ := l.published()
 			var env []string
-			if !pt.local {
+			if !pt.Local() {
 				v, _ := s3Servers.Load(l.Dir())
 				env = append(env, "AWS_ENDPOINT_URL_S3="+v.(*s3test.Server).Endpoint())
 			}
-			got := readExternally(t, pt.warehouse, pt.ident[0]+"."+pt.ident[1], env...)
+			got := readExternally(t, pt.Warehouse(), pt.Ident()[0]+"."+pt.Ident()[1], env...)
 			if int64(len(got)) != through || through != 800 {
 				t.Fatalf("the external reader got %d rows; published_through is %d (want 800)", len(got), through)
 			}

@@ -13,11 +13,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -99,7 +99,7 @@ type rowGroup struct {
 // record.
 type dataFile struct {
 	fr     fileRec
-	src    *countingReader
+	src    *parquetfile.Source
 	closer io.Closer
 	pq     *file.Reader
 	groups []rowGroup
@@ -107,63 +107,12 @@ type dataFile struct {
 
 func (df *dataFile) close() {
 	if df.pq != nil {
-		_ = df.pq.Close() // its source, a countingReader, is no io.Closer: closed below
+		_ = df.pq.Close() // its source, a parquetfile.Source, is no io.Closer: closed below
 	}
 	if df.closer != nil {
 		_ = df.closer.Close()
 	}
 }
-
-// countingReader remembers the first I/O error of the reader underneath,
-// so a failure to fetch bytes (a network error) is reported as such rather
-// than as the corrupt file the decoder would then see. For a remote file it
-// also holds one prefetched span (a row group), so the decoder's reads of
-// each column chunk cost no request of their own.
-type countingReader struct {
-	r interface {
-		io.ReaderAt
-		io.Seeker
-	}
-	err    error
-	bufOff int64
-	buf    []byte
-}
-
-// prefetch reads [off, off+n) in one request and serves reads inside it
-// from memory until the next prefetch.
-func (c *countingReader) prefetch(off, n int64) {
-	c.buf = c.buf[:0]
-	if n <= 0 || n > 1<<30 {
-		return
-	}
-	b := make([]byte, n)
-	k, err := c.r.ReadAt(b, off)
-	if err != nil && !(errors.Is(err, io.EOF) && int64(k) == n) {
-		return // the reads that need these bytes will fail and say why
-	}
-	c.bufOff, c.buf = off, b
-}
-
-func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
-	if len(c.buf) > 0 && off >= c.bufOff && off+int64(len(p)) <= c.bufOff+int64(len(c.buf)) {
-		return copy(p, c.buf[off-c.bufOff:]), nil
-	}
-	n, err := c.r.ReadAt(p, off)
-	if err != nil && !errors.Is(err, io.EOF) && c.err == nil {
-		c.err = err
-	}
-	return n, err
-}
-
-func (c *countingReader) Seek(off int64, whence int) (int64, error) {
-	n, err := c.r.Seek(off, whence)
-	if err != nil && c.err == nil {
-		c.err = err
-	}
-	return n, err
-}
-
-var _ parquet.ReaderAtSeeker = (*countingReader)(nil)
 
 // openData opens a data file and checks its footer: row groups tile the
 // recorded range, each a contiguous offset range. A file that is not there
@@ -187,7 +136,7 @@ func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error)
 		if err != nil {
 			return nil, err
 		}
-		r, err = pt.open(fr.path)
+		r, err = pt.OpenFile(fr.path)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("published file %s: %w", where, errFileGone)
@@ -205,8 +154,8 @@ func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error)
 		r = f
 	}
 	df.closer = r
-	df.src = &countingReader{r: r}
-	pq, err := newParquetReader(df.src)
+	df.src = parquetfile.NewSource(r)
+	pq, err := parquetfile.NewReader(df.src)
 	if err != nil {
 		return nil, l.readErr(df, "%v", err)
 	}
@@ -250,40 +199,6 @@ func offsetRange(rg *metadata.RowGroupMetaData) (lo, hi int64, err error) {
 	return is.Min(), is.Max(), nil
 }
 
-// groupSpan returns the byte range of a row group's column chunks.
-func groupSpan(rg *metadata.RowGroupMetaData) (off, n int64) {
-	lo, hi := int64(-1), int64(0)
-	for j := range rg.NumColumns() {
-		cc, err := rg.ColumnChunk(j)
-		if err != nil {
-			return 0, 0
-		}
-		start := cc.DataPageOffset()
-		if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 {
-			start = min(start, cc.DictionaryPageOffset())
-		}
-		if lo < 0 || start < lo {
-			lo = start
-		}
-		hi = max(hi, start+cc.TotalCompressedSize())
-	}
-	if lo < 0 {
-		return 0, 0
-	}
-	return lo, hi - lo
-}
-
-func newParquetReader(r parquet.ReaderAtSeeker) (rdr *file.Reader, err error) {
-	// A damaged footer can trip a panic deep in a decoder; it must surface
-	// as an error naming the file, never take the process down.
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("decoding the footer failed: %v", p)
-		}
-	}()
-	return file.NewParquetReader(r)
-}
-
 // corrupt returns the error for a file whose bytes cannot be trusted.
 func (l *Log) corrupt(fr fileRec, format string, args ...any) error {
 	kind := "file"
@@ -296,8 +211,8 @@ func (l *Log) corrupt(fr fileRec, format string, args ...any) error {
 // readErr is corrupt, unless fetching the bytes failed: then the error is
 // the I/O failure, which a later read may not meet.
 func (l *Log) readErr(df *dataFile, format string, args ...any) error {
-	if df.fr.published && df.src != nil && df.src.err != nil {
-		return fmt.Errorf("read %s (offsets [%d,%d)): %w", df.fr.where(l), df.fr.start, df.fr.end, df.src.err)
+	if df.fr.published && df.src != nil && df.src.Err() != nil {
+		return fmt.Errorf("read %s (offsets [%d,%d)): %w", df.fr.where(l), df.fr.start, df.fr.end, df.src.Err())
 	}
 	return l.corrupt(df.fr, format, args...)
 }
@@ -328,7 +243,7 @@ func (l *Log) eachGroup(ctx context.Context, fr fileRec, lo, hi int64, fn func(d
 			return err
 		}
 		if fr.published {
-			df.src.prefetch(groupSpan(df.pq.MetaData().RowGroup(i)))
+			df.src.Prefetch(parquetfile.GroupSpan(df.pq.MetaData().RowGroup(i)))
 		}
 		d, err := l.readGroup(ctx, df, ar, i)
 		if err != nil {
@@ -346,12 +261,12 @@ func (l *Log) eachGroup(ctx context.Context, fr fileRec, lo, hi int64, fn func(d
 // readGroup reads row group i of an open file and checks it.
 func (l *Log) readGroup(ctx context.Context, df *dataFile, ar *pqarrow.FileReader, i int) (*fileData, error) {
 	g := df.groups[i]
-	tbl, err := readRowGroup(ctx, ar, i)
+	tbl, err := parquetfile.ReadRowGroup(ctx, ar, i)
 	if err != nil {
 		return nil, l.readErr(df, "row group %d: %v", i, err)
 	}
 	defer tbl.Release()
-	if err := sameSchema(tbl.Schema(), l.fileSc); err != nil {
+	if err := parquetfile.SameSchema(tbl.Schema(), l.fileSc); err != nil {
 		return nil, l.corrupt(df.fr, "%v", err)
 	}
 	n := g.end - g.start
@@ -409,33 +324,4 @@ func (l *Log) readGroup(ctx context.Context, df *dataFile, ar *pqarrow.FileReade
 		}
 	}
 	return d, nil
-}
-
-func readRowGroup(ctx context.Context, ar *pqarrow.FileReader, i int) (tbl arrow.Table, err error) {
-	// A damaged file can trip a panic deep in a decoder; it must surface
-	// as an error naming the file, never take the process down.
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("decoding failed: %v", r)
-		}
-	}()
-	cols := make([]int, ar.ParquetReader().MetaData().Schema.NumColumns())
-	for c := range cols {
-		cols[c] = c
-	}
-	return ar.ReadRowGroups(ctx, cols, []int{i})
-}
-
-// sameSchema checks that a file's columns are the ones the log expects.
-func sameSchema(got, want *arrow.Schema) error {
-	if got.NumFields() != want.NumFields() {
-		return fmt.Errorf("it has %d columns where %d were expected", got.NumFields(), want.NumFields())
-	}
-	for i := range want.NumFields() {
-		g, w := got.Field(i), want.Field(i)
-		if g.Name != w.Name || !arrow.TypeEqual(g.Type, w.Type) {
-			return fmt.Errorf("column %d is %s %s where %s %s was expected", i, g.Name, g.Type, w.Name, w.Type)
-		}
-	}
-	return nil
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -83,7 +85,7 @@ type Log struct {
 	tiers bool   // buffer.db has the tables of the later tiers (false only for an old log opened read-only)
 
 	pubMu sync.Mutex
-	pub   *pubTable // the published table's location and IO, made on first use
+	pub   *warehouse.Table // the published table's location and IO, made on first use
 
 	opts options // the clock and test hooks this handle was opened with
 
@@ -233,7 +235,7 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 	// A schema Iceberg cannot hold leaves the files without ids; publishing
 	// then reports why.
 	if ice, err := table.ArrowSchemaToIcebergWithFreshIDs(l.fileSc, false); err == nil {
-		if sc, err := withFieldIDs(l.fileSc, ice); err == nil {
+		if sc, err := parquetfile.WithFieldIDs(l.fileSc, ice); err == nil {
 			l.fileSc, l.iceSc = sc, ice
 		}
 	}
@@ -303,7 +305,7 @@ func (l *Log) Close() error {
 	err := l.closeDBs()
 	l.lock.release()
 	l.pubMu.Lock()
-	l.pub.close()
+	l.pub.Close()
 	l.pubMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("close log %s: %w", l.dir, err)

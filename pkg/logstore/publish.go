@@ -10,6 +10,8 @@ import (
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // pubChange is one file a publish pass adds to the table: a local file,
@@ -71,13 +73,13 @@ func (l *Log) Publish(ctx context.Context, flush bool) (published int64, err err
 }
 
 // ensureTable makes sure the table exists and is this log's.
-func (l *Log) ensureTable(ctx context.Context, pt *pubTable) error {
+func (l *Log) ensureTable(ctx context.Context, pt *warehouse.Table) error {
 	release, err := l.commitLock(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	if _, err := pt.load(ctx); errors.Is(err, errNoTable) {
+	if _, err := pt.Load(ctx); errors.Is(err, warehouse.ErrNoTable) {
 		through, err := publishedThrough(ctx, l.rdb)
 		if err != nil {
 			return err
@@ -85,20 +87,20 @@ func (l *Log) ensureTable(ctx context.Context, pt *pubTable) error {
 		if through > 0 {
 			// Making a new, empty table here would hide that the history
 			// published so far is gone (I8).
-			return fmt.Errorf("the published table at %s is missing, but this log published offsets through %d there: restore the table from a backup, or move the log's published prefix; nothing more is published until then: %w", pt.location, through, ErrCorrupt)
+			return fmt.Errorf("the published table at %s is missing, but this log published offsets through %d there: restore the table from a backup, or move the log's published prefix; nothing more is published until then: %w", pt.Location(), through, ErrCorrupt)
 		}
 	}
-	_, err = pt.ensure(ctx, l)
+	_, err = pt.Ensure(ctx, l.owner())
 	return err
 }
 
 // push uploads the planned files, commits them and records the commit.
 // On an error the intents stay for the next pass to reconcile: nothing is
 // undone here, exactly as if the process had died.
-func (l *Log) push(ctx context.Context, pt *pubTable, pass string, changes []pubChange) (int64, error) {
+func (l *Log) push(ctx context.Context, pt *warehouse.Table, pass string, changes []pubChange) (int64, error) {
 	for _, ch := range changes {
 		src := filepath.Join(l.dir, filesDir, ch.f.name)
-		if err := pt.upload(ctx, src, ch.path); err != nil {
+		if err := pt.Upload(ctx, src, ch.path); err != nil {
 			return 0, fmt.Errorf("upload %s to %s: %w", ch.f.name, ch.path, err)
 		}
 	}
@@ -129,7 +131,7 @@ func (l *Log) push(ctx context.Context, pt *pubTable, pass string, changes []pub
 // planPublish chooses what this pass pushes and records the intents, in
 // one transaction, so compaction cannot replace a chosen file meanwhile
 // without seeing the intent.
-func (l *Log) planPublish(ctx context.Context, pt *pubTable, pass string, flush bool) ([]pubChange, error) {
+func (l *Log) planPublish(ctx context.Context, pt *warehouse.Table, pass string, flush bool) ([]pubChange, error) {
 	var changes []pubChange
 	pol := l.policy()
 	err := l.writeTx(ctx, func(c *sql.Conn) error {
@@ -193,7 +195,7 @@ func (l *Log) planPublish(ctx context.Context, pt *pubTable, pass string, flush 
 		now := l.now().UnixMicro()
 		for i := range changes {
 			f := changes[i].f
-			changes[i].path = pt.dataPath(fmt.Sprintf("%d-%d-%s.parquet", f.start, f.end, newToken()))
+			changes[i].path = pt.DataPath(fmt.Sprintf("%d-%d-%s.parquet", f.start, f.end, newToken()))
 			_, err := c.ExecContext(ctx, `INSERT INTO publish_intents(path, pass, name, start_offset, end_offset, row_count, file_bytes, min_ts, max_ts, stats, created_us)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, changes[i].path, pass, f.name, f.start, f.end, f.rows, f.fileBytes, f.minTS, f.maxTS, f.stats, now)
 			if err != nil {
@@ -264,13 +266,13 @@ func overlaps(rs []span, start, end int64) bool {
 // files they replace removed, and the pass token and published-through
 // stamped in the table properties, all in one new metadata version. It
 // returns the new published_through.
-func (l *Log) commitPublish(ctx context.Context, pt *pubTable, pass string, changes []pubChange) (int64, error) {
+func (l *Log) commitPublish(ctx context.Context, pt *warehouse.Table, pass string, changes []pubChange) (int64, error) {
 	release, err := l.commitLock(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer release()
-	tbl, err := pt.ensure(ctx, l)
+	tbl, err := pt.Ensure(ctx, l.owner())
 	if err != nil {
 		return 0, err
 	}
@@ -281,7 +283,7 @@ func (l *Log) commitPublish(ctx context.Context, pt *pubTable, pass string, chan
 	if err := checkThrough(pt, tbl, recorded); err != nil {
 		return 0, err
 	}
-	if err := pt.clearClaim(tbl.MetadataLocation()); err != nil {
+	if err := pt.ClearClaim(tbl.MetadataLocation()); err != nil {
 		return 0, err
 	}
 	var adds, dels []string
@@ -295,11 +297,11 @@ func (l *Log) commitPublish(ctx context.Context, pt *pubTable, pass string, chan
 		through = max(through, ch.f.end-1)
 		lo, hi = min(lo, ch.f.start), max(hi, ch.f.end)
 	}
-	props := iceberg.Properties{propPass: pass, propPublishedThrough: strconv.FormatInt(through, 10)}
-	for k, v := range tableProperties {
+	props := iceberg.Properties{warehouse.PropPass: pass, warehouse.PropPublishedThrough: strconv.FormatInt(through, 10)}
+	for k, v := range warehouse.TableProperties {
 		props[k] = v
 	}
-	summary := iceberg.Properties{summaryOffsets: fmt.Sprintf("[%d,%d)", lo, hi), propPass: pass}
+	summary := iceberg.Properties{warehouse.SummaryOffsets: fmt.Sprintf("[%d,%d)", lo, hi), warehouse.PropPass: pass}
 	txn := tbl.NewTransaction()
 	if err := txn.SetProperties(props); err != nil {
 		return 0, fmt.Errorf("stage table properties: %w", err)
@@ -313,7 +315,7 @@ func (l *Log) commitPublish(ctx context.Context, pt *pubTable, pass string, chan
 		return 0, fmt.Errorf("stage %d new and %d replaced files: %w", len(adds), len(dels), err)
 	}
 	if _, err := txn.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("commit to %s: %w", pt.location, err)
+		return 0, fmt.Errorf("commit to %s: %w", pt.Location(), err)
 	}
 	return through, nil
 }
@@ -323,14 +325,14 @@ func (l *Log) commitPublish(ctx context.Context, pt *pubTable, pass string, chan
 // reconcilePublish settles before anything else runs; a disagreement past
 // that means the table was changed behind the log's back, and publishing
 // more could duplicate or skip rows.
-func checkThrough(pt *pubTable, tbl *table.Table, recorded int64) error {
-	v := tbl.Properties()[propPublishedThrough]
+func checkThrough(pt *warehouse.Table, tbl *table.Table, recorded int64) error {
+	v := tbl.Properties()[warehouse.PropPublishedThrough]
 	got, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return fmt.Errorf("the table at %s has %s=%q, not an offset: %w", pt.location, propPublishedThrough, v, ErrCorrupt)
+		return fmt.Errorf("the table at %s has %s=%q, not an offset: %w", pt.Location(), warehouse.PropPublishedThrough, v, ErrCorrupt)
 	}
 	if got != recorded {
-		return fmt.Errorf("the table at %s says it holds offsets through %d, but this log recorded %d as published: it was changed by something other than this log's publish role; refusing to publish until they agree: %w", pt.location, got, recorded, ErrCorrupt)
+		return fmt.Errorf("the table at %s says it holds offsets through %d, but this log recorded %d as published: it was changed by something other than this log's publish role; refusing to publish until they agree: %w", pt.Location(), got, recorded, ErrCorrupt)
 	}
 	return nil
 }
@@ -406,7 +408,7 @@ func (l *Log) recordPublish(ctx context.Context, pass string, through int64) err
 // its commit landed (the table carries its token), the pass is recorded as
 // if it had finished; otherwise its uploads are queued for deletion and the
 // intents dropped, and the next plan starts afresh.
-func (l *Log) reconcilePublish(ctx context.Context, pt *pubTable) error {
+func (l *Log) reconcilePublish(ctx context.Context, pt *warehouse.Table) error {
 	var pass string
 	err := l.rdb.QueryRowContext(ctx, `SELECT pass FROM publish_intents LIMIT 1`).Scan(&pass)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -415,19 +417,19 @@ func (l *Log) reconcilePublish(ctx context.Context, pt *pubTable) error {
 	if err != nil {
 		return fmt.Errorf("read publish intents: %w", err)
 	}
-	tbl, err := pt.load(ctx)
+	tbl, err := pt.Load(ctx)
 	landed := false
 	switch {
-	case errors.Is(err, errNoTable):
+	case errors.Is(err, warehouse.ErrNoTable):
 	case err != nil:
 		return fmt.Errorf("cannot tell whether publish pass %s landed: %w", pass, err)
 	default:
-		landed = tbl.Properties()[propPass] == pass
+		landed = tbl.Properties()[warehouse.PropPass] == pass
 	}
 	if landed {
-		through, err := strconv.ParseInt(tbl.Properties()[propPublishedThrough], 10, 64)
+		through, err := strconv.ParseInt(tbl.Properties()[warehouse.PropPublishedThrough], 10, 64)
 		if err != nil {
-			return fmt.Errorf("the table at %s has no valid %s: %w", pt.location, propPublishedThrough, ErrCorrupt)
+			return fmt.Errorf("the table at %s has no valid %s: %w", pt.Location(), warehouse.PropPublishedThrough, ErrCorrupt)
 		}
 		return l.recordPublish(ctx, pass, through)
 	}

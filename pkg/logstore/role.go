@@ -313,3 +313,27 @@ func passVerb(role Role) string {
 	}
 	return "evicted"
 }
+
+// Roles returns the roles RunRole accepts, in the order serve starts them.
+func Roles() []Role {
+	return []Role{RoleSeal, RoleCompact, RolePublish, RoleClean, RoleCleanPublished}
+}
+
+// RoleNames returns Roles as strings, for usage texts and completions.
+func RoleNames() []string {
+	roles := Roles()
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
+	}
+	return names
+}
+
+func knownRole(r Role) bool {
+	for _, k := range Roles() {
+		if k == r {
+			return true
+		}
+	}
+	return false
+}

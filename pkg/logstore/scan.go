@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -137,7 +138,7 @@ func (l *Log) ScanArrow(ctx context.Context, from, to int64, fn func(rec arrow.R
 			rec = d.rec.NewSlice(lo-d.start, hi-d.start)
 		} else {
 			var err error
-			rec, err = takeRecord(d.rec, d.perm[lo-d.start:hi-d.start])
+			rec, err = parquetfile.Take(d.rec, d.perm[lo-d.start:hi-d.start])
 			if err != nil {
 				return fmt.Errorf("reorder %s: %w", fr.name, err)
 			}

@@ -1,7 +1,6 @@
 package logstore
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -17,9 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 )
 
 // Seal turns buffered rows into Parquet files under files/. Without flush it
@@ -91,7 +89,7 @@ func (l *Log) sealAll(ctx context.Context, flush bool) (sealed int64, err error)
 			}
 			start = in.end
 			if in.jsonBytes > 0 {
-				ratio = float64(arrowBytes(rec)) / float64(in.jsonBytes)
+				ratio = float64(parquetfile.ArrowBytes(rec)) / float64(in.jsonBytes)
 			}
 		}
 	}()
@@ -304,7 +302,7 @@ func (l *Log) sealFile(ctx context.Context, in sealInput, rec arrow.RecordBatch)
 	}
 	// 2. The file, fsynced with its directory.
 	path := filepath.Join(l.dir, filesDir, name)
-	size, err := writeParquet(path, rec)
+	size, err := parquetfile.Write(path, rec)
 	if err != nil {
 		// Undo now rather than at the next pass; if this fails too, the
 		// next pass's recovery does it.
@@ -337,7 +335,7 @@ func (l *Log) sealFile(ctx context.Context, in sealInput, rec arrow.RecordBatch)
 		}
 		_, err = c.ExecContext(ctx, `INSERT INTO files(start_offset, end_offset, name, row_count, arrow_bytes, json_bytes, file_bytes, min_ts, max_ts, stats, sealed_us)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			in.start, in.end, name, rec.NumRows(), arrowBytes(rec), in.jsonBytes, size, minTS, maxTS, string(stats), l.now().UnixMicro())
+			in.start, in.end, name, rec.NumRows(), parquetfile.ArrowBytes(rec), in.jsonBytes, size, minTS, maxTS, string(stats), l.now().UnixMicro())
 		return err
 	})
 	if err != nil {
@@ -461,7 +459,7 @@ func (l *Log) buildRecord(in sealInput) (arrow.RecordBatch, error) {
 	if len(l.cfg.SortBy) == 0 {
 		return rec, nil
 	}
-	sorted, err := sortRecord(rec, l.sortColumns())
+	sorted, err := parquetfile.Sort(rec, l.sortColumns())
 	rec.Release()
 	return sorted, err
 }
@@ -519,76 +517,4 @@ func newToken() string {
 	var tok [8]byte
 	_, _ = rand.Read(tok[:])
 	return hex.EncodeToString(tok[:])
-}
-
-// writeParquet writes rec to path (which must not exist) as zstd Parquet in
-// one row group, with the Arrow schema stored so every type reads back
-// exactly, and fsyncs the file and its directory. It returns the file size.
-func writeParquet(path string, rec arrow.RecordBatch) (int64, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	props := parquet.NewWriterProperties(
-		parquet.WithCompression(compress.Codecs.Zstd),
-		parquet.WithCompressionLevel(1),
-		parquet.WithMaxRowGroupLength(rec.NumRows()+1),
-		parquet.WithStats(true),
-		parquet.WithDictionaryDefault(false),
-	)
-	fw, err := pqarrow.NewFileWriter(rec.Schema(), bw, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-	if err != nil {
-		return 0, err
-	}
-	if err := fw.Write(rec); err != nil {
-		fw.Close()
-		return 0, err
-	}
-	if err := fw.Close(); err != nil {
-		return 0, err
-	}
-	if err := bw.Flush(); err != nil {
-		return 0, err
-	}
-	if err := f.Sync(); err != nil {
-		return 0, fmt.Errorf("fsync: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	ok = true
-	if err := f.Close(); err != nil {
-		return 0, err
-	}
-	return st.Size(), syncDir(filepath.Dir(path))
-}
-
-// arrowBytes sums the buffer sizes of a record's columns.
-func arrowBytes(rec arrow.RecordBatch) int64 {
-	var n int64
-	for _, c := range rec.Columns() {
-		n += dataBytes(c.Data())
-	}
-	return n
-}
-
-func dataBytes(d arrow.ArrayData) int64 {
-	var n int64
-	for _, b := range d.Buffers() {
-		if b != nil {
-			n += int64(b.Len())
-		}
-	}
-	for _, c := range d.Children() {
-		n += dataBytes(c)
-	}
-	return n
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // tierConfig is a config that moves rows through every tier quickly:
@@ -106,7 +107,7 @@ func checkTable(t testing.TB, l *Log, exp expectation) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	offs, ts := tableOffsets(t, pt.warehouse, pt.props, pt.ident)
+	offs, ts := tableOffsets(t, pt.Warehouse(), pt.Props(), pt.Ident())
 	if int64(len(offs)) != through {
 		t.Fatalf("the published table holds %d rows; published_through is %d", len(offs), through)
 	}
@@ -160,11 +161,11 @@ func checkNoOrphans(t testing.TB, l *Log) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := pt.load(ctx)
+	tbl, err := pt.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := pt.live(ctx, tbl)
+	live, err := pt.Live(ctx, tbl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func checkNoOrphans(t testing.TB, l *Log) {
 	for rows.Next() {
 		var p string
 		rows.Scan(&p)
-		recorded = append(recorded, pt.norm(p))
+		recorded = append(recorded, pt.Norm(p))
 	}
 	rows.Close()
 	var current []string
@@ -190,7 +191,7 @@ func checkNoOrphans(t testing.TB, l *Log) {
 			t.Fatal(err)
 		}
 		for _, e := range entries {
-			current = append(current, pt.norm(e.DataFile().FilePath()))
+			current = append(current, pt.Norm(e.DataFile().FilePath()))
 		}
 	}
 	slices.Sort(recorded)
@@ -200,8 +201,8 @@ func checkNoOrphans(t testing.TB, l *Log) {
 	}
 	var orphans []string
 	for _, p := range tableObjects(t, l, pt) {
-		if !live.has(pt, p) {
-			orphans = append(orphans, strings.TrimPrefix(p, pt.location))
+		if !live.Has(pt, p) {
+			orphans = append(orphans, strings.TrimPrefix(p, pt.Location()))
 		}
 	}
 	if len(orphans) > 0 {
@@ -214,11 +215,11 @@ func checkNoOrphans(t testing.TB, l *Log) {
 var s3Servers sync.Map
 
 // tableObjects lists every object under the table's location.
-func tableObjects(t testing.TB, l *Log, pt *pubTable) []string {
+func tableObjects(t testing.TB, l *Log, pt *warehouse.Table) []string {
 	t.Helper()
 	var out []string
-	if pt.local {
-		filepath.WalkDir(pt.location, func(p string, d os.DirEntry, err error) error {
+	if pt.Local() {
+		filepath.WalkDir(pt.Location(), func(p string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
 			}
@@ -231,7 +232,7 @@ func tableObjects(t testing.TB, l *Log, pt *pubTable) []string {
 	if !ok {
 		t.Fatalf("no S3 server known for %s", l.Dir())
 	}
-	key := strings.TrimPrefix(pt.location, "s3://"+testBucket+"/")
+	key := strings.TrimPrefix(pt.Location(), "s3://"+testBucket+"/")
 	for _, k := range v.(*s3test.Server).Keys(t, key+"/") {
 		if !strings.HasSuffix(k, "/") { // directory markers
 			out = append(out, "s3://"+testBucket+"/"+k)
@@ -627,7 +628,7 @@ func TestFilesCarryTheTableFieldIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	pt, _ := l.published()
-	tbl, err := pt.load(ctx)
+	tbl, err := pt.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -708,7 +709,7 @@ func TestPublishRefusesAnotherLogsTable(t *testing.T) {
 	// same prefix.
 	cfg := tierConfig()
 	pa, _ := a.published()
-	cfg.Published = "file://" + pa.warehouse
+	cfg.Published = "file://" + pa.Warehouse()
 	b := createLog(t, mustCompile(t, tradeSchema), cfg)
 	appendTrades(t, b, expectation{}, 2, 10)
 	if _, err := b.Seal(ctx, true); err != nil {

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
@@ -175,10 +176,10 @@ func (c *Config) layout() (meta.Layout, error) {
 	return lay, nil
 }
 
-// PublishedError words an error of logstore.ParseLocation (through
+// PublishedError words an error of warehouse.ParseLocation (through
 // meta.NewLayout) about published:, for a person.
 func PublishedError(err error) error {
-	if errors.Is(err, logstore.ErrCredentialsInLocation) {
+	if errors.Is(err, warehouse.ErrCredentialsInLocation) {
 		return errors.New("published names credentials in its URL; " + credentialsNote)
 	}
 	return fmt.Errorf("published: %w, or leave it out for <root>/published", err)
@@ -186,7 +187,7 @@ func PublishedError(err error) error {
 
 // describePublished names the prefix p for an error message: the default
 // spelled as such, with where it is.
-func describePublished(p logstore.Location, isDefault bool) string {
+func describePublished(p warehouse.Location, isDefault bool) string {
 	if isDefault {
 		return "the default <root>/published (" + p.String() + ")"
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 )
 
 // errStopping is spawn's answer once the supervisor is stopping.
@@ -76,7 +77,7 @@ func isClosed(c <-chan struct{}) bool {
 const readyFD = 3
 
 // args is the child's command line: no secret ever goes here. The role's
-// flags are rendered by logstore.RoleArgs, the one definition `streamcast
+// flags are rendered by maintain.Args, the one definition `streamcast
 // maintain` parses them with; before them come the root command's logging
 // and config flags, which every streamcast command takes.
 func (c *roleChild) args() []string {
@@ -85,7 +86,7 @@ func (c *roleChild) args() []string {
 	if s.configFile != "" {
 		a = append(a, "--config", s.configFile)
 	}
-	role := logstore.RoleArgs{
+	role := maintain.Args{
 		Role:       c.role,
 		Every:      c.every,
 		FlushEvery: s.flushEvery,

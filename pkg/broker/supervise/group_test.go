@@ -18,6 +18,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -30,11 +31,11 @@ func TestOverridesReachTheChildrensArgs(t *testing.T) {
 	if args[0] != "maintain" || i < 0 {
 		t.Fatalf("maintain args %q", args)
 	}
-	got, err := logstore.ParseRoleArgs(args[i:])
+	got, err := maintain.ParseArgs(args[i:])
 	if err != nil {
 		t.Fatalf("maintain args %q: %v", args, err)
 	}
-	want := logstore.RoleArgs{
+	want := maintain.Args{
 		Role: logstore.RoleClean, Every: time.Minute, FlushEvery: 30 * time.Second, Logs: []string{"/data/t/t"}, ReadyFD: readyFD,
 		Override: logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute},
 	}

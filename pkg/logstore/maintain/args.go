@@ -1,40 +1,43 @@
-package logstore
+package maintain
 
 import (
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
-// RoleArgs is the command line of one maintenance process, `streamcast
+// Args is the command line of one maintenance process, `streamcast
 // maintain`: the role, its cadence, the logs and the policy overrides.
 // serve renders it for its children with Args; maintain reads it back
-// through Flags (or ParseRoleArgs). The flag names live here and nowhere
+// through Flags (or ParseArgs). The flag names live here and nowhere
 // else, so renaming one changes both sides, and a field renamed or removed
 // fails to compile on both.
-type RoleArgs struct {
+type Args struct {
 	// Role is the step the process runs.
-	Role Role
-	// Every is the pause between passes (RoleOptions.Every).
+	Role logstore.Role
+	// Every is the pause between passes (logstore.RoleOptions.Every).
 	Every time.Duration
-	// FlushEvery is RoleOptions.FlushEvery; 0 never flushes on a schedule.
+	// FlushEvery is logstore.RoleOptions.FlushEvery; 0 never flushes on a schedule.
 	FlushEvery time.Duration
 	// Logs are the directories of the logs to maintain.
 	Logs []string
-	// Override is RoleOptions.Override. Only the fields with a flag are
+	// Override is logstore.RoleOptions.Override. Only the fields with a flag are
 	// carried: the retention and grace durations, StagingMaxBytes and the
 	// S3 endpoint, region and path style; 0 (or "") keeps the log's own.
-	Override Config
+	Override logstore.Config
 	// ReadyFD is the file descriptor the process reports "ready" and
 	// "flushed" on; 0 means none. The parent passes it open.
 	ReadyFD int
 }
 
-// The flag names of RoleArgs; only this file spells them.
+// The flag names of Args; only this file spells them.
 const (
 	flagRole                       = "role"
 	flagEvery                      = "every"
@@ -53,36 +56,21 @@ const (
 
 // Defaults of a maintain command line that does not set them.
 const (
-	DefaultRoleEvery      = time.Second
-	DefaultRoleFlushEvery = time.Minute
+	DefaultEvery      = time.Second
+	DefaultFlushEvery = time.Minute
 )
 
-// Roles returns the roles RunRole accepts, in the order serve starts them.
-func Roles() []Role {
-	return []Role{RoleSeal, RoleCompact, RolePublish, RoleClean, RoleCleanPublished}
-}
-
-// RoleNames returns Roles as strings, for usage texts and completions.
-func RoleNames() []string {
-	roles := Roles()
-	names := make([]string, len(roles))
-	for i, r := range roles {
-		names[i] = string(r)
-	}
-	return names
-}
-
-// DefaultRoleArgs returns the command line's defaults: a pass each second
+// DefaultArgs returns the command line's defaults: a pass each second
 // and a flush each minute; no role and no log yet.
-func DefaultRoleArgs() RoleArgs {
-	return RoleArgs{Every: DefaultRoleEvery, FlushEvery: DefaultRoleFlushEvery}
+func DefaultArgs() Args {
+	return Args{Every: DefaultEvery, FlushEvery: DefaultFlushEvery}
 }
 
 // Args renders a as the arguments of `streamcast maintain` (without the
-// command's name), in a form ParseRoleArgs reads back to a. Every and
+// command's name), in a form ParseArgs reads back to a. Every and
 // FlushEvery are always written, so a process listing shows the cadence;
 // overrides only when set.
-func (a RoleArgs) Args() []string {
+func (a Args) Args() []string {
 	out := []string{
 		"--" + flagRole, string(a.Role),
 		"--" + flagEvery, a.Every.String(),
@@ -120,22 +108,22 @@ func (a RoleArgs) Args() []string {
 	return out
 }
 
-// ParseRoleArgs reads the arguments Args renders (flags only, with one or
-// two dashes, "--flag value" or "--flag=value") into a RoleArgs, starting
-// from DefaultRoleArgs, and validates the result.
-func ParseRoleArgs(args []string) (RoleArgs, error) {
-	a := DefaultRoleArgs()
+// ParseArgs reads the arguments Args renders (flags only, with one or
+// two dashes, "--flag value" or "--flag=value") into a Args, starting
+// from DefaultArgs, and validates the result.
+func ParseArgs(args []string) (Args, error) {
+	a := DefaultArgs()
 	fs := flag.NewFlagSet("maintain", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // the error says it all; the caller prints it
 	a.Flags(fs)
 	if err := fs.Parse(args); err != nil {
-		return RoleArgs{}, err
+		return Args{}, err
 	}
 	if fs.NArg() > 0 {
-		return RoleArgs{}, fmt.Errorf("maintain takes no arguments, got %q; give each log with --%s", fs.Arg(0), flagLog)
+		return Args{}, fmt.Errorf("maintain takes no arguments, got %q; give each log with --%s", fs.Arg(0), flagLog)
 	}
 	if err := a.Validate(); err != nil {
-		return RoleArgs{}, err
+		return Args{}, err
 	}
 	return a, nil
 }
@@ -143,8 +131,8 @@ func ParseRoleArgs(args []string) (RoleArgs, error) {
 // Flags defines a's flags on fs, each writing into a's fields, with the
 // usage text a user reads. cmd adds them to its own flag set, so the names
 // a user types are the names serve renders.
-func (a *RoleArgs) Flags(fs *flag.FlagSet) {
-	roles := strings.Join(RoleNames(), ", ")
+func (a *Args) Flags(fs *flag.FlagSet) {
+	roles := strings.Join(logstore.RoleNames(), ", ")
 	fs.Var((*roleValue)(&a.Role), flagRole, "the maintenance `ROLE` to run: "+roles)
 	fs.DurationVar(&a.Every, flagEvery, a.Every, "pause `DUR` between passes")
 	fs.DurationVar(&a.FlushEvery, flagFlushEvery, a.FlushEvery, "seal and publish: flush everything once per `DUR`, at wall-clock multiples (0 never)")
@@ -172,13 +160,13 @@ const (
 
 // Validate reports what is wrong with a as a command line, naming the flag
 // and what it takes.
-func (a RoleArgs) Validate() error {
+func (a Args) Validate() error {
 	o := a.Override
 	switch {
 	case a.Role == "":
-		return fmt.Errorf("--%s is required: one of %s", flagRole, strings.Join(RoleNames(), ", "))
-	case !knownRole(a.Role):
-		return fmt.Errorf("--%s %q: no such role; the roles are %s", flagRole, a.Role, strings.Join(RoleNames(), ", "))
+		return fmt.Errorf("--%s is required: one of %s", flagRole, strings.Join(logstore.RoleNames(), ", "))
+	case !slices.Contains(logstore.Roles(), a.Role):
+		return fmt.Errorf("--%s %q: no such role; the roles are %s", flagRole, a.Role, strings.Join(logstore.RoleNames(), ", "))
 	case len(a.Logs) == 0:
 		return fmt.Errorf("--%s is required: give the directory of each log to maintain", flagLog)
 	case a.Every <= 0:
@@ -198,26 +186,17 @@ func (a RoleArgs) Validate() error {
 	return nil
 }
 
-func knownRole(r Role) bool {
-	for _, k := range Roles() {
-		if k == r {
-			return true
-		}
-	}
-	return false
-}
-
 // The flag values below also have the Type method of spf13/pflag's Value,
 // so a cobra command takes them as they are.
 
-// roleValue is --role: one of Roles.
-type roleValue Role
+// roleValue is --role: one of logstore.Roles.
+type roleValue logstore.Role
 
 func (v *roleValue) String() string { return string(*v) }
 func (v *roleValue) Type() string   { return "role" }
 func (v *roleValue) Set(s string) error {
-	if !knownRole(Role(s)) {
-		return fmt.Errorf("%q is not a role; the roles are %s", s, strings.Join(RoleNames(), ", "))
+	if !slices.Contains(logstore.Roles(), logstore.Role(s)) {
+		return fmt.Errorf("%q is not a role; the roles are %s", s, strings.Join(logstore.RoleNames(), ", "))
 	}
 	*v = roleValue(s)
 	return nil

@@ -1,4 +1,4 @@
-package logstore
+package colstats
 
 import (
 	"bytes"
@@ -14,22 +14,24 @@ import (
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
-// columnStatsAcc merges the per-column min/max of several files or
+// Merger merges the per-column min/max of several files or
 // records into the statistics of the file made from them. A column some
 // part lacks statistics for gets none: pruning then reads the file.
-type columnStatsAcc struct {
+type Merger struct {
 	sch   *schema.Schema
 	parts int
 	stats map[string][2]json.RawMessage
 	gone  map[string]bool
 }
 
-func newStatsAcc(sch *schema.Schema) *columnStatsAcc {
-	return &columnStatsAcc{sch: sch, stats: map[string][2]json.RawMessage{}, gone: map[string]bool{}}
+// NewMerger returns a Merger for files of a stream with schema sch.
+func NewMerger(sch *schema.Schema) *Merger {
+	return &Merger{sch: sch, stats: map[string][2]json.RawMessage{}, gone: map[string]bool{}}
 }
 
-// add merges one part's statistics, as columnStats encodes them.
-func (a *columnStatsAcc) add(encoded []byte) {
+// Add merges one part's statistics, as logstore's columnStats encodes
+// them (a JSON object of column name to [min, max]).
+func (a *Merger) Add(encoded []byte) {
 	var part map[string][2]json.RawMessage
 	if err := json.Unmarshal(encoded, &part); err != nil {
 		part = nil
@@ -74,7 +76,8 @@ func (a *columnStatsAcc) add(encoded []byte) {
 	}
 }
 
-func (a *columnStatsAcc) encode() ([]byte, error) {
+// Encode returns the merged statistics in the form Add reads.
+func (a *Merger) Encode() ([]byte, error) {
 	b, err := json.Marshal(a.stats)
 	if err != nil {
 		return nil, fmt.Errorf("encode column statistics: %w", err)

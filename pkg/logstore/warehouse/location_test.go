@@ -1,4 +1,4 @@
-package logstore
+package warehouse
 
 import (
 	"errors"

@@ -1,0 +1,73 @@
+package maintain
+
+import (
+	"flag"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
+)
+
+func TestArgsReadBackAsRendered(t *testing.T) {
+	for _, a := range []Args{
+		{Role: logstore.RoleSeal, Every: 250 * time.Millisecond, FlushEvery: time.Minute, Logs: []string{"/d/trades/trades"}, ReadyFD: 3},
+		{Role: logstore.RoleCompact, Every: time.Second, FlushEvery: 0, Logs: []string{"a", "b", "c with space", "-dash"}},
+		{Role: logstore.RolePublish, Every: time.Hour, FlushEvery: 90 * time.Second, Logs: []string{"x"}, ReadyFD: 7,
+			Override: logstore.Config{S3: logstore.S3Config{Endpoint: "http://127.0.0.1:9000", Region: "eu-west-1", PathStyle: true}}},
+		{Role: logstore.RoleClean, Every: 10 * time.Second, FlushEvery: time.Minute, Logs: []string{"x"},
+			Override: logstore.Config{StagingRetention: 10 * time.Minute, StagingMaxBytes: 1 << 40, LocalDeleteGrace: time.Nanosecond}},
+		{Role: logstore.RoleCleanPublished, Every: time.Second, FlushEvery: time.Minute, Logs: []string{"x", "y"},
+			Override: logstore.Config{PublishedSnapshotRetention: 36 * time.Hour, DeleteGrace: 1500 * time.Millisecond}},
+	} {
+		got, err := ParseArgs(a.Args())
+		if err != nil {
+			t.Errorf("%q: %v", a.Args(), err)
+			continue
+		}
+		if !reflect.DeepEqual(got, a) {
+			t.Errorf("rendered %q, read back %+v, want %+v", a.Args(), got, a)
+		}
+	}
+}
+
+// TestArgsFlagsCoverEveryRenderedFlag: every flag Args writes is one
+// Flags defines, so a command line built on Flags reads what serve writes.
+func TestArgsFlagsCoverEveryRenderedFlag(t *testing.T) {
+	a := Args{Role: logstore.RoleClean, Every: time.Second, Logs: []string{"x"}, ReadyFD: 3, Override: logstore.Config{
+		StagingRetention: 1, StagingMaxBytes: 1, PublishedSnapshotRetention: 1, DeleteGrace: 1, LocalDeleteGrace: 1,
+		S3: logstore.S3Config{Endpoint: "e", Region: "r", PathStyle: true},
+	}}
+	var b Args
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	b.Flags(fs)
+	for _, arg := range a.Args() {
+		if name, ok := strings.CutPrefix(arg, "--"); ok && fs.Lookup(name) == nil {
+			t.Errorf("Args writes --%s, which Flags does not define", name)
+		}
+	}
+}
+
+func TestParseArgsRefusesWhatMaintainRefuses(t *testing.T) {
+	for _, args := range [][]string{
+		{"--every", "1s", "--log", "x"},
+		{"--role", "seal", "--every", "1s"},
+		{"--role", "frobnicate", "--log", "x"},
+		{"--role", "seal", "--every", "0s", "--log", "x"},
+		{"--role", "seal", "--flush-every", "-1s", "--log", "x"},
+		{"--role", "clean", "--staging-retention", "-1s", "--log", "x"},
+		{"--role", "clean", "--staging-max-bytes", "lots", "--log", "x"},
+		{"--role", "clean", "--ready-fd", "1", "--log", "x"},
+		{"--role", "clean", "--log", "x", "stray"},
+		{"--role", "clean", "--no-such-flag", "--log", "x"},
+	} {
+		if a, err := ParseArgs(args); err == nil {
+			t.Errorf("%q parsed as %+v", args, a)
+		}
+	}
+	a, err := ParseArgs([]string{"--role=seal", "-log", "x"})
+	if err != nil || a.Every != DefaultEvery || a.FlushEvery != DefaultFlushEvery {
+		t.Errorf("defaults: %+v, %v", a, err)
+	}
+}
