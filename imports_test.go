@@ -41,7 +41,9 @@ var layer = map[string]int{
 // (not part of any layer), so every layer may use them: internal/conf, the
 // typed-config machinery behind config.Config.
 var leafUtilities = map[string]bool{
-	"internal/conf": true,
+	"internal/conf":    true,
+	"internal/durable": true, // fsync of a directory
+	"internal/waitfor": true, // a bounded wait on a WaitGroup
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -245,7 +246,7 @@ func (st *stream) closeSubscribers(conns []*wsConn) {
 // waitConns waits for every connection of st to end, dropping those still
 // open after the grace.
 func (st *stream) waitConns(conns []*wsConn, grace time.Duration) bool {
-	if waitTimeout(&st.life.handlers, grace) {
+	if waitfor.Group(&st.life.handlers, grace) {
 		return true
 	}
 	for _, c := range conns {

@@ -17,6 +17,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
@@ -292,7 +293,7 @@ func (s *Server) teardown(ent *entry) error {
 	for i, st := range streams {
 		st.closeSubscribers(conns[i])
 	}
-	if !waitTimeout(&s.handlers, 2*closeGrace) {
+	if !waitfor.Group(&s.handlers, 2*closeGrace) {
 		s.logger.Warn("connections still open after the grace period; dropping them")
 		s.mu.Lock()
 		for c := range s.conns {
@@ -405,23 +406,6 @@ func (s *Server) Close() error {
 	cancel()
 	<-done
 	return nil
-}
-
-// waitTimeout waits for wg, reporting false when d passed first.
-func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // track registers a WebSocket handler; false while stopping.

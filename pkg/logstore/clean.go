@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/streamcast/streamcast/internal/durable"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
@@ -132,7 +133,7 @@ func (l *Log) drainLocal(ctx context.Context) (int, error) {
 		}
 		done = append(done, name)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return 0, err
 	}
 	return len(done), l.forget(ctx, tierLocal, done)
@@ -141,8 +142,14 @@ func (l *Log) drainLocal(ctx context.Context) (int, error) {
 // liveNames returns the names under files/ that a record other than the
 // delete queue mentions.
 func (l *Log) liveNames(ctx context.Context) (map[string]bool, error) {
-	rows, err := l.rdb.QueryContext(ctx, `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
+	return l.nameSet(ctx, `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
 		UNION ALL SELECT name FROM compact_intents UNION ALL SELECT name FROM publish_intents`)
+}
+
+// nameSet runs query, which selects one text column of file names, and
+// returns the names as a set.
+func (l *Log) nameSet(ctx context.Context, query string) (map[string]bool, error) {
+	rows, err := l.rdb.QueryContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("read file records: %w", err)
 	}
@@ -151,7 +158,7 @@ func (l *Log) liveNames(ctx context.Context) (map[string]bool, error) {
 	for rows.Next() {
 		var n string
 		if err := rows.Scan(&n); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("read file records: %w", err)
 		}
 		known[n] = true
 	}

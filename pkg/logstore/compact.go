@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/streamcast/streamcast/internal/durable"
 	"github.com/streamcast/streamcast/pkg/logstore/colstats"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 )
@@ -206,7 +207,7 @@ func (l *Log) recoverCompactions(ctx context.Context) error {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove %s left by an interrupted merge: %w", name, err)
 		}
-		if err := syncDir(dir); err != nil {
+		if err := durable.SyncDir(dir); err != nil {
 			return err
 		}
 		if err := l.writeTx(ctx, func(c *sql.Conn) error {
@@ -437,7 +438,7 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 		return out, err
 	}
 	out.stats = string(enc)
-	return out, syncDir(filepath.Dir(path))
+	return out, durable.SyncDir(filepath.Dir(path))
 }
 
 // concatRecords concatenates records of one schema into one.

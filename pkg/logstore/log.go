@@ -17,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/streamcast/streamcast/internal/durable"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -163,7 +164,7 @@ func Create(dir string, sch *schema.Schema, cfg Config, opts ...Option) (*Log, e
 	if err := initBuffer(dir, sch, cfg, o.clock.Now()); err != nil {
 		return undo(err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return undo(err)
 	}
 	l, err := open(dir, Writer, lk, o)
@@ -456,23 +457,6 @@ func metaBytes(v any) []byte {
 		return v
 	case string:
 		return []byte(v)
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory so entries created or removed in it survive a
-// crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
 	return nil
 }

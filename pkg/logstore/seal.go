@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/streamcast/streamcast/internal/durable"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 )
 
@@ -205,7 +206,7 @@ func (l *Log) recoverSeals(ctx context.Context) error {
 		if err := os.Remove(filepath.Join(dir, it.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove %s left by an interrupted seal of [%d,%d): %w", it.name, it.start, it.end, err)
 		}
-		if err := syncDir(dir); err != nil {
+		if err := durable.SyncDir(dir); err != nil {
 			return err
 		}
 		err := l.writeTx(ctx, func(c *sql.Conn) error {
@@ -238,7 +239,7 @@ func (l *Log) recoverSeals(ctx context.Context) error {
 		removed = true
 	}
 	if removed {
-		return syncDir(dir)
+		return durable.SyncDir(dir)
 	}
 	return nil
 }
@@ -247,21 +248,8 @@ func (l *Log) recoverSeals(ctx context.Context) error {
 // compaction intents, and of files queued for deletion: every name under
 // files/ that some record accounts for.
 func (l *Log) fileNames(ctx context.Context) (map[string]bool, error) {
-	rows, err := l.rdb.QueryContext(ctx, `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
+	return l.nameSet(ctx, `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
 		UNION ALL SELECT name FROM compact_intents UNION ALL SELECT path FROM delete_queue WHERE tier = 'local'`)
-	if err != nil {
-		return nil, fmt.Errorf("read file records: %w", err)
-	}
-	defer rows.Close()
-	known := map[string]bool{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, fmt.Errorf("read file records: %w", err)
-		}
-		known[n] = true
-	}
-	return known, rows.Err()
 }
 
 // sealInput is the buffered rows one seal takes: whole groups from start.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 )
@@ -157,7 +158,7 @@ func (c *roleChild) watch(p *proc, out, sig *os.File) {
 	err := p.cmd.Wait()
 	// The pipes end with the process, unless something it started holds
 	// them open; never wait for that for long.
-	if !waitTimeout(&readers, pipeDrainWait) {
+	if !waitfor.Group(&readers, pipeDrainWait) {
 		out.Close()
 		sig.Close()
 		readers.Wait()
@@ -476,21 +477,4 @@ func (f *forker) start(cmd *exec.Cmd) error {
 func (f *forker) close() {
 	close(f.reqs)
 	<-f.done
-}
-
-// waitTimeout waits for wg, reporting false when d passed first.
-func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/streamcast/streamcast/internal/durable"
 )
 
 // Write writes rec to path (which must not exist) as zstd Parquet in
@@ -59,7 +61,7 @@ func Write(path string, rec arrow.RecordBatch) (int64, error) {
 	if err := f.Close(); err != nil {
 		return 0, err
 	}
-	return st.Size(), syncDir(filepath.Dir(path))
+	return st.Size(), durable.SyncDir(filepath.Dir(path))
 }
 
 // ArrowBytes sums the buffer sizes of a record's columns.
@@ -82,21 +84,4 @@ func dataBytes(d arrow.ArrayData) int64 {
 		n += dataBytes(c)
 	}
 	return n
-}
-
-// syncDir fsyncs a directory, so the entries just made in it survive a
-// crash (logstore keeps the same function for its own directories).
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
 }

@@ -21,6 +21,8 @@ import (
 	icebergio "github.com/apache/iceberg-go/io"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // the s3:// scheme for table IO
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/streamcast/streamcast/internal/durable"
 )
 
 // Properties streamcast keeps on the published table and its snapshots.
@@ -301,7 +303,7 @@ func (pt *Table) Upload(ctx context.Context, src, dest string) error {
 			return err
 		}
 		if err := os.Link(src, dest); err == nil {
-			return syncDir(filepath.Dir(dest))
+			return durable.SyncDir(filepath.Dir(dest))
 		} else if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("%s exists already: %w", dest, err)
 		}
@@ -349,7 +351,7 @@ func copyFile(src, dest string) error {
 	if err := out.Close(); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(dest))
+	return durable.SyncDir(filepath.Dir(dest))
 }
 
 // File is what reading a Parquet file needs.
@@ -546,21 +548,4 @@ func (pt *Table) Norm(p string) string {
 		p = "s3://" + p[len("s3a://"):]
 	}
 	return strings.TrimSuffix(path.Clean(strings.Replace(p, "://", ":/", 1)), "/")
-}
-
-// syncDir fsyncs a directory, so the entries just made in it survive a
-// crash (logstore keeps the same function for its own directories).
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
 }

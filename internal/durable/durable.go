@@ -1,0 +1,27 @@
+// Package durable holds the one fsync-of-a-directory helper that the
+// storage packages share: a file's creation, rename or hard link survives a
+// crash only once its directory is synced as well. It imports nothing of
+// the module, so every layer may use it, and it never writes data itself.
+package durable
+
+import (
+	"fmt"
+	"os"
+)
+
+// SyncDir fsyncs the directory dir, so that entries created, renamed or
+// removed in it survive a crash.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+// Package waitfor bounds a wait on a sync.WaitGroup, for shutdowns that
+// must not hang on a peer that never lets go. It imports nothing of the
+// module, so every layer may use it.
+package waitfor
+
+import (
+	"sync"
+	"time"
+)
+
+// Group waits for wg, reporting false when d passed first. On a timeout the
+// goroutine that waits on wg lives on until wg is done: callers use it only
+// for groups whose members are already being stopped.
+func Group(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
