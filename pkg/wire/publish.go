@@ -258,6 +258,14 @@ func (p *Publisher) submit(ctx context.Context, rows int, build func([]byte) []b
 	p.pending = append(p.pending, a)
 	p.mu.Unlock()
 	if err := p.conn.WriteMessage(websocket.TextMessage, b); err != nil {
+		if errors.Is(err, websocket.ErrCloseSent) && !p.closing.Load() {
+			// The server closed the connection: gorilla answered its close
+			// frame from the reader, which is about to record the server's
+			// reason (4409 superseded, 1001 …). That reason, not "close
+			// sent", is what this ack and every later call must report.
+			<-p.dead
+			return a, nil
+		}
 		// The reader fails every pending ack, this one included, once the
 		// socket is closed under it.
 		p.fail(fmt.Errorf("publish to %q: %w", p.req.Stream, err))
