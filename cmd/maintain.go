@@ -20,7 +20,7 @@ func newMaintainCmd(a *app) *cobra.Command {
 	args := maintain.DefaultArgs()
 	roles := logstore.RoleNames()
 	cmd := &cobra.Command{
-		Use:   "maintain --role ROLE --every DUR --log PATH...",
+		Use:   maintain.Command + " --role ROLE --every DUR --log PATH...",
 		Short: "Run one maintenance role over logs in a loop (started by serve)",
 		Long: `Run one maintenance role over one or more logs, a pass over every log each
 --every, beside the serve process that writes them. serve starts one

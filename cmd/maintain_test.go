@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -186,3 +187,30 @@ func TestMaintainLogLinesNameTheRoleOnce(t *testing.T) {
 }
 
 func syscallKill(pid int) error { return unix.Kill(pid, unix.SIGUSR1) }
+
+// TestServesChildCommandLineIsWhatMaintainParses: the command line serve's
+// supervisor renders for a child (maintain.CommandLine, every root and role
+// flag set) is accepted by this command tree: it gets as far as opening the
+// log, never a usage error (exit 2), and logs JSON as asked.
+func TestServesChildCommandLineIsWhatMaintainParses(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no", "such", "log")
+	cfgFile := filepath.Join(dir, "streamcast.yaml")
+	if err := os.WriteFile(cfgFile, []byte("log: {level: info}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	t.Setenv(configEnv, "")
+	line := maintain.CommandLine(cfgFile, "debug", "json", maintain.Args{
+		Role: logstore.RoleClean, Every: time.Second, FlushEvery: time.Minute, Logs: []string{missing},
+		Override: logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: time.Minute, LocalDeleteGrace: time.Second,
+			PublishedSnapshotRetention: time.Hour, S3: logstore.S3Config{Endpoint: "http://127.0.0.1:1", Region: "r", PathStyle: true}},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errOut bytes.Buffer
+	code := Run(ctx, line, strings.NewReader(""), &bytes.Buffer{}, &errOut)
+	if code != ExitFailure || !strings.Contains(errOut.String(), "no log at "+missing) {
+		t.Fatalf("%q: exit %d, want %d (the missing log, not a usage error); stderr:\n%s", line, code, ExitFailure, errOut.String())
+	}
+}

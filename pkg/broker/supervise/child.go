@@ -77,16 +77,12 @@ func isClosed(c <-chan struct{}) bool {
 // readyFD is the descriptor a child reports on: its first ExtraFiles entry.
 const readyFD = 3
 
-// args is the child's command line: no secret ever goes here. The role's
-// flags are rendered by maintain.Args, the one definition `streamcast
-// maintain` parses them with; before them come the root command's logging
-// and config flags, which every streamcast command takes.
+// args is the child's command line: no secret ever goes here. It is
+// rendered by maintain.CommandLine, from the same names `streamcast
+// maintain` and the root command parse it with. Children log JSON, which
+// the supervisor reads back into serve's log.
 func (c *roleChild) args() []string {
 	s := c.sup
-	a := []string{"maintain", "--log-format", "json", "--log-level", s.level}
-	if s.configFile != "" {
-		a = append(a, "--config", s.configFile)
-	}
 	role := maintain.Args{
 		Role:       c.role,
 		Every:      c.every,
@@ -95,7 +91,7 @@ func (c *roleChild) args() []string {
 		Override:   s.Overrides,
 		ReadyFD:    readyFD,
 	}
-	return append(a, role.Args()...)
+	return maintain.CommandLine(s.configFile, s.level, "json", role)
 }
 
 // spawn starts a process for c, unless c is stopping.

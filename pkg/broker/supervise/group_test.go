@@ -28,7 +28,7 @@ func TestOverridesReachTheChildrensArgs(t *testing.T) {
 	args := sup.children[0].args()
 	// The root command's flags come first; the role's are logstore's.
 	i := slices.Index(args, "--role")
-	if args[0] != "maintain" || i < 0 {
+	if args[0] != maintain.Command || i < 0 {
 		t.Fatalf("maintain args %q", args)
 	}
 	got, err := maintain.ParseArgs(args[i:])

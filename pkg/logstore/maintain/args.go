@@ -54,6 +54,29 @@ const (
 	flagReadyFD                    = "ready-fd"
 )
 
+// A child's whole command line is the subcommand, the flags every
+// streamcast command takes, then Args. cmd names its root flags and the
+// subcommand from these, so that renaming one fails to compile instead of
+// failing serve's children at run time.
+const (
+	Command       = "maintain"
+	FlagConfig    = "config"
+	FlagLogLevel  = "log-level"
+	FlagLogFormat = "log-format"
+)
+
+// CommandLine renders a child's whole command line (without the executable):
+// the subcommand, the root flags (configFile only when set), then a's flags.
+// No secret ever goes on it: credentials reach children through their
+// environment.
+func CommandLine(configFile, logLevel, logFormat string, a Args) []string {
+	line := []string{Command, "--" + FlagLogFormat, logFormat, "--" + FlagLogLevel, logLevel}
+	if configFile != "" {
+		line = append(line, "--"+FlagConfig, configFile)
+	}
+	return append(line, a.Args()...)
+}
+
 // Defaults of a maintain command line that does not set them.
 const (
 	DefaultEvery      = time.Second
