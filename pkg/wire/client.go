@@ -79,6 +79,20 @@ func resolveURL(raw string, merge func(*Request) error) (*url.URL, Request, erro
 	return u, req, nil
 }
 
+// connect resolves a stream URL with merge (see resolveURL), opens the
+// WebSocket and reads the greeting: the start Subscribe and Publish share.
+func connect(ctx context.Context, raw string, o *DialOptions, merge func(*Request) error) (*websocket.Conn, Request, *Greeting, error) {
+	u, req, err := resolveURL(raw, merge)
+	if err != nil {
+		return nil, req, nil, err
+	}
+	conn, g, err := dial(ctx, u, req, o)
+	if err != nil {
+		return nil, req, nil, err
+	}
+	return conn, req, g, nil
+}
+
 // dial opens the WebSocket and reads the greeting. A close before the
 // greeting is returned as the typed error of its code.
 func dial(ctx context.Context, u *url.URL, req Request, o *DialOptions) (*websocket.Conn, *Greeting, error) {

@@ -96,7 +96,7 @@ func (a *Ack) settle(offsets []int64, dup bool, err error) {
 // a refusal (*StreamRetired, *StreamNotFound, *ExactlyOnceUnavailable, …) is
 // returned here.
 func Publish(ctx context.Context, rawURL string, opts PublishOptions) (*Publisher, error) {
-	u, req, err := resolveURL(rawURL, func(r *Request) error {
+	conn, req, g, err := connect(ctx, rawURL, &opts.DialOptions, func(r *Request) error {
 		if r.Offset != Null || r.Where != nil {
 			return errors.New("a publisher takes no offset or where; remove them from the URL")
 		}
@@ -112,10 +112,6 @@ func Publish(ctx context.Context, rawURL string, opts PublishOptions) (*Publishe
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	conn, g, err := dial(ctx, u, req, &opts.DialOptions)
 	if err != nil {
 		return nil, err
 	}

@@ -58,7 +58,7 @@ type Subscription struct {
 // (*NotReplayable, *StreamNotFound, *BadRequest, …) is returned here rather
 // than from the first Recv.
 func Subscribe(ctx context.Context, rawURL string, opts SubscribeOptions) (*Subscription, error) {
-	u, req, err := resolveURL(rawURL, func(r *Request) error {
+	conn, req, g, err := connect(ctx, rawURL, &opts.DialOptions, func(r *Request) error {
 		if r.Publish {
 			return errors.New("the URL asks to publish; subscribe to the stream's URL without ?publish")
 		}
@@ -85,10 +85,6 @@ func Subscribe(ctx context.Context, rawURL string, opts SubscribeOptions) (*Subs
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	conn, g, err := dial(ctx, u, req, &opts.DialOptions)
 	if err != nil {
 		return nil, err
 	}
