@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // writevFrames is how many frames one write takes at most: the kernel's
@@ -19,6 +21,14 @@ const writevFrames = 1024
 // closeGrace bounds how long a connection waits for its queued frames and its
 // close frame to be written, and for the peer to answer a close.
 const closeGrace = 5 * time.Second
+
+// maxAbsorbedControl is how many control frames a peer may send while an
+// answer of the server's is still unwritten (its writer is blocked on the
+// peer) before the connection counts as a control flood and is closed with
+// 1008. Each such ping only replaces the one pending pong (RFC 6455 §5.5.3
+// allows answering the most recent ping only), so memory stays bounded
+// either way; the limit stops the CPU a flood would cost.
+const maxAbsorbedControl = 1024
 
 // dropGrace bounds how long a subscriber dropped for falling behind (4429) has
 // to take its contiguous prefix and the close frame.
@@ -68,7 +78,10 @@ type wsConn struct {
 	mu         sync.Mutex
 	out        [][]byte // data frames waiting for the writer, in order
 	spare      [][]byte // the writer's previous batch, recycled for out
-	ctrl       [][]byte // control frames (ping, pong) to write before out
+	ctrl       [][]byte // the server's pings, written before out
+	pong       []byte   // the answer to the peer's latest ping, unwritten; a newer ping replaces it
+	absorbed   int      // control frames read while a control frame of ours was unwritten
+	flooded    bool     // the peer flooded control frames; it is being closed
 	closing    []byte   // close frame to write once out is written; nil = none yet
 	closeCode  int      // code of closing
 	closeSent  bool     // closing was handed to the writer
@@ -83,14 +96,14 @@ func newConn(srv *Server, ws *websocket.Conn, st *stream) *wsConn {
 	c := &wsConn{srv: srv, ws: ws, nc: ws.NetConn(), st: st, ctx: ctx, cancel: cancel}
 	// All writes go through the writer: answer pings and closes through it,
 	// never through gorilla's own control writes.
+	// A control frame proves the peer alive only while the server's own
+	// control frames reach it: one read while our pong or ping still waits
+	// for a blocked writer says nothing about whether the peer reads.
 	ws.SetPingHandler(func(data string) error {
-		c.reads.Add(1)
-		c.enqueueCtrl(frame.Control(frame.OpPong, []byte(data)))
-		return nil
+		return c.controlIn(frame.Control(frame.OpPong, []byte(data)))
 	})
 	ws.SetPongHandler(func(string) error {
-		c.reads.Add(1)
-		return nil
+		return c.controlIn(nil)
 	})
 	ws.SetCloseHandler(func(code int, _ string) error {
 		c.mu.Lock()
@@ -136,6 +149,52 @@ func (c *wsConn) enqueue(frames ...[]byte) {
 	c.mu.Unlock()
 }
 
+// errControlFlood ends the read loop of a peer that floods control frames.
+var errControlFlood = errors.New("the peer flooded control frames")
+
+// controlIn accounts for a control frame read from the peer: pong, when
+// not nil, is the answer to a ping, and replaces any answer still pending.
+// It returns errControlFlood, which ends the read loop, once the peer has
+// sent maxAbsorbedControl frames without reading ours; the connection is
+// then closed with 1008 and logged once.
+func (c *wsConn) controlIn(pong []byte) error {
+	c.mu.Lock()
+	if c.dead || c.closeSent || c.flooded {
+		c.mu.Unlock()
+		return nil
+	}
+	pending := c.pong != nil || len(c.ctrl) > 0
+	if pending {
+		c.absorbed++
+	}
+	if pong != nil {
+		c.pong = pong
+		if c.canStartLocked() {
+			c.startWriterLocked()
+		}
+	}
+	flood := c.absorbed > maxAbsorbedControl
+	if flood {
+		c.flooded = true
+		c.pong = nil
+		c.closeLocked(websocket.ClosePolicyViolation, wire.CloseReason("control_flood", wire.Field{Key: "max_unanswered", Value: maxAbsorbedControl}))
+	}
+	c.mu.Unlock()
+	if !pending {
+		c.reads.Add(1)
+	}
+	if flood {
+		stream := ""
+		if c.st != nil {
+			stream = c.st.name
+		}
+		c.srv.logger.Warn("closing a connection that sends control frames without reading the answers (1008)",
+			"remote", c.nc.RemoteAddr().String(), "stream", stream, "unanswered", maxAbsorbedControl)
+		return errControlFlood
+	}
+	return nil
+}
+
 // enqueueCtrl queues a control frame, written ahead of queued data frames.
 func (c *wsConn) enqueueCtrl(frame []byte) {
 	c.mu.Lock()
@@ -174,7 +233,7 @@ func (c *wsConn) closeLocked(code int, reason string) bool {
 func (c *wsConn) abort() {
 	c.mu.Lock()
 	c.dead = true
-	c.out, c.ctrl = nil, nil
+	c.out, c.ctrl, c.pong = nil, nil, nil
 	c.mu.Unlock()
 	_ = c.nc.Close()
 	if c.onDead != nil {
@@ -203,6 +262,10 @@ func (c *wsConn) writeLoop() {
 		ctrl = append(ctrl[:0], c.ctrl...)
 		clear(c.ctrl)
 		c.ctrl = c.ctrl[:0]
+		if c.pong != nil {
+			ctrl = append(ctrl, c.pong)
+			c.pong, c.absorbed = nil, 0
+		}
 		batch := c.out
 		c.out = c.spare
 		c.spare = nil
@@ -225,7 +288,7 @@ func (c *wsConn) writeLoop() {
 			c.mu.Lock()
 			c.dead = true
 			c.writing = false
-			c.out, c.ctrl = nil, nil
+			c.out, c.ctrl, c.pong = nil, nil, nil
 			c.mu.Unlock()
 			_ = c.nc.Close()
 			if c.onDead != nil {
@@ -309,11 +372,15 @@ func (c *wsConn) writeDirect(b []byte) error {
 func (c *wsConn) takeCtrl() [][]byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.ctrl) == 0 {
+	if len(c.ctrl) == 0 && c.pong == nil {
 		return nil
 	}
 	out := c.ctrl
 	c.ctrl = nil
+	if c.pong != nil {
+		out = append(out, c.pong)
+		c.pong, c.absorbed = nil, 0
+	}
 	return out
 }
 
@@ -351,7 +418,7 @@ func (c *wsConn) finish() {
 	c.wg.Wait()
 	c.mu.Lock()
 	c.dead = true
-	c.out, c.spare, c.ctrl = nil, nil, nil
+	c.out, c.spare, c.ctrl, c.pong = nil, nil, nil, nil
 	c.mu.Unlock()
 	_ = c.nc.Close()
 }
