@@ -406,16 +406,6 @@ func (ps *pubState) offsets(dst []int64, seq, n int64) []int64 {
 // decodeSeq splits an exactly-once frame, [seq, row] or [seq, [rows…]], and
 // validates its rows. On failure it returns the reply's error code and detail.
 func (p *publisher) decodeSeq(rows [][]byte, data []byte) (int64, [][]byte, string, string) {
-	seq, rows, code, detail := p.decodeSeqRows(rows, data)
-	if code != "" {
-		if msg := syntaxError(data); msg != "" {
-			return 0, nil, wire.ReplyBadFrame, msg
-		}
-	}
-	return seq, rows, code, detail
-}
-
-func (p *publisher) decodeSeqRows(rows [][]byte, data []byte) (int64, [][]byte, string, string) {
 	const shape = "a publisher with an id sends [seq, row] or [seq, [rows…]], seq being the number of the frame's first row"
 	b := trimSpace(data)
 	if len(b) == 0 {
@@ -438,7 +428,7 @@ func (p *publisher) decodeSeqRows(rows [][]byte, data []byte) (int64, [][]byte, 
 	if err != nil || seq < 1 {
 		return 0, nil, wire.ReplyBadFrame, fmt.Sprintf("seq %.30s is not a whole number ≥ 1 (a fresh publisher id starts at 1; resume from the greeting's last_seq + 1)", elems[0])
 	}
-	rows, code, detail := p.decodeRows(rows, elems[1])
+	rows, code, detail := p.decode(rows, elems[1])
 	if code != "" {
 		return 0, nil, code, detail
 	}

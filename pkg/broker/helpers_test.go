@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -29,13 +30,20 @@ const (
 	childAddrEnv = "STREAMCAST_BROKER_TEST_ADDR_FILE"
 )
 
+// helperForker starts the tests' helper servers from one locked thread that
+// lives as long as the test binary. Pdeathsig fires when the forking thread
+// ends, not the process: forked from an ordinary goroutine, versitygw would
+// die whenever a Server's own forker, locked to that same thread, exits at
+// Close.
+var helperForker *supervise.Forker // made and closed by TestMain
+
 func TestMain(m *testing.M) {
 	if cfgJSON := os.Getenv(childEnv); cfgJSON != "" {
 		os.Exit(runChild(cfgJSON, os.Getenv(childAddrEnv)))
 	}
-	helperForker = newForker()
+	helperForker = supervise.NewForker()
 	code := m.Run()
-	helperForker.close() // its helpers were stopped by their tests' cleanups
+	helperForker.Close() // its helpers were stopped by their tests' cleanups
 	if streamcastBinary.dir != "" {
 		_ = os.RemoveAll(streamcastBinary.dir)
 	}

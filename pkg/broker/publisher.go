@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -249,17 +248,7 @@ func (p *publisher) handle(typ int, data []byte) {
 	if j != nil {
 		rows = j.one[:0]
 	}
-	var seq int64
-	var code, detail string
-	if p.ps != nil {
-		seq, rows, code, detail = p.decodeSeq(rows, data)
-	} else {
-		rows, code, detail = p.decode(rows, data)
-		if code == wire.ReplyBadFrame && hasSeq(data) && !strings.HasPrefix(detail, notJSONPrefix) {
-			detail = "publish frame starts with a number, like an exactly-once [seq, row] frame, but this connection " +
-				"has no publisher id; send the row(s) without a seq, or connect with &publisher=ID to a stream with exactly_once: true"
-		}
-	}
+	seq, rows, code, detail := p.decodeFrame(rows, data, p.ps != nil)
 	if code != "" {
 		p.resolve(slot, frame.ErrorReply(code, detail))
 		return
@@ -305,22 +294,35 @@ func hasSeq(data []byte) bool {
 	return len(b) > 0 && (b[0] == '-' || (b[0] >= '0' && b[0] <= '9'))
 }
 
-// decode splits and validates a publish frame into canonical rows (one
-// allocation holds them all). On failure it returns the reply's error code
-// and detail; a frame that is not valid JSON is a bad_frame saying where it
-// stops being JSON (checked only on the error paths, so a valid frame is
-// parsed once).
-func (p *publisher) decode(rows [][]byte, data []byte) ([][]byte, string, string) {
-	rows, code, detail := p.decodeRows(rows, data)
-	if code != "" {
-		if msg := syntaxError(data); msg != "" {
-			return nil, wire.ReplyBadFrame, msg
-		}
+// decodeFrame decodes a publish frame: [seq, row] or [seq, [rows…]] from an
+// exactly-once publisher, else a row or a list of rows. On failure it
+// returns the reply's error code and detail. Whether the frame is valid JSON
+// at all is asked only then, so a valid frame is parsed once; a frame that
+// is not is a bad_frame saying where it stops being JSON.
+func (p *publisher) decodeFrame(rows [][]byte, data []byte, exactlyOnce bool) (seq int64, _ [][]byte, code, detail string) {
+	if exactlyOnce {
+		seq, rows, code, detail = p.decodeSeq(rows, data)
+	} else {
+		rows, code, detail = p.decode(rows, data)
 	}
-	return rows, code, detail
+	if code == "" {
+		return seq, rows, "", ""
+	}
+	switch msg := syntaxError(data); {
+	case msg != "":
+		detail = msg
+		code = wire.ReplyBadFrame
+	case !exactlyOnce && code == wire.ReplyBadFrame && hasSeq(data):
+		detail = "publish frame starts with a number, like an exactly-once [seq, row] frame, but this connection " +
+			"has no publisher id; send the row(s) without a seq, or connect with &publisher=ID to a stream with exactly_once: true"
+	}
+	return 0, nil, code, detail
 }
 
-func (p *publisher) decodeRows(rows [][]byte, data []byte) ([][]byte, string, string) {
+// decode splits and validates a publish frame into canonical rows (one
+// allocation holds them all). On failure it returns the reply's error code
+// and detail.
+func (p *publisher) decode(rows [][]byte, data []byte) ([][]byte, string, string) {
 	sch := p.st.sch
 	b := trimSpace(data)
 	if len(b) == 0 {

@@ -75,8 +75,8 @@ func FuzzPublishFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, sc := range []*schema.Schema{sch, schema.Any()} {
 			p := &publisher{st: &stream{sch: sc}}
-			rows, code, detail := p.decode(nil, data)
-			_, seqRows, seqCode, seqDetail := p.decodeSeq(nil, data)
+			_, rows, code, detail := p.decodeFrame(nil, data, false)
+			_, seqRows, seqCode, seqDetail := p.decodeFrame(nil, data, true)
 			if !json.Valid(data) {
 				for _, got := range [][2]string{{code, detail}, {seqCode, seqDetail}} {
 					if got[0] != wire.ReplyBadFrame || !strings.HasPrefix(got[1], notJSONPrefix) {

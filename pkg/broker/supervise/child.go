@@ -115,7 +115,7 @@ func (c *roleChild) spawn() (*proc, error) {
 	cmd.Stdout, cmd.Stderr = outW, outW
 	cmd.ExtraFiles = []*os.File{sigW} // descriptor 3 (readyFD)
 	cmd.SysProcAttr = childProcAttr()
-	err = c.sup.forker.start(cmd)
+	err = c.sup.forker.Start(cmd)
 	outW.Close() // the child holds its own copies now
 	sigW.Close()
 	if err != nil {
@@ -433,13 +433,14 @@ func quoteLine(s string) string {
 	return fmt.Sprintf("%q", s)
 }
 
-// forker starts child processes from one goroutine locked to its OS thread
-// for the supervisor's whole life. On Linux the parent-death signal fires
-// when the thread that forked the child exits, not the process: a child
-// forked from an ordinary goroutine could be killed whenever the runtime
-// retires that thread. This thread exits only when close ends the loop,
-// after every child is gone.
-type forker struct {
+// Forker starts child processes from one goroutine locked to its OS thread
+// for its whole life. On Linux the parent-death signal fires when the
+// thread that forked the child exits, not the process: a child forked from
+// an ordinary goroutine could be killed whenever the runtime retires that
+// thread. This thread exits only when Close ends the loop, after every
+// child is gone. A Group has its own; tests that fork helper servers (an
+// S3 server that must outlive every Group) make another.
+type Forker struct {
 	reqs chan forkReq
 	done chan struct{}
 }
@@ -449,13 +450,14 @@ type forkReq struct {
 	err chan error
 }
 
-func newForker() *forker {
-	f := &forker{reqs: make(chan forkReq), done: make(chan struct{})}
+// NewForker starts the forking goroutine; Close stops it.
+func NewForker() *Forker {
+	f := &Forker{reqs: make(chan forkReq), done: make(chan struct{})}
 	go f.loop()
 	return f
 }
 
-func (f *forker) loop() {
+func (f *Forker) loop() {
 	defer close(f.done)
 	// Never unlocked: the thread ends with the goroutine.
 	runtime.LockOSThread()
@@ -464,13 +466,15 @@ func (f *forker) loop() {
 	}
 }
 
-func (f *forker) start(cmd *exec.Cmd) error {
+// Start runs cmd.Start on the forking thread.
+func (f *Forker) Start(cmd *exec.Cmd) error {
 	r := forkReq{cmd: cmd, err: make(chan error, 1)}
 	f.reqs <- r
 	return <-r.err
 }
 
-func (f *forker) close() {
+// Close ends the forking goroutine and its thread.
+func (f *Forker) Close() {
 	close(f.reqs)
 	<-f.done
 }

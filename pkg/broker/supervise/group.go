@@ -77,7 +77,7 @@ type Group struct {
 	readyTimeout time.Duration
 	waits        StopWaits
 
-	forker   *forker
+	forker   *Forker
 	children []*roleChild
 	wg       sync.WaitGroup // supervise loops and process watchers
 }
@@ -117,7 +117,7 @@ func New(exe, configFile string, roles []Schedule, logs []string, flushEvery, re
 // so does ctx ending. On failure every child started is killed before
 // Start returns.
 func (s *Group) Start(ctx context.Context) error {
-	s.forker = newForker()
+	s.forker = NewForker()
 	first := make([]*proc, len(s.children))
 	for i, c := range s.children {
 		p, err := c.spawn()
@@ -171,7 +171,7 @@ func (s *Group) abort() {
 		}
 	}
 	s.wg.Wait()
-	s.forker.close()
+	s.forker.Close()
 }
 
 // Stop ends every child in the order that leaves each acknowledged row
@@ -233,7 +233,7 @@ func (s *Group) Stop(logs []*logstore.Log) {
 	}
 	others.Wait()
 	s.wg.Wait()
-	s.forker.close()
+	s.forker.Close()
 	s.logger.Info("maintenance children stopped")
 }
 
@@ -252,7 +252,7 @@ func (s *Group) Halt() {
 	}
 	wg.Wait()
 	s.wg.Wait()
-	s.forker.close()
+	s.forker.Close()
 	s.logger.Info("maintenance children stopped, to restart over another set of logs")
 }
 
