@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 )
 
@@ -27,26 +27,7 @@ func serve(t *testing.T) string {
 	trades := config.DefaultStream("trades")
 	trades.Schema = config.RawJSON(config.DemoSchema)
 	cfg.Streams = []config.Stream{trades}
-	srv, err := broker.New(cfg, broker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Run(context.Background()) }()
-	select {
-	case <-srv.Ready():
-	case err := <-errc:
-		t.Fatal(err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("server not ready after 20s")
-	}
-	t.Cleanup(func() {
-		_ = srv.Close()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return "ws://" + srv.Addr().String()
+	return brokertest.Start(t, cfg)
 }
 
 func ctxT(t *testing.T) context.Context {

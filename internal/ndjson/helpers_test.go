@@ -13,7 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
-	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -137,26 +137,7 @@ func serve(t *testing.T, tweak func(*config.Config)) string {
 // ws:// base URL.
 func startServer(t *testing.T, cfg config.Config) string {
 	t.Helper()
-	srv, err := broker.New(cfg, broker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Run(context.Background()) }()
-	select {
-	case <-srv.Ready():
-	case err := <-errc:
-		t.Fatal(err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("server not ready after 20s")
-	}
-	t.Cleanup(func() {
-		_ = srv.Close()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return "ws://" + srv.Addr().String()
+	return brokertest.Start(t, cfg)
 }
 
 func trade(i int) []byte {

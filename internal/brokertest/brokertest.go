@@ -1,0 +1,40 @@
+// Package brokertest runs a real broker in the test's process for the
+// tests of the packages that talk to it (the Go client, the shell tools, the
+// load generator). It is imported by tests only, never by the product.
+package brokertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/broker/config"
+)
+
+// Start runs a broker with cfg until the test ends and returns its ws://
+// base URL. It fails the test when the server is not ready within 20 s, and
+// when Run ends with an error at cleanup.
+func Start(t testing.TB, cfg config.Config) string {
+	t.Helper()
+	srv, err := broker.New(cfg, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Run(context.Background()) }()
+	select {
+	case <-srv.Ready():
+	case err := <-errc:
+		t.Fatal(err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("server not ready after 20s")
+	}
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return "ws://" + srv.Addr().String()
+}
