@@ -3,14 +3,9 @@ package ndjson
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
 	"github.com/streamcast/streamcast/internal/brokertest"
@@ -21,48 +16,6 @@ import (
 // TestMain fails the package when any test leaves a goroutine behind: Tail
 // and Load must end every goroutine they start before they return.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// fakeServer runs script on each accepted connection. It stands in for the
-// broker only in protocol-edge tests; end-to-end tests run the real broker.
-func fakeServer(t *testing.T, script func(t *testing.T, c *websocket.Conn, r *http.Request)) string {
-	t.Helper()
-	var wg sync.WaitGroup
-	up := websocket.Upgrader{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := up.Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		wg.Add(1)
-		defer wg.Done()
-		defer c.Close()
-		script(t, c, r)
-	}))
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		wg.Wait()
-	})
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
-}
-
-func send(t *testing.T, c *websocket.Conn, s string) {
-	if err := c.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
-		t.Logf("fake server write: %v", err)
-	}
-}
-
-// closeWith sends a close frame and waits for the client's echo, so the
-// close is delivered before the socket ends.
-func closeWith(c *websocket.Conn, code int, reason string) {
-	_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
-	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	for {
-		if _, _, err := c.NextReader(); err != nil {
-			return
-		}
-	}
-}
 
 func greeting(end int64, replay *wire.Range) string {
 	g := wire.Greeting{Stream: "trades", EndOffset: end, Replay: replay, Durable: true}

@@ -11,6 +11,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/wire"
+
+	"github.com/streamcast/streamcast/internal/wstest"
 )
 
 const sideSchema = `{"type":"object","properties":{"side":{"type":"integer"}},"required":["side"]}`
@@ -20,12 +22,12 @@ const sideSchema = `{"type":"object","properties":{"side":{"type":"integer"}},"r
 func markServer(t *testing.T, lastSeq int64, reply func(frame string) string) (url string, frames func() []string) {
 	var mu sync.Mutex
 	var got []string
-	url = fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url = wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		g := wire.Greeting{Stream: "t", EndOffset: 100, Durable: true, Schema: []byte(sideSchema)}
 		if id := r.URL.Query().Get("publisher"); id != "" {
 			g.Publisher = &wire.PublisherMark{ID: id, LastSeq: lastSeq, LastOffset: 99}
 		}
-		send(t, c, string(g.AppendJSON(nil)))
+		wstest.Send(t, c, string(g.AppendJSON(nil)))
 		for {
 			_, data, err := c.ReadMessage()
 			if err != nil {
@@ -34,7 +36,7 @@ func markServer(t *testing.T, lastSeq int64, reply func(frame string) string) (u
 			mu.Lock()
 			got = append(got, string(data))
 			mu.Unlock()
-			send(t, c, reply(string(data)))
+			wstest.Send(t, c, reply(string(data)))
 		}
 	})
 	return url, func() []string {

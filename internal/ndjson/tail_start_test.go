@@ -11,6 +11,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/wire"
+
+	"github.com/streamcast/streamcast/internal/wstest"
 )
 
 // freeAddr returns a 127.0.0.1 address with nothing listening on it.
@@ -99,11 +101,11 @@ func TestTailReconnectWaitsForAServerThatIsDownAtStart(t *testing.T) {
 	}
 
 	serveAt(t, addr, func(c *websocket.Conn) {
-		send(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
+		wstest.Send(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
 		for o := int64(1); o < 4; o++ {
-			send(t, c, dataFrame(o))
+			wstest.Send(t, c, dataFrame(o))
 		}
-		closeWith(c, wire.CloseNormal, "")
+		wstest.CloseWith(c, wire.CloseNormal, "")
 	})
 	r := <-done
 	if r.err != nil {

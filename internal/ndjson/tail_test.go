@@ -18,6 +18,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/wire"
+
+	"github.com/streamcast/streamcast/internal/wstest"
 )
 
 func dataFrame(o int64) string {
@@ -27,21 +29,21 @@ func dataFrame(o int64) string {
 // replayServer greets with replay [start, end) (start from ?offset, or live
 // at end) and sends the frames of that range, then runs after.
 func replayServer(t *testing.T, end int64, after func(c *websocket.Conn)) string {
-	return fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	return wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		start := end
 		var replay *wire.Range
 		if o := r.URL.Query().Get("offset"); o != "" {
 			start, _ = strconv.ParseInt(o, 10, 64)
 			replay = &wire.Range{Start: start, End: end}
 		}
-		send(t, c, greeting(end, replay))
+		wstest.Send(t, c, greeting(end, replay))
 		for o := start; o < end; o++ {
-			send(t, c, dataFrame(o))
+			wstest.Send(t, c, dataFrame(o))
 		}
 		if after != nil {
 			after(c)
 		} else {
-			closeWith(c, wire.CloseNormal, "")
+			wstest.CloseWith(c, wire.CloseNormal, "")
 		}
 	})
 }
@@ -59,12 +61,12 @@ func untilClientCloses(c *websocket.Conn) {
 
 func TestTailWritesEachFrameExactlyAsReceived(t *testing.T) {
 	frames := []string{`[1,5,{"a":1}]`, `[ 2 , 6 , {"a": [1, 2]} ]`, `[3,null,{"b":"x y"}]`}
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		wstest.Send(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
 		for _, f := range frames {
-			send(t, c, f)
+			wstest.Send(t, c, f)
 		}
-		closeWith(c, wire.CloseNormal, "")
+		wstest.CloseWith(c, wire.CloseNormal, "")
 	})
 	var out bytes.Buffer
 	res, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(1)}))
@@ -91,7 +93,7 @@ func TestTailRowsPrintsOnlyTheRowObjects(t *testing.T) {
 }
 
 func TestTailCountStopsAfterNRows(t *testing.T) {
-	url := replayServer(t, 100, func(c *websocket.Conn) { closeWith(c, wire.CloseNormal, "") })
+	url := replayServer(t, 100, func(c *websocket.Conn) { wstest.CloseWith(c, wire.CloseNormal, "") })
 	var out bytes.Buffer
 	res, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(10), Count: 5}))
 	if err != nil {
@@ -107,7 +109,7 @@ func TestTailUntilCaughtUpStopsAtTheGreetingsFrontier(t *testing.T) {
 	// must stop at 9 without waiting for the close.
 	url := replayServer(t, 10, func(c *websocket.Conn) {
 		for o := int64(10); o < 20; o++ {
-			send(t, c, dataFrame(o))
+			wstest.Send(t, c, dataFrame(o))
 		}
 		untilClientCloses(c)
 	})
@@ -127,7 +129,7 @@ func TestTailUntilCaughtUpStopsAtTheGreetingsFrontier(t *testing.T) {
 
 func TestTailUntilCaughtUpReturnsAtOnceWhenNothingIsReplayed(t *testing.T) {
 	url := replayServer(t, 10, func(c *websocket.Conn) {
-		send(t, c, dataFrame(10))
+		wstest.Send(t, c, dataFrame(10))
 		untilClientCloses(c)
 	})
 	for _, opts := range []TailOptions{{UntilCaughtUp: true}, {UntilCaughtUp: true, Offset: wire.At(10)}} {
@@ -145,13 +147,13 @@ func TestTailUntilCaughtUpReturnsAtOnceWhenNothingIsReplayed(t *testing.T) {
 
 func TestTailUntilCaughtUpWithWhereFiltersOnTheClient(t *testing.T) {
 	var query atomic.Value
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		query.Store(r.URL.RawQuery)
 		g := wire.Greeting{Stream: "trades", EndOffset: 6, Replay: &wire.Range{Start: 1, End: 6}, Durable: true,
 			Schema: []byte(`{"type":"object","properties":{"side":{"type":"integer"}},"required":["side"]}`)}
-		send(t, c, string(g.AppendJSON(nil)))
+		wstest.Send(t, c, string(g.AppendJSON(nil)))
 		for o := int64(1); o < 6; o++ {
-			send(t, c, fmt.Sprintf(`[%d,0,{"side":%d}]`, o, o%2))
+			wstest.Send(t, c, fmt.Sprintf(`[%d,0,{"side":%d}]`, o, o%2))
 		}
 		untilClientCloses(c)
 	})
@@ -190,29 +192,29 @@ func TestTailReconnectResumesAfterTheLastRowOnTooSlowAndGoingAway(t *testing.T) 
 	var conns atomic.Int32
 	var offsets []string
 	var mu sync.Mutex
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		n := conns.Add(1)
 		mu.Lock()
 		offsets = append(offsets, r.URL.Query().Get("offset"))
 		mu.Unlock()
 		start, _ := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
-		send(t, c, greeting(7, &wire.Range{Start: start, End: 7}))
+		wstest.Send(t, c, greeting(7, &wire.Range{Start: start, End: 7}))
 		switch n {
 		case 1: // two rows, then dropped as too slow with a trimmed reason
-			send(t, c, dataFrame(1))
-			send(t, c, dataFrame(2))
-			closeWith(c, wire.CloseTooSlow, `{"error":"too_slow"}`)
+			wstest.Send(t, c, dataFrame(1))
+			wstest.Send(t, c, dataFrame(2))
+			wstest.CloseWith(c, wire.CloseTooSlow, `{"error":"too_slow"}`)
 		case 2: // one row, then the server restarts
-			send(t, c, dataFrame(3))
-			closeWith(c, wire.CloseGoingAway, "server shutting down")
+			wstest.Send(t, c, dataFrame(3))
+			wstest.CloseWith(c, wire.CloseGoingAway, "server shutting down")
 		case 3: // the connection breaks without a close frame
-			send(t, c, dataFrame(4))
+			wstest.Send(t, c, dataFrame(4))
 			c.NetConn().Close()
 		default:
 			for o := start; o < 7; o++ {
-				send(t, c, dataFrame(o))
+				wstest.Send(t, c, dataFrame(o))
 			}
-			closeWith(c, wire.CloseNormal, "")
+			wstest.CloseWith(c, wire.CloseNormal, "")
 		}
 	})
 	var out bytes.Buffer
@@ -239,11 +241,11 @@ func TestTailReconnectResumesAfterTheLastRowOnTooSlowAndGoingAway(t *testing.T) 
 }
 
 func TestTailWithoutReconnectSaysHowToResume(t *testing.T) {
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, greeting(9, &wire.Range{Start: 1, End: 9}))
-		send(t, c, dataFrame(1))
-		send(t, c, dataFrame(2))
-		closeWith(c, wire.CloseTooSlow, `{"error":"too_slow","offset":3,"behind":8192}`)
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		wstest.Send(t, c, greeting(9, &wire.Range{Start: 1, End: 9}))
+		wstest.Send(t, c, dataFrame(1))
+		wstest.Send(t, c, dataFrame(2))
+		wstest.CloseWith(c, wire.CloseTooSlow, `{"error":"too_slow","offset":3,"behind":8192}`)
 	})
 	var out bytes.Buffer
 	_, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(1)}))
@@ -284,8 +286,8 @@ func TestTailRefusalsSayWhatToRerunWith(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-				closeWith(c, tt.code, tt.reason)
+			url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+				wstest.CloseWith(c, tt.code, tt.reason)
 			})
 			_, err := Tail(ctxT(t), url+"/trades", &bytes.Buffer{}, tailDefaults(TailOptions{Offset: wire.At(5), Reconnect: true}))
 			if err == nil {
@@ -305,8 +307,8 @@ func TestTailRefusalsSayWhatToRerunWith(t *testing.T) {
 }
 
 func TestTailRefusalOfACursorsOffsetNamesTheCursor(t *testing.T) {
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		closeWith(c, wire.CloseNotReplayable, `{"error":"not_replayable","why":"ahead","offset":43,"end_offset":10}`)
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		wstest.CloseWith(c, wire.CloseNotReplayable, `{"error":"not_replayable","why":"ahead","offset":43,"end_offset":10}`)
 	})
 	path := filepath.Join(t.TempDir(), "c")
 	os.WriteFile(path, []byte("42"), 0o644)
@@ -366,16 +368,16 @@ func TestTailCursorMovesOnlyPastLinesThatWereWritten(t *testing.T) {
 func TestTailResumesOneAboveTheCursorAndKeepsItWhenOffsetRereads(t *testing.T) {
 	var asked []string
 	var mu sync.Mutex
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		mu.Lock()
 		asked = append(asked, r.URL.Query().Get("offset"))
 		mu.Unlock()
 		start, _ := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
-		send(t, c, greeting(100, &wire.Range{Start: start, End: 100}))
+		wstest.Send(t, c, greeting(100, &wire.Range{Start: start, End: 100}))
 		for o := start; o < 100; o++ {
-			send(t, c, dataFrame(o))
+			wstest.Send(t, c, dataFrame(o))
 		}
-		closeWith(c, wire.CloseNormal, "")
+		wstest.CloseWith(c, wire.CloseNormal, "")
 	})
 	path := filepath.Join(t.TempDir(), "c")
 	os.WriteFile(path, []byte("9\n"), 0o644)
@@ -431,12 +433,12 @@ func TestTailStopsCleanlyWhenItsContextEnds(t *testing.T) {
 }
 
 func TestTailSavesTheCursorOfAQuietStreamWithoutWaitingForMoreRows(t *testing.T) {
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
-		send(t, c, dataFrame(1))
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		wstest.Send(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
+		wstest.Send(t, c, dataFrame(1))
 		time.Sleep(10 * time.Millisecond) // a second batch, inside the save throttle
-		send(t, c, dataFrame(2))
-		send(t, c, dataFrame(3))
+		wstest.Send(t, c, dataFrame(2))
+		wstest.Send(t, c, dataFrame(3))
 		untilClientCloses(c)
 	})
 	path := filepath.Join(t.TempDir(), "c")

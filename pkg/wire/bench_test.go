@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/internal/wstest"
 )
 
 // BenchmarkRecv measures the subscriber's receive path: a fake server writes
@@ -32,7 +34,7 @@ func BenchmarkRecv(b *testing.B) {
 				return
 			}
 		}
-		closeWith(c, CloseNormal, "")
+		wstest.CloseWith(c, CloseNormal, "")
 	})
 	ctx := context.Background()
 	s, err := Subscribe(ctx, url+"/t", SubscribeOptions{})

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -14,50 +13,11 @@ import (
 
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
+
+	"github.com/streamcast/streamcast/internal/wstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// fakeServer runs script on each accepted connection. It stands in for the
-// broker only in protocol-edge tests; end-to-end tests run the real broker.
-func fakeServer(t *testing.T, script func(t *testing.T, c *websocket.Conn, r *http.Request)) string {
-	t.Helper()
-	var wg sync.WaitGroup
-	up := websocket.Upgrader{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := up.Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		wg.Add(1)
-		defer wg.Done()
-		defer c.Close()
-		script(t, c, r)
-	}))
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		wg.Wait()
-	})
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
-}
-
-func send(t *testing.T, c *websocket.Conn, s string) {
-	if err := c.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
-		t.Logf("fake server write: %v", err)
-	}
-}
-
-func closeWith(c *websocket.Conn, code int, reason string) {
-	_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
-	// Wait for the client's echo so the close is delivered before the socket ends.
-	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	for {
-		if _, _, err := c.NextReader(); err != nil {
-			return
-		}
-	}
-}
 
 func greeting(end int64, replay *Range) string {
 	g := Greeting{Stream: "trades", EndOffset: end, Replay: replay, Durable: true}
@@ -71,12 +31,12 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func TestSubscribeReturnsARefusalBeforeTheGreeting(t *testing.T) {
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		if r.URL.Query().Get("offset") != "100" {
 			t.Errorf("query %q", r.URL.RawQuery)
 		}
 		e := &NotReplayable{Why: WhyTooOld, Offset: 100, EndOffset: 250000, MaxReplay: 100000, Earliest: Null}
-		closeWith(c, e.Code(), e.Reason())
+		wstest.CloseWith(c, e.Code(), e.Reason())
 	})
 	_, err := Subscribe(ctxT(t), url+"/trades", SubscribeOptions{Offset: At(100)})
 	var nr *NotReplayable
@@ -89,9 +49,9 @@ func TestSubscribeReturnsARefusalBeforeTheGreeting(t *testing.T) {
 }
 
 func TestSubscribeNamesTheMissingStream(t *testing.T) {
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		e := &StreamNotFound{Serves: []string{"demo", "trades"}}
-		closeWith(c, e.Code(), e.Reason())
+		wstest.CloseWith(c, e.Code(), e.Reason())
 	})
 	_, err := Subscribe(ctxT(t), url+"/tardes", SubscribeOptions{})
 	var nf *StreamNotFound
@@ -108,9 +68,9 @@ func TestSubscribeRefusesAnOffsetGivenTwice(t *testing.T) {
 }
 
 func TestSubscribeRefusesANonGreeting(t *testing.T) {
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, `{"hello":"world"}`)
-		closeWith(c, CloseNormal, "")
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		wstest.Send(t, c, `{"hello":"world"}`)
+		wstest.CloseWith(c, CloseNormal, "")
 	})
 	_, err := Subscribe(ctxT(t), url+"/t", SubscribeOptions{})
 	var pe *ProtocolError
@@ -120,12 +80,12 @@ func TestSubscribeRefusesANonGreeting(t *testing.T) {
 }
 
 func TestRecvDeliversFramesThenTheTypedClose(t *testing.T) {
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, greeting(13, &Range{10, 13}))
-		send(t, c, `[10,100,{"a":1}]`)
-		send(t, c, `[12,101,{"a":2}]`)
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		wstest.Send(t, c, greeting(13, &Range{10, 13}))
+		wstest.Send(t, c, `[10,100,{"a":1}]`)
+		wstest.Send(t, c, `[12,101,{"a":2}]`)
 		e := &TooSlow{Offset: 13, Behind: 8192}
-		closeWith(c, e.Code(), e.Reason())
+		wstest.CloseWith(c, e.Code(), e.Reason())
 	})
 	ctx := ctxT(t)
 	s, err := Subscribe(ctx, url+"/trades?offset=10", SubscribeOptions{})
@@ -156,11 +116,11 @@ func TestRecvDeliversFramesThenTheTypedClose(t *testing.T) {
 }
 
 func TestRecvFillsTheResumeOffsetOfATrimmedTooSlow(t *testing.T) {
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, greeting(5, nil))
-		send(t, c, `[5,1,{}]`)
-		send(t, c, `[6,1,{}]`)
-		closeWith(c, CloseTooSlow, `{"error":"too_slow"}`)
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		wstest.Send(t, c, greeting(5, nil))
+		wstest.Send(t, c, `[5,1,{}]`)
+		wstest.Send(t, c, `[6,1,{}]`)
+		wstest.CloseWith(c, CloseTooSlow, `{"error":"too_slow"}`)
 	})
 	ctx := ctxT(t)
 	s, err := Subscribe(ctx, url+"/t", SubscribeOptions{})
@@ -187,12 +147,12 @@ func TestRecvRefusesOffsetsThatDoNotIncrease(t *testing.T) {
 	}
 	for name, frames := range cases {
 		t.Run(name, func(t *testing.T) {
-			url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-				send(t, c, greeting(20, &Range{10, 20}))
+			url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+				wstest.Send(t, c, greeting(20, &Range{10, 20}))
 				for _, f := range frames {
-					send(t, c, f)
+					wstest.Send(t, c, f)
 				}
-				closeWith(c, CloseNormal, "")
+				wstest.CloseWith(c, CloseNormal, "")
 			})
 			ctx := ctxT(t)
 			s, err := Subscribe(ctx, url+"/t", SubscribeOptions{Offset: At(10)})
@@ -216,10 +176,10 @@ func TestRecvRefusesOffsetsThatDoNotIncrease(t *testing.T) {
 
 func TestRecvEndsCleanlyOn1000AndResumablyOn1001(t *testing.T) {
 	for _, code := range []int{CloseNormal, CloseGoingAway} {
-		url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-			send(t, c, greeting(3, nil))
-			send(t, c, `[3,1,{"a":null}]`)
-			closeWith(c, code, "server shutting down")
+		url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+			wstest.Send(t, c, greeting(3, nil))
+			wstest.Send(t, c, `[3,1,{"a":null}]`)
+			wstest.CloseWith(c, code, "server shutting down")
 		})
 		ctx := ctxT(t)
 		s, err := Subscribe(ctx, url+"/t", SubscribeOptions{})
@@ -243,8 +203,8 @@ func TestRecvEndsCleanlyOn1000AndResumablyOn1001(t *testing.T) {
 
 func TestRecvReturnsWhenItsContextEnds(t *testing.T) {
 	release := make(chan struct{})
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, greeting(0, nil))
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		wstest.Send(t, c, greeting(0, nil))
 		<-release
 	})
 	defer close(release)
@@ -261,12 +221,12 @@ func TestRecvReturnsWhenItsContextEnds(t *testing.T) {
 }
 
 func TestAnEndedPerCallContextDoesNotBreakTheNextRecv(t *testing.T) {
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, greeting(0, nil))
-		send(t, c, `[0,1,{}]`)
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		wstest.Send(t, c, greeting(0, nil))
+		wstest.Send(t, c, `[0,1,{}]`)
 		time.Sleep(50 * time.Millisecond)
-		send(t, c, `[1,1,{}]`)
-		closeWith(c, CloseNormal, "")
+		wstest.Send(t, c, `[1,1,{}]`)
+		wstest.CloseWith(c, CloseNormal, "")
 	})
 	s, err := Subscribe(ctxT(t), url+"/t", SubscribeOptions{})
 	if err != nil {
@@ -285,8 +245,8 @@ func TestAnEndedPerCallContextDoesNotBreakTheNextRecv(t *testing.T) {
 
 func TestCloseUnblocksARecv(t *testing.T) {
 	release := make(chan struct{})
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, greeting(0, nil))
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		wstest.Send(t, c, greeting(0, nil))
 		<-release // no frame ever comes: only Close can end the Recv
 	})
 	defer close(release)
@@ -361,17 +321,17 @@ func TestDecodeTypesPlainRows(t *testing.T) {
 
 // publishServer answers each publish frame with reply(frame), in order.
 func publishServer(t *testing.T, reply func(i int, frame string) string) string {
-	return fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	return wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		if _, ok := r.URL.Query()["publish"]; !ok {
 			t.Errorf("publisher URL %q lacks publish", r.URL.RawQuery)
 		}
-		send(t, c, `{"streamcast":4,"stream":"t","end_offset":0,"replay":null,"durable":true}`)
+		wstest.Send(t, c, `{"streamcast":4,"stream":"t","end_offset":0,"replay":null,"durable":true}`)
 		for i := 0; ; i++ {
 			_, data, err := c.ReadMessage()
 			if err != nil {
 				return
 			}
-			send(t, c, reply(i, string(data)))
+			wstest.Send(t, c, reply(i, string(data)))
 		}
 	})
 }
@@ -439,8 +399,8 @@ func TestPublisherMatchesPipelinedRepliesInOrder(t *testing.T) {
 }
 
 func TestPublisherCloseWaitsForOwedReplies(t *testing.T) {
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, `{"streamcast":4,"stream":"t","end_offset":0}`)
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		wstest.Send(t, c, `{"streamcast":4,"stream":"t","end_offset":0}`)
 		var n int
 		for n < 3 {
 			if _, _, err := c.ReadMessage(); err != nil {
@@ -450,7 +410,7 @@ func TestPublisherCloseWaitsForOwedReplies(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // a slow commit
 		for i := 0; i < n; i++ {
-			send(t, c, string(AppendOK(nil, int64(i), 1)))
+			wstest.Send(t, c, string(AppendOK(nil, int64(i), 1)))
 		}
 		for {
 			if _, _, err := c.ReadMessage(); err != nil {
@@ -487,12 +447,12 @@ func TestPublisherCloseWaitsForOwedReplies(t *testing.T) {
 }
 
 func TestPublisherFailsOwedAcksWhenTheServerGoesAway(t *testing.T) {
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		send(t, c, `{"streamcast":4,"stream":"t","end_offset":0}`)
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		wstest.Send(t, c, `{"streamcast":4,"stream":"t","end_offset":0}`)
 		if _, _, err := c.ReadMessage(); err != nil {
 			return
 		}
-		closeWith(c, CloseGoingAway, "server shutting down")
+		wstest.CloseWith(c, CloseGoingAway, "server shutting down")
 	})
 	ctx := ctxT(t)
 	p, err := Publish(ctx, url+"/t", PublishOptions{})
@@ -516,12 +476,12 @@ func TestPublisherFailsOwedAcksWhenTheServerGoesAway(t *testing.T) {
 func TestExactlyOncePublisherNumbersFramesFromTheMark(t *testing.T) {
 	var mu sync.Mutex
 	var frames []string
-	url := fakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		if r.URL.Query().Get("publisher") != "loader" {
 			t.Errorf("query %q", r.URL.RawQuery)
 		}
 		g := Greeting{Stream: "t", EndOffset: 0, Publisher: &PublisherMark{ID: "loader", LastSeq: 41, LastOffset: 7}}
-		send(t, c, string(g.AppendJSON(nil)))
+		wstest.Send(t, c, string(g.AppendJSON(nil)))
 		for i := 0; ; i++ {
 			_, data, err := c.ReadMessage()
 			if err != nil {
@@ -536,7 +496,7 @@ func TestExactlyOncePublisherNumbersFramesFromTheMark(t *testing.T) {
 			if strings.HasPrefix(string(f[1]), "[") {
 				n, _ = countElements(f[1])
 			}
-			send(t, c, string(AppendOK(nil, int64(100+i*10), n)))
+			wstest.Send(t, c, string(AppendOK(nil, int64(100+i*10), n)))
 		}
 	})
 	ctx := ctxT(t)
