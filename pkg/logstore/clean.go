@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/apache/iceberg-go/table"
 
@@ -274,7 +275,12 @@ func (l *Log) expireSnapshots(ctx context.Context, pt *warehouse.Table, tbl *tab
 		return 0, err
 	}
 	txn := tbl.NewTransaction()
-	if err := txn.ExpireSnapshots(table.WithOlderThan(pol.PublishedSnapshotRetention), table.WithRetainLast(1), table.WithPostCommit(false)); err != nil {
+	// iceberg-go measures the age against the system clock; hand it the age
+	// that puts its cutoff where this handle's clock puts it, or a handle
+	// whose clock runs ahead would queue files for an expiry iceberg-go
+	// then does not make.
+	olderThan := max(0, time.Since(time.UnixMilli(cutoff)))
+	if err := txn.ExpireSnapshots(table.WithOlderThan(olderThan), table.WithRetainLast(1), table.WithPostCommit(false)); err != nil {
 		return 0, fmt.Errorf("expire snapshots: %w", err)
 	}
 	staged, err := txn.StagedTable()
