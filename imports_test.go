@@ -44,6 +44,7 @@ var leafUtilities = map[string]bool{
 	"internal/conf":    true,
 	"internal/durable": true, // fsync of a directory
 	"internal/waitfor": true, // a bounded wait on a WaitGroup
+	"internal/ratelog": true, // one log line per repeating failure per interval
 }
 
 func sortedKeys(m map[string]bool) []string {
