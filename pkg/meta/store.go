@@ -58,9 +58,19 @@ type Store struct {
 
 	lists atomic.Int64 // one-level listings of the published place (tests)
 
-	// failAfterPublished, when set, is called once a commit's published
-	// copy is written and before the home's: tests inject a crash there.
-	failAfterPublished func() error
+	// failAt, when set, is called at each named step of a write; an error
+	// stops the write there, as a crash would (tests). The points:
+	// "published" (a commit's published copy is written, the home's is
+	// not), "adopt" (an adoption is about to write the home).
+	failAt func(point string) error
+}
+
+// fail runs the test hook for point.
+func (s *Store) fail(point string) error {
+	if s.failAt == nil {
+		return nil
+	}
+	return s.failAt(point)
 }
 
 // NewStore returns the store of stream in lay, reaching an s3:// prefix
@@ -218,10 +228,8 @@ func (s *Store) Commit(ctx context.Context, m *Metadata) (*Metadata, error) {
 	if err := s.install(ctx, s.pub, next.Version, data); err != nil {
 		return nil, err
 	}
-	if f := s.failAfterPublished; f != nil {
-		if err := f(); err != nil {
-			return nil, err
-		}
+	if err := s.fail("published"); err != nil {
+		return nil, err
 	}
 	if err := s.install(ctx, s.home, next.Version, data); err != nil {
 		return nil, err
@@ -238,6 +246,9 @@ func (s *Store) Adopt(ctx context.Context, m *Metadata) error {
 	case err == nil:
 		return fmt.Errorf("adopt the published metadata of stream %q into %s: the home has metadata of its own: %w", s.stream, s.HomeURI(), ErrConflict)
 	case !errors.Is(err, ErrNoMetadata):
+		return err
+	}
+	if err := s.fail("adopt"); err != nil {
 		return err
 	}
 	return s.copyTo(ctx, s.home, m)
