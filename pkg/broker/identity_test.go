@@ -141,6 +141,34 @@ func TestServeRefusesAnEmptyRootOverPublishedHistory(t *testing.T) {
 				t.Fatalf("the refused start created a log: %v", err)
 			}
 		})
+		// Only a table is left at the prefix (its metadata is gone too):
+		// the listing finds it.
+		t.Run(kind+"/only a table", func(t *testing.T) {
+			cfg, _ := identityConfig(t, kind, srv)
+			lay, err := meta.NewLayout(cfg.Root, cfg.Published)
+			if err != nil {
+				t.Fatal(err)
+			}
+			table := lay.TableLocation("trades", "trades") + "/metadata/v1.metadata.json"
+			if kind == "file" {
+				if err := os.MkdirAll(filepath.Dir(table), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(table, []byte("{}"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				u, _ := url.Parse(table)
+				if _, err := srv.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(u.Host),
+					Key: aws.String(strings.TrimPrefix(u.Path, "/")), Body: strings.NewReader("{}")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err = refusedStart(t, cfg)
+			if !errors.Is(err, meta.ErrExistingHistory) || !strings.Contains(err.Error(), "the table(s) trades") {
+				t.Fatalf("serve on an empty root over a published table: %v", err)
+			}
+		})
 	}
 }
 
