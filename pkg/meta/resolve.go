@@ -274,7 +274,8 @@ func (s *Store) upgrade(ctx context.Context, logs []string) (*Metadata, error) {
 }
 
 // DescribeLog describes the open log lg as a stream's live log starting
-// at offset start: its name, id, schema, sort order and table location.
+// at offset start: its name (its directory's), id, schema, sort order and
+// table location.
 func DescribeLog(lg *logstore.Log, start int64) (Log, error) {
 	cfg := lg.Config()
 	p, err := cfg.PublishedPrefix(lg.Dir())
@@ -285,7 +286,9 @@ func DescribeLog(lg *logstore.Log, start int64) (Log, error) {
 	if p.S3 == "" {
 		loc = fileURI(loc)
 	}
-	d := Log{Name: cfg.Log, LogID: lg.ID(), SortBy: cfg.SortBy, Location: loc, StartOffset: start, State: Live}
+	// The name is the log's place in its stream's home (LogDir); the
+	// names the log stores name its table, which Location records.
+	d := Log{Name: filepath.Base(lg.Dir()), LogID: lg.ID(), SortBy: cfg.SortBy, Location: loc, StartOffset: start, State: Live}
 	if !lg.Schema().IsAny() {
 		d.Schema = append([]byte(nil), lg.Schema().JSON()...)
 	}
@@ -293,13 +296,14 @@ func DescribeLog(lg *logstore.Log, start int64) (Log, error) {
 }
 
 // CheckLive refuses lg as the stream's current log unless it is the one m
-// names: the same name and, when both are known, the same log id.
+// names: the same name (its directory's) and, when both are known, the
+// same log id.
 func (m *Metadata) CheckLive(lg *logstore.Log) error {
 	cur := m.Current()
 	if cur == nil {
 		return fmt.Errorf("stream %q: its metadata (version %d) names no log: %w", m.Stream, m.Version, ErrWrongLog)
 	}
-	name := lg.Config().Log
+	name := filepath.Base(lg.Dir())
 	if name != cur.Name || (cur.LogID != "" && lg.ID() != "" && cur.LogID != lg.ID()) {
 		return fmt.Errorf("stream %q: its metadata (version %d) names log %s (log_id %s) as current, but %s is log %s (log_id %s): %w; "+
 			"restore that log's directory from a backup (a restore command is planned)",
