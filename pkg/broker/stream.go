@@ -117,8 +117,8 @@ func (s *stream) open(ctx context.Context, root string) error {
 	if res.Warning != nil {
 		s.srv.logger.Warn("the stream serves from its home's metadata; its published copy is not current", "stream", s.name, "err", res.Warning)
 	}
-	if res.Outcome != meta.Found {
-		s.srv.logger.Info("stream metadata "+res.Outcome.String(), "stream", s.name, "published", store.PublishedURI())
+	if res.Outcome != meta.Found && res.Outcome != meta.Absent {
+		s.srv.logger.Info("stream metadata "+res.Outcome.String(), "stream", s.name, "stream_id", res.Metadata.StreamID, "metadata", store.PublishedURI())
 	}
 	clock := logstore.WithClock(s.srv.opts.Clock)
 	md := res.Metadata
@@ -147,6 +147,7 @@ func (s *stream) open(ctx context.Context, root string) error {
 			_ = lg.Close()
 			return err
 		}
+		s.srv.logger.Info("new stream: its identity is minted", "stream", s.name, "stream_id", md.StreamID, "metadata", store.PublishedURI())
 	} else {
 		cur := md.Current()
 		if cur == nil {
