@@ -46,7 +46,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 // serveConn serves one upgraded connection until it ends.
 func (s *Server) serveConn(ws *websocket.Conn, st *stream, q wire.Request, qerr error) {
 	c := newConn(s, ws, st)
-	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce)
+	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce) && st.retirement() == nil
 	if isPub {
 		newPublisher(c, st, q.Publisher) // before register: keepalive may start the writer
 	}
@@ -74,6 +74,11 @@ func (s *Server) serveConn(ws *websocket.Conn, st *stream, q wire.Request, qerr 
 		c.refuse(br)
 	case st == nil:
 		c.refuse(&wire.StreamNotFound{Serves: s.reg.serves()})
+	case q.Publish && st.retirement() != nil:
+		// A retired stream takes no rows, whatever its log would accept
+		// (its retirement may have been recovered by adoption).
+		r := st.retirement()
+		c.refuse(&wire.StreamRetired{At: r.At, EndOffset: r.EndOffset})
 	case q.Publisher != "" && !st.cfg.ExactlyOnce:
 		c.refuse(&wire.ExactlyOnceUnavailable{Why: "stream"})
 	case isPub:

@@ -15,6 +15,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -30,6 +31,12 @@ type stream struct {
 	limits     config.Limits
 	log        *logstore.Log // nil on a live-only stream
 	schemaJSON []byte        // the greeting's schema; nil = no schema
+
+	// meta is the stream's metadata as open read it (nil on a live-only
+	// stream), and metaURI and hintURI the published plain copy and hint
+	// the greeting names. Read once, never per connection.
+	meta             *meta.Metadata
+	metaURI, hintURI string
 
 	inbox inbox      // durable streams: rows waiting for the committer
 	life  streamLife // its connections and committer, for starting and stopping it (registry.go)
@@ -71,12 +78,13 @@ func newStream(srv *Server, cfg config.Stream, sch *schema.Schema, limits config
 	return s
 }
 
-// logName is the name of the stream's current log: its first, until
-// streams have more than one (pkg/meta names them).
-func (s *stream) logName() string { return meta.LogName(s.name, 1) }
-
-// open opens (or creates) a durable stream's log for writing and reads its
-// frontier. A live-only stream has nothing to open.
+// open opens a durable stream's current log for writing and reads its
+// frontier; a live-only stream has nothing to open. Which log is current
+// comes from the stream's metadata, resolved without ever minting an
+// identity over history that exists (meta.Resolve, I8): a stream with
+// nothing anywhere gets its first log and its first metadata (published
+// copy first); otherwise the log the metadata names is opened, never
+// created. The metadata is read here, once, and cached for every greeting.
 func (s *stream) open(ctx context.Context, root string) error {
 	if !s.cfg.Durable {
 		if s.cfg.ExactlyOnce {
@@ -92,15 +100,39 @@ func (s *stream) open(ctx context.Context, root string) error {
 	if err != nil {
 		return fmt.Errorf("stream %q: %w", s.name, config.PublishedError(err))
 	}
-	dir := lay.LogDir(s.name, s.logName())
+	// A log already here must publish where the config says, and reach S3
+	// as it says, before its stream's metadata is looked for there: the
+	// metadata is read and written at the configured prefix.
+	if err := s.checkStoredFirst(lay); err != nil {
+		return err
+	}
+	store, err := meta.NewStore(ctx, lay, s.name, warehouse.S3(srvCfg.S3))
+	if err != nil {
+		return err
+	}
+	res, err := meta.Resolve(ctx, store)
+	if err != nil {
+		return err
+	}
+	if res.Warning != nil {
+		s.srv.logger.Warn("the stream serves from its home's metadata; its published copy is not current", "stream", s.name, "err", res.Warning)
+	}
+	if res.Outcome != meta.Found && res.Outcome != meta.Absent {
+		s.srv.logger.Info("stream metadata "+res.Outcome.String(), "stream", s.name, "stream_id", res.Metadata.StreamID, "metadata", store.PublishedURI())
+	}
 	clock := logstore.WithClock(s.srv.opts.Clock)
-	lg, err := logstore.Open(dir, logstore.Writer, clock)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	md := res.Metadata
+	var lg *logstore.Log
+	if md == nil {
+		// Nothing of the stream anywhere: its first log, then the metadata
+		// naming it. A crash in between leaves a log without metadata,
+		// which the next start records (meta.Upgraded).
+		name := meta.LogName(s.name, 1)
+		dir := lay.LogDir(s.name, name)
 		// A new log stores where it publishes, how to reach S3 and its
 		// tier settings, for its life and for every process that
 		// maintains it: serve's children read them from the log.
-		lc, err := srvCfg.LogSettings(s.cfg, s.logName())
+		lc, err := srvCfg.LogSettings(s.cfg, name)
 		if err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
@@ -111,9 +143,32 @@ func (s *stream) open(ctx context.Context, root string) error {
 		if err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
-	case err != nil:
-		return fmt.Errorf("stream %q: %w", s.name, err)
+		if md, err = s.firstMetadata(ctx, store, lg); err != nil {
+			_ = lg.Close()
+			return err
+		}
+		s.srv.logger.Info("new stream: its identity is minted", "stream", s.name, "stream_id", md.StreamID, "metadata", store.PublishedURI())
+	} else {
+		cur := md.Current()
+		if cur == nil {
+			return fmt.Errorf("stream %q: its metadata %s (version %d) names no log; restore the stream's home directory from a backup", s.name, store.HomeURI(), md.Version)
+		}
+		dir := lay.LogDir(s.name, cur.Name)
+		lg, err = logstore.Open(dir, logstore.Writer, clock)
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("stream %q: its metadata %s (version %d) names log %s as current, but %s holds no log; "+
+				"a log is never created afresh under metadata that names it (docs/design.md I8): restore that directory from a backup",
+				s.name, store.HomeURI(), md.Version, cur.Name, dir)
+		}
+		if err != nil {
+			return fmt.Errorf("stream %q: %w", s.name, err)
+		}
+		if err := md.CheckLive(lg); err != nil {
+			_ = lg.Close()
+			return err
+		}
 	}
+	dir := lg.Dir()
 	if got, want := string(lg.Schema().JSON()), string(s.sch.JSON()); got != want || lg.Schema().IsAny() != s.sch.IsAny() {
 		_ = lg.Close()
 		return fmt.Errorf("stream %q: the log at %s was created with another schema than the config declares; "+
@@ -145,7 +200,58 @@ func (s *stream) open(ctx context.Context, root string) error {
 	s.log = lg
 	s.end = end
 	s.endOffset.Store(end)
+	s.meta = md
+	s.metaURI, s.hintURI = store.PublishedURI(), store.PublishedHintURI()
 	return nil
+}
+
+// checkStoredFirst refuses the config when the newest log in the
+// stream's home stores another published prefix or other S3 settings
+// (config.CheckStored); the warnings wait for the open of the current log.
+func (s *stream) checkStoredFirst(lay meta.Layout) error {
+	logs, err := meta.LocalLogs(lay, s.name)
+	if err != nil || len(logs) == 0 {
+		return err
+	}
+	dir := lay.LogDir(s.name, logs[len(logs)-1])
+	lg, err := logstore.Open(dir, logstore.ReadOnly)
+	if err != nil {
+		return fmt.Errorf("stream %q: %w", s.name, err)
+	}
+	defer lg.Close()
+	if _, err := s.srv.cfg.CheckStored(s.cfg, dir, lg.Config()); err != nil {
+		return fmt.Errorf("stream %q: %w", s.name, err)
+	}
+	return nil
+}
+
+// firstMetadata commits the first metadata of a new stream, naming its
+// first log lg (starting at offset 1) under a newly minted stream id.
+func (s *stream) firstMetadata(ctx context.Context, store *meta.Store, lg *logstore.Log) (*meta.Metadata, error) {
+	md, err := meta.New(s.name)
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: %w", s.name, err)
+	}
+	d, err := meta.DescribeLog(lg, 1)
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: %w", s.name, err)
+	}
+	if err := md.AddLog(d, lg.Schema()); err != nil {
+		return nil, fmt.Errorf("stream %q: %w", s.name, err)
+	}
+	md, err = store.Commit(ctx, md)
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: write its first metadata: %w", s.name, err)
+	}
+	return md, nil
+}
+
+// retirement returns the stream's retirement, or nil while it takes rows.
+func (s *stream) retirement() *meta.Retirement {
+	if s.meta == nil {
+		return nil
+	}
+	return s.meta.Retirement
 }
 
 // closeLog closes the log; the committer must have stopped.
@@ -257,6 +363,9 @@ func (s *stream) greetingWith(frontier int64, replay *wire.Range, where []byte, 
 		Schema:      s.schemaJSON,
 		Where:       where,
 		Publisher:   mark,
+	}
+	if s.meta != nil {
+		g.StreamID, g.Metadata, g.MetadataHint = s.meta.StreamID, s.metaURI, s.hintURI
 	}
 	return frame.Text(g.AppendJSON(nil))
 }

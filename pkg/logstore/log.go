@@ -109,6 +109,11 @@ func (l *Log) Dir() string { return l.dir }
 // Mode returns the mode the log was opened in.
 func (l *Log) Mode() Mode { return l.mode }
 
+// ID returns the log's id (meta log_id), which tells it from another log
+// created under the same name and is stamped on its published table (I8);
+// "" for a log no writer or maintainer has opened since ids were added.
+func (l *Log) ID() string { return l.logID }
+
 const (
 	bufferFile = "buffer.db"
 	lockFile   = "lock"

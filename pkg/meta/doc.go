@@ -1,11 +1,19 @@
-// Package meta owns the layout of a streamcast root: where a stream's home
-// directory, its logs, its metadata and its published tables sit, what
-// each log is named, and which stream names are allowed. Every path of a
-// stream or log is worked out here and nowhere else, the default published
-// prefix (<root>/published) included; see docs/design.md, "Storage layout".
+// Package meta owns one stream as a whole: the layout of a streamcast root
+// (where a stream's home, its logs, its metadata and its published tables
+// sit, what each log is named, which stream names are allowed), and the
+// stream's versioned metadata: its identity (stream_id), its ordered logs,
+// every column type it ever declared, its retirement, retention and any
+// pending multi-step operation (Metadata), stored as immutable versions in
+// two places, the home and the published prefix, published copy first,
+// with compare-and-swap writes (Store); see docs/design.md, "Storage
+// layout" and "Stream metadata".
 //
-// In this issue meta holds only the layout; stream identity and versioned
-// metadata come later. It may import logstore and schema, and must never
-// import broker, wire or cmd. It never opens a log or touches the disk: its
-// functions compute names and paths, and check names and prefixes.
+// It carries I8: a stream's identity and history are never minted afresh
+// over data that exists at home or at its published prefix. Every path
+// that creates a stream or a log asks Resolve first, which adopts,
+// upgrades or refuses, and never mints over what it finds.
+//
+// It may import logstore (to describe and check a log) and schema, and
+// must never import broker, wire or cmd. It never appends rows and never
+// opens a log for writing.
 package meta
