@@ -339,6 +339,11 @@ func (l *Log) Marks(ctx context.Context) ([]Mark, error) {
 func (l *Log) writeTx(ctx context.Context, fn func(c *sql.Conn) error) (err error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	return l.writeTxLocked(ctx, fn)
+}
+
+// writeTxLocked is writeTx for a caller that holds wmu.
+func (l *Log) writeTxLocked(ctx context.Context, fn func(c *sql.Conn) error) (err error) {
 	if l.closed.Load() {
 		return fmt.Errorf("log %s: %w", l.dir, ErrClosed)
 	}

@@ -20,11 +20,14 @@ func (l *Log) Fence(ctx context.Context) (end int64, err error) {
 	if l.mode != Writer {
 		return 0, fmt.Errorf("fence log %s (open as %s): %w", l.dir, l.mode, ErrNotWriter)
 	}
-	err = l.writeTx(ctx, func(c *sql.Conn) error {
-		if l.fenced != 0 {
-			end = l.fenced
-			return nil
-		}
+	// wmu is held from reading the end to setting l.fenced, so no Append
+	// of this handle commits in between.
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.fenced != 0 {
+		return l.fenced, nil
+	}
+	err = l.writeTxLocked(ctx, func(c *sql.Conn) error {
 		if err := c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'next_offset'`).Scan(&end); err != nil {
 			return err
 		}
@@ -34,10 +37,7 @@ func (l *Log) Fence(ctx context.Context) (end int64, err error) {
 	if err != nil {
 		return 0, fmt.Errorf("fence log %s: %w", l.dir, err)
 	}
-	// writeTx released wmu; Append reads l.fenced under it.
-	l.wmu.Lock()
 	l.fenced = end
-	l.wmu.Unlock()
 	return end, nil
 }
 

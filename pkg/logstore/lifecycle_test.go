@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -212,5 +213,50 @@ func TestPublishAllOfAnEmptyLogIsANoop(t *testing.T) {
 	l := createLog(t, schemaAny(), Config{Start: 7})
 	if end, err := l.PublishAll(context.Background()); err != nil || end != 7 {
 		t.Fatalf("PublishAll = %d, %v; want 7", end, err)
+	}
+}
+
+func TestFenceRacingAppendsLetNoRowPastTheEnd(t *testing.T) {
+	ctx := context.Background()
+	l := createLog(t, schemaAny(), Config{})
+	acked := make(chan int64, 1<<16) // end of each acknowledged group
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				first, err := l.Append(ctx, batch(fmt.Sprintf("w%d-%d", w, i), 3), 1, nil)
+				if errors.Is(err, ErrFenced) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				acked <- first + 3
+			}
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(acked) < 20 { // the appenders are running: wait for the event, bounded
+		if time.Now().After(deadline) {
+			t.Fatal("the appenders acknowledged fewer than 20 groups in 30s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	end, err := l.Fence(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(acked)
+	for e := range acked {
+		if e > end {
+			t.Fatalf("a group ending at %d was acknowledged; the fence put the end at %d", e, end)
+		}
+	}
+	if _, n, _ := l.Extent(ctx); n != end {
+		t.Fatalf("the log ends at %d; the fence said %d", n, end)
 	}
 }
