@@ -39,6 +39,9 @@ func TestTheFloorKeepsEveryNewerRowAndHidesTheRest(t *testing.T) {
 	if _, err := l.Publish(ctx, true); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := l.Evict(ctx); err != nil { // [1,401) only in files now
+		t.Fatal(err)
+	}
 	appendAged(t, l, clk, exp, 20, 10) // [401,601), buffered
 	for _, c := range []struct {
 		cutoff     time.Time
@@ -132,7 +135,15 @@ func testDeleteBelow(t *testing.T, b backend) {
 	if _, err := l.DeleteBelow(ctx, 300); err == nil {
 		t.Fatal("DeleteBelow above the floor set was accepted")
 	}
-	const floor = 300
+	// A floor inside a local (and published) file, which must stay.
+	var straddling localFile
+	for _, f := range localRanges(t, l) {
+		if f.start > 250 && f.end-f.start > 2 {
+			straddling = f
+			break
+		}
+	}
+	floor := straddling.start + 1
 	if err := l.SetFloor(ctx, floor); err != nil {
 		t.Fatal(err)
 	}
@@ -154,10 +165,14 @@ func testDeleteBelow(t *testing.T, b backend) {
 	}
 	// Nothing wholly below the floor is left in any record, nothing at or
 	// above it went, and a file straddling it stayed.
-	for _, f := range localRanges(t, l) {
+	locals := localRanges(t, l)
+	for _, f := range locals {
 		if f.end <= floor {
 			t.Errorf("local file [%d,%d) is wholly below the floor", f.start, f.end)
 		}
+	}
+	if len(locals) == 0 || locals[0].name != straddling.name {
+		t.Fatalf("the local file [%d,%d) straddling the floor %d went", straddling.start, straddling.end, floor)
 	}
 	pubs, _ := publishedFiles(ctx, l.rdb)
 	for _, p := range pubs[:len(pubs)-1] {
