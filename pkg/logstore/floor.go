@@ -76,8 +76,8 @@ func (l *Log) SetFloor(ctx context.Context, floor int64) error {
 	return nil
 }
 
-// Floor returns the retention floor SetFloor set; 0 when none.
-func (l *Log) Floor(ctx context.Context) (int64, error) {
+// floorSet returns the retention floor SetFloor set; 0 when none.
+func (l *Log) floorSet(ctx context.Context) (int64, error) {
 	if err := l.checkOpen(); err != nil {
 		return 0, err
 	}
@@ -131,7 +131,7 @@ func (l *Log) DeleteBelow(ctx context.Context, floor int64) (Deleted, error) {
 		return d, fmt.Errorf("delete below the floor of log %s: %w", l.dir, err)
 	}
 	defer plk.release()
-	set, err := l.Floor(ctx)
+	set, err := l.floorSet(ctx)
 	if err != nil {
 		return d, err
 	}
@@ -256,25 +256,9 @@ func (l *Log) commitTrim(ctx context.Context, pt *warehouse.Table, floor int64, 
 	if err := pt.ClearClaim(tbl.MetadataLocation()); err != nil {
 		return err
 	}
-	cur := warehouse.LiveSet{}
-	if snap := tbl.CurrentSnapshot(); snap != nil {
-		fsys, err := tbl.FS(ctx)
-		if err != nil {
-			return err
-		}
-		mans, err := snap.Manifests(fsys)
-		if err != nil {
-			return fmt.Errorf("read the manifest list of snapshot %d: %w", snap.SnapshotID, err)
-		}
-		for _, m := range mans {
-			entries, err := m.FetchEntries(fsys, true)
-			if err != nil {
-				return fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-			}
-			for _, e := range entries {
-				cur.Add(pt, e.DataFile().FilePath())
-			}
-		}
+	cur, err := pt.CurrentFiles(ctx, tbl)
+	if err != nil {
+		return err
 	}
 	var dels []string
 	for _, p := range doomed {
