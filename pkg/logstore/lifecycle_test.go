@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,9 @@ func TestALogStartedAtAnOffsetIsDenseFromItInEveryTier(t *testing.T) {
 	}
 	if _, err := scanRange(l, 999, 1001); !isRange(err) {
 		t.Fatalf("a scan from 999 of a log started at 1000 = %v; want a range error", err)
+	}
+	if _, err := Create(filepath.Join(t.TempDir(), "s", "log"), schemaAny(), Config{Start: -5}); err == nil || !strings.Contains(err.Error(), "start is -5") {
+		t.Fatalf("Create with start -5 = %v; want a refusal naming it", err)
 	}
 }
 
