@@ -55,17 +55,17 @@ func countRows(ctx context.Context, tx *sql.Tx, tiers bool, from, to int64) (int
 	if from >= to {
 		return 0, nil
 	}
+	// The tiers are asked newest first, each only for the part of the
+	// range the tiers above it do not hold as one run reaching the top:
+	// the buffer usually holds the top, local files the part below, the
+	// published table the rest, so each record is read about once.
 	var runs []span
-	tables := []string{"files"}
-	if tiers {
-		tables = append(tables, "published")
-	}
-	for _, tbl := range tables {
-		r, err := fileRuns(ctx, tx, tbl, from, to)
-		if err != nil {
-			return 0, err
-		}
+	hi := to
+	take := func(r []span) {
 		runs = append(runs, r...)
+		if len(r) == 1 && r[0].end == hi {
+			hi = r[0].start
+		}
 	}
 	// The buffer is dense from its first group to the next offset: seal
 	// reads it so, and evict only takes groups off its low end.
@@ -75,9 +75,23 @@ func countRows(ctx context.Context, tx *sql.Tx, tiers bool, from, to int64) (int
 		return 0, fmt.Errorf("read the buffer's extent: %w", err)
 	}
 	if gmin.Valid && gend.Valid {
-		if s := (span{max(gmin.Int64, from), min(gend.Int64, to)}); s.start < s.end {
-			runs = append(runs, s)
+		if s := (span{max(gmin.Int64, from), min(gend.Int64, hi)}); s.start < s.end {
+			take([]span{s})
 		}
+	}
+	tables := []string{"files"}
+	if tiers {
+		tables = append(tables, "published")
+	}
+	for _, tbl := range tables {
+		if from >= hi {
+			break
+		}
+		r, err := fileRuns(ctx, tx, tbl, from, hi)
+		if err != nil {
+			return 0, err
+		}
+		take(r)
 	}
 	runs = union(runs)
 	var n int64
@@ -105,16 +119,20 @@ func countRows(ctx context.Context, tx *sql.Tx, tiers bool, from, to int64) (int
 // table never overlap, so when their clipped lengths add up to the span
 // from the first to the last, they hold it all, and one aggregate answers.
 func fileRuns(ctx context.Context, tx *sql.Tx, table string, from, to int64) ([]span, error) {
+	// Only the first record can start before from and only the last end
+	// after to, so the clipped sum is the plain sum less two overhangs.
 	var cnt, sum int64
 	var lo, hi sql.NullInt64
-	err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(min(end_offset, ?2) - max(start_offset, ?1)), 0),
-		max(min(start_offset), ?1), min(max(end_offset), ?2) FROM `+table+` WHERE end_offset > ?1 AND start_offset < ?2`, from, to).Scan(&cnt, &sum, &lo, &hi)
+	err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(end_offset - start_offset), 0), min(start_offset), max(end_offset)
+		FROM `+table+` WHERE end_offset > ?1 AND start_offset < ?2`, from, to).Scan(&cnt, &sum, &lo, &hi)
 	if err != nil {
 		return nil, fmt.Errorf("read %s records: %w", table, err)
 	}
 	if cnt == 0 {
 		return nil, nil
 	}
+	sum -= max(0, from-lo.Int64) + max(0, hi.Int64-to)
+	lo.Int64, hi.Int64 = max(lo.Int64, from), min(hi.Int64, to)
 	if sum == hi.Int64-lo.Int64 {
 		return []span{{lo.Int64, hi.Int64}}, nil
 	}

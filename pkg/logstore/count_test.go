@@ -90,35 +90,46 @@ func TestCountRowsMatchesTheRowsEveryTierHolds(t *testing.T) {
 }
 
 func TestCountRowsReadsRecordsOneByOneWhenATierHasAGap(t *testing.T) {
-	ctx := context.Background()
-	cfg := tierConfig()
-	l := createLog(t, mustCompile(t, tradeSchema), cfg)
-	exp := expectation{}
-	appendTrades(t, l, exp, 40, 10)
-	if _, err := l.Seal(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Evict(ctx); err != nil {
-		t.Fatal(err)
-	}
-	files := localRanges(t, l)
-	if len(files) < 3 {
-		t.Fatalf("want 3 files or more, have %d", len(files))
-	}
-	// Take a middle file's record out, as if its rows had gone: the
-	// records now hold every row but those.
-	mid := files[len(files)/2]
-	if err := l.writeTx(ctx, func(c *sql.Conn) error {
-		_, err := c.ExecContext(ctx, `DELETE FROM files WHERE start_offset = ?`, mid.start)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range [][2]int64{{1, 401}, {mid.start - 3, mid.end + 3}, {mid.start + 1, mid.end - 1}, {1, mid.start + 1}} {
-		want := r[1] - r[0] - max(0, min(r[1], mid.end)-max(r[0], mid.start))
-		if got, err := l.CountRows(ctx, r[0], r[1]); err != nil || got != want {
-			t.Fatalf("CountRows(%d, %d) with [%d,%d) missing = %d, %v; want %d", r[0], r[1], mid.start, mid.end, got, err, want)
-		}
+	for _, published := range []bool{false, true} {
+		t.Run(fmt.Sprintf("published=%v", published), func(t *testing.T) {
+			ctx := context.Background()
+			l := createLog(t, mustCompile(t, tradeSchema), tierConfig())
+			exp := expectation{}
+			appendTrades(t, l, exp, 40, 10)
+			if _, err := l.Seal(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+			if published {
+				if _, err := l.Publish(ctx, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := l.Evict(ctx); err != nil {
+				t.Fatal(err)
+			}
+			files := localRanges(t, l)
+			if len(files) < 3 {
+				t.Fatalf("want 3 files or more, have %d", len(files))
+			}
+			// Take a middle file's record out: the local tier now has a
+			// gap, which the published table fills when it holds the rows.
+			mid := files[len(files)/2]
+			if err := l.writeTx(ctx, func(c *sql.Conn) error {
+				_, err := c.ExecContext(ctx, `DELETE FROM files WHERE start_offset = ?`, mid.start)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range [][2]int64{{1, 401}, {mid.start - 3, mid.end + 3}, {mid.start + 1, mid.end - 1}, {1, mid.start + 1}} {
+				want := r[1] - r[0]
+				if !published {
+					want -= max(0, min(r[1], mid.end)-max(r[0], mid.start))
+				}
+				if got, err := l.CountRows(ctx, r[0], r[1]); err != nil || got != want {
+					t.Fatalf("CountRows(%d, %d) with [%d,%d) missing locally = %d, %v; want %d", r[0], r[1], mid.start, mid.end, got, err, want)
+				}
+			}
+		})
 	}
 }
 
