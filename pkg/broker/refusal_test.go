@@ -101,22 +101,31 @@ func TestResolveStartRefusesEveryWhy(t *testing.T) {
 		start                        int64
 		replay                       bool
 		why                          string
+		logStart                     int64
+		held                         heldRows
 	}{
-		{"live from the frontier", offsetRequest{}, true, 1, 1, 50, -1, 50, false, ""},
-		{"not durable", req(3), false, wire.Null, wire.Null, wire.Null, -1, 0, false, wire.WhyNotDurable},
-		{"earliest on a log that never held a row", req(0), true, 1, 1, 1, 100, 1, true, ""},
-		{"earliest while the first commit lands", req(0), true, 1, 1, 3, 100, 1, true, ""},
-		{"earliest on a log whose rows all went", req(0), true, 40, 40, 40, 100, 0, false, wire.WhyEmpty},
-		{"at the frontier", req(40), true, 1, 40, 40, 100, 40, true, ""},
-		{"ahead", req(41), true, 1, 40, 40, 100, 0, false, wire.WhyAhead},
-		{"too old", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld},
-		{"unbounded replay", req(5), true, 1, 200, 200, -1, 5, true, ""},
-		{"evicted", req(5), true, 10, 40, 40, 100, 0, false, wire.WhyEvicted},
-		{"earliest after eviction", req(0), true, 10, 40, 40, 100, 10, true, ""},
+		{"live from the frontier", offsetRequest{}, true, 1, 1, 50, -1, 50, false, "", 1, heldRows{}},
+		{"not durable", req(3), false, wire.Null, wire.Null, wire.Null, -1, 0, false, wire.WhyNotDurable, 1, heldRows{}},
+		{"earliest on a log that never held a row", req(0), true, 1, 1, 1, 100, 1, true, "", 1, heldRows{}},
+		{"earliest while the first commit lands", req(0), true, 1, 1, 3, 100, 1, true, "", 1, heldRows{}},
+		{"earliest on a log whose rows all went", req(0), true, 40, 40, 40, 100, 0, false, wire.WhyEmpty, 1, heldRows{}},
+		{"at the frontier", req(40), true, 1, 40, 40, 100, 40, true, "", 1, heldRows{}},
+		{"ahead", req(41), true, 1, 40, 40, 100, 0, false, wire.WhyAhead, 1, heldRows{}},
+		{"too old", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, heldRows{}},
+		{"unbounded replay", req(5), true, 1, 200, 200, -1, 5, true, "", 1, heldRows{}},
+		{"evicted", req(5), true, 10, 40, 40, 100, 0, false, wire.WhyEvicted, 1, heldRows{}},
+		{"earliest after eviction", req(0), true, 10, 40, 40, 100, 10, true, "", 1, heldRows{}},
+		{"earliest on an empty log started at 500", req(0), true, 500, 500, 500, 100, 500, true, "", 500, heldRows{}},
+		{"earliest on a log started at 500 whose rows all went", req(0), true, 600, 600, 600, 100, 0, false, wire.WhyEmpty, 500, heldRows{}},
+		{"too old by distance, few rows held", req(5), true, 1, 200, 200, 100, 5, true, "", 1, heldRows{5, 200, 90}},
+		{"too old by distance, rows committed since the count", req(5), true, 1, 200, 200, 100, 5, true, "", 1, heldRows{5, 190, 90}},
+		{"too old by count once new rows are added", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, heldRows{5, 180, 90}},
+		{"too old by count", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, heldRows{5, 200, 101}},
+		{"a count of another window is not used", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, heldRows{6, 200, 0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			start, replay, nr := resolveStart(tc.req, tc.durable, tc.earliest, tc.logEnd, tc.front, tc.max)
+			start, replay, nr := resolveStart(tc.req, tc.durable, extent{tc.earliest, tc.logEnd, tc.logStart}, tc.front, tc.max, tc.held)
 			if tc.why != "" {
 				if nr == nil || nr.Why != tc.why {
 					t.Fatalf("got %+v, want refusal %s", nr, tc.why)

@@ -66,12 +66,23 @@ type offsetRequest struct {
 	offset int64 // the offset asked for; 0 = earliest
 }
 
+// extent is a log's offsets as a subscribe reads them before the fan-out
+// lock: [earliest, end) held, and start, the log's first offset.
+type extent struct{ earliest, end, start int64 }
+
+// heldRows is a count of the rows the log holds in [from, to), taken
+// outside the fan-out lock for a subscribe the offset distance would refuse
+// (max_replay counts rows, not offsets). zero: not counted.
+type heldRows struct{ from, to, n int64 }
+
 // resolveStart decides where a subscription starts, or why it cannot be
-// served exactly (I6). earliest and logEnd are the log's extent (read just
-// before the fan-out lock was taken), frontier the stream's end read under it,
-// maxReplay the stream's bound (-1: unbounded). replay reports whether the
-// greeting carries a replay window.
-func resolveStart(req offsetRequest, durable bool, earliest, logEnd, frontier, maxReplay int64) (start int64, replay bool, refusal *wire.NotReplayable) {
+// served exactly (I6). ext is the log's extent (read just before the fan-out
+// lock was taken), frontier the stream's end read under it, maxReplay the
+// stream's bound (-1: unbounded), held a count of the rows in the replay
+// window when one was taken. replay reports whether the greeting carries a
+// replay window.
+func resolveStart(req offsetRequest, durable bool, ext extent, frontier, maxReplay int64, held heldRows) (start int64, replay bool, refusal *wire.NotReplayable) {
+	earliest, logEnd := ext.earliest, ext.end
 	if !req.given {
 		return frontier, false, nil
 	}
@@ -91,7 +102,7 @@ func resolveStart(req offsetRequest, durable bool, earliest, logEnd, frontier, m
 		// subscriber gets every row from the first one. A log whose rows
 		// have all gone (retention) has nothing to replay, and saying so
 		// beats silently starting at the frontier.
-		if earliest == logEnd && logEnd > 1 && earliest >= frontier {
+		if earliest == logEnd && logEnd > ext.start && earliest >= frontier {
 			return 0, false, nr(wire.WhyEmpty)
 		}
 		start = earliest
@@ -105,7 +116,12 @@ func resolveStart(req offsetRequest, durable bool, earliest, logEnd, frontier, m
 		return 0, false, nr(wire.WhyAhead)
 	}
 	if maxReplay >= 0 && frontier-start > maxReplay {
-		return 0, false, nr(wire.WhyTooOld)
+		// The distance costs nothing and bounds the count from above; only
+		// a window it refuses is counted (holes hold no rows). Rows
+		// committed since the count are dense, so they add their distance.
+		if held.to == 0 || held.from != start || held.to > frontier || held.n+(frontier-held.to) > maxReplay {
+			return 0, false, nr(wire.WhyTooOld)
+		}
 	}
 	if start < earliest {
 		return 0, false, nr(wire.WhyEvicted)
@@ -118,21 +134,43 @@ func resolveStart(req offsetRequest, durable bool, earliest, logEnd, frontier, m
 // subscriber to detach when the connection ends, or nil when the request was
 // refused (c is closing).
 func (srv *Server) subscribe(c *wsConn, st *stream, req offsetRequest, filter *schema.Filter, where []byte) *subscriber {
-	earliest, logEnd := wire.Null, wire.Null
+	ext := extent{earliest: wire.Null, end: wire.Null, start: 1}
 	if req.given && st.log != nil {
 		var err error
-		earliest, logEnd, err = st.log.Extent(c.ctx)
+		ext.earliest, ext.end, err = st.log.Extent(c.ctx)
 		if err != nil {
 			srv.logger.Error("read log extent", "stream", st.name, "err", err)
 			c.close(closeInternal, internalReason("the log could not be read; retry later"))
 			return nil
 		}
+		ext.start = st.log.Config().Start
 	}
 	sub := &subscriber{c: c, st: st, filter: filter, idx: -1, maxBacklog: st.limits.MaxBacklog}
 
 	st.mu.Lock()
 	frontier := st.end
-	start, replay, refusal := resolveStart(req, st.cfg.Durable, earliest, logEnd, frontier, st.maxReplay())
+	start, replay, refusal := resolveStart(req, st.cfg.Durable, ext, frontier, st.maxReplay(), heldRows{})
+	if refusal != nil && refusal.Why == wire.WhyTooOld && st.log != nil {
+		// The offset distance refuses; count the rows actually held, from
+		// the tier records, outside the fan-out lock (a count must never
+		// stall publishers, I5), then decide again against the frontier
+		// as it is then.
+		st.mu.Unlock()
+		from := req.offset
+		if from == 0 {
+			from = ext.earliest
+		}
+		n, err := st.log.CountRows(c.ctx, from, frontier)
+		if err != nil {
+			srv.logger.Error("count the rows of a replay window", "stream", st.name, "from", from, "to", frontier, "err", err)
+			c.close(closeInternal, internalReason("the log could not be read; retry later"))
+			return nil
+		}
+		st.mu.Lock()
+		held := heldRows{from: from, to: frontier, n: n}
+		frontier = st.end
+		start, replay, refusal = resolveStart(req, st.cfg.Durable, ext, frontier, st.maxReplay(), held)
+	}
 	closing := false
 	if refusal == nil {
 		// The replay goroutine owns the socket until the replay is written;

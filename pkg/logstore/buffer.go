@@ -43,7 +43,8 @@ func openDB(path string, write bool) (*sql.DB, error) {
 
 // The tables of buffer.db.
 //
-//	meta          k → v: format, schema, schema_kind, config, next_offset, start_offset
+//	meta          k → v: format, schema, schema_kind, config, next_offset, start_offset,
+//	              and once set: fenced_end (Fence), floor (SetFloor)
 //	groups        one row per commit group: first offset, count, ts, packed rows
 //	marks         exactly-once marks, upserted with the group they cover
 //	seal_intents  seals begun but not completed (at most one per sealer)
@@ -91,6 +92,8 @@ CREATE TABLE files (
 //	publish_intents  files a publish pass is uploading and committing (one pass at a time)
 //	compact_intents  compaction outputs being written
 //	delete_queue     files and objects to delete once due, after a check that nothing references them
+//	holes            offset ranges skipped on purpose (restore resumes past a fence): no tier holds
+//	                 rows there, and CountRows leaves them out; this build writes none
 const tiersDDL = `
 CREATE TABLE IF NOT EXISTS published (
 	start_offset INTEGER PRIMARY KEY,
@@ -131,6 +134,10 @@ CREATE TABLE IF NOT EXISTS delete_queue (
 	reason TEXT NOT NULL,
 	PRIMARY KEY (tier, path)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS holes (
+	start_offset INTEGER PRIMARY KEY,
+	end_offset   INTEGER NOT NULL
+);
 INSERT OR IGNORE INTO meta(k, v) VALUES ('published_through', 0);
 `
 
@@ -164,8 +171,8 @@ func initBuffer(dir string, sch *schema.Schema, cfg Config, created time.Time) e
 		{"schema", string(sch.JSON())},
 		{"schema_kind", kind},
 		{"config", string(cfgJSON)},
-		{"next_offset", int64(1)},
-		{"start_offset", int64(1)},
+		{"next_offset", cfg.Start},
+		{"start_offset", cfg.Start},
 		{"created_us", created.UnixMicro()},
 		{"log_id", newToken()},
 	} {
@@ -243,6 +250,9 @@ func (l *Log) Append(ctx context.Context, rows [][]byte, ts int64, marks []Mark)
 	defer l.wmu.Unlock()
 	if l.closed.Load() {
 		return 0, fmt.Errorf("append to log %s: %w", l.dir, ErrClosed)
+	}
+	if l.fenced != 0 {
+		return 0, &FencedError{Dir: l.dir, End: l.fenced}
 	}
 	first = l.next
 	n := int64(len(rows))
@@ -329,6 +339,11 @@ func (l *Log) Marks(ctx context.Context) ([]Mark, error) {
 func (l *Log) writeTx(ctx context.Context, fn func(c *sql.Conn) error) (err error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	return l.writeTxLocked(ctx, fn)
+}
+
+// writeTxLocked is writeTx for a caller that holds wmu.
+func (l *Log) writeTxLocked(ctx context.Context, fn func(c *sql.Conn) error) (err error) {
 	if l.closed.Load() {
 		return fmt.Errorf("log %s: %w", l.dir, ErrClosed)
 	}

@@ -58,6 +58,13 @@ type Config struct {
 	Stream string `json:"stream,omitempty" yaml:"stream"`
 	Log    string `json:"log,omitempty" yaml:"log"`
 
+	// Start is the log's first offset; 0 means 1. A successor log (after a
+	// migrate) starts at exactly its predecessor's end, a restored one past
+	// a fence, so offsets are never reused across the logs of a stream
+	// (I1). Create stores it in buffer.db for the log's life: Open reports
+	// the stored value whatever a caller passes.
+	Start int64 `json:"start,omitempty" yaml:"-"`
+
 	// SortBy names declared scalar columns that order rows within a sealed
 	// file and within each row group of a compacted one (then offset).
 	// Empty means offset order. It is also the published table's sort order.
@@ -117,6 +124,9 @@ type S3Config struct {
 
 // withDefaults fills zero fields with their defaults.
 func (c Config) withDefaults() Config {
+	if c.Start == 0 {
+		c.Start = 1
+	}
 	if c.TargetSealBytes == 0 {
 		c.TargetSealBytes = DefaultTargetSealBytes
 	}
@@ -177,6 +187,9 @@ func (c Config) override(o Config) Config {
 
 // validate checks c, the config of a log in dir, against its schema.
 func (c Config) validate(dir string, sch *schema.Schema) error {
+	if c.Start < 1 {
+		return fmt.Errorf("start is %d; a log's first offset is 1 or more (or 0 for 1)", c.Start)
+	}
 	if c.TargetSealBytes < 0 {
 		return fmt.Errorf("target_seal_bytes is %d; it must be positive (or 0 for the default %d)", c.TargetSealBytes, DefaultTargetSealBytes)
 	}

@@ -135,6 +135,14 @@
 // holds what was committed at the boundary. The table then trails the
 // writer by about FlushEvery plus a publish pass.
 //
+// # Lifecycle
+//
+// A log starts at Config.Start (a successor at its predecessor's end), is
+// closed to writes for good by Fence, and published whole offline by
+// PublishAll. SetFloor hides what retention cut off; DeleteBelow takes out
+// whole files below the floor. CountRows counts from the tiers' records,
+// never rows. docs/design.md §3.3 has the details.
+//
 // # Time and the command line
 //
 // A handle reads the time only through the Clock it was opened with

@@ -55,3 +55,22 @@ func (e *RangeError) Error() string {
 		return fmt.Sprintf("offset range [%d,%d) reaches past %d, the end of this log (it serves [%d,%d))", e.From, e.To, e.End, e.Earliest, e.End)
 	}
 }
+
+// ErrFenced reports an Append to a log fenced against writes for good
+// (Fence): a migrated or retired log, whose successor, if any, takes the
+// writes. Use errors.As with *FencedError for the end offset.
+var ErrFenced = errors.New("log is fenced against writes")
+
+// FencedError is the error Append returns on a fenced log; it matches
+// ErrFenced.
+type FencedError struct {
+	Dir string // the log's directory
+	End int64  // the log's end: the offset its successor starts at
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("log %s is fenced against writes at offset %d: no row is appended to it again; its rows stay readable", e.Dir, e.End)
+}
+
+// Is makes errors.Is(err, ErrFenced) hold.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }

@@ -68,6 +68,7 @@ type Log struct {
 	wconn  *sql.Conn // the single connection every write goes through
 	stmts  writeStmts
 	next   int64  // next offset to assign; Writer only, guarded by wmu
+	fenced int64  // the end Fence recorded (0: not fenced); Writer only, guarded by wmu
 	packed []byte // reused packing buffer, guarded by wmu
 
 	rdb *sql.DB // reads: scans, extents, seal input
@@ -278,6 +279,7 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 		}
 		if mode == Writer {
 			l.next = m.next
+			l.fenced = m.fenced
 		}
 		if err := os.MkdirAll(filepath.Join(dir, filesDir), 0o755); err != nil {
 			return fail(err)
@@ -404,6 +406,7 @@ type meta struct {
 	schema *schema.Schema
 	config Config
 	next   int64
+	fenced int64 // the end Fence recorded; 0 when not fenced
 	logID  string
 }
 
@@ -452,6 +455,16 @@ func readMeta(ctx context.Context, db *sql.DB) (meta, error) {
 		return m, fmt.Errorf("buffer.db meta has next_offset %v; expected a positive integer", kv["next_offset"])
 	}
 	m.next = next
+	// start_offset is the truth about where the log starts, whatever the
+	// stored config says (logs made before Config.Start store none).
+	start, ok := kv["start_offset"].(int64)
+	if !ok || start < 1 || start > next {
+		return m, fmt.Errorf("buffer.db meta has start_offset %v (next offset %d); expected a positive integer no greater than the next offset", kv["start_offset"], next)
+	}
+	m.config.Start = start
+	if v, ok := kv["fenced_end"].(int64); ok {
+		m.fenced = v
+	}
 	m.logID = string(metaBytes(kv["log_id"]))
 	return m, nil
 }

@@ -80,6 +80,52 @@ func helperMain(role, dir, tag string) error {
 				return err
 			}
 		}
+	case "fence":
+		l, err := Open(dir, Writer)
+		if err != nil {
+			return err
+		}
+		end, err := l.Fence(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "ready\nfenced %d\n", end)
+		select {} // until the parent kills us, the fence never closed cleanly
+	case "publish-all":
+		// Stops for good at crash point tag, for the parent to SIGKILL.
+		stop := func(o *options) {
+			o.crashPoint = func(p string) error {
+				if p == tag {
+					fmt.Fprintln(out, "at", p)
+					select {}
+				}
+				return nil
+			}
+		}
+		l, err := Open(dir, Writer, stop)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "ready")
+		end, err := l.PublishAll(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "done", end)
+		return l.Close()
+	case "hold-role":
+		l, err := Open(dir, Maintainer)
+		if err != nil {
+			return err
+		}
+		lk, err := l.roleLock(tag)
+		if err != nil {
+			return err
+		}
+		defer lk.release()
+		fmt.Fprintln(out, "ready")
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		return nil
 	case "read-table":
 		return readTableMain(out, dir, tag)
 	case "run-role":

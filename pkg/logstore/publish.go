@@ -51,6 +51,11 @@ func (l *Log) Publish(ctx context.Context, flush bool) (published int64, err err
 	if err != nil {
 		return 0, err
 	}
+	return l.publishPass(ctx, pt, flush)
+}
+
+// publishPass is one Publish pass; the caller holds publish.lock.
+func (l *Log) publishPass(ctx context.Context, pt *warehouse.Table, flush bool) (published int64, err error) {
 	if err := l.reconcilePublish(ctx, pt); err != nil {
 		return 0, fmt.Errorf("publish log %s: %w", l.dir, err)
 	}

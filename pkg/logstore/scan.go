@@ -17,7 +17,8 @@ import (
 // Extent returns the offsets the log can serve, [earliest, end): end is the
 // next offset Append will assign, earliest the lowest offset still held by
 // any tier (the published table, a local file or the buffer; end when the
-// log holds nothing). Below earliest is evicted from every tier.
+// log holds nothing), raised to the floor (SetFloor). Below earliest is
+// evicted from every tier, or below the retention floor.
 func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 	if err := l.checkOpen(); err != nil {
 		return 0, 0, err
@@ -28,7 +29,8 @@ func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 	}
 	defer tx.Rollback()
 	var pmin, fmin, gmin sql.NullInt64
-	err = tx.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'next_offset'`).Scan(&end)
+	var floor int64
+	err = tx.QueryRowContext(ctx, `SELECT (SELECT v FROM meta WHERE k = 'next_offset'), coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor)
 	if err == nil && l.tiers {
 		err = tx.QueryRowContext(ctx, `SELECT min(start_offset) FROM published`).Scan(&pmin)
 	}
@@ -47,7 +49,9 @@ func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 			earliest = v.Int64
 		}
 	}
-	return earliest, end, nil
+	// Rows below the floor may linger in a tier until DeleteBelow takes
+	// them; they are never served.
+	return min(max(earliest, floor), end), end, nil
 }
 
 // Scan calls fn for every row in [from, to) that f matches (nil matches

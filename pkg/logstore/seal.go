@@ -297,6 +297,9 @@ func (l *Log) sealFile(ctx context.Context, in sealInput, rec arrow.RecordBatch)
 		_ = l.recoverSeals(context.WithoutCancel(ctx))
 		return fmt.Errorf("write %s for [%d,%d): %w", name, in.start, in.end, err)
 	}
+	if err := l.atCrashPoint("seal:written"); err != nil {
+		return err // the intent stays, as after a crash
+	}
 	<-statsDone
 	if statsErr != nil {
 		_ = l.recoverSeals(context.WithoutCancel(ctx))

@@ -8,7 +8,10 @@ import (
 
 // Status is a log's tiers at one moment, for /stats and for tests.
 type Status struct {
-	End              int64   // the next offset Append assigns
+	Start            int64   // the log's first offset (Config.Start)
+	End              int64   // the next offset Append assigns (for a fenced log, the end it was fenced at)
+	Fenced           bool    // Fence closed the log to writes for good
+	Floor            int64   // the retention floor (SetFloor); 0 when none
 	BufferedRows     int64   // rows in buffer.db (some may also be in files, until clean evicts them)
 	BufferedGroups   int64   // commit groups in buffer.db
 	LocalFiles       int64   // files under files/ that the log records
@@ -37,6 +40,8 @@ func (l *Log) Status(ctx context.Context) (Status, error) {
 		}
 	}
 	q(`SELECT v FROM meta WHERE k = 'next_offset'`, &st.End)
+	q(`SELECT (SELECT v FROM meta WHERE k = 'start_offset'), (SELECT count(*) FROM meta WHERE k = 'fenced_end'),
+		coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`, &st.Start, &st.Fenced, &st.Floor)
 	q(`SELECT coalesce(sum(n), 0), count(*) FROM groups`, &st.BufferedRows, &st.BufferedGroups)
 	q(`SELECT count(*), coalesce(sum(file_bytes), 0) FROM files`, &st.LocalFiles, &st.LocalBytes)
 	var oldestTS sql.NullInt64
@@ -50,9 +55,7 @@ func (l *Log) Status(ctx context.Context) (Status, error) {
 	}
 	first := st.PublishedThrough + 1
 	if st.PublishedThrough == 0 {
-		if err := tx.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'start_offset'`).Scan(&first); err != nil {
-			return st, fmt.Errorf("read status of log %s: %w", l.dir, err)
-		}
+		first = st.Start
 	}
 	st.PublishLagRows = st.End - first
 	if st.PublishLagRows > 0 {

@@ -507,6 +507,33 @@ func (pt *Table) SnapshotRefs(ctx context.Context, tbl *table.Table) (LiveSet, e
 	return set, nil
 }
 
+// CurrentFiles returns the data files tbl's current snapshot reads.
+func (pt *Table) CurrentFiles(ctx context.Context, tbl *table.Table) (LiveSet, error) {
+	set := LiveSet{}
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return set, nil
+	}
+	fsys, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mans, err := snap.Manifests(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("read the manifest list of snapshot %d: %w", snap.SnapshotID, err)
+	}
+	for _, m := range mans {
+		files, err := pt.manifestFiles(fsys, m)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			set.Add(pt, f)
+		}
+	}
+	return set, nil
+}
+
 // manifestFiles returns the data files a manifest lists as added or
 // existing. An entry marked deleted names a file the snapshot no longer
 // reads; an older snapshot that still reads it lists it in a manifest of
