@@ -33,7 +33,9 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 	if c.dead || c.closing != nil {
 		return
 	}
-	room := sub.maxBacklog - len(c.out)
+	// The queue counts the frames the writer is writing too: at most
+	// max_backlog frames are held for sub, queued or in write (I5).
+	room := sub.maxBacklog - c.out.len()
 	added := false
 	for i, f := range frames {
 		if match != nil && !match[i] {
@@ -51,7 +53,7 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 			_ = c.nc.SetWriteDeadline(time.Now().Add(dropGrace))
 			return
 		}
-		c.out = append(c.out, f)
+		c.out.push(f, sub.maxBacklog)
 		room--
 		added = true
 	}
