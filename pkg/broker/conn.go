@@ -75,8 +75,11 @@ type wsConn struct {
 
 	wg sync.WaitGroup // the writer goroutine
 
+	// out is the data frames queued or being written, in order (queue.go);
+	// guarded by mu.
+	out frameQueue
+
 	mu         sync.Mutex
-	out        frameQueue // data frames queued or being written, in order (queue.go)
 	ctrl       [][]byte // the server's pings, written before out
 	pong       []byte   // the answer to the peer's latest ping, unwritten; a newer ping replaces it
 	absorbed   int      // control frames read while a control frame of ours was unwritten
@@ -322,11 +325,13 @@ func (c *wsConn) writeLoop() {
 		clear(ctrl)
 		if k > 0 {
 			clear(iov[:k])
+			var released int64
 			c.mu.Lock()
 			if !c.dead {
-				c.out.pop(k)
+				released = c.out.pop(k)
 			}
 			c.mu.Unlock()
+			c.srv.reclaim.note(released)
 			if c.afterWrite != nil {
 				c.afterWrite(k)
 			}

@@ -69,8 +69,9 @@ func (q *frameQueue) peek(dst [][]byte) int {
 }
 
 // pop removes the k oldest frames, clearing their slots, and lets a large
-// ring go once the queue is empty.
-func (q *frameQueue) pop(k int) {
+// ring go once the queue is empty. It returns the bytes of the ring it let
+// go, or 0.
+func (q *frameQueue) pop(k int) (released int64) {
 	k = min(k, q.n)
 	end := q.head + k
 	if end <= len(q.buf) {
@@ -87,15 +88,20 @@ func (q *frameQueue) pop(k int) {
 	if q.n == 0 {
 		q.head = 0
 		if len(q.buf) > keptQueueCap {
+			released = int64(len(q.buf)) * slotBytes
 			q.buf = nil
 		}
 	}
+	return released
 }
+
+// slotBytes is the size of one ring slot (a slice header).
+const slotBytes = 24
 
 // bytes is the memory the queue pins: its slots and the frames in them
 // (frames shared with other connections are counted here too).
 func (q *frameQueue) bytes() int64 {
-	total := int64(len(q.buf)) * 24
+	total := int64(len(q.buf)) * slotBytes
 	for i := 0; i < q.n; i++ {
 		j := q.head + i
 		if j >= len(q.buf) {

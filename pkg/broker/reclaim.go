@@ -14,16 +14,21 @@ import (
 // gives it back to the OS only after a collection it may not run for
 // minutes (an idle server allocates nothing that would trigger one) and then
 // only gradually. The reclaimer forces both, off the hot path: a connection
-// that ends notes the bytes its queue held (an atomic add and a non-blocking
-// wake), and one goroutine calls debug.FreeOSMemory once a large amount has
-// been let go, after the drop has settled and at most once per interval.
+// notes the bytes of queue it lets go (a ring larger than keptQueueCap
+// slots once drained, or the whole queue when it ends) with an atomic add
+// and a non-blocking wake, and one goroutine calls debug.FreeOSMemory once
+// a large amount has been let go, after the letting go has paused and at
+// most once per interval.
 const (
 	// reclaimThreshold is how many bytes of queue must have been let go
-	// since the last reclaim before another is worth a forced collection.
-	reclaimThreshold = 64 << 20
-	// reclaimSettle lets the rest of a mass drop end before reclaiming, so
-	// one collection covers it.
+	// since the last reclaim before another is worth a forced collection:
+	// the rings of about 85 stalled subscribers at max_backlog 8192.
+	reclaimThreshold = 16 << 20
+	// reclaimSettle is the pause in letting go that a reclaim waits for,
+	// so one collection covers a whole mass drop.
 	reclaimSettle = time.Second
+	// reclaimMaxWait bounds that wait while connections keep letting go.
+	reclaimMaxWait = 15 * time.Second
 	// reclaimInterval is the least time between two reclaims: a forced
 	// collection costs CPU in proportion to the live heap.
 	reclaimInterval = 30 * time.Second
@@ -33,11 +38,13 @@ const (
 // end. Its goroutine is started and stopped by Server.Run.
 type reclaimer struct {
 	released atomic.Int64  // bytes let go since the last reclaim
+	notes    atomic.Int64  // notes so far: run waits until they pause
 	wake     chan struct{} // capacity 1: a note past the threshold wakes run
 	reclaims atomic.Int64  // reclaims done (tests observe them)
 
 	threshold int64
 	settle    time.Duration
+	maxWait   time.Duration
 	interval  time.Duration
 	free      func() // debug.FreeOSMemory
 	logger    *log.Logger
@@ -48,6 +55,7 @@ func newReclaimer(logger *log.Logger) *reclaimer {
 		wake:      make(chan struct{}, 1),
 		threshold: reclaimThreshold,
 		settle:    reclaimSettle,
+		maxWait:   reclaimMaxWait,
 		interval:  reclaimInterval,
 		free:      debug.FreeOSMemory,
 		logger:    logger,
@@ -60,6 +68,7 @@ func (r *reclaimer) note(n int64) {
 	if n <= 0 {
 		return
 	}
+	r.notes.Add(1)
 	if r.released.Add(n) >= r.threshold {
 		select {
 		case r.wake <- struct{}{}:
@@ -93,8 +102,16 @@ func (r *reclaimer) run(stop <-chan struct{}) {
 		if r.released.Load() < r.threshold {
 			continue
 		}
-		if !sleep(r.settle) {
-			return
+		// Wait until connections stop letting go (bounded), so one
+		// collection covers a mass drop.
+		for waited := time.Duration(0); waited < r.maxWait; waited += r.settle {
+			seen := r.notes.Load()
+			if !sleep(r.settle) {
+				return
+			}
+			if r.notes.Load() == seen {
+				break
+			}
 		}
 		if !last.IsZero() && !sleep(r.interval-time.Since(last)) {
 			return
