@@ -310,7 +310,7 @@ func subscribe(t testing.TB, s *server, path string, rcvbuf int) (*websocket.Con
 
 // greeting is the part of the greeting the tests read.
 type greeting struct {
-	EndOffset int64    `json:"end_offset"`
+	EndOffset int64     `json:"end_offset"`
 	Replay    *[2]int64 `json:"replay"`
 }
 
