@@ -418,19 +418,16 @@ func (l *load) publish(ctx context.Context, ws *websocket.Conn, name string, bat
 			fmt.Fprintf(&b, `{"id":%q,"pad":%q}`, ids[i], pad)
 		}
 		b.WriteByte(']')
+		// Once the reader expects a reply to ids, the frame must go out.
 		select {
 		case sent <- ids:
 		case <-ctx.Done():
-		case <-readDone:
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		select {
+			close(sent)
+			<-readDone
+			return
 		case <-readDone:
 			close(sent)
 			return
-		default:
 		}
 		_ = ws.SetWriteDeadline(time.Now().Add(60 * time.Second))
 		if err := ws.WriteMessage(websocket.TextMessage, []byte(b.String())); err != nil {
@@ -452,6 +449,20 @@ func (l *load) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.acked)
+}
+
+// failures is the number of frames answered with an error so far.
+func (l *load) failures() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed
+}
+
+// errors is the distinct errors answered so far ("code: detail").
+func (l *load) errors() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.errs...)
 }
 
 func contains(list []string, s string) bool {

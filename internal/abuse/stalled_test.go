@@ -103,10 +103,13 @@ func (o stallOutcome) frameBytes() float64 { return float64(o.maxBacklog * o.fra
 // RSS. sample of them then read what they were sent: a contiguous prefix
 // and 4429 naming the offset after it (I5). All of them then close, and
 // the server's RSS must come back within 20 s.
-func stallSubscribers(t testing.TB, s *server, subs, maxBacklog, sample int) stallOutcome {
+// A benchmark (strict false) only reports what stayed resident.
+func stallSubscribers(t testing.TB, s *server, subs, maxBacklog, sample int, strict bool) stallOutcome {
 	t.Helper()
 	o := stallOutcome{subs: subs, maxBacklog: maxBacklog}
-	publishRows(t, s, "warm", 2000)
+	// The same load without subscribers first, so the baseline includes
+	// what publishing itself costs the server.
+	publishRows(t, s, "warm", maxBacklog+kernelSlack)
 	o.base = s.rss()
 	conns := make([]*websocket.Conn, subs)
 	first := int64(0)
@@ -172,7 +175,7 @@ func stallSubscribers(t testing.TB, s *server, subs, maxBacklog, sample int) sta
 	for o.after = s.rss(); o.after > limit && time.Now().Before(deadline); o.after = s.rss() {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if o.after > limit {
+	if o.after > limit && strict {
 		t.Errorf("RSS %.1f MiB 20s after %d stalled subscribers were dropped; it was %.1f MiB before them and %.1f MiB with them; server log:\n%s",
 			mib(o.after), subs, mib(o.base), mib(o.peak), s.logs)
 	}
@@ -200,7 +203,7 @@ func TestStalledSubscribersAreDroppedAndTheirMemoryReturns(t *testing.T) {
 	subs := soak.Count(100, 2000)
 	s := start(t, options{maxBacklog: maxBacklog})
 	fds := s.fds()
-	o := stallSubscribers(t, s, subs, maxBacklog, 3)
+	o := stallSubscribers(t, s, subs, maxBacklog, 3, true)
 	t.Logf("%d stalled subscribers at max_backlog %d: RSS %.1f → %.1f → %.1f MiB; %.0f KiB per subscriber; its frames are %.0f KiB",
 		subs, maxBacklog, mib(o.base), mib(o.peak), mib(o.after), o.perSub()/1024, o.frameBytes()/1024)
 	if o.perSub() > 1.2*o.frameBytes() {
@@ -223,7 +226,7 @@ func BenchmarkStalledSubscriberRSS(b *testing.B) {
 			var per, ratio, after float64
 			for i := 0; i < b.N; i++ {
 				s := start(b, options{maxBacklog: maxBacklog})
-				o := stallSubscribers(b, s, subs, maxBacklog, 1)
+				o := stallSubscribers(b, s, subs, maxBacklog, 1, false)
 				per += o.perSub()
 				ratio += o.perSub() / o.frameBytes()
 				after += float64(o.after-o.base) / (1 << 20)

@@ -14,8 +14,9 @@ import (
 // gives it back to the OS only after a collection it may not run for
 // minutes (an idle server allocates nothing that would trigger one) and then
 // only gradually. The reclaimer forces both, off the hot path: a connection
-// notes the bytes of queue it lets go (a ring larger than keptQueueCap
-// slots once drained, or the whole queue when it ends) with an atomic add
+// notes the bytes of queue it lets go (a subscriber's queue when it is
+// dropped with 4429, a ring larger than keptQueueCap slots once drained,
+// the whole queue when it ends) with an atomic add
 // and a non-blocking wake, and one goroutine calls debug.FreeOSMemory once
 // a large amount has been let go, after the letting go has paused and at
 // most once per interval.
@@ -31,7 +32,7 @@ const (
 	reclaimMaxWait = 15 * time.Second
 	// reclaimInterval is the least time between two reclaims: a forced
 	// collection costs CPU in proportion to the live heap.
-	reclaimInterval = 30 * time.Second
+	reclaimInterval = 10 * time.Second
 )
 
 // reclaimer returns memory to the OS after connections holding large queues

@@ -48,6 +48,9 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 				behind = next - resume
 			}
 			c.closeLocked(wire.CloseTooSlow, (&wire.TooSlow{Offset: resume, Behind: behind}).Reason())
+			// Its queue is let go once written or dropped: tell the
+			// reclaimer (an estimate, O(1) under the fan-out lock).
+			c.srv.reclaim.note(int64(c.out.len()) * int64(slotBytes+len(f)))
 			// A subscriber that stopped reading may never take its prefix:
 			// bound the wait so its connection ends.
 			_ = c.nc.SetWriteDeadline(time.Now().Add(dropGrace))
