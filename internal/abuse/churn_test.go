@@ -1,6 +1,7 @@
 package abuse
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -108,7 +109,7 @@ func TestHalfOpenConnectionsAreClosedByTheHandshakeTimeout(t *testing.T) {
 			b := make([]byte, 512)
 			for {
 				if _, err := c.Read(b); err != nil {
-					if os.IsTimeout(err) {
+					if errors.Is(err, os.ErrDeadlineExceeded) {
 						mu.Lock()
 						open++
 						mu.Unlock()
