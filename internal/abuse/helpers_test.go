@@ -187,6 +187,24 @@ func (s *server) fds() int {
 	return len(ents)
 }
 
+// fdList names what the server's descriptors point at, for messages.
+func (s *server) fdList() string {
+	dir := fmt.Sprintf("/proc/%d/fd", s.pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, e := range ents {
+		target, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		out = append(out, e.Name()+"→"+filepath.Base(target))
+	}
+	return strings.Join(out, " ")
+}
+
 // stats is the part of /stats the tests read.
 type stats struct {
 	Process struct {
