@@ -75,9 +75,11 @@ type wsConn struct {
 
 	wg sync.WaitGroup // the writer goroutine
 
+	// out is the data frames queued or being written, in order (queue.go);
+	// guarded by mu.
+	out frameQueue
+
 	mu         sync.Mutex
-	out        [][]byte // data frames waiting for the writer, in order
-	spare      [][]byte // the writer's previous batch, recycled for out
 	ctrl       [][]byte // the server's pings, written before out
 	pong       []byte   // the answer to the peer's latest ping, unwritten; a newer ping replaces it
 	absorbed   int      // control frames read while a control frame of ours was unwritten
@@ -142,7 +144,9 @@ func (c *wsConn) enqueue(frames ...[]byte) {
 		c.mu.Unlock()
 		return
 	}
-	c.out = append(c.out, frames...)
+	for _, f := range frames {
+		c.out.push(f, 0)
+	}
 	if c.canStartLocked() {
 		c.startWriterLocked()
 	}
@@ -233,8 +237,10 @@ func (c *wsConn) closeLocked(code int, reason string) bool {
 func (c *wsConn) abort() {
 	c.mu.Lock()
 	c.dead = true
-	c.out, c.ctrl, c.pong = nil, nil, nil
+	c.ctrl, c.pong = nil, nil
+	released := c.dropQueueLocked()
 	c.mu.Unlock()
+	c.srv.reclaim.note(released)
 	_ = c.nc.Close()
 	if c.onDead != nil {
 		c.onDead()
@@ -249,9 +255,19 @@ func (c *wsConn) isDead() bool {
 }
 
 // writeLoop writes whatever is queued, as few syscalls as the kernel allows
-// (net.Buffers → writev), until the queue is empty.
+// (net.Buffers → writev), until the queue is empty. It takes at most
+// writevFrames frames per write and removes them from the queue only once
+// written, so frames in the kernel's hands are the only ones max_backlog
+// does not count; control frames queued meanwhile go out between writes.
 func (c *wsConn) writeLoop() {
 	var ctrl [][]byte
+	var iov *[writevFrames][]byte
+	defer func() {
+		if iov != nil {
+			clear(iov[:])
+			iovPool.Put(iov)
+		}
+	}()
 	for {
 		c.mu.Lock()
 		if c.dead {
@@ -266,30 +282,40 @@ func (c *wsConn) writeLoop() {
 			ctrl = append(ctrl, c.pong)
 			c.pong, c.absorbed = nil, 0
 		}
-		batch := c.out
-		c.out = c.spare
-		c.spare = nil
+		k := 0
+		if c.out.len() > 0 {
+			if iov == nil {
+				iov = iovPool.Get().(*[writevFrames][]byte)
+			}
+			k = c.out.peek(iov[:])
+		}
 		var closing []byte
-		if c.closing != nil && !c.closeSent {
+		if c.closing != nil && !c.closeSent && k == c.out.len() {
 			closing = c.closing
 			c.closeSent = true
 		}
-		if len(ctrl) == 0 && len(batch) == 0 && closing == nil {
+		if len(ctrl) == 0 && k == 0 && closing == nil {
 			c.writing = false
-			if cap(batch) <= 1024 {
-				c.spare = batch[:0]
-			}
 			c.mu.Unlock()
 			return
 		}
 		c.mu.Unlock()
 
+		var batch [][]byte
+		if k > 0 {
+			batch = iov[:k:k] // full slice: writeFrames appends the close frame to a copy
+			if h := c.srv.opts.writeHook; h != nil {
+				h(c, k)
+			}
+		}
 		if err := c.writeFrames(ctrl, batch, closing); err != nil {
 			c.mu.Lock()
 			c.dead = true
 			c.writing = false
-			c.out, c.ctrl, c.pong = nil, nil, nil
+			c.ctrl, c.pong = nil, nil
+			released := c.dropQueueLocked()
 			c.mu.Unlock()
+			c.srv.reclaim.note(released)
 			_ = c.nc.Close()
 			if c.onDead != nil {
 				c.onDead()
@@ -297,20 +323,36 @@ func (c *wsConn) writeLoop() {
 			return
 		}
 		clear(ctrl)
-		n := len(batch)
-		if n > 0 && c.afterWrite != nil {
-			c.afterWrite(n)
+		if k > 0 {
+			clear(iov[:k])
+			var released int64
+			c.mu.Lock()
+			if !c.dead {
+				released = c.out.pop(k)
+			}
+			c.mu.Unlock()
+			c.srv.reclaim.note(released)
+			if c.afterWrite != nil {
+				c.afterWrite(k)
+			}
 		}
-		c.mu.Lock()
-		if cap(batch) <= 4096 && c.spare == nil {
-			c.spare = batch[:0]
-		}
-		c.mu.Unlock()
 		if closing != nil {
 			// The close frame is out; wait a bounded time for the peer's.
 			_ = c.nc.SetReadDeadline(time.Now().Add(closeGrace))
 		}
 	}
+}
+
+// iovPool holds the writers' iovecs: a writer holds one only while it has
+// frames to write, so an idle connection holds none.
+var iovPool = sync.Pool{New: func() any { return new([writevFrames][]byte) }}
+
+// dropQueueLocked empties the data queue of a connection that is ending and
+// returns the bytes it pinned, for the server's reclaimer; c.mu is held.
+func (c *wsConn) dropQueueLocked() int64 {
+	released := c.out.bytes()
+	c.out.reset()
+	return released
 }
 
 // writeFrames writes control frames, then data frames, then a close frame,
@@ -418,7 +460,9 @@ func (c *wsConn) finish() {
 	c.wg.Wait()
 	c.mu.Lock()
 	c.dead = true
-	c.out, c.spare, c.ctrl, c.pong = nil, nil, nil, nil
+	c.ctrl, c.pong = nil, nil
+	released := c.dropQueueLocked()
 	c.mu.Unlock()
+	c.srv.reclaim.note(released)
 	_ = c.nc.Close()
 }

@@ -58,6 +58,10 @@ type Options struct {
 	// stream in place of the log's Append: it gets the log, and calls
 	// Append itself for the group to commit.
 	appendHook func(ctx context.Context, l *logstore.Log, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error)
+	// writeHook, when set (tests only), is called by a connection's writer
+	// before it writes n queued data frames, which are then still counted
+	// in the queue: a hook that blocks holds them "in write".
+	writeHook func(c *wsConn, n int)
 
 	// Middleware wraps every request after the server's own Origin check
 	// and before the routes, in order (the first is outermost).
@@ -111,7 +115,11 @@ type Server struct {
 	conns     map[*wsConn]struct{}
 	stopping  bool
 	handlers  sync.WaitGroup // WebSocket handlers (each owns its connection's goroutines)
-	keepalive sync.WaitGroup
+	keepalive sync.WaitGroup // the keepalive and reclaimer goroutines
+
+	// reclaim gives memory back to the OS after connections holding large
+	// queues end (reclaim.go).
+	reclaim *reclaimer
 }
 
 // writeBufferPool gives gorilla a pool so it keeps no write buffer per
@@ -149,6 +157,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		startedWall: time.Now(),
 		ready:       make(chan struct{}),
 		conns:       map[*wsConn]struct{}{},
+		reclaim:     newReclaimer(opts.Logger),
 	}
 	s.chain = s.handler()
 	pool := &writeBufferPool{}
@@ -203,10 +212,14 @@ func (s *Server) Run(ctx context.Context) error {
 	stopKeepalive := make(chan struct{})
 	runErr := s.start(ctx)
 	if runErr == nil {
-		s.keepalive.Add(1)
+		s.keepalive.Add(2)
 		go func() {
 			defer s.keepalive.Done()
 			s.keepaliveLoop(stopKeepalive)
+		}()
+		go func() {
+			defer s.keepalive.Done()
+			s.reclaim.run(stopKeepalive)
 		}()
 		s.state.Store(stateReady)
 		close(s.ready)

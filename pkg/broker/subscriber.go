@@ -33,7 +33,9 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 	if c.dead || c.closing != nil {
 		return
 	}
-	room := sub.maxBacklog - len(c.out)
+	// The queue counts the frames the writer is writing too: at most
+	// max_backlog frames are held for sub, queued or in write (I5).
+	room := sub.maxBacklog - c.out.len()
 	added := false
 	for i, f := range frames {
 		if match != nil && !match[i] {
@@ -46,12 +48,15 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 				behind = next - resume
 			}
 			c.closeLocked(wire.CloseTooSlow, (&wire.TooSlow{Offset: resume, Behind: behind}).Reason())
+			// Its queue is let go once written or dropped: tell the
+			// reclaimer (an estimate, O(1) under the fan-out lock).
+			c.srv.reclaim.note(int64(c.out.len()) * int64(slotBytes+len(f)))
 			// A subscriber that stopped reading may never take its prefix:
 			// bound the wait so its connection ends.
 			_ = c.nc.SetWriteDeadline(time.Now().Add(dropGrace))
 			return
 		}
-		c.out = append(c.out, f)
+		c.out.push(f, sub.maxBacklog)
 		room--
 		added = true
 	}

@@ -1,0 +1,174 @@
+package abuse
+
+import (
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/internal/soak"
+)
+
+// follower is a subscriber that reads live frames and checks that they
+// come in order, without a gap.
+type follower struct {
+	ws   *websocket.Conn
+	done chan struct{}
+
+	mu   sync.Mutex
+	next int64 // the offset it expects next
+	err  error // why it stopped reading, or a gap
+}
+
+func follow(t testing.TB, s *server) *follower {
+	t.Helper()
+	ws, g := subscribe(t, s, "/t", 0)
+	f := &follower{ws: ws, done: make(chan struct{}), next: g.EndOffset}
+	go func() {
+		defer close(f.done)
+		for {
+			_, msg, err := ws.ReadMessage()
+			if err != nil {
+				f.stop(err)
+				return
+			}
+			off, _, err := frameOf(msg)
+			f.mu.Lock()
+			if err == nil && off != f.next {
+				err = fmt.Errorf("frame %d after %d: a gap or a duplicate", off, f.next-1)
+			}
+			f.next = off + 1
+			f.mu.Unlock()
+			if err != nil {
+				f.stop(err)
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { ws.Close(); <-f.done })
+	return f
+}
+
+func (f *follower) stop(err error) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.mu.Unlock()
+}
+
+func (f *follower) state() (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.next, f.err
+}
+
+// caughtUp waits until the follower has read past every acknowledged row.
+func (f *follower) caughtUp(t testing.TB, acked map[int64]string) {
+	t.Helper()
+	last := int64(-1)
+	for off := range acked {
+		last = max(last, off)
+	}
+	waitUntil(t, 30*time.Second, func() (bool, string) {
+		next, err := f.state()
+		if err != nil {
+			t.Fatalf("the subscriber stopped: %v", err)
+		}
+		return next > last, fmt.Sprintf("the subscriber is at %d; %d was acknowledged", next, last)
+	})
+}
+
+// TestStoppedServerResumesLosingNothing stops the server (SIGSTOP) for a
+// second at a time while publishers and a subscriber run, and continues it
+// (SIGCONT). The load resumes after each stop, the subscriber gets every
+// row in order with no gap, no acknowledged row is lost, and RSS and
+// descriptors stay bounded.
+func TestStoppedServerResumesLosingNothing(t *testing.T) {
+	s := start(t, options{})
+	f := follow(t, s)
+	l := startLoad(t, s, 2, 50)
+	waitUntil(t, 30*time.Second, func() (bool, string) {
+		return l.count() >= 2000, fmt.Sprintf("%d rows acknowledged", l.count())
+	})
+	base := s.baseline()
+	rounds := soak.Count(2, 10)
+	for i := 0; i < rounds; i++ {
+		if err := syscall.Kill(s.pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // the length of the fault, not a wait for an event
+		before := l.count()
+		if err := syscall.Kill(s.pid, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 30*time.Second, func() (bool, string) {
+			return l.count() >= before+1000, fmt.Sprintf("after SIGCONT %d: %d rows acknowledged, %d before", i+1, l.count(), before)
+		})
+	}
+	t.Logf("%d stops done", rounds)
+	l.stop()
+	t.Logf("load stopped")
+	f.caughtUp(t, l.acked)
+	t.Logf("caught up")
+	s.within(fmt.Sprintf("after %d stops", rounds), base, bound{rss: 64 << 20, fds: 4})
+	verifyAcked(t, s, l.acked)
+}
+
+// TestKilledMaintenanceChildrenAreRestartedLosingNothing SIGKILLs every
+// maintenance child of the server while publishers run. Each is restarted,
+// the load goes on, no acknowledged row is lost (the rows are sealed,
+// published and cleaned by the restarted children meanwhile), and the
+// server's RSS and descriptors stay bounded.
+func TestKilledMaintenanceChildrenAreRestartedLosingNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the maintenance children; skipped with -short")
+	}
+	s := start(t, options{maintain: true})
+	children := func() map[string]int {
+		out := map[string]int{}
+		for _, c := range s.stats().Children {
+			if c.PID != nil && c.Ready {
+				out[c.Role] = *c.PID
+			}
+		}
+		return out
+	}
+	var roles int
+	waitUntil(t, 30*time.Second, func() (bool, string) {
+		roles = len(s.stats().Children)
+		return roles > 0 && len(children()) == roles, fmt.Sprintf("%d of %d children ready", len(children()), roles)
+	})
+	f := follow(t, s)
+	l := startLoad(t, s, 2, 50)
+	waitUntil(t, 30*time.Second, func() (bool, string) {
+		return l.count() >= 2000, fmt.Sprintf("%d rows acknowledged", l.count())
+	})
+	base := s.baseline()
+	rounds := soak.Count(2, 10)
+	for i := 0; i < rounds; i++ {
+		killed := children()
+		for _, pid := range killed {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := l.count()
+		waitUntil(t, 60*time.Second, func() (bool, string) {
+			now := children()
+			for role, pid := range killed {
+				if now[role] == 0 || now[role] == pid {
+					return false, fmt.Sprintf("round %d: child %s not restarted (running: %v)", i+1, role, now)
+				}
+			}
+			return l.count() >= before+1000, fmt.Sprintf("round %d: %d rows acknowledged, %d before", i+1, l.count(), before)
+		})
+	}
+	l.stop()
+	f.caughtUp(t, l.acked)
+	s.within(fmt.Sprintf("after %d rounds of killed children", rounds), base, bound{rss: 64 << 20, fds: 8})
+	verifyAcked(t, s, l.acked)
+}
