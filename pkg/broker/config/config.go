@@ -137,6 +137,12 @@ type Stream struct {
 	MaxReplay *int64 `yaml:"max_replay"`
 	// ExactlyOnce lets publishers name themselves with publisher=ID.
 	ExactlyOnce bool `yaml:"exactly_once"`
+	// HistoryGuard, when set, makes the stream protected: its consumers
+	// rebuild their state by reading it from offset 1, so serve checks
+	// before it admits traffic that the history is still whole and
+	// unchanged, and the commands that would end, split or shorten it
+	// refuse it (Protected, ProtectedError). nil for an unprotected stream.
+	HistoryGuard *HistoryGuard `yaml:"history_guard,omitempty"`
 }
 
 // Default returns the configuration with every default filled in and no
@@ -371,6 +377,9 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 			if _, ok := schemas[i].ColumnIndex(col); !ok {
 				return nil, badKey(key+".sort_by", "%s: sort_by names %q, which is not a column of its schema", label, col)
 			}
+		}
+		if err := s.validateGuard(key, label, schemas[i]); err != nil {
+			return nil, err
 		}
 	}
 	if lay, err := c.layout(); err == nil {
