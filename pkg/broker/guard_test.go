@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -298,6 +299,31 @@ func TestHistoryGuardRefusesAHistoryWithAGap(t *testing.T) {
 	}
 	guard(&cfg, id, 4, rows[3])
 	wantGuardRefusal(t, cfg, checkDense, "earliest offset is 3")
+}
+
+// TestHistoryGuardRefusesAHistoryWithAHole: offsets recorded as skipped
+// (the holes a restore past a fence leaves) inside [1, end), while offset
+// 1 is still held, fail "dense history" by the count of rows held.
+func TestHistoryGuardRefusesAHistoryWithAHole(t *testing.T) {
+	cfg := guardedConfig(t)
+	id, rows := history(t, cfg, 4)
+	lay, err := meta.NewLayout(cfg.Root, cfg.Published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The log is closed; buffer.db is edited as a restore would leave it.
+	db, err := sql.Open("sqlite", filepath.Join(lay.LogDir("trades", "trades"), "buffer.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO holes(start_offset, end_offset) VALUES (2, 3)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	guard(&cfg, id, 1, rows[0])
+	wantGuardRefusal(t, cfg, checkDense, "holds 3 rows in offsets [1, 5), not 4")
 }
 
 // TestHistoryGuardRefusesAnotherKnownRow: the row at known_offset differs
