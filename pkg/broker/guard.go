@@ -82,7 +82,7 @@ func (s *stream) checkGuard(ctx context.Context, md *meta.Metadata, lg *logstore
 	if start == 0 { // a log made before logs stored their start begins at 1
 		start = 1
 	}
-	if first := md.Logs[0].StartOffset; first != 1 || start != 1 {
+	if first := md.Current().StartOffset; first != 1 || start != 1 {
 		return s.guardFail(checkStart, "the live log %s starts at offset %d (the metadata says %d)", lg.Dir(), start, first)
 	}
 	if earliest != 1 {
