@@ -93,12 +93,16 @@ func TestProtectedErrorSaysWhy(t *testing.T) {
 		t.Fatal("a stream without history_guard is protected")
 	}
 	s.HistoryGuard = &HistoryGuard{StreamID: "5b0f4c1e-8f6a-4d2b-9a57-2f0c2d1e6b90", KnownOffset: 1, KnownRow: "{}"}
-	for _, cmd := range []string{"migrate", "retire", "retain"} {
+	for cmd, why := range map[string]string{
+		"migrate": "a migration starts a new log at the seam",
+		"retire":  "retiring ends the stream for good",
+		"retain":  "retention deletes the oldest rows",
+	} {
 		err := s.ProtectedError(cmd)
 		if !errors.Is(err, ErrProtected) {
 			t.Fatalf("%s: %v does not wrap ErrProtected", cmd, err)
 		}
-		for _, w := range []string{"streamcast " + cmd, `"ledger"`, "from offset 1", "remove history_guard"} {
+		for _, w := range []string{"streamcast " + cmd, `"ledger"`, why, "from offset 1", "remove history_guard"} {
 			if !strings.Contains(err.Error(), w) {
 				t.Fatalf("%s: %q is missing from %v", cmd, w, err)
 			}
