@@ -259,8 +259,9 @@ func (s *Stream) UnmarshalYAML(n *yaml.Node) error {
 // Validate checks the whole configuration before anything is opened: the
 // log: section, limits of at least 1, the maintain:, published:, s3: and
 // tiers: sections, stream names valid and distinct, every schema compiling,
-// and sort_by naming columns. `streamcast serve` and `streamcast config` run
-// exactly this. An error is a *Error naming the key and, for a Config
+// sort_by naming columns, and each history_guard against its stream
+// (durable, exactly_once, max_replay null, known_row canonical).
+// `streamcast serve` and `streamcast config` run exactly this. An error is a *Error naming the key and, for a Config
 // from Load, where its value came from (file and line, environment
 // variable, flag or default).
 func (c *Config) Validate() error {
