@@ -261,9 +261,9 @@ func (s *Stream) UnmarshalYAML(n *yaml.Node) error {
 // tiers: sections, stream names valid and distinct, every schema compiling,
 // sort_by naming columns, and each history_guard against its stream
 // (durable, exactly_once, max_replay null, known_row canonical).
-// `streamcast serve` and `streamcast config` run exactly this. An error is a *Error naming the key and, for a Config
-// from Load, where its value came from (file and line, environment
-// variable, flag or default).
+// `streamcast serve` and `streamcast config` run exactly this. An error
+// is a *Error naming the key and, for a Config from Load, where its value
+// came from (file and line, environment variable, flag or default).
 func (c *Config) Validate() error {
 	_, err := c.Compile()
 	return err
