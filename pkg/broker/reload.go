@@ -171,6 +171,11 @@ func declarationChange(st *stream, sc config.Stream, sch *schema.Schema) string 
 	if !slices.Equal(old.SortBy, sc.SortBy) {
 		keys = append(keys, "sort_by")
 	}
+	// A guard added to a running stream is checked when serve restarts:
+	// its traffic was admitted already.
+	if !reflect.DeepEqual(old.HistoryGuard, sc.HistoryGuard) {
+		keys = append(keys, "history_guard")
+	}
 	if len(keys) == 0 {
 		return ""
 	}

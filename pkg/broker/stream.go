@@ -124,6 +124,9 @@ func (s *stream) open(ctx context.Context, root string) error {
 	md := res.Metadata
 	var lg *logstore.Log
 	if md == nil {
+		if err := s.refuseNewProtected(store); err != nil {
+			return err
+		}
 		// Nothing of the stream anywhere: its first log, then the metadata
 		// naming it. A crash in between leaves a log without metadata,
 		// which the next start records (meta.Upgraded).
@@ -184,10 +187,15 @@ func (s *stream) open(ctx context.Context, root string) error {
 		s.srv.logger.Warn("the log keeps the sizes and sort order it was created with; the config's retention and grace settings still apply through serve's maintain children",
 			"stream", s.name, "log", dir, "differences", strings.Join(warns, "; "))
 	}
-	_, end, err := lg.Extent(ctx)
+	earliest, end, err := lg.Extent(ctx)
 	if err != nil {
 		_ = lg.Close()
 		return fmt.Errorf("stream %q: read the extent of %s: %w", s.name, dir, err)
+	}
+	// A protected stream is checked before any traffic reaches it.
+	if err := s.checkGuard(ctx, md, lg, earliest, end); err != nil {
+		_ = lg.Close()
+		return err
 	}
 	if s.cfg.ExactlyOnce {
 		stored, err := lg.Marks(ctx)

@@ -137,6 +137,12 @@ type Stream struct {
 	MaxReplay *int64 `yaml:"max_replay"`
 	// ExactlyOnce lets publishers name themselves with publisher=ID.
 	ExactlyOnce bool `yaml:"exactly_once"`
+	// HistoryGuard, when set, makes the stream protected: its consumers
+	// rebuild their state by reading it from offset 1, so serve checks
+	// before it admits traffic that the history is still whole and
+	// unchanged, and the commands that would end, split or shorten it
+	// refuse it (Protected, ProtectedError). nil for an unprotected stream.
+	HistoryGuard *HistoryGuard `yaml:"history_guard,omitempty"`
 }
 
 // Default returns the configuration with every default filled in and no
@@ -253,10 +259,11 @@ func (s *Stream) UnmarshalYAML(n *yaml.Node) error {
 // Validate checks the whole configuration before anything is opened: the
 // log: section, limits of at least 1, the maintain:, published:, s3: and
 // tiers: sections, stream names valid and distinct, every schema compiling,
-// and sort_by naming columns. `streamcast serve` and `streamcast config` run
-// exactly this. An error is a *Error naming the key and, for a Config
-// from Load, where its value came from (file and line, environment
-// variable, flag or default).
+// sort_by naming columns, and each history_guard against its stream
+// (durable, exactly_once, max_replay null, known_row canonical).
+// `streamcast serve` and `streamcast config` run exactly this. An error
+// is a *Error naming the key and, for a Config from Load, where its value
+// came from (file and line, environment variable, flag or default).
 func (c *Config) Validate() error {
 	_, err := c.Compile()
 	return err
@@ -371,6 +378,9 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 			if _, ok := schemas[i].ColumnIndex(col); !ok {
 				return nil, badKey(key+".sort_by", "%s: sort_by names %q, which is not a column of its schema", label, col)
 			}
+		}
+		if err := s.validateGuard(key, label, schemas[i]); err != nil {
+			return nil, err
 		}
 	}
 	if lay, err := c.layout(); err == nil {
