@@ -239,8 +239,8 @@ func (s *Store) reconcile(ctx context.Context, home *Metadata) (Resolution, erro
 }
 
 // upgrade records logs (made before metadata existed) under a new stream
-// id: the first starts at offset 1, each later one at the end of the one
-// before; all but the last are sealed.
+// id, each at the first offset it stores (logs that store none start at
+// offset 1, or at the end of the one before); all but the last are sealed.
 func (s *Store) upgrade(ctx context.Context, logs []string) (*Metadata, error) {
 	m, err := New(s.stream)
 	if err != nil {
@@ -251,6 +251,11 @@ func (s *Store) upgrade(ctx context.Context, logs []string) (*Metadata, error) {
 		lg, err := logstore.Open(s.lay.LogDir(s.stream, name), logstore.ReadOnly)
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: record its log %s: %w", s.stream, name, err)
+		}
+		// A log knows its own first offset (logstore.Config.Start); the
+		// chain of ends is only a fallback for a log that does not say.
+		if st := lg.Config().Start; st > 0 {
+			start = st
 		}
 		d, err := DescribeLog(lg, start)
 		var end int64

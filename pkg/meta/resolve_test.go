@@ -8,6 +8,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/schema"
 )
 
 // TestResolveRefusesAnEmptyHomeOverPublishedHistory is the hole of issue
@@ -345,5 +348,33 @@ func TestAHomeBehindItsPublishedCopyCatchesUp(t *testing.T) {
 				t.Fatalf("the home: %+v, %v", home, err)
 			}
 		})
+	}
+}
+
+// A log from before metadata that starts past offset 1 (a successor log)
+// is recorded at the first offset it stores, not at 1: a reader of the
+// metadata must never be told offsets exist that the log never held.
+func TestAnUpgradeRecordsTheStartTheLogStores(t *testing.T) {
+	mk := newEnvMaker(t)
+	e := mk.env(t, "file")
+	st := e.store(t, "trades")
+	lay := e.layout(t)
+	if err := os.MkdirAll(lay.StreamDir("trades"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := logstore.Config{Stream: "trades", Log: "trades", Published: lay.StoredPublished("trades", "trades"), Start: 5}
+	lg, err := logstore.Create(lay.LogDir("trades", "trades"), schema.Any(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Resolve(context.Background(), st)
+	if err != nil || res.Outcome != Upgraded {
+		t.Fatalf("Resolve = %+v, %v; want Upgraded", res, err)
+	}
+	if cur := res.Metadata.Current(); cur == nil || cur.StartOffset != 5 {
+		t.Fatalf("the upgrade recorded %+v; want start_offset 5, the log's own", cur)
 	}
 }
