@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/apache/iceberg-go"
 
@@ -75,6 +76,11 @@ func (l *Log) SetFloor(ctx context.Context, floor int64) error {
 	}
 	return nil
 }
+
+// RetentionGrace returns how long rows below a newly published floor
+// stay before they are deleted: the log's retention_grace, or this
+// process's override of it.
+func (l *Log) RetentionGrace() time.Duration { return l.policy().RetentionGrace }
 
 // floorSet returns the retention floor SetFloor set; 0 when none.
 func (l *Log) floorSet(ctx context.Context) (int64, error) {
