@@ -222,6 +222,9 @@ func publishFloor(ctx context.Context, st *Store, m *Metadata, logs *logSet, cut
 		}
 		next := m.Clone()
 		next.Retention.Floor = &floor
+		if err := logs.rollUp(ctx, next); err != nil {
+			return m, err
+		}
 		for i, lg := range m.Logs {
 			if below := clampTo(floor, lg.StartOffset, ends[i]); below > clampTo(old, lg.StartOffset, ends[i]) {
 				next.Retention.PendingDeletions = append(next.Retention.PendingDeletions, PendingDeletion{Log: lg.Name, Below: below, NotBefore: due})
@@ -386,6 +389,21 @@ func (s *logSet) floorFor(ctx context.Context, m *Metadata, ends []int64, old, c
 	return floor, nil
 }
 
+// rollUp refreshes next's statistics of each of its logs: a floor
+// commit is the lifecycle step that changes what they hold.
+func (s *logSet) rollUp(ctx context.Context, next *Metadata) error {
+	for _, lg := range next.Logs {
+		l, err := s.get(lg.Name)
+		if err != nil {
+			return err
+		}
+		if err := next.RollUp(ctx, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // applyFloor raises every log m holds rows of below its floor to it
 // (clamped to the log); SetFloor never lowers one, so this is idempotent.
 func (s *logSet) applyFloor(ctx context.Context, m *Metadata, ends []int64) error {
@@ -404,6 +422,36 @@ func (s *logSet) applyFloor(ctx context.Context, m *Metadata, ends []int64) erro
 		if err := l.SetFloor(ctx, clampTo(floor, lg.StartOffset, ends[i])); err != nil {
 			return fmt.Errorf("stream %q: %w", s.stream, err)
 		}
+	}
+	return nil
+}
+
+// RollUp fills the statistics m keeps of its log lg (found by the name of
+// lg's directory) from lg's tier records (logstore.Summary): first_ts and
+// last_ts, and each column's min and max when files hold every row (a
+// live log with buffered rows gets none, since the buffer keeps no
+// statistics). Rows below m's floor are not counted. Null counts stay unknown: file records do not keep them.
+// A lifecycle step calls it on the version it is about to commit (the
+// retention pass does; migrate and retire can when they seal a log),
+// never the publish path. A log m does not name is an error.
+func (m *Metadata) RollUp(ctx context.Context, lg *logstore.Log) error {
+	name := filepath.Base(lg.Dir())
+	i := slices.IndexFunc(m.Logs, func(d Log) bool { return d.Name == name })
+	if i < 0 {
+		return fmt.Errorf("stream %q: roll up the statistics of log %s: the metadata (version %d) names no such log", m.Stream, name, m.Version)
+	}
+	s, err := lg.Summary(ctx, floorOf(m))
+	if err != nil {
+		return fmt.Errorf("stream %q: roll up the statistics of log %s: %w", m.Stream, name, err)
+	}
+	d := &m.Logs[i]
+	d.FirstTS, d.LastTS = nil, nil
+	if s.HasTS {
+		d.FirstTS, d.LastTS = &s.FirstTS, &s.LastTS
+	}
+	d.Stats = make(map[string]ColumnStats, len(s.Stats))
+	for col, mm := range s.Stats {
+		d.Stats[col] = ColumnStats{Min: mm[0], Max: mm[1]}
 	}
 	return nil
 }

@@ -151,6 +151,12 @@ func TestRetainPublishesTheFloorThenDeletesAfterTheGrace(t *testing.T) {
 			pd[0] != (PendingDeletion{Log: "trades", Below: 11, NotBefore: t0.Add(4*time.Hour + 30*time.Minute).UnixMicro()}) {
 			t.Fatalf("metadata version %d: floor %v, pending %+v; want floor 11 and one deletion below 11 from t0+4h30m", m.Version, m.Retention.Floor, pd)
 		}
+		// The floor's commit rolls up the log's stamps from its records:
+		// file 2 (from t0+1h, straddling the floor) to the buffer (t0+4h).
+		lg := m.Logs[0]
+		if lg.FirstTS == nil || *lg.FirstTS != t0.Add(time.Hour).UnixMicro() || lg.LastTS == nil || *lg.LastTS != t0.Add(4*time.Hour).UnixMicro() {
+			t.Fatalf("metadata version %d: log stamps %v..%v; want t0+1h..t0+4h", m.Version, lg.FirstTS, lg.LastTS)
+		}
 	}
 	earliest, s := logState(t, dir)
 	if earliest != 11 || s.Floor != 11 || s.LocalFiles != 2 || s.PublishedFiles != 2 {
