@@ -124,8 +124,14 @@ func logState(t *testing.T, dir string) (earliest int64, s logstore.Status) {
 }
 
 func TestRetainPublishesTheFloorThenDeletesAfterTheGrace(t *testing.T) {
+	mk := newEnvMaker(t)
+	for _, kind := range mk.kinds() {
+		t.Run(kind, func(t *testing.T) { testRetainFloorGraceDeletion(t, mk.env(t, kind)) })
+	}
+}
+
+func testRetainFloorGraceDeletion(t *testing.T, e testEnv) {
 	ctx := context.Background()
-	e := testEnv{kind: "file", root: t.TempDir() + "/root", pub: "file://" + t.TempDir() + "/pub"}
 	st, clk, dir, t0 := agedStream(t, e, "trades")
 	if _, changed, err := SetMaxAge(ctx, st, "2h"); err != nil || !changed {
 		t.Fatalf("SetMaxAge: changed %t, %v", changed, err)
@@ -283,5 +289,39 @@ func TestSetMaxAgeRefusesBadWindowsAndUnknownStreams(t *testing.T) {
 		if _, _, err := SetMaxAge(ctx, st, bad); err == nil || !strings.Contains(err.Error(), "max age") {
 			t.Errorf("SetMaxAge(%q): %v; want a refusal naming the max age", bad, err)
 		}
+	}
+}
+
+func TestConcurrentRetainsEachLandOnce(t *testing.T) {
+	ctx := context.Background()
+	e := testEnv{kind: "file", root: t.TempDir() + "/root", pub: "file://" + t.TempDir() + "/pub"}
+	st, _, _, _ := agedStream(t, e, "trades")
+	before, err := st.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ages := []string{"1d", "2d", "3d", "4d"}
+	errs := make([]error, len(ages))
+	var wg sync.WaitGroup
+	for i, age := range ages {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each writer is its own store, as separate retain processes are.
+			_, _, errs[i] = SetMaxAge(ctx, e.store(t, "trades"), age)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("retain --max-age %s: %v; a lost compare-and-swap must be retried", ages[i], err)
+		}
+	}
+	after, err := st.LoadPublished(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != before.Version+len(ages) {
+		t.Fatalf("version %d after %d windows set from version %d; want one version each", after.Version, len(ages), before.Version)
 	}
 }
