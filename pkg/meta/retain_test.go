@@ -325,3 +325,32 @@ func TestConcurrentRetainsEachLandOnce(t *testing.T) {
 		t.Fatalf("version %d after %d windows set from version %d; want one version each", after.Version, len(ages), before.Version)
 	}
 }
+
+// TestRetainLogFindsTheStreamOfItsLog: the retain role knows only a log's
+// directory; RetainLog finds its stream's home, root and published prefix
+// (here the default <root>/published, which the log stores relative to
+// itself) and runs the pass on the same metadata serve wrote.
+func TestRetainLogFindsTheStreamOfItsLog(t *testing.T) {
+	ctx := context.Background()
+	e := testEnv{kind: "file", root: t.TempDir() + "/root"}
+	st, clk, dir, _ := agedStream(t, e, "trades")
+	if _, _, err := SetMaxAge(ctx, st, "2h"); err != nil {
+		t.Fatal(err)
+	}
+	lg, err := logstore.Open(dir, logstore.Maintainer, logstore.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	r, err := RetainLog(ctx, lg, RetainOptions{Clock: clk.Now})
+	if err != nil || r.Floor != 11 || !r.Moved {
+		t.Fatalf("RetainLog: %+v, %v; want the floor moved to 11", r, err)
+	}
+	pub, err := st.LoadPublished(ctx)
+	if err != nil || pub.Retention.Floor == nil || *pub.Retention.Floor != 11 {
+		t.Fatalf("published metadata: %+v, %v; want floor 11 under the default prefix", pub, err)
+	}
+	if pd := pub.Retention.PendingDeletions; len(pd) != 1 || pd[0].NotBefore != clk.Now().Add(logstore.DefaultRetentionGrace).UnixMicro() {
+		t.Fatalf("pending %+v; want one, due after the log's retention grace", pd)
+	}
+}
