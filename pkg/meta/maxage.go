@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 )
 
@@ -89,10 +88,9 @@ func ParseMaxAge(s string) (time.Duration, error) {
 }
 
 // checkMaxAge reads a retain command's --max-age: MaxAgeNone is nil (no
-// window), anything else must parse (ParseMaxAge).
+// window), anything else must parse (ParseMaxAge), exactly as given.
 func checkMaxAge(s string) (*string, error) {
-	s = strings.TrimSpace(s)
-	if strings.EqualFold(s, MaxAgeNone) {
+	if s == MaxAgeNone {
 		return nil, nil
 	}
 	if _, err := ParseMaxAge(s); err != nil {
