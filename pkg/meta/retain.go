@@ -167,7 +167,7 @@ func Retain(ctx context.Context, st *Store, opts RetainOptions) (Retained, error
 		if err != nil {
 			return out, fmt.Errorf("stream %q: its metadata (version %d) holds max_age %q: %w; set it again with retain", st.stream, m.Version, *m.Retention.MaxAge, err)
 		}
-		if m, err = publishFloor(ctx, st, m, logs, now.Add(-age).UnixMicro(), now.Add(grace).UnixMicro(), &out); err != nil {
+		if m, err = publishFloor(ctx, st, m, logs, now.Add(-age).UnixMicro(), dueAfter(now, grace), &out); err != nil {
 			return out, err
 		}
 	}
@@ -227,7 +227,7 @@ func publishFloor(ctx context.Context, st *Store, m *Metadata, logs *logSet, cut
 		}
 		for i, lg := range m.Logs {
 			if below := clampTo(floor, lg.StartOffset, ends[i]); below > clampTo(old, lg.StartOffset, ends[i]) {
-				next.Retention.PendingDeletions = append(next.Retention.PendingDeletions, PendingDeletion{Log: lg.Name, Below: below, NotBefore: due})
+				next.Retention.PendingDeletions = addPending(next.Retention.PendingDeletions, PendingDeletion{Log: lg.Name, Below: below, NotBefore: due})
 			}
 		}
 		w, err := st.Commit(ctx, next)
@@ -248,6 +248,31 @@ func publishFloor(ctx context.Context, st *Store, m *Metadata, logs *logSet, cut
 		// is repaired by the next pass (applyFloor).
 		return w, logs.applyFloor(ctx, w, ends)
 	}
+}
+
+// dueAfter is when rows hidden at now may go: now + grace, rounded up to
+// a multiple of a quarter of the grace, so that the floor moves of one
+// quarter share one pending deletion per log (addPending) and the
+// metadata keeps a handful of them however often the pass runs. Rounding
+// up only lengthens a grace.
+func dueAfter(now time.Time, grace time.Duration) int64 {
+	due := now.Add(grace).UnixMicro()
+	if q := (grace / 4).Microseconds(); q > 0 {
+		due = (due + q - 1) / q * q
+	}
+	return due
+}
+
+// addPending adds pd to pending, merged into the deletion of the same log
+// due at the same time (the later floor covers the earlier).
+func addPending(pending []PendingDeletion, pd PendingDeletion) []PendingDeletion {
+	for i, p := range pending {
+		if p.Log == pd.Log && p.NotBefore == pd.NotBefore {
+			pending[i].Below = max(p.Below, pd.Below)
+			return pending
+		}
+	}
+	return append(pending, pd)
 }
 
 // deleteDue runs the pending deletions of m whose grace is over at now

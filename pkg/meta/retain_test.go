@@ -354,3 +354,53 @@ func TestRetainLogFindsTheStreamOfItsLog(t *testing.T) {
 		t.Fatalf("pending %+v; want one, due after the log's retention grace", pd)
 	}
 }
+
+// TestAFloorMovingEveryPassKeepsAFewPendingDeletions: passes far more
+// frequent than the grace (retain_every 1m, grace 1h) move the floor each
+// time; their deletions share one entry per quarter of the grace, so the
+// metadata holds a handful, and each is still due no earlier than a full
+// grace after the floor it covers was published.
+func TestAFloorMovingEveryPassKeepsAFewPendingDeletions(t *testing.T) {
+	ctx := context.Background()
+	e := testEnv{kind: "file", root: t.TempDir() + "/root", pub: "file://" + t.TempDir() + "/pub"}
+	st, clk, dir, t0 := agedStream(t, e, "trades") // [1,31), then a row a minute below
+	lg, err := logstore.Open(dir, logstore.Writer, logstore.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := t0.Add(5 * time.Hour)
+	for i := range 180 { // [31,211): one row a minute from t0+5h
+		if _, err := lg.Append(ctx, [][]byte{[]byte(`{}`)}, base.Add(time.Duration(i)*time.Minute).UnixMicro(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lg.Close()
+	if _, _, err := SetMaxAge(ctx, st, "10m"); err != nil {
+		t.Fatal(err)
+	}
+	published := map[int64]time.Time{} // floor → when it was published
+	for i := range 180 {
+		now := base.Add(10*time.Minute + time.Duration(i)*time.Minute + 30*time.Second)
+		clk.Set(now)
+		r, err := Retain(ctx, st, RetainOptions{Clock: clk.Now, Grace: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(31 + i + 1); r.Floor != want {
+			t.Fatalf("pass at +%dm: floor %d; want %d, the first row newer than 10m", i, r.Floor, want)
+		}
+		published[r.Floor] = now
+		if r.Pending > 5 {
+			t.Fatalf("pass %d: %d pending deletions; want at most 5 (one per quarter of the grace)", i, r.Pending)
+		}
+		m, err := st.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pd := range m.Retention.PendingDeletions {
+			if at, ok := published[pd.Below]; ok && time.UnixMicro(pd.NotBefore).Before(at.Add(time.Hour)) {
+				t.Fatalf("deletion below %d due at %s, less than the grace after that floor was published at %s", pd.Below, time.UnixMicro(pd.NotBefore).UTC(), at)
+			}
+		}
+	}
+}
