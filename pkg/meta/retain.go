@@ -142,6 +142,9 @@ func Retain(ctx context.Context, st *Store, opts RetainOptions) (Retained, error
 	if m == nil {
 		return out, fmt.Errorf("stream %q has no metadata yet: nothing to retain", st.stream)
 	}
+	if m.Retention.MaxAge == nil && m.Retention.Floor == nil && len(m.Retention.PendingDeletions) == 0 {
+		return out, nil // never retained: the metadata read was the whole pass
+	}
 	logs := &logSet{lay: st.lay, stream: st.stream, clock: opts.Clock, live: opts.Live, open: map[string]*logstore.Log{}}
 	defer logs.close()
 	grace := opts.Grace
