@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
+	"slices"
 
 	"github.com/apache/iceberg-go"
 
@@ -77,10 +77,15 @@ func (l *Log) SetFloor(ctx context.Context, floor int64) error {
 	return nil
 }
 
-// RetentionGrace returns how long rows below a newly published floor
-// stay before they are deleted: the log's retention_grace, or this
-// process's override of it.
-func (l *Log) RetentionGrace() time.Duration { return l.policy().RetentionGrace }
+// Policy returns the log's config as this handle applies it: what the
+// log stores, with the retention, grace and S3 settings of this process's
+// overrides (a maintenance process's flags) laid over it. Config returns
+// what the log stores.
+func (l *Log) Policy() Config {
+	c := l.policy()
+	c.SortBy = slices.Clone(c.SortBy)
+	return c
+}
 
 // floorSet returns the retention floor SetFloor set; 0 when none.
 func (l *Log) floorSet(ctx context.Context) (int64, error) {

@@ -182,8 +182,8 @@ func TestRunRoleRetainCallsTheStepWithEachLog(t *testing.T) {
 		Every: time.Millisecond, Passes: 2, Clock: func() time.Time { return t0 },
 		Override: Config{RetentionGrace: 3 * time.Minute},
 		Retain: func(_ context.Context, l *Log) (int64, error) {
-			if l.Mode() != Maintainer || l.RetentionGrace() != 3*time.Minute || !l.now().Equal(t0) {
-				t.Errorf("retain step got %s in mode %s, grace %s, time %s; want a Maintainer with the override and the clock", l.Dir(), l.Mode(), l.RetentionGrace(), l.now())
+			if l.Mode() != Maintainer || l.Policy().RetentionGrace != 3*time.Minute || !l.now().Equal(t0) {
+				t.Errorf("retain step got %s in mode %s, grace %s, time %s; want a Maintainer with the override and the clock", l.Dir(), l.Mode(), l.Policy().RetentionGrace, l.now())
 			}
 			seen[l.Dir()]++
 			return 0, nil

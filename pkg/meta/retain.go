@@ -78,7 +78,7 @@ type RetainOptions struct {
 	// itself get it too.
 	Clock logstore.Clock
 	// Grace is how long rows below a newly published floor stay before
-	// they are deleted; 0 means Live's RetentionGrace, or
+	// they are deleted; 0 means Live's retention grace (Policy), or
 	// logstore.DefaultRetentionGrace without Live.
 	Grace time.Duration
 	// Live is the stream's current log as the caller holds it open (the
@@ -148,11 +148,11 @@ func Retain(ctx context.Context, st *Store, opts RetainOptions) (Retained, error
 	logs := &logSet{lay: st.lay, stream: st.stream, clock: opts.Clock, live: opts.Live, open: map[string]*logstore.Log{}}
 	defer logs.close()
 	grace := opts.Grace
+	if grace <= 0 && opts.Live != nil {
+		grace = opts.Live.Policy().RetentionGrace
+	}
 	if grace <= 0 {
-		grace = logstore.DefaultRetentionGrace
-		if opts.Live != nil {
-			grace = opts.Live.RetentionGrace()
-		}
+		grace = logstore.DefaultRetentionGrace // never no grace at all
 	}
 
 	ends, err := logs.ends(ctx, m)
@@ -188,7 +188,7 @@ func Retain(ctx context.Context, st *Store, opts RetainOptions) (Retained, error
 // options' Live is lg.
 func RetainLog(ctx context.Context, lg *logstore.Log, opts RetainOptions) (Retained, error) {
 	home := filepath.Dir(lg.Dir())
-	cfg := lg.Config()
+	cfg := lg.Policy()
 	p, err := cfg.PublishedPrefix(lg.Dir())
 	if err != nil {
 		return Retained{}, fmt.Errorf("retain the stream of log %s: %w", lg.Dir(), err)
