@@ -12,6 +12,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/meta"
 )
 
 func newMaintainCmd(a *app) *cobra.Command {
@@ -42,6 +43,10 @@ Roles:
   clean-published  expire snapshots of the published table past
                    published_snapshot_retention, and delete the objects no
                    snapshot references any more once their grace is over
+  retain           the retention pass of each log's stream (streamcast
+                   retain): publish the floor of the stream's window in its
+                   metadata and on its logs, then, after retention_grace,
+                   delete below it
 
 Retention, grace and S3 settings are stored in each log when it is created;
 the flags below override them for this process. S3 credentials come only
@@ -90,6 +95,7 @@ its pass.`,
 				Flushed:    func() { say("flushed") },
 				Override:   args.Override,
 				Logger:     a.logger, // RunRole adds the role to every line
+				Retain:     a.retainPass,
 			})
 		},
 	}
@@ -99,6 +105,17 @@ its pass.`,
 	_ = cmd.MarkFlagDirname(maintain.FlagLog)
 	_ = cmd.RegisterFlagCompletionFunc(maintain.FlagRole, cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// retainPass is the retain role's step: the retention pass of the stream
+// whose current log is l (pkg/meta owns it; the runner, below meta, only
+// calls it).
+func (a *app) retainPass(ctx context.Context, l *logstore.Log) (int64, error) {
+	r, err := meta.RetainLog(ctx, l, meta.RetainOptions{})
+	if r.Moved {
+		a.logger.Info("published the retention floor", "role", string(logstore.RoleRetain), "log", l.Dir(), "floor", r.Floor, "pending_deletions", r.Pending)
+	}
+	return r.Taken(), err
 }
 
 // flushSignals turns each SIGUSR1 into a request for a flushing pass, until

@@ -34,6 +34,10 @@ const (
 	// DefaultLocalDeleteGrace is the same for local files replaced by
 	// compaction or evicted by clean.
 	DefaultLocalDeleteGrace = time.Minute
+	// DefaultRetentionGrace is how long the retention pass waits between
+	// publishing a new floor and deleting below it, so readers that
+	// resolved the stream before the floor moved can finish.
+	DefaultRetentionGrace = time.Hour
 )
 
 // Names of the columns every sealed file carries before the declared ones,
@@ -107,6 +111,11 @@ type Config struct {
 	// log's records (replaced by compaction, evicted by clean); 0 means
 	// DefaultLocalDeleteGrace.
 	LocalDeleteGrace time.Duration `json:"local_delete_grace,omitempty" yaml:"local_delete_grace"`
+	// RetentionGrace is how long rows below a newly published retention
+	// floor stay before the retention pass deletes them (the stream's
+	// retain window is kept in its metadata, not here); 0 means
+	// DefaultRetentionGrace.
+	RetentionGrace time.Duration `json:"retention_grace,omitempty" yaml:"retention_grace"`
 }
 
 // S3Config says how to reach an S3 (or S3-compatible) service.
@@ -151,6 +160,9 @@ func (c Config) withDefaults() Config {
 	if c.LocalDeleteGrace == 0 {
 		c.LocalDeleteGrace = DefaultLocalDeleteGrace
 	}
+	if c.RetentionGrace == 0 {
+		c.RetentionGrace = DefaultRetentionGrace
+	}
 	return c
 }
 
@@ -172,6 +184,9 @@ func (c Config) override(o Config) Config {
 	}
 	if o.LocalDeleteGrace != 0 {
 		c.LocalDeleteGrace = o.LocalDeleteGrace
+	}
+	if o.RetentionGrace != 0 {
+		c.RetentionGrace = o.RetentionGrace
 	}
 	if o.S3.Endpoint != "" {
 		c.S3.Endpoint = o.S3.Endpoint
@@ -203,6 +218,7 @@ func (c Config) validate(dir string, sch *schema.Schema) error {
 		{"published_snapshot_retention", int64(c.PublishedSnapshotRetention)},
 		{"delete_grace", int64(c.DeleteGrace)},
 		{"local_delete_grace", int64(c.LocalDeleteGrace)},
+		{"retention_grace", int64(c.RetentionGrace)},
 	} {
 		if v.n < 0 {
 			return fmt.Errorf("%s is negative; it must be positive (or 0 for the default)", v.name)

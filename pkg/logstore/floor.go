@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/apache/iceberg-go"
 
@@ -74,6 +75,16 @@ func (l *Log) SetFloor(ctx context.Context, floor int64) error {
 		return fmt.Errorf("set the floor of log %s to %d: %w", l.dir, floor, err)
 	}
 	return nil
+}
+
+// Policy returns the log's config as this handle applies it: what the
+// log stores, with the retention, grace and S3 settings of this process's
+// overrides (a maintenance process's flags) laid over it. Config returns
+// what the log stores.
+func (l *Log) Policy() Config {
+	c := l.policy()
+	c.SortBy = slices.Clone(c.SortBy)
+	return c
 }
 
 // floorSet returns the retention floor SetFloor set; 0 when none.

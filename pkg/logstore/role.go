@@ -34,6 +34,11 @@ const (
 	// RoleCleanPublished expires old snapshots of the published table and
 	// deletes what nothing references any more, after the grace.
 	RoleCleanPublished Role = "clean-published"
+	// RoleRetain runs a stream's retention pass (publish the floor, then
+	// delete below it after the grace). The pass is the stream's, not the
+	// log's: it reads the stream's metadata, which this package must not
+	// import, so the caller supplies it (RoleOptions.Retain).
+	RoleRetain Role = "retain"
 )
 
 // RoleOptions tunes RunRole.
@@ -61,6 +66,12 @@ type RoleOptions struct {
 	// Logger receives a line per failed pass and per pass that did work,
 	// each with the role; nil discards them.
 	Logger *log.Logger
+	// Retain is the retain role's step, called once per pass with each
+	// log (opened as a Maintainer, with the clock and overrides): the
+	// stream retention pass of the stream the log is current in. It
+	// returns how many rows and files it deleted. Required for RoleRetain,
+	// ignored otherwise.
+	Retain func(ctx context.Context, l *Log) (int64, error)
 	// Clock tells the time, for the flush schedule and for every log the
 	// loop opens (grace and retention); nil is the system clock. The pause
 	// between passes is a real timer whatever the clock says.
@@ -90,6 +101,9 @@ func RunRole(ctx context.Context, role Role, dirs []string, opts RoleOptions) er
 				"serve creates one for each durable stream in its config: %w", dir, buf, fs.ErrNotExist)
 		}
 	}
+	if role == RoleRetain && opts.Retain == nil {
+		return errors.New("the retain role needs the stream's retention pass, which this build did not give it")
+	}
 	if opts.Every <= 0 {
 		return fmt.Errorf("the pause between passes is %s; it must be positive", opts.Every)
 	}
@@ -104,7 +118,7 @@ func RunRole(ctx context.Context, role Role, dirs []string, opts RoleOptions) er
 	logger = logger.With("role", string(role))
 	now := opts.Clock.Now
 	r := &roleRunner{role: role, dirs: dirs, logger: logger, logs: map[string]*Log{}, override: opts.Override, flushTo: map[string]int64{},
-		sealWait: min(opts.Every, 2*time.Second), clock: opts.Clock}
+		sealWait: min(opts.Every, 2*time.Second), clock: opts.Clock, retain: opts.Retain}
 	defer r.close()
 
 	var nextFlush time.Time
@@ -167,6 +181,7 @@ type roleRunner struct {
 	// role's flush at the same boundary.
 	sealWait time.Duration
 	clock    Clock // every log's clock
+	retain   func(ctx context.Context, l *Log) (int64, error)
 }
 
 func (r *roleRunner) close() {
@@ -241,6 +256,8 @@ func (r *roleRunner) step(ctx context.Context, dir string, flush, forced bool) {
 	case RoleCleanPublished:
 		cleaned, err = l.CleanPublished(ctx)
 		n = int64(cleaned.Expired + cleaned.Deleted)
+	case RoleRetain:
+		n, err = r.retain(ctx, l)
 	}
 	took := time.Since(start).Round(time.Millisecond)
 	switch {
@@ -310,13 +327,15 @@ func passVerb(role Role) string {
 		return "compacted"
 	case RolePublish:
 		return "published"
+	case RoleRetain:
+		return "retained"
 	}
 	return "evicted"
 }
 
 // Roles returns the roles RunRole accepts, in the order serve starts them.
 func Roles() []Role {
-	return []Role{RoleSeal, RoleCompact, RolePublish, RoleClean, RoleCleanPublished}
+	return []Role{RoleSeal, RoleCompact, RolePublish, RoleClean, RoleCleanPublished, RoleRetain}
 }
 
 // RoleNames returns Roles as strings, for usage texts and completions.

@@ -161,9 +161,38 @@ func TestRunRoleRefusesBadOptions(t *testing.T) {
 		{RoleSeal, nil, RoleOptions{Every: time.Second}},
 		{RoleSeal, []string{"x"}, RoleOptions{}},
 		{RoleSeal, []string{"x"}, RoleOptions{Every: time.Second, FlushEvery: -1}},
+		{RoleRetain, []string{"x"}, RoleOptions{Every: time.Second}}, // no Retain step
 	} {
 		if err := RunRole(ctx, tc.role, tc.dirs, tc.opts); err == nil {
 			t.Errorf("RunRole(%q, %v, %+v) succeeded", tc.role, tc.dirs, tc.opts)
 		}
+	}
+}
+
+// TestRunRoleRetainCallsTheStepWithEachLog: the retain role runs the
+// caller's step (the stream retention pass, which lives above this
+// package) once per log per pass, on a Maintainer handle carrying the
+// process's clock and overrides.
+func TestRunRoleRetainCallsTheStepWithEachLog(t *testing.T) {
+	a := createLog(t, schemaAny(), Config{})
+	b := createLog(t, schemaAny(), Config{})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seen := map[string]int{}
+	err := RunRole(context.Background(), RoleRetain, []string{a.Dir(), b.Dir()}, RoleOptions{
+		Every: time.Millisecond, Passes: 2, Clock: func() time.Time { return t0 },
+		Override: Config{RetentionGrace: 3 * time.Minute},
+		Retain: func(_ context.Context, l *Log) (int64, error) {
+			if l.Mode() != Maintainer || l.Policy().RetentionGrace != 3*time.Minute || !l.now().Equal(t0) {
+				t.Errorf("retain step got %s in mode %s, grace %s, time %s; want a Maintainer with the override and the clock", l.Dir(), l.Mode(), l.Policy().RetentionGrace, l.now())
+			}
+			seen[l.Dir()]++
+			return 0, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen[a.Dir()] != 2 || seen[b.Dir()] != 2 {
+		t.Fatalf("retain step calls %v; want two per log", seen)
 	}
 }

@@ -13,7 +13,14 @@
 // that creates a stream or a log asks Resolve first, which adopts,
 // upgrades or refuses, and never mints over what it finds.
 //
+// It also owns the stream's retention (Retain): the window `retain` sets
+// (SetMaxAge), the floor each pass publishes, published copy first and
+// then on every log, and the deletions that wait out their grace in the
+// metadata. The pass runs as the retain maintenance role: the role runner
+// sits below this package and calls the pass through a hook that cmd
+// fills (logstore.RoleOptions.Retain), so the runner never imports meta.
+//
 // It may import logstore (to describe and check a log) and schema, and
 // must never import broker, wire or cmd. It never appends rows and never
-// opens a log for writing.
+// opens a log as its Writer: retention works on logs as a Maintainer.
 package meta

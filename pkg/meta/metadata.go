@@ -109,13 +109,17 @@ type Log struct {
 	// EndOffset is the offset after the log's last row, once the log is
 	// sealed or retired; nil while it is live (its end moves).
 	EndOffset *int64 `json:"end_offset"`
-	// FirstTS and LastTS are the streamcast_ts (µs) of the log's first
-	// and last rows, when known; nil otherwise.
+	// FirstTS and LastTS bound the streamcast_ts (µs) of the log's rows
+	// at or above the floor, when known; nil otherwise. RollUp fills them
+	// from the tier records when a lifecycle step commits a version (a
+	// file straddling the floor counts whole, so they err wide).
 	FirstTS *int64 `json:"first_ts"`
 	LastTS  *int64 `json:"last_ts"`
 	// Stats are per-column statistics rolled up from the log's file
-	// records, for pruning whole logs. Nothing fills them yet: they are
-	// empty until the history commands need them.
+	// records (RollUp), for pruning whole logs: empty while some rows are
+	// only in the buffer, which keeps none; a column some file lacks
+	// statistics for is left out. Null counts are not recorded by files and
+	// stay unknown.
 	Stats map[string]ColumnStats `json:"stats"`
 	// State is live, sealed or retired.
 	State LogState `json:"state"`

@@ -75,7 +75,7 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (e testEnv) layout(t *testing.T) Layout {
+func (e testEnv) layout(t testing.TB) Layout {
 	t.Helper()
 	lay, err := NewLayout(e.root, e.pub)
 	if err != nil {
@@ -84,7 +84,7 @@ func (e testEnv) layout(t *testing.T) Layout {
 	return lay
 }
 
-func (e testEnv) store(t *testing.T, stream string) *Store {
+func (e testEnv) store(t testing.TB, stream string) *Store {
 	t.Helper()
 	st, err := NewStore(context.Background(), e.layout(t), stream, e.s3)
 	if err != nil {

@@ -37,6 +37,7 @@ const (
 	DefaultCleanEvery          = 10 * time.Second
 	DefaultCleanPublishedEvery = 60 * time.Second
 	DefaultFlushEvery          = 60 * time.Second
+	DefaultRetainEvery         = time.Hour
 )
 
 // Config is streamcast's whole configuration, one typed value: what
@@ -441,6 +442,11 @@ type Maintain struct {
 	// CleanPublishedEvery is the clean-published role's: expire old
 	// snapshots of the published table and delete what none references.
 	CleanPublishedEvery time.Duration `yaml:"clean_published_every"`
+	// RetainEvery is the retain role's: each stream's retention pass
+	// (`streamcast retain`), which publishes a new floor and, after
+	// tiers.retention_grace, deletes below it. A pass over a stream with
+	// no window reads its metadata and does nothing else.
+	RetainEvery time.Duration `yaml:"retain_every"`
 	// FlushEvery makes seal and publish cut everything buffered once per
 	// interval, at wall-clock multiples of it, and makes a graceful stop
 	// flush too. 0 never flushes: not on a schedule, not at a stop.
@@ -457,6 +463,7 @@ func DefaultMaintain() Maintain {
 		PublishEvery:        DefaultPublishEvery,
 		CleanEvery:          DefaultCleanEvery,
 		CleanPublishedEvery: DefaultCleanPublishedEvery,
+		RetainEvery:         DefaultRetainEvery,
 		FlushEvery:          DefaultFlushEvery,
 	}
 }
@@ -481,11 +488,12 @@ func (m *Maintain) intervals() []maintainInterval {
 		{"publish_every", logstore.RolePublish, &m.PublishEvery},
 		{"clean_every", logstore.RoleClean, &m.CleanEvery},
 		{"clean_published_every", logstore.RoleCleanPublished, &m.CleanPublishedEvery},
+		{"retain_every", logstore.RoleRetain, &m.RetainEvery},
 	}
 }
 
 // Roles returns the roles serve runs, in the order seal, compact, publish,
-// clean, clean-published: those with a positive interval, none when
+// clean, clean-published, retain: those with a positive interval, none when
 // maintenance is off.
 func (m Maintain) Roles() []MaintainRole {
 	if !m.Enabled {

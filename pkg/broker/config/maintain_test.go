@@ -10,7 +10,7 @@ import (
 )
 
 func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
-	all := []logstore.Role{logstore.RoleSeal, logstore.RoleCompact, logstore.RolePublish, logstore.RoleClean, logstore.RoleCleanPublished}
+	all := []logstore.Role{logstore.RoleSeal, logstore.RoleCompact, logstore.RolePublish, logstore.RoleClean, logstore.RoleCleanPublished, logstore.RoleRetain}
 	cases := []struct {
 		name, yaml string
 		roles      []logstore.Role
@@ -20,7 +20,7 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 		{"true: every role", "maintain: true", all, DefaultFlushEvery},
 		{"null: every role", "maintain:", all, DefaultFlushEvery},
 		{"false: none", "maintain: false", nil, DefaultFlushEvery},
-		{"0 and null turn roles off", "maintain: {compact_every: 0, clean_published_every: null, flush_every: 1s}",
+		{"0 and null turn roles off", "maintain: {compact_every: 0, clean_published_every: null, retain_every: 0, flush_every: 1s}",
 			[]logstore.Role{logstore.RoleSeal, logstore.RolePublish, logstore.RoleClean}, time.Second},
 		{"intervals are kept", "maintain: {seal_every: 1s, flush_every: 0}", all, 0},
 	}

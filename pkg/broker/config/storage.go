@@ -49,6 +49,12 @@ type Tiers struct {
 	// LocalDeleteGrace delays deleting a local file taken out of the log
 	// (logstore.DefaultLocalDeleteGrace).
 	LocalDeleteGrace time.Duration `yaml:"local_delete_grace"`
+	// RetentionGrace is how long the retention pass (maintain.retain_every)
+	// waits after publishing a stream's new floor before it deletes the
+	// rows below it, so readers that resolved the stream before the floor
+	// moved can finish (logstore.DefaultRetentionGrace). The window itself
+	// is the stream's, set with `streamcast retain`.
+	RetentionGrace time.Duration `yaml:"retention_grace"`
 }
 
 // tierSetting ties a tiers: key to its field in Tiers and in
@@ -72,6 +78,7 @@ func (t *Tiers) settings(lc *logstore.Config) []tierSetting {
 		{key: "published_snapshot_retention", dur: &t.PublishedSnapshotRetention, storedDur: &lc.PublishedSnapshotRetention},
 		{key: "delete_grace", dur: &t.DeleteGrace, storedDur: &lc.DeleteGrace},
 		{key: "local_delete_grace", dur: &t.LocalDeleteGrace, storedDur: &lc.LocalDeleteGrace},
+		{key: "retention_grace", dur: &t.RetentionGrace, storedDur: &lc.RetentionGrace},
 	}
 }
 
@@ -322,5 +329,6 @@ func (t Tiers) MaintainOverrides() logstore.Config {
 		PublishedSnapshotRetention: t.PublishedSnapshotRetention,
 		DeleteGrace:                t.DeleteGrace,
 		LocalDeleteGrace:           t.LocalDeleteGrace,
+		RetentionGrace:             t.RetentionGrace,
 	}
 }

@@ -48,6 +48,7 @@ const (
 	flagPublishedSnapshotRetention = "published-snapshot-retention"
 	flagDeleteGrace                = "delete-grace"
 	flagLocalDeleteGrace           = "local-delete-grace"
+	flagRetentionGrace             = "retention-grace"
 	flagS3Endpoint                 = "s3-endpoint"
 	flagS3Region                   = "s3-region"
 	flagS3PathStyle                = "s3-path-style"
@@ -117,6 +118,7 @@ func (a Args) Args() []string {
 	dur(flagPublishedSnapshotRetention, o.PublishedSnapshotRetention)
 	dur(flagDeleteGrace, o.DeleteGrace)
 	dur(flagLocalDeleteGrace, o.LocalDeleteGrace)
+	dur(flagRetentionGrace, o.RetentionGrace)
 	str(flagS3Endpoint, o.S3.Endpoint)
 	str(flagS3Region, o.S3.Region)
 	if o.S3.PathStyle {
@@ -166,6 +168,7 @@ func (a *Args) Flags(fs *flag.FlagSet) {
 	fs.Var((*overrideDuration)(&o.PublishedSnapshotRetention), flagPublishedSnapshotRetention, "clean-published: expire snapshots older than `DUR` (default: the log's published_snapshot_retention)")
 	fs.Var((*overrideDuration)(&o.DeleteGrace), flagDeleteGrace, "clean-published: wait `DUR` before deleting an unreferenced object (default: the log's delete_grace)")
 	fs.Var((*overrideDuration)(&o.LocalDeleteGrace), flagLocalDeleteGrace, "clean: wait `DUR` before deleting a local file taken out of the log (default: the log's local_delete_grace)")
+	fs.Var((*overrideDuration)(&o.RetentionGrace), flagRetentionGrace, "retain: wait `DUR` after publishing a stream's new floor before deleting below it (default: the log's retention_grace)")
 	fs.StringVar(&o.S3.Endpoint, flagS3Endpoint, o.S3.Endpoint, "S3 service `URL` for an s3:// published prefix (default: the log's s3.endpoint)")
 	fs.StringVar(&o.S3.Region, flagS3Region, o.S3.Region, "S3 `REGION` (default: the log's s3.region)")
 	fs.BoolVar(&o.S3.PathStyle, flagS3PathStyle, o.S3.PathStyle, "address S3 buckets by path, not by host name")
@@ -196,7 +199,7 @@ func (a Args) Validate() error {
 		return fmt.Errorf("--%s is %s; it must be a positive duration, such as 1s", flagEvery, a.Every)
 	case a.FlushEvery < 0:
 		return fmt.Errorf("--%s is %s; it must be a positive duration, or 0 for never", flagFlushEvery, a.FlushEvery)
-	case o.StagingRetention < 0 || o.PublishedSnapshotRetention < 0 || o.DeleteGrace < 0 || o.LocalDeleteGrace < 0 || o.StagingMaxBytes < 0:
+	case o.StagingRetention < 0 || o.PublishedSnapshotRetention < 0 || o.DeleteGrace < 0 || o.LocalDeleteGrace < 0 || o.RetentionGrace < 0 || o.StagingMaxBytes < 0:
 		return errors.New("retention, grace and size flags must be positive (or 0 to keep the log's own setting)")
 	case a.ReadyFD < 0 || a.ReadyFD == 1 || a.ReadyFD == 2:
 		return fmt.Errorf("--%s %d: give a descriptor the parent passed beyond stdin, stdout and stderr (3 or more)", flagReadyFD, a.ReadyFD)

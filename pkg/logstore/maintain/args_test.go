@@ -20,6 +20,8 @@ func TestArgsReadBackAsRendered(t *testing.T) {
 			Override: logstore.Config{StagingRetention: 10 * time.Minute, StagingMaxBytes: 1 << 40, LocalDeleteGrace: time.Nanosecond}},
 		{Role: logstore.RoleCleanPublished, Every: time.Second, FlushEvery: time.Minute, Logs: []string{"x", "y"},
 			Override: logstore.Config{PublishedSnapshotRetention: 36 * time.Hour, DeleteGrace: 1500 * time.Millisecond}},
+		{Role: logstore.RoleRetain, Every: time.Hour, FlushEvery: time.Minute, Logs: []string{"x"},
+			Override: logstore.Config{RetentionGrace: 90 * time.Minute}},
 	} {
 		got, err := ParseArgs(a.Args())
 		if err != nil {
@@ -36,7 +38,7 @@ func TestArgsReadBackAsRendered(t *testing.T) {
 // Flags defines, so a command line built on Flags reads what serve writes.
 func TestArgsFlagsCoverEveryRenderedFlag(t *testing.T) {
 	a := Args{Role: logstore.RoleClean, Every: time.Second, Logs: []string{"x"}, ReadyFD: 3, Override: logstore.Config{
-		StagingRetention: 1, StagingMaxBytes: 1, PublishedSnapshotRetention: 1, DeleteGrace: 1, LocalDeleteGrace: 1,
+		StagingRetention: 1, StagingMaxBytes: 1, PublishedSnapshotRetention: 1, DeleteGrace: 1, LocalDeleteGrace: 1, RetentionGrace: 1,
 		S3: logstore.S3Config{Endpoint: "e", Region: "r", PathStyle: true},
 	}}
 	var b Args

@@ -1,0 +1,100 @@
+package logstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/streamcast/streamcast/pkg/logstore/colstats"
+)
+
+// Summary is what a log's tier records say about the rows it holds at or
+// above its floor, read without touching a row: the span of their
+// streamcast_ts, and each declared column's min and max. It is for
+// pruning whole logs (the stream metadata rolls it up): every bound errs
+// wide, never narrow.
+type Summary struct {
+	// HasTS reports that the log holds a row; FirstTS and LastTS (µs) are
+	// the least and greatest streamcast_ts of its records then. A file
+	// straddling the floor counts whole.
+	HasTS           bool
+	FirstTS, LastTS int64
+	// Stats maps a declared column to its [min, max] as canonical JSON
+	// scalars (the form file records keep), merged over every file. It is
+	// nil when some rows are only in the buffer, which keeps no statistics,
+	// and lacks a column some file has no statistics for.
+	Stats map[string][2]json.RawMessage
+}
+
+// Summary rolls up the log's file records (local and published) and the
+// stamps of its buffered groups at or above from, or the floor when that
+// is higher (a floor about to be set counts before SetFloor), in one read
+// transaction. Records wholly below go uncounted.
+func (l *Log) Summary(ctx context.Context, from int64) (Summary, error) {
+	var s Summary
+	if err := l.checkOpen(); err != nil {
+		return s, err
+	}
+	tx, err := l.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return s, fmt.Errorf("summarise log %s: %w", l.dir, err)
+	}
+	defer tx.Rollback()
+	fail := func(err error) (Summary, error) {
+		return Summary{}, fmt.Errorf("summarise log %s: %w", l.dir, err)
+	}
+	var end, floor int64
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT v FROM meta WHERE k = 'next_offset'), coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor); err != nil {
+		return fail(err)
+	}
+	floor = max(floor, from)
+	files := `SELECT min_ts, max_ts, stats, end_offset FROM files WHERE end_offset > ?1`
+	if l.tiers {
+		files += ` UNION ALL SELECT min_ts, max_ts, stats, end_offset FROM published WHERE end_offset > ?1`
+	}
+	rows, err := tx.QueryContext(ctx, files, floor)
+	if err != nil {
+		return fail(err)
+	}
+	m := colstats.NewMerger(l.sch)
+	var sealed int64
+	seen := func(lo, hi int64) {
+		if !s.HasTS {
+			s.HasTS, s.FirstTS, s.LastTS = true, lo, hi
+			return
+		}
+		s.FirstTS, s.LastTS = min(s.FirstTS, lo), max(s.LastTS, hi)
+	}
+	for rows.Next() {
+		var lo, hi, e int64
+		var stats string
+		if err := rows.Scan(&lo, &hi, &stats, &e); err != nil {
+			rows.Close()
+			return fail(err)
+		}
+		seen(lo, hi)
+		m.Add([]byte(stats))
+		sealed = max(sealed, e)
+	}
+	if err := rows.Close(); err != nil {
+		return fail(err)
+	}
+	var lo, hi sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT min(ts), max(ts) FROM groups WHERE first + n > ?`, max(floor, sealed)).Scan(&lo, &hi); err != nil {
+		return fail(err)
+	}
+	if lo.Valid {
+		seen(lo.Int64, hi.Int64)
+	}
+	if sealed >= end && sealed > 0 && !l.sch.IsAny() {
+		b, err := m.Encode()
+		if err == nil {
+			err = json.Unmarshal(b, &s.Stats)
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,100 @@
+package meta
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// MaxAgeNone is how the retain command spells "no retention window": the
+// stream keeps every row from then on (what retention already deleted
+// stays deleted).
+const MaxAgeNone = "none"
+
+// maxAgeUnits are the units a max age takes, largest first: a compound
+// age ("1w3d") names them in this order, each at most once.
+var maxAgeUnits = []struct {
+	unit byte
+	d    time.Duration
+}{
+	{'w', 7 * 24 * time.Hour},
+	{'d', 24 * time.Hour},
+	{'h', time.Hour},
+	{'m', time.Minute},
+	{'s', time.Second},
+}
+
+// ParseMaxAge reads a retention window as the retain command takes it: a
+// positive whole number and a unit, s (seconds), m (minutes), h (hours),
+// d (days of 24 hours) or w (weeks of 7 days), such as "30d"; or several
+// such parts, largest unit first, each unit once ("1w3d", "1h30m"). It
+// refuses anything else (fractions, signs, spaces, ms, a missing unit, a
+// window of zero, one past about 290 years) with a message that shows the
+// form; "none" is not a duration here (see MaxAgeNone).
+func ParseMaxAge(s string) (time.Duration, error) {
+	const form = "give a whole number and a unit: s, m, h, d (24h) or w (7d), such as 30d, 12h or 1w3d"
+	bad := func(why string) error {
+		return fmt.Errorf("max age %q %s; %s", clip(s, 40), why, form)
+	}
+	if s == "" {
+		return 0, errors.New("max age is empty; " + form + ", or none to keep every row")
+	}
+	var total time.Duration
+	next := 0 // index into maxAgeUnits: a part's unit may not come before it
+	for rest := s; rest != ""; {
+		i := 0
+		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+			i++
+		}
+		if i == 0 {
+			return 0, bad(fmt.Sprintf("has %q where a number should be", clip(rest, 10)))
+		}
+		if i == len(rest) {
+			return 0, bad(fmt.Sprintf("ends with %s, a number without a unit", rest))
+		}
+		digits, unit := rest[:i], rest[i]
+		rest = rest[i+1:]
+		k := -1
+		for j, u := range maxAgeUnits {
+			if u.unit == unit {
+				k = j
+			}
+		}
+		switch {
+		case k < 0:
+			return 0, bad(fmt.Sprintf("has the unit %q, which is not one of s, m, h, d, w", string(unit)))
+		case k < next:
+			return 0, bad(fmt.Sprintf("has its %c part out of order or twice; name each unit once, largest first", unit))
+		}
+		next = k + 1
+		var n int64
+		for _, c := range digits {
+			if n > (math.MaxInt64-9)/10 {
+				return 0, bad("is too long; the longest window is about 290 years")
+			}
+			n = n*10 + int64(c-'0')
+		}
+		d := maxAgeUnits[k].d
+		if n > int64(math.MaxInt64-total)/int64(d) {
+			return 0, bad("is too long; the longest window is about 290 years")
+		}
+		total += time.Duration(n) * d
+	}
+	if total <= 0 {
+		return 0, bad("is zero, which would delete every row at once; give a positive window")
+	}
+	return total, nil
+}
+
+// checkMaxAge reads a retain command's --max-age: MaxAgeNone is nil (no
+// window), anything else must parse (ParseMaxAge), exactly as given.
+func checkMaxAge(s string) (*string, error) {
+	if s == MaxAgeNone {
+		return nil, nil
+	}
+	if _, err := ParseMaxAge(s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
