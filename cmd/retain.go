@@ -65,6 +65,9 @@ published so far, the metadata version and whether it changed.`,
 				return usageError{err}
 			}
 			cfg := a.cfg
+			if err := refuseProtected(cfg, stream, "retain"); err != nil {
+				return err
+			}
 			lay, err := meta.NewLayout(cfg.Root, cfg.Published)
 			if err != nil {
 				return fmt.Errorf("config: %w", err)

@@ -41,9 +41,6 @@ func SetMaxAge(ctx context.Context, st *Store, maxAge string) (*Metadata, bool, 
 			return nil, false, fmt.Errorf("stream %q has no logs and no metadata under %s or %s; a window is set on a stream that exists: start serve with the stream in its config first",
 				st.stream, st.lay.StreamDir(st.stream), st.pubDirURI())
 		}
-		// LEAD: history guard — retain refuses a protected stream
-		// (streams[].history_guard, issue 10). Wire the guard's check here,
-		// before anything is written.
 		if eqPtr(m.Retention.MaxAge, want) {
 			return m, false, nil
 		}
