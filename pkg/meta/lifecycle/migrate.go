@@ -274,13 +274,27 @@ func orEmpty(s []string) []string {
 // sameDeclaration reports whether the log already has the schema and
 // sort order of the plan.
 func sameDeclaration(lg *meta.Log, p migratePlan) bool {
-	have := lg.Schema
-	if len(have) == 0 {
-		have = json.RawMessage("null")
-	}
-	return bytes.Equal(have, p.Schema) && slices.Equal(orEmpty(lg.SortBy), p.SortBy)
+	return sameJSON(lg.Schema, p.Schema) && slices.Equal(orEmpty(lg.SortBy), p.SortBy)
 }
 
 func equalPlan(a, b migratePlan) bool {
-	return bytes.Equal(a.Schema, b.Schema) && slices.Equal(a.SortBy, b.SortBy)
+	return sameJSON(a.Schema, b.Schema) && slices.Equal(a.SortBy, b.SortBy)
+}
+
+// sameJSON compares two JSON documents byte for byte once compacted: the
+// metadata stores schemas indented, and property order is column order, so
+// nothing looser would do. Empty is null.
+func sameJSON(a, b json.RawMessage) bool {
+	return bytes.Equal(compact(a), compact(b))
+}
+
+func compact(doc json.RawMessage) []byte {
+	if len(bytes.TrimSpace(doc)) == 0 {
+		return []byte("null")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, doc); err != nil {
+		return doc
+	}
+	return buf.Bytes()
 }
