@@ -9,7 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-		"syscall"
+	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -385,4 +385,3 @@ func jsonOf(t *testing.T, v any) string {
 	}
 	return string(b)
 }
-

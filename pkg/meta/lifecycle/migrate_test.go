@@ -198,7 +198,7 @@ func TestMigrateKeepsEveryColumnsType(t *testing.T) {
 		to     string
 	}{
 		{schema: symInt, refuse: []string{`column "sym"`, "utf8", "int64"}},
-		{schema: idOnly, to: "trades-v2"},                                    // sym removed
+		{schema: idOnly, to: "trades-v2"},                                   // sym removed
 		{schema: symInt, refuse: []string{`column "sym"`, "utf8", "int64"}}, // and re-added as another type
 		{schema: symNullable, to: "trades-v3"},                              // re-added as its type, now nullable
 		{schema: n32, to: "trades-v4"},
