@@ -1,0 +1,92 @@
+package broker
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/meta"
+	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
+)
+
+// TestRetiredStreamGetsNoMaintenanceChild: serve runs its maintenance
+// children over the logs that take rows; a retired stream's log (fenced
+// and published whole by retire) is not among them, the other streams'
+// logs are.
+func TestRetiredStreamGetsNoMaintenanceChild(t *testing.T) {
+	cfg := testConfig(t)
+	other := config.DefaultStream("other")
+	cfg.Streams = []config.Stream{cfg.Streams[0], other}
+	srv := startServer(t, cfg)
+	p := dialPublisher(t, srv, "trades")
+	if r := p.roundTrip(batch(0, 3)); r.Error != "" {
+		t.Fatalf("publish: %+v", r)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lay, err := meta.NewLayout(cfg.Root, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lifecycle.Retire(context.Background(), lifecycle.Stream{Layout: lay, Name: "trades"}, lifecycle.Options{}); err != nil {
+		t.Fatal(err)
+	}
+
+	srv = startServer(t, cfg)
+	dirs, err := srv.durableLogs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherDir, _ := filepath.Abs(lay.LogDir("other", "other"))
+	if !slices.Equal(dirs, []string{otherDir}) {
+		t.Errorf("the maintenance children's logs: %q; want only %s, not the retired stream's", dirs, otherDir)
+	}
+}
+
+// TestServeRefusesAnInterruptedMigration: a migrate intent in the
+// metadata means the current log may be fenced and its successor half
+// made; serve refuses the stream and names the command that finishes it.
+func TestServeRefusesAnInterruptedMigration(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Streams = cfg.Streams[:1]
+	srv := startServer(t, cfg)
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lay, err := meta.NewLayout(cfg.Root, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := meta.NewStore(ctx, lay, "trades", warehouse.S3{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := st.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := md.Clone()
+	if next.Intent, err = meta.NewIntent(lifecycle.KindMigrate, map[string]string{"from": "trades", "to": "trades-v2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Commit(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	srv, err = New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, 10*time.Second) // a serve that started anyway stops
+	defer cancel()
+	err = srv.Run(runCtx)
+	if err == nil || !strings.Contains(err.Error(), "a migrate of it was interrupted (its intent is recorded in metadata version 2); run `streamcast migrate trades` to finish it") {
+		t.Fatalf("serve over an interrupted migration: %v", err)
+	}
+}
