@@ -237,6 +237,15 @@ func appendRows(t *testing.T, lg *logstore.Log, first, n int, v2 bool) {
 	}
 }
 
+func benchSchema(b *testing.B, doc string) *schema.Schema {
+	b.Helper()
+	sch, err := schema.Compile([]byte(doc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sch
+}
+
 func mustSchema(t *testing.T, doc string) *schema.Schema {
 	t.Helper()
 	sch, err := schema.Compile([]byte(doc))
