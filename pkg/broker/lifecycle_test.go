@@ -90,3 +90,45 @@ func TestServeRefusesAnInterruptedMigration(t *testing.T) {
 		t.Fatalf("serve over an interrupted migration: %v", err)
 	}
 }
+
+// TestServeServesTheMigratedLog: after a migration serve opens the new
+// log, and its maintenance children get that log's directory.
+func TestServeServesTheMigratedLog(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Streams = cfg.Streams[:1]
+	srv := startServer(t, cfg)
+	p := dialPublisher(t, srv, "trades")
+	if r := p.roundTrip(batch(0, 3)); r.Error != "" {
+		t.Fatalf("publish: %+v", r)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lay, err := meta.NewLayout(cfg.Root, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := strings.Replace(config.DemoSchema, `"trade_id": {"type": ["string", "null"]}`, `"trade_id": {"type": ["string", "null"]}, "venue": {"type": ["string", "null"]}`, 1)
+	cfg.Streams[0].Schema = config.RawJSON(v2)
+	schemas, err := cfg.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := lifecycle.Migrate(context.Background(), lifecycle.Stream{Layout: lay, Name: "trades"}, lifecycle.Declaration{Schema: schemas[0]}, lifecycle.Options{})
+	if err != nil || m.To != "trades-v2" || m.Seam != 4 {
+		t.Fatalf("Migrate = %+v, %v", m, err)
+	}
+	srv = startServer(t, cfg)
+	dirs, err := srv.durableLogs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.Abs(lay.LogDir("trades", "trades-v2"))
+	if !slices.Equal(dirs, []string{want}) {
+		t.Errorf("the maintenance children's logs: %q; want %s", dirs, want)
+	}
+	p = dialPublisher(t, srv, "trades")
+	if p.g.EndOffset != 4 {
+		t.Errorf("the greeting's end_offset is %d, want the seam 4", p.g.EndOffset)
+	}
+}
