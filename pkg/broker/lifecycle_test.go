@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // TestRetiredStreamGetsNoMaintenanceChild: serve runs its maintenance
@@ -118,10 +120,17 @@ func TestServeServesTheMigratedLog(t *testing.T) {
 	if err != nil || m.To != "trades-v2" || m.Seam != 4 {
 		t.Fatalf("Migrate = %+v, %v", m, err)
 	}
+	one := int64(1) // the distance to the seam is past max_replay: the count of held rows decides
+	cfg.Streams[0].MaxReplay = &one
 	srv = startServer(t, cfg)
 	dirs, err := srv.durableLogs()
 	if err != nil {
 		t.Fatal(err)
+	}
+	_, err = wire.Subscribe(t.Context(), wsURL(srv, "/trades"), wire.SubscribeOptions{Offset: wire.At(1)})
+	var nr *wire.NotReplayable
+	if !errors.As(err, &nr) || nr.Why != wire.WhyEvicted || nr.Earliest != 4 {
+		t.Errorf("subscribe at 1, below the seam 4: %v; want 4416 evicted with earliest 4", err)
 	}
 	want, _ := filepath.Abs(lay.LogDir("trades", "trades-v2"))
 	if !slices.Equal(dirs, []string{want}) {
