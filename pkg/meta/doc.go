@@ -15,5 +15,6 @@
 //
 // It may import logstore (to describe and check a log) and schema, and
 // must never import broker, wire or cmd. It never appends rows and never
-// opens a log for writing.
+// opens a log for writing: the offline steps that do (migrate, retire)
+// live above it, in pkg/meta/lifecycle.
 package meta
