@@ -277,3 +277,22 @@ func TestKilledMigrateFinishesOnRerun(t *testing.T) {
 		})
 	}
 }
+
+// TestResumedMigrationKeepsItsRecordedSchema: a rerun finishes the
+// migration its intent recorded, whatever the config declares meanwhile,
+// and says when the config now differs.
+func TestResumedMigrationKeepsItsRecordedSchema(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a child process")
+	}
+	f := newFixture(t, "default", 23)
+	killedAt(t, f, "migrate", lifecycle.StepFenced, schemaV2)
+	m, err := f.migrate(t, schemaV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Resumed || !m.Differs || m.To != "trades-v2" || m.Seam != 24 {
+		t.Errorf("the rerun with another declaration: %+v; want the recorded migration finished, and told that the config differs", m)
+	}
+	checkMigrated(t, f)
+}
