@@ -30,6 +30,7 @@ var layer = map[string]int{
 	"pkg/logstore/maintain":    15, // above logstore: it imports logstore
 	"pkg/meta":                 20,
 	"pkg/wire":                 20,
+	"pkg/meta/lifecycle":       22, // above meta: it imports meta and opens logs for writing
 	"pkg/broker/config":        25, // below broker: broker imports them
 	"pkg/broker/frame":         25,
 	"pkg/broker/supervise":     25,
@@ -116,6 +117,9 @@ func TestImportRulesCatchUpwardArrows(t *testing.T) {
 		{"pkg/wire", "pkg/meta", false, true},
 		{"pkg/wire", "pkg/logstore", false, true},
 		{"pkg/meta", "pkg/logstore", false, true},
+		{"pkg/meta/lifecycle", "pkg/meta", false, true},
+		{"pkg/meta", "pkg/meta/lifecycle", false, false},
+		{"pkg/broker", "pkg/meta/lifecycle", false, true},
 		{"cmd", "pkg/broker", false, true},
 		{"internal/gendocs", "cmd", false, true},
 		{"internal/loadgen", "pkg/broker", false, true},

@@ -126,6 +126,8 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 		newMaintainCmd(a),
 		newTailCmd(a),
 		newPublishCmd(a),
+		newMigrateCmd(a),
+		newRetireCmd(a),
 		newRetainCmd(a),
 	)
 

@@ -19,8 +19,8 @@ func TestServerRefusesAnotherSchemaOverAnExistingLog(t *testing.T) {
 	}
 	err = s2.Run(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "another schema") ||
-		!strings.Contains(err.Error(), "another name") || strings.Contains(err.Error(), "migrate") {
-		// migrate does not exist yet: the message says what to do today.
+		!strings.Contains(err.Error(), "stop the server and run streamcast migrate trades") {
+		// The way on is migrate, with the server stopped.
 		t.Fatalf("got %v", err)
 	}
 }

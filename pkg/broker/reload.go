@@ -149,7 +149,7 @@ func declarationChange(st *stream, sc config.Stream, sch *schema.Schema) string 
 	schemaChanged := st.sch.IsAny() != sch.IsAny() || string(st.sch.JSON()) != string(sch.JSON())
 	if schemaChanged && old.Durable && sc.Durable {
 		return "its schema changed, and a durable stream's log keeps the schema it was created with, so the change cannot be applied in place; " +
-			"to serve rows of the new schema today, declare it as a new stream under another name (this one keeps its history), " +
+			"to serve rows of the new schema, stop the server and run streamcast migrate " + st.name + " (the stream continues in a new log from its end), " +
 			"or put the old schema back in the config"
 	}
 	var keys []string

@@ -340,11 +340,15 @@ func (s *Server) teardown(ent *entry) error {
 }
 
 // durableLogs returns the absolute directories of the open logs of the
-// streams served, in registry order.
+// streams served that take rows, in registry order: the logs serve's
+// maintenance children run over.
 func (s *Server) durableLogs() ([]string, error) {
 	var dirs []string
 	for _, st := range s.reg.list() {
-		if st.log == nil {
+		if st.log == nil || st.retirement() != nil {
+			// A retired stream's log is fenced and wholly published
+			// (retire did both): no seal, compact or publish has work
+			// there, and no child touches it.
 			continue
 		}
 		dir, err := filepath.Abs(st.log.Dir())

@@ -17,6 +17,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
+	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -152,6 +153,12 @@ func (s *stream) open(ctx context.Context, root string) error {
 		}
 		s.srv.logger.Info("new stream: its identity is minted", "stream", s.name, "stream_id", md.StreamID, "metadata", store.PublishedURI())
 	} else {
+		if in := md.Intent; in != nil && (in.Kind == lifecycle.KindMigrate || in.Kind == lifecycle.KindRetire) {
+			// The current log may be fenced and its successor half made:
+			// the command that recorded the intent finishes it, offline.
+			return fmt.Errorf("stream %q: a %s of it was interrupted (its intent is recorded in metadata version %d); run `streamcast %s %s` to finish it, then serve again",
+				s.name, in.Kind, md.Version, in.Kind, s.name)
+		}
 		cur := md.Current()
 		if cur == nil {
 			return fmt.Errorf("stream %q: its metadata %s (version %d) names no log; restore the stream's home directory from a backup", s.name, store.HomeURI(), md.Version)
@@ -175,8 +182,8 @@ func (s *stream) open(ctx context.Context, root string) error {
 	if got, want := string(lg.Schema().JSON()), string(s.sch.JSON()); got != want || lg.Schema().IsAny() != s.sch.IsAny() {
 		_ = lg.Close()
 		return fmt.Errorf("stream %q: the log at %s was created with another schema than the config declares; "+
-			"a stream's schema cannot change in place yet: put the schema the log was created with back in the config, "+
-			"or declare the new schema as a new stream under another name (log has %s, config has %s)", s.name, dir, clip(got, 200), clip(want, 200))
+			"a log's schema never changes: stop the server and run streamcast migrate %s to continue the stream in a new log with the new schema, "+
+			"or put the schema the log was created with back in the config (log has %s, config has %s)", s.name, dir, s.name, clip(got, 200), clip(want, 200))
 	}
 	warns, err := srvCfg.CheckStored(s.cfg, dir, lg.Config())
 	if err != nil {

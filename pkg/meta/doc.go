@@ -22,5 +22,7 @@
 //
 // It may import logstore (to describe and check a log) and schema, and
 // must never import broker, wire or cmd. It never appends rows and never
-// opens a log as its Writer: retention works on logs as a Maintainer.
+// opens a log as its Writer: retention works on logs as a Maintainer, and
+// the offline steps that write (migrate, retire) live above it, in
+// pkg/meta/lifecycle.
 package meta

@@ -134,13 +134,15 @@ type StreamRetired struct {
 	EndOffset int64
 }
 
-// Error says when the stream was retired and where it ended.
+// Error says when the stream was retired, where it ended, and the way on
+// that exists today (no command undoes a retirement yet).
 func (e *StreamRetired) Error() string {
 	at := "?"
 	if e.At != Null {
 		at = time.UnixMicro(e.At).UTC().Format(time.RFC3339)
 	}
-	return fmt.Sprintf("stream %q was retired at %s, ending at offset %s, and takes no more rows; subscribers can still replay it", e.Stream, at, num(e.EndOffset))
+	return fmt.Sprintf("stream %q was retired at %s, ending at offset %s, and takes no more rows; subscribers can still replay it. "+
+		"This streamcast cannot undo a retirement: publish to a stream under another name", e.Stream, at, num(e.EndOffset))
 }
 
 // Code is CloseRetired.

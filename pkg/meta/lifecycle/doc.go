@@ -1,0 +1,19 @@
+// Package lifecycle runs the offline steps of a stream's life that end a
+// log: Migrate (seal and publish the current log, fence it, and continue
+// the stream in a new log starting at exactly its end) and Retire (seal,
+// publish and fence the current log, and record the stream's end). Both
+// run with the server stopped: they take the current log's writer lock
+// (I7), which names the holder's pid when serve has it.
+//
+// Each records its intent in the stream's metadata (pkg/meta) before its
+// first step, and each step is idempotent, so a run killed at any point
+// is finished by the next run. They resolve the stream first (meta.Resolve)
+// and never give a retired stream a successor log, even when its
+// retirement was only recovered by adopting the published metadata (I8,
+// docs/design.md §4.2). Offsets stay dense and are never reused across
+// the seam (I1).
+//
+// It sits above pkg/meta and pkg/logstore and below cmd; it knows nothing
+// of the config file, the server or the protocol: the caller passes the
+// stream's layout and declaration.
+package lifecycle
