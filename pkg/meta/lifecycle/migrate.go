@@ -202,6 +202,11 @@ func Migrate(ctx context.Context, s Stream, d Declaration, o Options) (*Migratio
 		}
 		old := &m.Logs[len(m.Logs)-1]
 		old.State, old.EndOffset = meta.Sealed, &seam
+		// The sealed log's stamps and column bounds are final now: its
+		// files hold every row.
+		if err := m.RollUp(ctx, ses.lg); err != nil {
+			return err
+		}
 		if err := m.AddLog(desc, sch); err != nil {
 			return err
 		}

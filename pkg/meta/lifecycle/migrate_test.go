@@ -64,6 +64,11 @@ func checkMigrated(t *testing.T, f *fixture) {
 	if a.Name != stream || a.State != meta.Sealed || a.EndOffset == nil || *a.EndOffset != seam {
 		t.Errorf("the old log's entry: %s", jsonOf(t, a))
 	}
+	// The sealed log's statistics are rolled up as it is sealed: its
+	// stamps span its rows, and every column it has bounds.
+	if a.FirstTS == nil || a.LastTS == nil || *a.FirstTS > *a.LastTS || len(a.Stats) == 0 {
+		t.Errorf("the old log's entry lacks its statistics: %s", jsonOf(t, a))
+	}
 	if b.Name != "trades-v2" || b.State != meta.Live || b.StartOffset != seam || b.EndOffset != nil || b.LogID != next.ID() {
 		t.Errorf("the new log's entry: %s (log id %s)", jsonOf(t, b), next.ID())
 	}
