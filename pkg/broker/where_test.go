@@ -108,7 +108,7 @@ func BenchmarkFanOutBesideAFullWhereFilter(b *testing.B) {
 		where []byte
 	}{
 		{"where=one_value", []byte(`{"event_ts":[1]}`)},
-		{"where=64KiB", eventTSList(64<<10)},
+		{"where=64KiB", eventTSList(64 << 10)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg := testConfig(b)
