@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 
 	"github.com/gorilla/websocket"
@@ -30,7 +31,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if qerr == nil && q.Publish && st != nil {
 		up = &s.pubUp
 	}
-	ws, err := up.Upgrade(w, r, nil)
+	hj := &scanHijack{ResponseWriter: w}
+	ws, err := up.Upgrade(hj, r, nil)
 	if err != nil {
 		s.untrack()
 		return // gorilla answered with an HTTP error
@@ -40,13 +42,15 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	// alive for the life of every idle subscriber.
 	go func() {
 		defer s.untrack()
-		s.serveConn(ws, st, q, qerr)
+		s.serveConn(ws, hj.conn, &hj.scan.frames, st, q, qerr)
 	}()
 }
 
-// serveConn serves one upgraded connection until it ends.
-func (s *Server) serveConn(ws *websocket.Conn, st *stream, q wire.Request, qerr error) {
-	c := newConn(s, ws, st)
+// serveConn serves one upgraded connection until it ends. nc is the raw
+// connection the server writes to; gorilla reads ws through a scanConn
+// whose frames it is.
+func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFrames, st *stream, q wire.Request, qerr error) {
+	c := newConn(s, ws, nc, frames, st)
 	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce)
 	// Compile the filter before the connection is registered: keepalive
 	// only sees registered connections, so however long a compile takes,
