@@ -27,14 +27,19 @@ func (c *memConn) SetDeadline(time.Time) error      { return nil }
 func (c *memConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
 
-// memHijacker is a ResponseWriter that hijacks to a memConn.
+// memHijacker is a ResponseWriter that hijacks to conn. Its buffers are
+// reused from one upgrade to the next: gorilla reads nothing through them
+// and only borrows the writer's buffer.
 type memHijacker struct {
 	*httptest.ResponseRecorder
 	conn net.Conn
+	brw  *bufio.ReadWriter
 }
 
 func (h *memHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return h.conn, bufio.NewReadWriter(bufio.NewReader(h.conn), bufio.NewWriter(h.conn)), nil
+	h.brw.Reader.Reset(h.conn)
+	h.brw.Writer.Reset(h.conn)
+	return h.conn, h.brw, nil
 }
 
 // FuzzPeerFrames feeds arbitrary bytes, as a peer's side of an upgraded
@@ -63,6 +68,13 @@ func FuzzPeerFrames(f *testing.F) {
 	}
 	up := websocket.Upgrader{ReadBufferSize: 512, CheckOrigin: func(*http.Request) bool { return true }}
 	srv := &Server{logger: log.New(io.Discard)}
+	req := httptest.NewRequest(http.MethodGet, "/t", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-Websocket-Version", "13")
+	req.Header.Set("Sec-Websocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	mem := &memConn{in: bytes.NewReader(nil)}
+	w := &memHijacker{ResponseRecorder: httptest.NewRecorder(), conn: mem, brw: bufio.NewReadWriter(bufio.NewReader(nil), bufio.NewWriter(nil))}
 	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
 		// The follower alone, in chunks of chunk bytes and in one piece.
 		var whole, cut peerFrames
@@ -77,12 +89,8 @@ func FuzzPeerFrames(f *testing.F) {
 		}
 
 		// The server's reading path.
-		req := httptest.NewRequest(http.MethodGet, "/t", nil)
-		req.Header.Set("Connection", "Upgrade")
-		req.Header.Set("Upgrade", "websocket")
-		req.Header.Set("Sec-Websocket-Version", "13")
-		req.Header.Set("Sec-Websocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
-		hj := &scanHijack{ResponseWriter: &memHijacker{ResponseRecorder: httptest.NewRecorder(), conn: &memConn{in: bytes.NewReader(in)}}}
+		mem.in.Reset(in)
+		hj := &scanHijack{ResponseWriter: w}
 		ws, err := up.Upgrade(hj, req, nil)
 		if err != nil {
 			t.Fatalf("upgrade: %v", err)
