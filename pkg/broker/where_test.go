@@ -66,7 +66,6 @@ func TestAWhereAtTheLimitIsGreetedHoweverFastKeepaliveTicks(t *testing.T) {
 	if len(where) < cfg.Limits.MaxWhereBytes-16 {
 		t.Fatalf("test filter is %d bytes, want about %d", len(where), cfg.Limits.MaxWhereBytes)
 	}
-	p := dialPublisher(t, srv, "trades")
 	for k := 0; k < 2; k++ {
 		ws, g, err := dial(t, whereURL(srv, where))
 		if err != nil {
@@ -84,7 +83,11 @@ func TestAWhereAtTheLimitIsGreetedHoweverFastKeepaliveTicks(t *testing.T) {
 				rows <- f
 			}
 		}()
+		// Dialled only now, and read at once: an idle client answers no
+		// pings, and keepalive ticks every 50 ms here.
+		p := dialPublisher(t, srv, "trades")
 		p.roundTrip(batch(k*10, 10))
+		p.ws.Close()
 		f, ok := <-rows
 		if !ok {
 			t.Fatal("the subscriber was closed before its filtered row arrived")
