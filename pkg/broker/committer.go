@@ -223,9 +223,12 @@ func (s *stream) appendGroup(ctx context.Context, rows [][]byte, ts int64, marks
 func (s *stream) deliverGroup(g committed, replies [][]byte) [][]byte {
 	failed := ""
 	if g.err != nil {
-		s.srv.logger.Error("commit failed", "stream", s.name, "rows", len(g.rows), "err", g.err)
+		// Keyed by stream: one line per stream and interval, with a count,
+		// however many groups fail (every one does on a full disk).
+		s.srv.commitErrs.Error(context.Background(), s.name, "commit failed", "stream", s.name, "rows", len(g.rows), "err", g.err)
 		failed = "the server could not commit these rows (" + g.err.Error() + "); nothing was committed, so sending them again is safe"
 	} else if len(g.rows) > 0 {
+		s.srv.commitErrs.Recovered(context.Background(), s.name, "commits succeed again", "stream", s.name)
 		frames := frame.Encode(g.rows, g.first, g.ts)
 		s.deliver(frames, g.rows, g.first, g.first+int64(len(g.rows)))
 	}

@@ -93,9 +93,9 @@ type wsConn struct {
 	dead       bool     // the socket failed: frames are dropped
 }
 
-func newConn(srv *Server, ws *websocket.Conn, st *stream) *wsConn {
+func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerFrames, st *stream) *wsConn {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &wsConn{srv: srv, ws: ws, nc: ws.NetConn(), st: st, ctx: ctx, cancel: cancel}
+	c := &wsConn{srv: srv, ws: ws, nc: nc, st: st, ctx: ctx, cancel: cancel}
 	// All writes go through the writer: answer pings and closes through it,
 	// never through gorilla's own control writes.
 	// A control frame proves the peer alive only while the server's own
@@ -112,6 +112,15 @@ func newConn(srv *Server, ws *websocket.Conn, st *stream) *wsConn {
 		c.peerClosed = true
 		c.mu.Unlock()
 		if code == websocket.CloseNoStatusReceived {
+			// gorilla reports a 1-byte close payload as no payload; the
+			// frames it read tell the two apart. A close body starts
+			// with a 2-byte code (RFC 6455 §5.5.1), so one byte is a
+			// protocol error, answered 1002.
+			if frames != nil && frames.badClose() {
+				c.close(websocket.CloseProtocolError, wire.CloseReason("protocol_error",
+					wire.Field{Key: "detail", Value: "a close frame's payload was 1 byte; it is empty, or a 2-byte code and a reason"}))
+				return nil
+			}
 			code = websocket.CloseNormalClosure
 		}
 		c.close(code, "")

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 
 	"github.com/gorilla/websocket"
@@ -29,7 +31,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if qerr == nil && q.Publish && st != nil {
 		up = &s.pubUp
 	}
-	ws, err := up.Upgrade(w, r, nil)
+	hj := &scanHijack{ResponseWriter: w}
+	ws, err := up.Upgrade(hj, r, nil)
 	if err != nil {
 		s.untrack()
 		return // gorilla answered with an HTTP error
@@ -39,14 +42,25 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	// alive for the life of every idle subscriber.
 	go func() {
 		defer s.untrack()
-		s.serveConn(ws, st, q, qerr)
+		s.serveConn(ws, hj.conn, &hj.scan.frames, st, q, qerr)
 	}()
 }
 
-// serveConn serves one upgraded connection until it ends.
-func (s *Server) serveConn(ws *websocket.Conn, st *stream, q wire.Request, qerr error) {
-	c := newConn(s, ws, st)
+// serveConn serves one upgraded connection until it ends. nc is the raw
+// connection the server writes to; gorilla reads ws through a scanConn
+// whose frames it is.
+func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFrames, st *stream, q wire.Request, qerr error) {
+	c := newConn(s, ws, nc, frames, st)
 	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce) && st.retirement() == nil
+	// Compile the filter before the connection is registered: keepalive
+	// only sees registered connections, so however long a compile takes,
+	// it cannot make this peer look silent (issue 19 saw 1006 without a
+	// close frame when it did), and the greeting or the refusal follows.
+	var filter *schema.Filter
+	var echo []byte
+	if qerr == nil && st != nil && !q.Publish && q.Where != nil {
+		filter, echo, qerr = s.compileWhere(st, q.Where)
+	}
 	if isPub {
 		newPublisher(c, st, q.Publisher) // before register: keepalive may start the writer
 	}
@@ -84,19 +98,6 @@ func (s *Server) serveConn(ws *websocket.Conn, st *stream, q wire.Request, qerr 
 	case isPub:
 		s.publish(c.pub)
 	default:
-		var filter *schema.Filter
-		var echo []byte
-		if q.Where != nil {
-			f, err := st.sch.CompileFilter(q.Where)
-			if err != nil {
-				c.refuse(&wire.BadRequest{Detail: err.Error()})
-				break
-			}
-			echo = []byte("{}")
-			if !f.All() {
-				filter, echo = f, f.JSON()
-			}
-		}
 		req := offsetRequest{given: q.Offset != wire.Null, offset: q.Offset}
 		sub = s.subscribe(c, st, req, filter, echo)
 	}
@@ -105,6 +106,26 @@ func (s *Server) serveConn(ws *websocket.Conn, st *stream, q wire.Request, qerr 
 		st.detach(sub)
 	}
 	c.finish()
+}
+
+// compileWhere compiles a subscriber's where= against st's schema, refusing
+// one longer than limits.max_where_bytes: the bound keeps what one
+// subscriber's filter costs to compile, to hold and to evaluate per row
+// under the fan-out lock small beside the publisher's own work (I5). It
+// returns the filter (nil when it restricts nothing) and its echo for the
+// greeting.
+func (s *Server) compileWhere(st *stream, where []byte) (*schema.Filter, []byte, error) {
+	if max := st.limits.MaxWhereBytes; max > 0 && len(where) > max {
+		return nil, nil, &wire.BadRequest{Detail: fmt.Sprintf("where= is %d bytes, over limits.max_where_bytes %d; send a shorter one", len(where), max)}
+	}
+	f, err := st.sch.CompileFilter(where)
+	if err != nil {
+		return nil, nil, &wire.BadRequest{Detail: err.Error()}
+	}
+	if f.All() {
+		return nil, []byte("{}"), nil
+	}
+	return f, f.JSON(), nil
 }
 
 // refuse closes c with a refusal's code and reason (instead of a greeting).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -370,13 +371,19 @@ func (p *publisher) decode(rows [][]byte, data []byte) ([][]byte, string, string
 }
 
 // syntaxError says where data stops being valid JSON, with the byte
-// position, or "" when it is valid JSON.
+// position, or "" when it is valid JSON. JSON that encoding/json gives up
+// on for its nesting (past 10,000 levels) counts as valid here: it is, and
+// the decoder's answer (nested deeper than the schema package reads, with
+// the limit) is the one that helps.
 func syntaxError(data []byte) string {
 	err := json.Unmarshal(data, new(json.RawMessage))
 	if err == nil {
 		return ""
 	}
 	var se *json.SyntaxError
+	if errors.As(err, &se) && strings.HasSuffix(se.Error(), "exceeded max depth") {
+		return ""
+	}
 	if errors.As(err, &se) {
 		return fmt.Sprintf(notJSONPrefix+"%s at byte %d of %d; send a row (a JSON object) or a list of rows", se, se.Offset, len(data))
 	}
@@ -391,7 +398,7 @@ const notJSONPrefix = "publish frame is not valid JSON: "
 // path, so valid rows are parsed once).
 func rowErrorCode(err error, row []byte) string {
 	var re *schema.RowError
-	if errors.As(err, &re) && json.Valid(row) {
+	if errors.As(err, &re) && syntaxError(row) == "" {
 		return wire.ReplyRejected
 	}
 	return wire.ReplyBadFrame

@@ -25,6 +25,7 @@ func TestRefusalsCarryCodeAndReason(t *testing.T) {
 	}{
 		{"unknown parameter", "/trades?foo=1&bar", 4400, []string{`"error":"bad_request"`, "unknown query parameter(s): bar, foo"}},
 		{"offset not an integer", "/trades?offset=abc", 4400, []string{`offset=\"abc\" is not an integer`}},
+		{"offset with a plus sign", "/trades?offset=%2B5", 4400, []string{`offset=\"+5\" is not an integer`}},
 		{"negative offset", "/trades?offset=-5", 4400, []string{"offset=-5 is negative"}},
 		{"offset twice", "/trades?offset=1&offset=2", 4400, []string{"offset given more than once"}},
 		{"publish with offset", "/trades?publish&offset=1", 4400, []string{"publish and offset are different requests"}},

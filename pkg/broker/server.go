@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/internal/ratelog"
 	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
@@ -68,6 +70,10 @@ type Options struct {
 	Middleware []Middleware
 }
 
+// errorSummaryEvery is how often a failure that keeps repeating (a commit
+// on a full disk) is logged again, with the count since its last line.
+const errorSummaryEvery = 10 * time.Second
+
 // Server states, for /health.
 const (
 	stateStarting int32 = iota
@@ -85,6 +91,10 @@ type Server struct {
 	logger *log.Logger
 	reg    *registry
 	chain  http.Handler // middleware, then routes (entry.go)
+
+	// commitErrs logs failed commits once per stream and interval, with a
+	// count: a full disk fails every commit group, thousands a second.
+	commitErrs *ratelog.Limiter
 
 	started     time.Time // monotonic base for ages and uptime
 	startedWall time.Time
@@ -159,6 +169,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		conns:       map[*wsConn]struct{}{},
 		reclaim:     newReclaimer(opts.Logger),
 	}
+	s.commitErrs = ratelog.New(slog.New(opts.Logger), errorSummaryEvery, opts.Clock.Now)
 	s.chain = s.handler()
 	pool := &writeBufferPool{}
 	// Origins are checked by the middleware (allowed_origins), before the

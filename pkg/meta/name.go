@@ -32,7 +32,9 @@ var windowsDevices = map[string]bool{
 //     <root>/published, where the stream's home would sit;
 //   - a name ending in '.', which Windows drops, so "a." and "a" would
 //     share one directory;
-//   - a Windows device name (con, nul, com1, …, also with an extension).
+//   - a Windows device name (con, nul, com1, …, also with an extension);
+//   - the path of one of serve's HTTP routes, in any case: stats, health,
+//     and metrics and control, kept for routes to come.
 //
 // Two names that differ only in case share a directory on a
 // case-insensitive file system; Fold gives the key to compare them by.
@@ -52,6 +54,12 @@ func CheckName(name string) error {
 	folded := Fold(name)
 	if folded == PublishedDir {
 		return fmt.Errorf("%q would be the directory <root>/%s, where the default published prefix keeps every stream's tables (names are compared ignoring case, as some file systems do); choose another name", name, PublishedDir)
+	}
+	switch folded {
+	case "stats", "health", "metrics", "control":
+		// Streams share the URL space with serve's HTTP routes (/stats,
+		// /health) and the ones kept for later: /stats cannot be both.
+		return fmt.Errorf("%q is reserved for serve's HTTP routes (stats, health, metrics and control, compared ignoring case): /%s is a route's path, not a stream's; choose another name", name, name)
 	}
 	if strings.HasSuffix(name, ".") {
 		return fmt.Errorf("%q ends with '.', which Windows drops from directory names, so it would share a directory with %q; choose a name without the trailing '.'", name, strings.TrimRight(name, "."))

@@ -11,6 +11,7 @@ func TestCheckNameAcceptsTheGrammar(t *testing.T) {
 	for _, name := range []string{
 		"a", "Z", "0", "trades", "Trades-2024", "eu.trades", "a_b", "a-v2", "x.metadata", "a..b",
 		"publishedx", "published-2", "my.published", "con1", "console", "nul-trades", "lpt10",
+		"stats2", "health.eu", "my-metrics", "controls",
 		strings.Repeat("a", MaxNameLen),
 	} {
 		if err := CheckName(name); err != nil {
@@ -42,6 +43,11 @@ func TestCheckNameRefusals(t *testing.T) {
 		{"device name in another case", "Nul", "device name on Windows (NUL)"},
 		{"device name with an extension", "aux.log", "device name on Windows (AUX)"},
 		{"numbered device", "COM3", "device name on Windows (COM3)"},
+		{"the stats route", "stats", "reserved for serve's HTTP routes"},
+		{"the health route", "health", "HTTP routes"},
+		{"the metrics route", "metrics", "HTTP routes"},
+		{"the control route", "control", "HTTP routes"},
+		{"a route in another case", "Stats", "ignoring case"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

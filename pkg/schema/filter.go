@@ -34,7 +34,18 @@ type term struct {
 	n       *node // nil without a schema
 	hasNull bool
 	vals    []fvalue
-	canon   [][]byte // canonical encodings of vals (with schema), for byte comparison
+	canon   [][]byte // canonical encodings of vals, in vals' order (for the echo)
+
+	// Membership sets, built once at compile so a row costs one hash lookup
+	// per term however long the list: a commit evaluates every subscriber's
+	// filter under the fan-out lock, so a scan per row there would let one
+	// subscriber's list slow the publisher and every other subscriber (I5).
+	byCanon map[string]struct{} // canonical bytes of every value
+	strs    map[string]struct{} // string and binary values (their bytes)
+	ints    map[int64]struct{}
+	floats  map[float64]struct{} // +0 and -0 are one key, as they are equal
+	bools   [2]bool              // false, true
+	zeroFlt bool                 // a float 0 is listed: "0.0" and "-0.0" both match
 }
 
 // fvalue is one non-null filter value (or a value read for comparison).
@@ -154,16 +165,69 @@ func (k kind) article() string {
 	return "a scalar"
 }
 
-// add appends v unless the term already has it.
+// add appends v unless the term already has it, in O(1): duplicates are
+// found by hashing the canonical bytes, so a list of n values compiles in
+// O(n) (a scan per value made a 60k-value list cost seconds of CPU).
 func (t *term) add(v fvalue) {
 	c := t.canonOf(v)
-	for _, e := range t.canon {
-		if bytes.Equal(e, c) {
-			return
-		}
+	if t.byCanon == nil {
+		t.byCanon = map[string]struct{}{}
 	}
+	if _, dup := t.byCanon[string(c)]; dup {
+		return
+	}
+	t.byCanon[string(c)] = struct{}{}
 	t.vals = append(t.vals, v)
 	t.canon = append(t.canon, c)
+	switch v.kind {
+	case 'b':
+		if v.b {
+			t.bools[1] = true
+		} else {
+			t.bools[0] = true
+		}
+	case 'i':
+		if t.ints == nil {
+			t.ints = map[int64]struct{}{}
+		}
+		t.ints[v.i] = struct{}{}
+	case 'f':
+		if t.floats == nil {
+			t.floats = map[float64]struct{}{}
+		}
+		t.floats[v.f] = struct{}{}
+		if v.f == 0 {
+			t.zeroFlt = true
+		}
+	case 's':
+		if t.strs == nil {
+			t.strs = map[string]struct{}{}
+		}
+		t.strs[string(v.s)] = struct{}{}
+	}
+}
+
+// hasBool, hasInt, hasFloat and hasBytes are the membership tests.
+func (t *term) hasBool(b bool) bool {
+	if b {
+		return t.bools[1]
+	}
+	return t.bools[0]
+}
+
+func (t *term) hasInt(i int64) bool {
+	_, ok := t.ints[i]
+	return ok
+}
+
+func (t *term) hasFloat(f float64) bool {
+	_, ok := t.floats[f]
+	return ok
+}
+
+func (t *term) hasBytes(b []byte) bool {
+	_, ok := t.strs[string(b)] // the conversion does not allocate in a map index
+	return ok
 }
 
 // canonOf is the canonical JSON of v in t's column.
@@ -348,22 +412,21 @@ func (f *Filter) appendJSON(dst []byte) []byte {
 
 // matchCanon reports whether the canonical value v (of t's column) matches.
 func (t *term) matchCanon(v []byte) bool {
-	if len(v) == 4 && string(v) == "null" {
+	if string(v) == "null" {
 		return t.hasNull
 	}
-	for i, c := range t.canon {
-		if bytes.Equal(v, c) {
-			return true
+	if len(t.canon) <= 4 {
+		// A short list is cheaper to compare than to hash.
+		for _, c := range t.canon {
+			if string(c) == string(v) {
+				return true
+			}
 		}
-		// 0.0 and -0.0 are equal numbers with two canonical forms.
-		if t.vals[i].kind == 'f' && t.vals[i].f == 0 && len(v) == 4 && string(v) == "-0.0" {
-			return true
-		}
-		if t.vals[i].kind == 'f' && t.vals[i].f == 0 && len(v) == 3 && string(v) == "0.0" {
-			return true
-		}
+	} else if _, ok := t.byCanon[string(v)]; ok {
+		return true
 	}
-	return false
+	// 0.0 and -0.0 are equal numbers with two canonical forms.
+	return t.zeroFlt && (string(v) == "0.0" || string(v) == "-0.0")
 }
 
 // MatchRow reports whether a row decoded by the filter's schema matches.
@@ -536,36 +599,19 @@ func (t *term) matchAnyValue(v []byte) bool {
 	case c == 'n':
 		return t.hasNull
 	case c == 't' || c == 'f':
-		for _, fv := range t.vals {
-			if fv.kind == 'b' && fv.b == (c == 't') {
-				return true
-			}
-		}
+		return t.hasBool(c == 't')
 	case c == '"':
 		s, _, prob := decodeString(v, 0, nil)
-		if prob != "" {
+		return prob == "" && t.hasBytes(s)
+	case c == '-' || isDigit(c):
+		if i, ip := exactInt(v); ip == intOK && t.hasInt(i) {
+			return true
+		}
+		if len(t.floats) == 0 {
 			return false
 		}
-		for _, fv := range t.vals {
-			if fv.kind == 's' && bytes.Equal(fv.s, s) {
-				return true
-			}
-		}
-	case c == '-' || isDigit(c):
-		i, ip := exactInt(v)
-		fl, ferr := strconv.ParseFloat(unsafeString(v), 64)
-		for _, fv := range t.vals {
-			switch fv.kind {
-			case 'i':
-				if ip == intOK && i == fv.i {
-					return true
-				}
-			case 'f':
-				if ferr == nil && fl == fv.f {
-					return true
-				}
-			}
-		}
+		fl, err := strconv.ParseFloat(unsafeString(v), 64)
+		return err == nil && t.hasFloat(fl)
 	}
 	return false
 }
@@ -602,61 +648,22 @@ func (f *Filter) MatchArrow(cols []arrow.Array, i int) bool {
 func (t *term) matchArrow(arr arrow.Array, i int) bool {
 	switch a := arr.(type) {
 	case *array.Boolean:
-		v := a.Value(i)
-		for _, fv := range t.vals {
-			if fv.kind == 'b' && fv.b == v {
-				return true
-			}
-		}
+		return t.hasBool(a.Value(i))
 	case *array.Int64:
-		v := a.Value(i)
-		for _, fv := range t.vals {
-			if fv.kind == 'i' && fv.i == v {
-				return true
-			}
-		}
+		return t.hasInt(a.Value(i))
 	case *array.Int32:
-		v := int64(a.Value(i))
-		for _, fv := range t.vals {
-			if fv.kind == 'i' && fv.i == v {
-				return true
-			}
-		}
+		return t.hasInt(int64(a.Value(i)))
 	case *array.Float64:
-		v := a.Value(i)
-		for _, fv := range t.vals {
-			if fv.kind == 'f' && fv.f == v {
-				return true
-			}
-		}
+		return t.hasFloat(a.Value(i))
 	case *array.Float32:
-		v := float64(a.Value(i))
-		for _, fv := range t.vals {
-			if fv.kind == 'f' && fv.f == v {
-				return true
-			}
-		}
+		return t.hasFloat(float64(a.Value(i)))
 	case *array.String:
-		v := a.Value(i)
-		for _, fv := range t.vals {
-			if fv.kind == 's' && unsafeString(fv.s) == v {
-				return true
-			}
-		}
+		_, ok := t.strs[a.Value(i)]
+		return ok
 	case *array.Binary:
-		v := a.Value(i)
-		for _, fv := range t.vals {
-			if fv.kind == 's' && bytes.Equal(fv.s, v) {
-				return true
-			}
-		}
+		return t.hasBytes(a.Value(i))
 	case *array.FixedSizeBinary:
-		v := a.Value(i)
-		for _, fv := range t.vals {
-			if fv.kind == 's' && bytes.Equal(fv.s, v) {
-				return true
-			}
-		}
+		return t.hasBytes(a.Value(i))
 	}
 	return false
 }

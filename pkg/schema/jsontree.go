@@ -63,7 +63,7 @@ func parseJSON(data []byte) (*jvalue, error) {
 
 type syntaxError string
 
-func (e syntaxError) Error() string { return "invalid JSON: " + string(e) }
+func (e syntaxError) Error() string { return jsonProblem(string(e)) }
 
 type jparser struct{ data []byte }
 
@@ -73,7 +73,7 @@ func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
 		return nil, pos, syntaxError("unexpected end of input, expected a value")
 	}
 	if depth >= maxDepth {
-		return nil, pos, syntaxError("nested deeper than " + strconv.Itoa(maxDepth) + " levels")
+		return nil, pos, syntaxError(tooDeep)
 	}
 	switch c := data[pos]; {
 	case c == '{':

@@ -154,7 +154,7 @@ func appendAny(out, data []byte) ([]byte, error) {
 	}
 	end, prob := skipValue(data, pos, 0)
 	if prob != "" {
-		return out, &RowError{Problem: "invalid JSON: " + prob}
+		return out, &RowError{Problem: jsonProblem(prob)}
 	}
 	if p := skipWS(data, end); p != len(data) {
 		return out, &RowError{Problem: "unexpected text after the row's object" + gotAt(data, p)}
@@ -171,7 +171,7 @@ func wrap(err error, seg string) error {
 }
 
 func syntaxErr(prob string) error {
-	return &RowError{Problem: "invalid JSON: " + prob}
+	return &RowError{Problem: jsonProblem(prob)}
 }
 
 func (d *decoder) wrongType(n *node) error {
@@ -324,7 +324,7 @@ func (d *decoder) structSlowBody(n *node, out []byte, top bool, base int) ([]byt
 			d.stack[base+idx] = pos
 			end, prob := skipValue(data, pos, 0)
 			if prob != "" {
-				return out, &RowError{Path: string(key), Problem: "invalid JSON: " + prob}
+				return out, &RowError{Path: string(key), Problem: jsonProblem(prob)}
 			}
 			pos = skipWS(data, end)
 			if pos < len(data) && data[pos] == ',' {

@@ -510,3 +510,21 @@ func TestFloatFastPathsMatchStrconv(t *testing.T) {
 		}
 	}
 }
+
+// TestDeepJSONSaysTheLimit: JSON nested past maxDepth is refused saying so,
+// with the limit, and not as "invalid JSON" (it may well be valid).
+func TestDeepJSONSaysTheLimit(t *testing.T) {
+	if !strings.Contains(tooDeep, " "+strconv.Itoa(maxDepth)+" levels") {
+		t.Fatalf("tooDeep %q does not give maxDepth %d", tooDeep, maxDepth)
+	}
+	deep := []byte(`{"a":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}`)
+	var r Row
+	err := Any().Decode(&r, deep)
+	if err == nil || !strings.Contains(err.Error(), tooDeep) || strings.Contains(err.Error(), "invalid JSON") {
+		t.Errorf("Decode of a row nested %d deep: %v", maxDepth+1, err)
+	}
+	_, err = Any().CompileFilter(deep)
+	if err == nil || !strings.Contains(err.Error(), tooDeep) || strings.Contains(err.Error(), "invalid JSON") {
+		t.Errorf("CompileFilter of a filter nested %d deep: %v", maxDepth+1, err)
+	}
+}

@@ -464,7 +464,7 @@ func skipValue(data []byte, pos int, depth int) (int, string) {
 		return skipString(data, pos)
 	case c == '{':
 		if depth >= maxDepth {
-			return pos, "nested deeper than " + strconv.Itoa(maxDepth) + " levels"
+			return pos, tooDeep
 		}
 		pos = skipWS(data, pos+1)
 		if pos < len(data) && data[pos] == '}' {
@@ -498,7 +498,7 @@ func skipValue(data []byte, pos int, depth int) (int, string) {
 		}
 	case c == '[':
 		if depth >= maxDepth {
-			return pos, "nested deeper than " + strconv.Itoa(maxDepth) + " levels"
+			return pos, tooDeep
 		}
 		pos = skipWS(data, pos+1)
 		if pos < len(data) && data[pos] == ']' {
@@ -550,6 +550,20 @@ func skipString(data []byte, pos int) (int, string) {
 // maxDepth bounds the nesting of any JSON this package parses, so hostile
 // input cannot exhaust the stack.
 const maxDepth = 512
+
+// tooDeep is the problem of JSON nested deeper than maxDepth (its number
+// kept in step, which TestDeepJSONSaysTheLimit checks). Such JSON may well
+// be valid, so it is never worded as "invalid JSON" (jsonProblem).
+const tooDeep = "nested deeper than 512 levels, the most this server reads; flatten it"
+
+// jsonProblem words a problem found while reading JSON: "invalid JSON: …",
+// except nesting past the limit, which says so and gives the limit.
+func jsonProblem(prob string) string {
+	if prob == tooDeep {
+		return prob
+	}
+	return "invalid JSON: " + prob
+}
 
 // gotAt describes the byte at pos for a syntax error.
 func gotAt(data []byte, pos int) string {

@@ -276,6 +276,8 @@ func TestParseRequest(t *testing.T) {
 		{path: "/t", query: "offset=1&offset=2", bad: "more than once"},
 		{path: "/t", query: "offset=-5", bad: "negative"},
 		{path: "/t", query: "offset=abc", bad: "not an integer"},
+		{path: "/t", query: "offset=%2B5", bad: "not an integer"},
+		{path: "/t", query: "offset=+5", bad: "not an integer"},
 		{path: "/t", query: "publish&offset=1", bad: "publish and offset"},
 		{path: "/t", query: "publish&where=%7B%7D", bad: "where"},
 		{path: "/t", query: "publisher=p", bad: "needs publish"},

@@ -73,7 +73,9 @@ func ParseRequest(path, rawQuery string) (Request, error) {
 		}
 		n, err := strconv.ParseInt(o[0], 10, 64)
 		switch {
-		case err != nil:
+		case err != nil || strings.HasPrefix(o[0], "+"):
+			// ParseInt takes a leading "+"; the protocol's offset is
+			// digits, with "-" only to be told that it is negative.
 			return req, &BadRequest{Detail: fmt.Sprintf("offset=%.20q is not an integer", o[0])}
 		case n < 0:
 			return req, &BadRequest{Detail: fmt.Sprintf("offset=%d is negative; 0 means the earliest row", n)}

@@ -28,6 +28,7 @@ const (
 	DefaultMaxInbound      = 65536
 	DefaultMaxInFlight     = 64
 	DefaultMaxMessageBytes = 1 << 20
+	DefaultMaxWhereBytes   = 64 << 10
 	DefaultMaxReplay       = 100000
 
 	// How often serve's maintenance children run their roles (maintain:).
@@ -110,6 +111,10 @@ type Limits struct {
 	// MaxMessageBytes is the largest publish frame accepted; larger ones
 	// close the connection with 1009.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// MaxWhereBytes is the longest where= filter a subscriber may send (its
+	// JSON, after URL decoding); a longer one is refused with 4400. It
+	// bounds what one subscriber's filter costs to compile and to hold.
+	MaxWhereBytes int `yaml:"max_where_bytes"`
 }
 
 // Stream declares one stream. Start from DefaultStream: its zero value
@@ -157,6 +162,7 @@ func Default() Config {
 			MaxInbound:      DefaultMaxInbound,
 			MaxInFlight:     DefaultMaxInFlight,
 			MaxMessageBytes: DefaultMaxMessageBytes,
+			MaxWhereBytes:   DefaultMaxWhereBytes,
 		},
 		Maintain: DefaultMaintain(),
 		Log:      DefaultLog(),
@@ -303,6 +309,7 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		{"max_inbound", c.Limits.MaxInbound},
 		{"max_in_flight", c.Limits.MaxInFlight},
 		{"max_message_bytes", c.Limits.MaxMessageBytes},
+		{"max_where_bytes", c.Limits.MaxWhereBytes},
 	} {
 		if l.v < 1 {
 			return nil, badKey("limits."+l.key, "limits.%s is %d; it must be at least 1", l.key, l.v)

@@ -38,6 +38,7 @@ type roleChild struct {
 	cur      *proc // the latest process; nil before the first
 	restarts int
 	lastErr  string
+	lastAt   time.Time // when lastErr happened: a restarted, healthy child still shows it, and the time says it is old
 	stopping bool
 	quit     chan struct{} // closed by beginStop: a supervise loop waiting to restart returns
 }
@@ -284,7 +285,7 @@ func parseLogLine(line []byte, role string) (level log.Level, msg string, kv []a
 
 func (c *roleChild) setLastErr(s string) {
 	c.mu.Lock()
-	c.lastErr = s
+	c.lastErr, c.lastAt = s, time.Now()
 	c.mu.Unlock()
 }
 

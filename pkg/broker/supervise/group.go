@@ -404,7 +404,11 @@ type ChildStats struct {
 	Ready     bool    `json:"ready"`      // it opened every log and runs its passes
 	Restarts  int     `json:"restarts"`   // restarts since serve started
 	LastError *string `json:"last_error"` // the last error it logged, or how it last exited; null: none
-	EveryS    float64 `json:"every_s"`    // its pause between passes
+	// LastErrorAt is when LastError happened (UTC); null with it. A
+	// child that is ready again keeps its last error, so the time tells a
+	// past failure from a current one.
+	LastErrorAt *time.Time `json:"last_error_at"`
+	EveryS      float64    `json:"every_s"` // its pause between passes
 }
 
 // Stats reports every child, in role order.
@@ -414,8 +418,8 @@ func (s *Group) Stats() []ChildStats {
 		c.mu.Lock()
 		cs := ChildStats{Role: string(c.role), EveryS: c.every.Seconds(), Restarts: c.restarts}
 		if c.lastErr != "" {
-			e := c.lastErr
-			cs.LastError = &e
+			e, at := c.lastErr, c.lastAt.UTC().Truncate(time.Millisecond)
+			cs.LastError, cs.LastErrorAt = &e, &at
 		}
 		if p := c.cur; p != nil && !p.isDone() {
 			pid := p.pid

@@ -3,6 +3,7 @@ package supervise
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -144,4 +145,60 @@ func gone(pid int) bool {
 	i := bytes.LastIndexByte(b, ')')
 	f := strings.Fields(string(b[i+1:]))
 	return len(f) == 0 || f[0] == "Z" || f[0] == "X"
+}
+
+// TestLastErrorSaysWhenItHappened: /stats keeps a child's last error after
+// it is healthy again, so it carries the time it happened: an error a
+// child logged, then how it exited when killed, each with a time no
+// earlier than the event.
+func TestLastErrorSaysWhenItHappened(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	fake := filepath.Join(t.TempDir(), "streamcast")
+	// Only its first run logs the error, so the exit stays the last one.
+	script := "#!/bin/sh\nif [ ! -e \"$0.ran\" ]; then : >\"$0.ran\"; echo '{\"level\":\"error\",\"msg\":\"pass failed\",\"err\":\"database or disk is full\"}'; fi\necho ready >&3\nexec sleep 60\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-time.Millisecond)
+	sup := New(fake, "", []Schedule{{logstore.RoleClean, time.Hour}}, []string{t.TempDir()}, time.Hour, 5*time.Second, log.New(io.Discard))
+	sup.waits = StopWaits{SealFlush: 100 * time.Millisecond, ChildStop: 200 * time.Millisecond, FinalSeal: time.Second, Publish: time.Second}
+	if err := sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Stop(nil)
+	stat := func() ChildStats { return sup.Stats()[0] }
+	waitUntil := func(what string, cond func(ChildStats) bool) ChildStats {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			if c := stat(); cond(c) {
+				return c
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /stats child is %+v", what, stat())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	first := waitUntil("the logged error", func(c ChildStats) bool {
+		return c.LastError != nil && strings.Contains(*c.LastError, "disk is full")
+	})
+	if first.LastErrorAt == nil || first.LastErrorAt.Before(before) || first.LastErrorAt.After(time.Now()) {
+		t.Fatalf("last_error_at %v for an error logged after %v", first.LastErrorAt, before)
+	}
+	killed := time.Now().Add(-time.Millisecond)
+	if err := syscall.Kill(*first.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	second := waitUntil("the exit", func(c ChildStats) bool {
+		return c.LastError != nil && strings.Contains(*c.LastError, "signal: killed")
+	})
+	if second.LastErrorAt == nil || second.LastErrorAt.Before(killed) {
+		t.Fatalf("last_error_at %v for an exit after %v", second.LastErrorAt, killed)
+	}
+	if b, err := json.Marshal(second); err != nil || !strings.Contains(string(b), `"last_error_at":"`) {
+		t.Fatalf("/stats child JSON %s (%v) lacks last_error_at", b, err)
+	}
 }
