@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 )
 
@@ -18,7 +17,7 @@ func newMaintainCmd(a *app) *cobra.Command {
 	// The flags are maintain's: serve renders its children's command lines
 	// from the same maintain.Args, so a flag cannot be renamed on one side only.
 	args := maintain.DefaultArgs()
-	roles := logstore.RoleNames()
+	roles := maintain.RoleNames()
 	cmd := &cobra.Command{
 		Use:   maintain.Command + " --role ROLE --every DUR --log PATH...",
 		Short: "Run one maintenance role over logs in a loop (started by serve)",
@@ -82,14 +81,15 @@ its pass.`,
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			return logstore.RunRole(ctx, args.Role, args.Logs, logstore.RoleOptions{
+			return maintain.Run(ctx, args.Role, args.Logs, maintain.Options{
 				Every:      args.Every,
 				FlushEvery: args.FlushEvery,
 				Flush:      flushSignals(ctx),
 				Ready:      func() { say("ready") },
 				Flushed:    func() { say("flushed") },
 				Override:   args.Override,
-				Logger:     a.logger, // RunRole adds the role to every line
+				MaxOpen:    args.MaxOpen,
+				Logger:     a.logger, // Run adds the role to every line
 			})
 		},
 	}

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 )
 
 func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
-	all := []logstore.Role{logstore.RoleSeal, logstore.RoleCompact, logstore.RolePublish, logstore.RoleClean, logstore.RoleCleanPublished}
+	all := []maintain.Role{maintain.RoleSeal, maintain.RoleCompact, maintain.RolePublish, maintain.RoleClean, maintain.RoleCleanPublished}
 	cases := []struct {
 		name, yaml string
-		roles      []logstore.Role
+		roles      []maintain.Role
 		flush      time.Duration
 	}{
 		{"absent: every role", "", all, DefaultFlushEvery},
@@ -21,7 +22,7 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 		{"null: every role", "maintain:", all, DefaultFlushEvery},
 		{"false: none", "maintain: false", nil, DefaultFlushEvery},
 		{"0 and null turn roles off", "maintain: {compact_every: 0, clean_published_every: null, flush_every: 1s}",
-			[]logstore.Role{logstore.RoleSeal, logstore.RolePublish, logstore.RoleClean}, time.Second},
+			[]maintain.Role{maintain.RoleSeal, maintain.RolePublish, maintain.RoleClean}, time.Second},
 		{"intervals are kept", "maintain: {seal_every: 1s, flush_every: 0}", all, 0},
 	}
 	for _, tc := range cases {
@@ -33,7 +34,7 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []logstore.Role
+			var got []maintain.Role
 			for _, r := range cfg.Maintain.Roles() {
 				got = append(got, r.Role)
 			}
@@ -48,7 +49,7 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 	}
 }
 
-func roleNames(rs []logstore.Role) []string {
+func roleNames(rs []maintain.Role) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = string(r)
