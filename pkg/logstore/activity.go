@@ -3,11 +3,8 @@ package logstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -32,31 +29,29 @@ type stamp struct {
 	mtime int64
 }
 
-// ReadActivity reads the Activity of the log in dir: two stats and one
-// 48-byte read. A directory without buffer.db is an error wrapping
-// fs.ErrNotExist.
+// ReadActivity reads the Activity of the log in dir: while some process
+// has the log open, one 48-byte read of the WAL index; otherwise a stat of
+// buffer.db and its WAL. A directory with neither buffer.db nor its WAL
+// index is an error wrapping fs.ErrNotExist.
 func ReadActivity(dir string) (Activity, error) {
 	var a Activity
-	path := filepath.Join(dir, bufferFile)
-	fi, err := os.Stat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return a, fmt.Errorf("no log at %s (%s is missing): %w", dir, path, fs.ErrNotExist)
-		}
+	path := dir + string(filepath.Separator) + bufferFile
+	// The header moves with every commit and checkpoint: while it is
+	// there, the files' stamps add nothing.
+	if readHeader(path+"-shm", a.walIndex[:]) {
+		return a, nil
+	}
+	a.walIndex = [48]byte{}
+	db, ok, err := statStamp(path)
+	switch {
+	case err != nil:
 		return a, fmt.Errorf("read the state of log %s: %w", dir, err)
+	case !ok:
+		return a, fmt.Errorf("no log at %s (%s is missing): %w", dir, path, fs.ErrNotExist)
 	}
-	a.db = stamp{fi.Size(), fi.ModTime().UnixNano()}
-	// The WAL and its index exist only while some process has the log
-	// open; without them buffer.db's own stamp moves with each change.
-	if fi, err := os.Stat(path + "-wal"); err == nil {
-		a.wal = stamp{fi.Size(), fi.ModTime().UnixNano()}
-	}
-	if f, err := os.Open(path + "-shm"); err == nil {
-		_, err := f.ReadAt(a.walIndex[:], 0)
-		_ = f.Close()
-		if err != nil && !errors.Is(err, io.EOF) {
-			return a, fmt.Errorf("read the state of log %s: %w", dir, err)
-		}
+	a.db = db
+	if a.wal, _, err = statStamp(path + "-wal"); err != nil {
+		return a, fmt.Errorf("read the state of log %s: %w", dir, err)
 	}
 	return a, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -25,6 +26,21 @@ const (
 	// DefaultRepeatEvery is how often a failure that repeats every pass is
 	// logged again, with its count.
 	DefaultRepeatEvery = 30 * time.Second
+)
+
+// idleCheck is the longest a log found idle goes unchecked by a role
+// whose passes come faster (seal's 250ms): each idle look doubles the
+// wait from one pass up to this. A flush boundary, a forced pass or a
+// clean deadline looks at every log at once, so the only work this can
+// delay is sealing a full target, whose rows are durable in the buffer
+// meanwhile.
+const idleCheck = 2 * time.Second
+
+// A pass that opened freeAfterOpens logs or more returns freed memory to
+// the system, unless one did less than freeEvery ago.
+const (
+	freeAfterOpens = 16
+	freeEvery      = 10 * time.Second
 )
 
 // Options tunes Run.
@@ -161,6 +177,7 @@ type runner struct {
 	override logstore.Config
 	clock    logstore.Clock // every log's clock
 	maxOpen  int
+	every    time.Duration // the pause between passes
 	// sealWait bounds how long a flushing publish pass waits for the seal
 	// role's flush at the same boundary.
 	sealWait time.Duration
@@ -170,6 +187,10 @@ type runner struct {
 	open  *list.List
 	byDir map[string]*list.Element
 	state map[string]*logState
+	// opened counts the logs this pass opened; freed is when memory was
+	// last given back.
+	opened int
+	freed  time.Time
 }
 
 // openLog is an element of runner.open.
@@ -194,6 +215,10 @@ type logState struct {
 	// due is when a clean step is due whatever the Activity says (a
 	// queued deletion's grace ends, a retention runs out); zero for none.
 	due time.Time
+	// idle counts the looks in a row that found the log idle; nextCheck
+	// is when the next look is due (real time).
+	idle      int
+	nextCheck time.Time
 	// flushTo is, for publish, the end the published table must reach
 	// before publish stops flushing: the log's end at the last flush
 	// boundary; 0 when no flush is pending.
@@ -215,7 +240,7 @@ func newRunner(role Role, dirs []string, opts Options) *runner {
 	if maxOpen == 0 {
 		maxOpen = DefaultMaxOpen
 	}
-	r := &runner{role: role, dirs: dirs, logger: logger, override: opts.Override, clock: opts.Clock, maxOpen: maxOpen,
+	r := &runner{role: role, dirs: dirs, logger: logger, override: opts.Override, clock: opts.Clock, maxOpen: maxOpen, every: opts.Every,
 		sealWait: min(opts.Every, 2*time.Second), open: list.New(), byDir: map[string]*list.Element{}, state: map[string]*logState{}}
 	// charmbracelet's Logger is a slog.Handler, so the limiter's lines go
 	// out through the same logger, role and format included.
@@ -230,9 +255,18 @@ func newRunner(role Role, dirs []string, opts Options) *runner {
 // reports whether every log has been opened by now.
 func (r *runner) pass(ctx context.Context, flush, forced bool) (allOpened bool) {
 	allOpened = true
+	r.opened = 0
 	for _, dir := range r.dirs {
 		r.visit(ctx, dir, flush, forced)
 		allOpened = allOpened && r.state[dir].opened
+	}
+	// Opening many logs leaves megabytes of freed heap (page caches,
+	// schemas) that the runtime would give back only slowly; an idle
+	// process should hold little, so give it back now, at most once per
+	// freeEvery.
+	if r.opened >= freeAfterOpens && time.Since(r.freed) >= freeEvery {
+		debug.FreeOSMemory()
+		r.freed = time.Now()
 	}
 	return allOpened
 }
@@ -240,24 +274,39 @@ func (r *runner) pass(ctx context.Context, flush, forced bool) (allOpened bool) 
 // visit steps one log when it has work.
 func (r *runner) visit(ctx context.Context, dir string, flush, forced bool) {
 	st := r.state[dir]
+	// Only seal and publish flush; the other roles ignore the schedule.
+	flush = flush && (r.role == RoleSeal || r.role == RolePublish)
+	due := !st.due.IsZero() && !r.clock.Now().Before(st.due)
+	quiet := func() bool { return !forced && !flush && !due && st.flushTo == 0 && st.stepped }
+	if quiet() && time.Now().Before(st.nextCheck) {
+		return // idle at the last look; see idleCheck
+	}
 	act, err := logstore.ReadActivity(dir)
 	if err != nil {
 		r.failures.Error(ctx, "open "+dir, "cannot read log; retrying next pass", "log", dir, "err", err)
 		return
 	}
+	// A flush cuts or pushes what was committed before it: a log with no
+	// commit since its last flush has nothing more to flush.
 	flush = flush && (!st.flushedOnce || act != st.flushed)
-	due := !st.due.IsZero() && !r.clock.Now().Before(st.due)
-	if !forced && !flush && !due && st.flushTo == 0 && st.stepped && act == st.seen {
-		return // nothing committed since the last step, nothing due
+	if quiet() && act == st.seen {
+		// Nothing committed since the last step, nothing due: the log is
+		// idle, and an idle log holds no files or SQLite connections
+		// (their page caches would cost megabytes a log).
+		r.drop(dir)
+		if r.every < idleCheck {
+			st.idle = min(st.idle+1, 16)
+			st.nextCheck = time.Now().Add(min(r.every<<st.idle, idleCheck))
+		}
+		return
 	}
+	st.idle, st.nextCheck = 0, time.Time{}
 	l, err := r.get(dir)
 	if err != nil {
 		r.failures.Error(ctx, "open "+dir, "cannot open log; retrying next pass", "log", dir, "err", err)
 		return
 	}
-	if !st.opened {
-		st.opened = true
-	}
+	st.opened = true
 	r.failures.Recovered(ctx, "open "+dir, "log opens again", "log", dir)
 	if r.step(ctx, l, st, flush, forced) {
 		st.stepped, st.seen = true, act
@@ -284,6 +333,7 @@ func (r *runner) get(dir string) (*logstore.Log, error) {
 		r.drop(r.open.Back().Value.(*openLog).dir)
 	}
 	r.byDir[dir] = r.open.PushFront(&openLog{dir: dir, log: l})
+	r.opened++
 	return l, nil
 }
 
@@ -408,11 +458,18 @@ func (r *runner) publishFlush(ctx context.Context, l *logstore.Log, st *logState
 		if err != nil {
 			return false, err
 		}
-		st.flushTo = end
+		through, err := l.PublishedThrough(ctx)
+		if err != nil {
+			return false, err
+		}
+		if through+1 < end {
+			st.flushTo = end
+		}
 		// Seal flushes at the same boundary; give it a moment, so this
-		// pass, not the next, publishes what it cuts.
+		// pass, not the next, publishes what it cuts. A log whose table
+		// holds every row has nothing to wait for.
 		deadline := time.Now().Add(r.sealWait)
-		for time.Now().Before(deadline) {
+		for through+1 < end && time.Now().Before(deadline) {
 			sealed, err := l.SealedEnd(ctx)
 			if err != nil || sealed >= end {
 				break

@@ -21,7 +21,7 @@ import (
 
 // newLog creates a log under a temp dir, open for writing as serve holds
 // it, and closes it at cleanup.
-func newLog(t *testing.T, cfg logstore.Config, opts ...logstore.Option) *logstore.Log {
+func newLog(t testing.TB, cfg logstore.Config, opts ...logstore.Option) *logstore.Log {
 	t.Helper()
 	l, err := logstore.Create(filepath.Join(t.TempDir(), "s", "log"), schema.Any(), cfg, opts...)
 	if err != nil {
@@ -379,6 +379,17 @@ func TestRunRefusesBadOptions(t *testing.T) {
 	} {
 		if err := Run(ctx, tc.role, tc.dirs, tc.opts); err == nil {
 			t.Errorf("Run(%q, %v, %+v) succeeded", tc.role, tc.dirs, tc.opts)
+		}
+	}
+}
+
+// BenchmarkIdleCheck is what a pass costs for one idle log: reading its
+// Activity, with serve's writer holding it open.
+func BenchmarkIdleCheck(b *testing.B) {
+	l := newLog(b, logstore.Config{})
+	for b.Loop() {
+		if _, err := logstore.ReadActivity(l.Dir()); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
