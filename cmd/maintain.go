@@ -52,9 +52,11 @@ A --log that holds no log when maintain starts is an error (exit 1): a
 mistyped path is never retried. After that, a failed pass, or a log that
 fails to open, is logged and retried on the next one; nothing is lost by a
 retry. SIGTERM or SIGINT ends the loop after the pass in progress; SIGUSR1
-runs a flushing pass at once. With --ready-fd, "ready" is written to that
-file descriptor once every log is open, and "flushed" after each pass that
-SIGUSR1 asked for. Two processes never run one role on one log at the same
+runs a flushing pass over every log at once. With --ready-fd, "ready" is
+written to that file descriptor once every log has been opened, and
+"flushed" after each pass that SIGUSR1 asked for. A pass steps only the logs
+with work (a commit since their last step, a flush or a deletion come due);
+an idle log is closed, and at most --max-open-logs are open at once. Two processes never run one role on one log at the same
 time: each role holds <log>/<role>.lock while it works, and the other skips
 its pass.`,
 		Example: `  streamcast maintain --role seal --every 250ms --flush-every 60s --log data/trades/trades

@@ -58,6 +58,15 @@ func BenchmarkIdleStreams(b *testing.B) {
 	window := duration(b, "STREAMCAST_IDLE_WINDOW", "30s")
 	settle := duration(b, "STREAMCAST_IDLE_SETTLE", "10s")
 	bin := binary(b)
+	// serve holds a few descriptors per durable stream: room for them,
+	// where the process may raise its hard limit.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Max < uint64(10*streams+10_000) {
+		want := syscall.Rlimit{Cur: uint64(10*streams + 10_000), Max: uint64(10*streams + 10_000)}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
+			b.Logf("the descriptor limit is %d; %d streams may need more (%v)", lim.Max, streams, err)
+		}
+	}
 	for range b.N {
 		measure(b, bin, streams, settle, window)
 	}
