@@ -49,6 +49,18 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 	}
 }
 
+func TestMaintainMaxOpenLogsReachesTheChildren(t *testing.T) {
+	for yaml, want := range map[string]int{"": maintain.DefaultMaxOpen, "maintain: {max_open_logs: 5}": 5} {
+		cfg, err := Parse([]byte(yaml+"\nstreams: [{name: a}]\n"), "")
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err != nil || cfg.Maintain.MaxOpenLogs != want {
+			t.Fatalf("%q: max_open_logs %d (%v), want %d", yaml, cfg.Maintain.MaxOpenLogs, err, want)
+		}
+	}
+}
+
 func roleNames(rs []maintain.Role) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
@@ -66,6 +78,8 @@ func TestMaintainSectionErrorsNameTheKey(t *testing.T) {
 		{"negative flush", "maintain: {flush_every: -1s}", "maintain.flush_every is -1s"},
 		{"a list", "maintain: [seal]", "maintain is false, true, or a mapping"},
 		{"a word", "maintain: sometimes", "maintain is false, true, or a mapping"},
+		{"negative open logs", "maintain: {max_open_logs: -1}", "maintain.max_open_logs is -1; give a positive number of logs"},
+		{"open logs not a number", "maintain: {max_open_logs: many}", "maintain.max_open_logs: give a whole number of logs"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
