@@ -19,7 +19,7 @@ func newMaintainCmd(a *app) *cobra.Command {
 	// The flags are maintain's: serve renders its children's command lines
 	// from the same maintain.Args, so a flag cannot be renamed on one side only.
 	args := maintain.DefaultArgs()
-	roles := logstore.RoleNames()
+	roles := maintain.RoleNames()
 	cmd := &cobra.Command{
 		Use:   maintain.Command + " --role ROLE --every DUR --log PATH...",
 		Short: "Run one maintenance role over logs in a loop (started by serve)",
@@ -58,9 +58,11 @@ A --log that holds no log when maintain starts is an error (exit 1): a
 mistyped path is never retried. After that, a failed pass, or a log that
 fails to open, is logged and retried on the next one; nothing is lost by a
 retry. SIGTERM or SIGINT ends the loop after the pass in progress; SIGUSR1
-runs a flushing pass at once. With --ready-fd, "ready" is written to that
-file descriptor once every log is open, and "flushed" after each pass that
-SIGUSR1 asked for. Two processes never run one role on one log at the same
+runs a flushing pass over every log at once. With --ready-fd, "ready" is
+written to that file descriptor once every log has been opened, and
+"flushed" after each pass that SIGUSR1 asked for. A pass steps only the logs
+with work (a commit since their last step, a flush or a deletion come due);
+an idle log is closed, and at most --max-open-logs are open at once. Two processes never run one role on one log at the same
 time: each role holds <log>/<role>.lock while it works, and the other skips
 its pass.`,
 		Example: `  streamcast maintain --role seal --every 250ms --flush-every 60s --log data/trades/trades
@@ -87,14 +89,15 @@ its pass.`,
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			return logstore.RunRole(ctx, args.Role, args.Logs, logstore.RoleOptions{
+			return maintain.Run(ctx, args.Role, args.Logs, maintain.Options{
 				Every:      args.Every,
 				FlushEvery: args.FlushEvery,
 				Flush:      flushSignals(ctx),
 				Ready:      func() { say("ready") },
 				Flushed:    func() { say("flushed") },
 				Override:   args.Override,
-				Logger:     a.logger, // RunRole adds the role to every line
+				MaxOpen:    args.MaxOpen,
+				Logger:     a.logger, // Run adds the role to every line
 				Retain:     a.retainPass,
 			})
 		},
@@ -113,7 +116,7 @@ its pass.`,
 func (a *app) retainPass(ctx context.Context, l *logstore.Log) (int64, error) {
 	r, err := meta.RetainLog(ctx, l, meta.RetainOptions{})
 	if r.Moved {
-		a.logger.Info("published the retention floor", "role", string(logstore.RoleRetain), "log", l.Dir(), "floor", r.Floor, "pending_deletions", r.Pending)
+		a.logger.Info("published the retention floor", "role", string(maintain.RoleRetain), "log", l.Dir(), "floor", r.Floor, "pending_deletions", r.Pending)
 	}
 	return r.Taken(), err
 }

@@ -202,7 +202,7 @@ func TestServesChildCommandLineIsWhatMaintainParses(t *testing.T) {
 	t.Chdir(dir)
 	t.Setenv(configEnv, "")
 	line := maintain.CommandLine(cfgFile, "debug", "json", maintain.Args{
-		Role: logstore.RoleClean, Every: time.Second, FlushEvery: time.Minute, Logs: []string{missing},
+		Role: maintain.RoleClean, Every: time.Second, FlushEvery: time.Minute, Logs: []string{missing},
 		Override: logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: time.Minute, LocalDeleteGrace: time.Second,
 			PublishedSnapshotRetention: time.Hour, S3: logstore.S3Config{Endpoint: "http://127.0.0.1:1", Region: "r", PathStyle: true}},
 	})

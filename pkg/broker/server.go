@@ -24,6 +24,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -392,7 +393,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	for _, r := range m.Roles() {
 		roles = append(roles, supervise.Schedule(r))
 	}
-	if s.state.Load() == stateStarting && len(dirs) > 0 && !m.Runs(logstore.RoleSeal) {
+	if s.state.Load() == stateStarting && len(dirs) > 0 && !m.Runs(maintain.RoleSeal) {
 		s.logger.Warn("serve runs no seal role (maintain: false, --no-maintain or maintain.seal_every: 0): rows stay in each log's buffer unless you run `streamcast maintain --role seal` yourself")
 	}
 	if old != nil {
@@ -407,6 +408,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	}
 	sup := supervise.New(s.opts.Executable, s.opts.ConfigFile, roles, dirs, m.FlushEvery, s.opts.ChildReadyTimeout, s.logger)
 	sup.Overrides = s.cfg.Tiers.MaintainOverrides()
+	sup.MaxOpenLogs = m.MaxOpenLogs
 	s.sup.Store(sup)
 	if err := sup.Start(ctx); err != nil {
 		s.sup.Store(nil)

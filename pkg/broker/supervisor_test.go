@@ -24,6 +24,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 )
 
 // The supervision tests run real processes, and read /proc and the
@@ -62,15 +63,15 @@ func streamcastExe(t *testing.T) string {
 }
 
 // maintainOf runs the roles given, at their intervals, and no other.
-func maintainOf(every map[logstore.Role]time.Duration, flush time.Duration) config.Maintain {
+func maintainOf(every map[maintain.Role]time.Duration, flush time.Duration) config.Maintain {
 	return config.Maintain{
 		Enabled:             true,
 		FlushEvery:          flush,
-		SealEvery:           every[logstore.RoleSeal],
-		CompactEvery:        every[logstore.RoleCompact],
-		PublishEvery:        every[logstore.RolePublish],
-		CleanEvery:          every[logstore.RoleClean],
-		CleanPublishedEvery: every[logstore.RoleCleanPublished],
+		SealEvery:           every[maintain.RoleSeal],
+		CompactEvery:        every[maintain.RoleCompact],
+		PublishEvery:        every[maintain.RolePublish],
+		CleanEvery:          every[maintain.RoleClean],
+		CleanPublishedEvery: every[maintain.RoleCleanPublished],
 	}
 }
 
@@ -123,7 +124,7 @@ func TestSupervisorRestartsAKilledChildAndReportsIt(t *testing.T) {
 	exe := streamcastExe(t)
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:2] // trades (durable) and live
-	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{logstore.RoleSeal: 100 * time.Millisecond, logstore.RoleClean: 200 * time.Millisecond}, time.Second)
+	cfg.Maintain = maintainOf(map[maintain.Role]time.Duration{maintain.RoleSeal: 100 * time.Millisecond, maintain.RoleClean: 200 * time.Millisecond}, time.Second)
 	logs := &syncBuffer{}
 	srv := startServer(t, cfg, Options{Executable: exe, Logger: log.New(logs)})
 
@@ -186,7 +187,7 @@ func TestSupervisorRestartsAKilledChildAndReportsIt(t *testing.T) {
 
 func TestStartFailsNamingAChildThatCannotBecomeReady(t *testing.T) {
 	exe := streamcastExe(t)
-	roles := map[logstore.Role]time.Duration{logstore.RoleSeal: 100 * time.Millisecond, logstore.RoleClean: time.Second}
+	roles := map[maintain.Role]time.Duration{maintain.RoleSeal: 100 * time.Millisecond, maintain.RoleClean: time.Second}
 	pids := regexp.MustCompile(`pid (\d+)`)
 
 	t.Run("it exits at once", func(t *testing.T) {
@@ -286,7 +287,7 @@ maintain: {seal_every: 100ms, compact_every: 1s, publish_every: 1s, clean_every:
 	}
 	serve, done, _, addr := startServeProcess(t, exe, config, filepath.Join(dir, "addr"))
 	kids := getStats(t, addr).Children
-	if len(kids) != len(logstore.Roles()) {
+	if len(kids) != len(maintain.Roles()) {
 		t.Fatalf("serve runs %d children, want one per role: %+v", len(kids), kids)
 	}
 	for _, k := range kids {
@@ -319,8 +320,8 @@ func TestGracefulStopLeavesEveryAckedRowSealedAndPublished(t *testing.T) {
 	cfg.Streams = cfg.Streams[:1]
 	// Passes once an hour: only the stop's flush can seal and publish.
 	hour := time.Hour
-	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{
-		logstore.RoleSeal: hour, logstore.RoleCompact: hour, logstore.RolePublish: hour, logstore.RoleClean: hour, logstore.RoleCleanPublished: hour,
+	cfg.Maintain = maintainOf(map[maintain.Role]time.Duration{
+		maintain.RoleSeal: hour, maintain.RoleCompact: hour, maintain.RolePublish: hour, maintain.RoleClean: hour, maintain.RoleCleanPublished: hour,
 	}, hour)
 	logs := &syncBuffer{}
 	srv := startServer(t, cfg, Options{Executable: exe, Logger: log.New(logs)})

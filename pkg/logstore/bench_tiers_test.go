@@ -121,15 +121,15 @@ func freshness(b *testing.B, be string, d time.Duration) (p50, p99, worst float6
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, r := range []struct {
-		role  Role
+		role  string
 		every time.Duration
-	}{{RoleSeal, 250 * time.Millisecond}, {RolePublish, time.Second}} {
+	}{{"seal", 250 * time.Millisecond}, {"publish", time.Second}} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			logger := log.New(os.Stderr)
 			logger.SetLevel(log.ErrorLevel)
-			_ = RunRole(rctx, r.role, []string{l.Dir()}, RoleOptions{Every: r.every, FlushEvery: time.Second, Logger: logger})
+			_ = RunRole(rctx, r.role, []string{l.Dir()}, RoleRun{Every: r.every, FlushEvery: time.Second, Logger: logger})
 		}()
 	}
 	defer func() { cancel(); wg.Wait() }()
@@ -222,11 +222,11 @@ func keepUp(b *testing.B, d time.Duration) {
 	ctx := context.Background()
 	cfg := Config{StagingRetention: time.Minute, PublishedSnapshotRetention: 5 * time.Minute, DeleteGrace: time.Minute}
 	l := createLog(b, mustCompile(b, tradeSchema), cfg)
-	cadence := map[Role]string{RoleSeal: "250ms", RoleCompact: "10s", RolePublish: "10s", RoleClean: "10s", RoleCleanPublished: "60s"}
-	for _, r := range Roles() {
+	cadence := map[string]string{"seal": "250ms", "compact": "10s", "publish": "10s", "clean": "10s", "clean-published": "60s"}
+	for _, r := range RoleNames {
 		b.Setenv("LOGSTORE_ROLE_EVERY", cadence[r])
 		b.Setenv("LOGSTORE_ROLE_FLUSH", "60s")
-		startHelper(b, "run-role", l.Dir(), string(r))
+		startHelper(b, "run-role", l.Dir(), r)
 	}
 	const rate, every, maxGroup = 200_000, 10 * time.Millisecond, 10_000
 	rows := tradeRows(b, maxGroup)

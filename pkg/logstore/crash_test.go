@@ -22,12 +22,12 @@ import (
 func runRoleMain(dir, role string) error {
 	logger := log.New(os.Stderr)
 	logger.SetLevel(log.ErrorLevel)
-	opts := RoleOptions{
+	opts := RoleRun{
 		Every:  15 * time.Millisecond,
 		Logger: logger,
 		Ready:  func() { fmt.Fprintln(os.Stdout, "ready") },
 	}
-	if role == string(RoleSeal) || role == string(RolePublish) {
+	if role == "seal" || role == "publish" {
 		opts.FlushEvery = 250 * time.Millisecond
 	}
 	// The benchmarks run the roles at serve's cadences instead.
@@ -45,7 +45,7 @@ func runRoleMain(dir, role string) error {
 		}
 		opts.FlushEvery = d
 	}
-	return RunRole(context.Background(), Role(role), []string{dir}, opts)
+	return RunRole(context.Background(), role, []string{dir}, opts)
 }
 
 // crashConfig moves rows through every tier within a fraction of a second.
@@ -129,20 +129,20 @@ func testSIGKILL(t *testing.T, b backend) {
 		}
 	}()
 
-	children := map[Role]*child{}
-	for _, r := range logRoles() {
-		children[r] = startHelper(t, "run-role", l.Dir(), string(r))
+	children := map[string]*child{}
+	for _, r := range RoleNames {
+		children[r] = startHelper(t, "run-role", l.Dir(), r)
 	}
-	kills := map[Role]int{}
+	kills := map[string]int{}
 	// A kill that leaves an intent behind interrupted a step half way.
-	intentTable := map[Role]string{RoleSeal: "seal_intents", RoleCompact: "compact_intents", RolePublish: "publish_intents"}
-	interrupted := map[Role]int{}
+	intentTable := map[string]string{"seal": "seal_intents", "compact": "compact_intents", "publish": "publish_intents"}
+	interrupted := map[string]int{}
 	// Each round kills every role once, in a random order. The few local
 	// rounds go on, up to maxKillRounds, until some kill has interrupted a
 	// step half way: a run that recovered nothing would prove nothing.
 	const maxKillRounds = 20
 	for round := 0; round < killsPerRole(b.name) || (len(interrupted) == 0 && round < maxKillRounds); round++ {
-		order := logRoles()
+		order := slices.Clone(RoleNames)
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, r := range order {
 			time.Sleep(time.Duration(rng.IntN(120)) * time.Millisecond)
@@ -155,7 +155,7 @@ func testSIGKILL(t *testing.T, b backend) {
 					interrupted[r]++
 				}
 			}
-			children[r] = startHelper(t, "run-role", l.Dir(), string(r))
+			children[r] = startHelper(t, "run-role", l.Dir(), r)
 		}
 	}
 	for _, c := range children {
@@ -222,8 +222,3 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// logRoles are the roles whose steps are the log's own; retain's is the
-// stream's (pkg/meta), given by its caller, and has its own tests there.
-func logRoles() []Role {
-	return slices.DeleteFunc(Roles(), func(r Role) bool { return r == RoleRetain })
-}

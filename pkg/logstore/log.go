@@ -80,7 +80,7 @@ type Log struct {
 	cleanPubMu sync.Mutex // one clean-published at a time within this process
 
 	// pol is cfg with the policy overrides of the maintenance process
-	// (RoleOptions.Override); guarded by polMu.
+	// (WithOverride); guarded by polMu.
 	polMu sync.Mutex
 	pol   Config
 	logID string // meta log_id: stamped on the published table (I8)
@@ -236,7 +236,7 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 	// stores them (below), so from then on they no longer follow the
 	// directory.
 	l.cfg.Stream, l.cfg.Log = namesOr(dir, l.cfg.Stream, l.cfg.Log)
-	l.pol = l.cfg
+	l.pol = l.cfg.override(o.override)
 	l.fileSc = fileSchema(l.sch)
 	// The published table's schema, and the file schema with its field ids.
 	// A schema Iceberg cannot hold leaves the files without ids; publishing

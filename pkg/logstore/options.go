@@ -27,9 +27,17 @@ func WithClock(c Clock) Option {
 	return func(o *options) { o.clock = c }
 }
 
+// WithOverride makes the handle apply a maintenance process's policy
+// overrides: the retention, grace and S3 settings that o sets (non-zero
+// fields only) replace the ones the log stores, for this handle alone.
+func WithOverride(o Config) Option {
+	return func(opts *options) { opts.override = o }
+}
+
 // options is what the Options of one handle set.
 type options struct {
-	clock Clock
+	clock    Clock
+	override Config
 
 	// crashPoint, when set, is called at the points between the steps of a
 	// maintenance operation where a crash leaves work for recovery; an error

@@ -89,6 +89,17 @@ func sealedEnd(ctx context.Context, q querier, tiers bool) (end int64, ok bool, 
 	return v.Int64, v.Valid, nil
 }
 
+// SealedEnd returns the end of what files hold, local or published: the
+// offset the next seal starts at (0 when no file was ever made). A flushing
+// publish pass waits for it to reach the end seal cut at the same boundary.
+func (l *Log) SealedEnd(ctx context.Context) (int64, error) {
+	if err := l.checkOpen(); err != nil {
+		return 0, err
+	}
+	end, _, err := sealedEnd(ctx, l.rdb, l.tiers)
+	return end, err
+}
+
 // publishedThrough returns the last offset the published table holds, as
 // buffer.db recorded it (0 when none).
 func publishedThrough(ctx context.Context, q querier) (int64, error) {
@@ -137,13 +148,6 @@ func (l *Log) policy() Config {
 	l.polMu.Lock()
 	defer l.polMu.Unlock()
 	return l.pol
-}
-
-// setOverride applies a maintenance process's policy overrides.
-func (l *Log) setOverride(o Config) {
-	l.polMu.Lock()
-	l.pol = l.cfg.override(o)
-	l.polMu.Unlock()
 }
 
 // commitLock serialises commits to the published table between the

@@ -18,7 +18,7 @@
 // then on every log, and the deletions that wait out their grace in the
 // metadata. The pass runs as the retain maintenance role: the role runner
 // sits below this package and calls the pass through a hook that cmd
-// fills (logstore.RoleOptions.Retain), so the runner never imports meta.
+// fills (maintain.Options.Retain), so the runner never imports meta.
 //
 // It may import logstore (to describe and check a log) and schema, and
 // must never import broker, wire or cmd. It never appends rows and never

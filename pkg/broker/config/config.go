@@ -16,6 +16,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/conf"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -458,6 +459,10 @@ type Maintain struct {
 	// interval, at wall-clock multiples of it, and makes a graceful stop
 	// flush too. 0 never flushes: not on a schedule, not at a stop.
 	FlushEvery time.Duration `yaml:"flush_every"`
+	// MaxOpenLogs bounds how many logs each child holds open at once (a
+	// few files and SQLite connections each); a child opens an idle log
+	// only when it has work. 0 is maintain.DefaultMaxOpen.
+	MaxOpenLogs int `yaml:"max_open_logs"`
 }
 
 // DefaultMaintain runs every role at its default interval, flushing once a
@@ -472,30 +477,31 @@ func DefaultMaintain() Maintain {
 		CleanPublishedEvery: DefaultCleanPublishedEvery,
 		RetainEvery:         DefaultRetainEvery,
 		FlushEvery:          DefaultFlushEvery,
+		MaxOpenLogs:         maintain.DefaultMaxOpen,
 	}
 }
 
 // MaintainRole is one role serve runs, with the pause between its passes.
 type MaintainRole struct {
-	Role  logstore.Role
+	Role  maintain.Role
 	Every time.Duration
 }
 
 // maintainInterval ties a maintain: key to its role and field.
 type maintainInterval struct {
 	key   string
-	role  logstore.Role
+	role  maintain.Role
 	every *time.Duration
 }
 
 func (m *Maintain) intervals() []maintainInterval {
 	return []maintainInterval{
-		{"seal_every", logstore.RoleSeal, &m.SealEvery},
-		{"compact_every", logstore.RoleCompact, &m.CompactEvery},
-		{"publish_every", logstore.RolePublish, &m.PublishEvery},
-		{"clean_every", logstore.RoleClean, &m.CleanEvery},
-		{"clean_published_every", logstore.RoleCleanPublished, &m.CleanPublishedEvery},
-		{"retain_every", logstore.RoleRetain, &m.RetainEvery},
+		{"seal_every", maintain.RoleSeal, &m.SealEvery},
+		{"compact_every", maintain.RoleCompact, &m.CompactEvery},
+		{"publish_every", maintain.RolePublish, &m.PublishEvery},
+		{"clean_every", maintain.RoleClean, &m.CleanEvery},
+		{"clean_published_every", maintain.RoleCleanPublished, &m.CleanPublishedEvery},
+		{"retain_every", maintain.RoleRetain, &m.RetainEvery},
 	}
 }
 
@@ -516,7 +522,7 @@ func (m Maintain) Roles() []MaintainRole {
 }
 
 // Runs reports whether serve runs role.
-func (m Maintain) Runs(role logstore.Role) bool {
+func (m Maintain) Runs(role maintain.Role) bool {
 	for _, r := range m.Roles() {
 		if r.Role == role {
 			return true
@@ -538,6 +544,12 @@ func (m *Maintain) UnmarshalYAML(n *yaml.Node) error {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, v := n.Content[i].Value, n.Content[i+1]
+		if key == "max_open_logs" {
+			if err := v.Decode(&m.MaxOpenLogs); err != nil {
+				return fmt.Errorf("line %d: maintain.max_open_logs: give a whole number of logs, such as %d", v.Line, maintain.DefaultMaxOpen)
+			}
+			continue
+		}
 		d, err := parseInterval(v)
 		if err != nil {
 			return fmt.Errorf("line %d: maintain.%s: %w", v.Line, key, err)
@@ -586,9 +598,12 @@ func (m *Maintain) Validate() error {
 		switch {
 		case *iv.every < 0:
 			return badKey("maintain."+iv.key, "maintain.%s is %s; give a positive duration, or 0 to leave the %s role to you", iv.key, *iv.every, iv.role)
-		case *iv.every > 0 && !slices.Contains(logstore.Roles(), iv.role):
-			return badKey("maintain."+iv.key, "maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, logstore.RoleNames())
+		case *iv.every > 0 && !slices.Contains(maintain.Roles(), iv.role):
+			return badKey("maintain."+iv.key, "maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, maintain.RoleNames())
 		}
+	}
+	if m.MaxOpenLogs < 0 {
+		return badKey("maintain.max_open_logs", "maintain.max_open_logs is %d; give a positive number of logs, or 0 for %d", m.MaxOpenLogs, maintain.DefaultMaxOpen)
 	}
 	if m.FlushEvery < 0 {
 		return badKey("maintain.flush_every", "maintain.flush_every is %s; give a positive duration, or 0 to never flush", m.FlushEvery)

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 )
 
 func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
-	all := []logstore.Role{logstore.RoleSeal, logstore.RoleCompact, logstore.RolePublish, logstore.RoleClean, logstore.RoleCleanPublished, logstore.RoleRetain}
+	all := []maintain.Role{maintain.RoleSeal, maintain.RoleCompact, maintain.RolePublish, maintain.RoleClean, maintain.RoleCleanPublished, maintain.RoleRetain}
 	cases := []struct {
 		name, yaml string
-		roles      []logstore.Role
+		roles      []maintain.Role
 		flush      time.Duration
 	}{
 		{"absent: every role", "", all, DefaultFlushEvery},
@@ -21,7 +22,7 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 		{"null: every role", "maintain:", all, DefaultFlushEvery},
 		{"false: none", "maintain: false", nil, DefaultFlushEvery},
 		{"0 and null turn roles off", "maintain: {compact_every: 0, clean_published_every: null, retain_every: 0, flush_every: 1s}",
-			[]logstore.Role{logstore.RoleSeal, logstore.RolePublish, logstore.RoleClean}, time.Second},
+			[]maintain.Role{maintain.RoleSeal, maintain.RolePublish, maintain.RoleClean}, time.Second},
 		{"intervals are kept", "maintain: {seal_every: 1s, flush_every: 0}", all, 0},
 	}
 	for _, tc := range cases {
@@ -33,7 +34,7 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []logstore.Role
+			var got []maintain.Role
 			for _, r := range cfg.Maintain.Roles() {
 				got = append(got, r.Role)
 			}
@@ -48,7 +49,19 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 	}
 }
 
-func roleNames(rs []logstore.Role) []string {
+func TestMaintainMaxOpenLogsReachesTheChildren(t *testing.T) {
+	for yaml, want := range map[string]int{"": maintain.DefaultMaxOpen, "maintain: {max_open_logs: 5}": 5} {
+		cfg, err := Parse([]byte(yaml+"\nstreams: [{name: a}]\n"), "")
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err != nil || cfg.Maintain.MaxOpenLogs != want {
+			t.Fatalf("%q: max_open_logs %d (%v), want %d", yaml, cfg.Maintain.MaxOpenLogs, err, want)
+		}
+	}
+}
+
+func roleNames(rs []maintain.Role) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = string(r)
@@ -65,6 +78,8 @@ func TestMaintainSectionErrorsNameTheKey(t *testing.T) {
 		{"negative flush", "maintain: {flush_every: -1s}", "maintain.flush_every is -1s"},
 		{"a list", "maintain: [seal]", "maintain is false, true, or a mapping"},
 		{"a word", "maintain: sometimes", "maintain is false, true, or a mapping"},
+		{"negative open logs", "maintain: {max_open_logs: -1}", "maintain.max_open_logs is -1; give a positive number of logs"},
+		{"open logs not a number", "maintain: {max_open_logs: many}", "maintain.max_open_logs: give a whole number of logs"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

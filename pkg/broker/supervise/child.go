@@ -16,7 +16,6 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/internal/waitfor"
-	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 )
 
@@ -26,7 +25,7 @@ var errStopping = errors.New("the supervisor is stopping")
 // roleChild is one role's process, across restarts.
 type roleChild struct {
 	sup    *Group
-	role   logstore.Role
+	role   maintain.Role
 	every  time.Duration
 	logger *log.Logger // serve's, prefixed with the role
 
@@ -90,6 +89,7 @@ func (c *roleChild) args() []string {
 		FlushEvery: s.flushEvery,
 		Logs:       s.logs,
 		Override:   s.Overrides,
+		MaxOpen:    s.MaxOpenLogs,
 		ReadyFD:    readyFD,
 	}
 	return maintain.CommandLine(s.configFile, s.level, "json", role)

@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 )
 
 // How serve treats its maintenance children (docs/design.md §5).
@@ -45,7 +46,7 @@ var DefaultStopWaits = StopWaits{
 
 // Schedule is one role a Group runs, with the pause between its passes.
 type Schedule struct {
-	Role  logstore.Role
+	Role  maintain.Role
 	Every time.Duration
 }
 
@@ -71,6 +72,10 @@ type Group struct {
 	// Overrides are the config's tiers, as policy overrides, for logs
 	// created before it changed; set them before Start.
 	Overrides logstore.Config
+	// MaxOpenLogs bounds the logs each child holds open at once
+	// (maintain.Args.MaxOpen); 0 is the child's default. Set it before
+	// Start.
+	MaxOpenLogs int
 
 	level        string // the children's --log-level
 	logger       *log.Logger
@@ -200,7 +205,7 @@ func (s *Group) Stop(logs []*logstore.Log) {
 	}
 	w := s.waits
 	flush := s.flushEvery > 0
-	if seal := s.child(logstore.RoleSeal); seal != nil {
+	if seal := s.child(maintain.RoleSeal); seal != nil {
 		if flush && !seal.flush(w.SealFlush) {
 			seal.logger.Warn("the seal child did not report a flush; serve seals what is left itself")
 		}
@@ -209,7 +214,7 @@ func (s *Group) Stop(logs []*logstore.Log) {
 			s.finalSeal(logs)
 		}
 	}
-	if pub := s.child(logstore.RolePublish); pub != nil {
+	if pub := s.child(maintain.RolePublish); pub != nil {
 		start := time.Now()
 		done := !flush || s.flushPublish(pub, logs, start.Add(w.Publish/2))
 		if !done {
@@ -222,7 +227,7 @@ func (s *Group) Stop(logs []*logstore.Log) {
 	}
 	var others sync.WaitGroup
 	for _, c := range s.children {
-		if c.role == logstore.RoleSeal || c.role == logstore.RolePublish {
+		if c.role == maintain.RoleSeal || c.role == maintain.RolePublish {
 			continue
 		}
 		others.Add(1)
@@ -256,7 +261,7 @@ func (s *Group) Halt() {
 	s.logger.Info("maintenance children stopped, to restart over another set of logs")
 }
 
-func (s *Group) child(role logstore.Role) *roleChild {
+func (s *Group) child(role maintain.Role) *roleChild {
 	for _, c := range s.children {
 		if c.role == role {
 			return c

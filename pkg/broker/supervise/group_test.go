@@ -24,7 +24,7 @@ import (
 )
 
 func TestOverridesReachTheChildrensArgs(t *testing.T) {
-	sup := New("/bin/streamcast", "", []Schedule{{logstore.RoleClean, time.Minute}}, []string{"/data/t/t"}, 30*time.Second, time.Second, log.New(io.Discard))
+	sup := New("/bin/streamcast", "", []Schedule{{maintain.RoleClean, time.Minute}}, []string{"/data/t/t"}, 30*time.Second, time.Second, log.New(io.Discard))
 	sup.Overrides = logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
 	args := sup.children[0].args()
 	// The root command's flags come first; the role's are logstore's.
@@ -37,7 +37,7 @@ func TestOverridesReachTheChildrensArgs(t *testing.T) {
 		t.Fatalf("maintain args %q: %v", args, err)
 	}
 	want := maintain.Args{
-		Role: logstore.RoleClean, Every: time.Minute, FlushEvery: 30 * time.Second, Logs: []string{"/data/t/t"}, ReadyFD: readyFD,
+		Role: maintain.RoleClean, Every: time.Minute, FlushEvery: 30 * time.Second, Logs: []string{"/data/t/t"}, ReadyFD: readyFD,
 		Override: logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -85,7 +85,7 @@ func TestStopSealsAndPublishesItselfWhenTheChildrenDoNot(t *testing.T) {
 		}
 	}
 	logs := &syncBuffer{}
-	roles := []Schedule{{logstore.RoleSeal, time.Hour}, {logstore.RolePublish, time.Hour}, {logstore.RoleClean, time.Hour}}
+	roles := []Schedule{{maintain.RoleSeal, time.Hour}, {maintain.RolePublish, time.Hour}, {maintain.RoleClean, time.Hour}}
 	sup := New(fake, "", roles, []string{dir}, time.Hour, 5*time.Second, log.New(logs))
 	sup.waits = StopWaits{SealFlush: 200 * time.Millisecond, ChildStop: 200 * time.Millisecond, FinalSeal: 10 * time.Second, Publish: 2 * time.Second}
 	if err := sup.Start(ctx); err != nil {
@@ -162,7 +162,7 @@ func TestLastErrorSaysWhenItHappened(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := time.Now().Add(-time.Millisecond)
-	sup := New(fake, "", []Schedule{{logstore.RoleClean, time.Hour}}, []string{t.TempDir()}, time.Hour, 5*time.Second, log.New(io.Discard))
+	sup := New(fake, "", []Schedule{{maintain.RoleClean, time.Hour}}, []string{t.TempDir()}, time.Hour, 5*time.Second, log.New(io.Discard))
 	sup.waits = StopWaits{SealFlush: 100 * time.Millisecond, ChildStop: 200 * time.Millisecond, FinalSeal: time.Second, Publish: time.Second}
 	if err := sup.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -21,14 +21,17 @@ import (
 // fails to compile on both.
 type Args struct {
 	// Role is the step the process runs.
-	Role logstore.Role
-	// Every is the pause between passes (logstore.RoleOptions.Every).
+	Role Role
+	// Every is the pause between passes (Options.Every).
 	Every time.Duration
-	// FlushEvery is logstore.RoleOptions.FlushEvery; 0 never flushes on a schedule.
+	// FlushEvery is Options.FlushEvery; 0 never flushes on a schedule.
 	FlushEvery time.Duration
 	// Logs are the directories of the logs to maintain.
 	Logs []string
-	// Override is logstore.RoleOptions.Override. Only the fields with a flag are
+	// MaxOpen is Options.MaxOpen: how many logs the process holds open
+	// at once; 0 is DefaultMaxOpen.
+	MaxOpen int
+	// Override is Options.Override. Only the fields with a flag are
 	// carried: the retention and grace durations, StagingMaxBytes and the
 	// S3 endpoint, region and path style; 0 (or "") keeps the log's own.
 	Override logstore.Config
@@ -53,6 +56,7 @@ const (
 	flagS3Region                   = "s3-region"
 	flagS3PathStyle                = "s3-path-style"
 	flagReadyFD                    = "ready-fd"
+	flagMaxOpenLogs                = "max-open-logs"
 )
 
 // A child's whole command line is the subcommand, the flags every
@@ -124,6 +128,9 @@ func (a Args) Args() []string {
 	if o.S3.PathStyle {
 		out = append(out, "--"+flagS3PathStyle)
 	}
+	if a.MaxOpen != 0 {
+		out = append(out, "--"+flagMaxOpenLogs, strconv.Itoa(a.MaxOpen))
+	}
 	if a.ReadyFD != 0 {
 		out = append(out, "--"+flagReadyFD, strconv.Itoa(a.ReadyFD))
 	}
@@ -157,10 +164,11 @@ func ParseArgs(args []string) (Args, error) {
 // usage text a user reads. cmd adds them to its own flag set, so the names
 // a user types are the names serve renders.
 func (a *Args) Flags(fs *flag.FlagSet) {
-	roles := strings.Join(logstore.RoleNames(), ", ")
+	roles := strings.Join(RoleNames(), ", ")
 	fs.Var((*roleValue)(&a.Role), flagRole, "the maintenance `ROLE` to run: "+roles)
 	fs.DurationVar(&a.Every, flagEvery, a.Every, "pause `DUR` between passes")
 	fs.DurationVar(&a.FlushEvery, flagFlushEvery, a.FlushEvery, "seal and publish: flush everything once per `DUR`, at wall-clock multiples (0 never)")
+	fs.IntVar(&a.MaxOpen, flagMaxOpenLogs, a.MaxOpen, "hold at most `N` logs open at once, closing the one used longest ago (0: "+strconv.Itoa(DefaultMaxOpen)+")")
 	fs.Var((*dirsValue)(&a.Logs), flagLog, "maintain the log in `DIR` (repeat for more logs)")
 	o := &a.Override
 	fs.Var((*overrideDuration)(&o.StagingRetention), flagStagingRetention, "clean: keep published local files this `DUR` (default: the log's staging_retention)")
@@ -190,9 +198,9 @@ func (a Args) Validate() error {
 	o := a.Override
 	switch {
 	case a.Role == "":
-		return fmt.Errorf("--%s is required: one of %s", flagRole, strings.Join(logstore.RoleNames(), ", "))
-	case !slices.Contains(logstore.Roles(), a.Role):
-		return fmt.Errorf("--%s %q: no such role; the roles are %s", flagRole, a.Role, strings.Join(logstore.RoleNames(), ", "))
+		return fmt.Errorf("--%s is required: one of %s", flagRole, strings.Join(RoleNames(), ", "))
+	case !slices.Contains(Roles(), a.Role):
+		return fmt.Errorf("--%s %q: no such role; the roles are %s", flagRole, a.Role, strings.Join(RoleNames(), ", "))
 	case len(a.Logs) == 0:
 		return fmt.Errorf("--%s is required: give the directory of each log to maintain", flagLog)
 	case a.Every <= 0:
@@ -201,6 +209,8 @@ func (a Args) Validate() error {
 		return fmt.Errorf("--%s is %s; it must be a positive duration, or 0 for never", flagFlushEvery, a.FlushEvery)
 	case o.StagingRetention < 0 || o.PublishedSnapshotRetention < 0 || o.DeleteGrace < 0 || o.LocalDeleteGrace < 0 || o.RetentionGrace < 0 || o.StagingMaxBytes < 0:
 		return errors.New("retention, grace and size flags must be positive (or 0 to keep the log's own setting)")
+	case a.MaxOpen < 0:
+		return fmt.Errorf("--%s is %d; it must be a positive number of logs, or 0 for %d", flagMaxOpenLogs, a.MaxOpen, DefaultMaxOpen)
 	case a.ReadyFD < 0 || a.ReadyFD == 1 || a.ReadyFD == 2:
 		return fmt.Errorf("--%s %d: give a descriptor the parent passed beyond stdin, stdout and stderr (3 or more)", flagReadyFD, a.ReadyFD)
 	}
@@ -215,14 +225,14 @@ func (a Args) Validate() error {
 // The flag values below also have the Type method of spf13/pflag's Value,
 // so a cobra command takes them as they are.
 
-// roleValue is --role: one of logstore.Roles.
-type roleValue logstore.Role
+// roleValue is --role: one of Roles.
+type roleValue Role
 
 func (v *roleValue) String() string { return string(*v) }
 func (v *roleValue) Type() string   { return "role" }
 func (v *roleValue) Set(s string) error {
-	if !slices.Contains(logstore.Roles(), logstore.Role(s)) {
-		return fmt.Errorf("%q is not a role; the roles are %s", s, strings.Join(logstore.RoleNames(), ", "))
+	if !slices.Contains(Roles(), Role(s)) {
+		return fmt.Errorf("%q is not a role; the roles are %s", s, strings.Join(RoleNames(), ", "))
 	}
 	*v = roleValue(s)
 	return nil

@@ -12,15 +12,15 @@ import (
 
 func TestArgsReadBackAsRendered(t *testing.T) {
 	for _, a := range []Args{
-		{Role: logstore.RoleSeal, Every: 250 * time.Millisecond, FlushEvery: time.Minute, Logs: []string{"/d/trades/trades"}, ReadyFD: 3},
-		{Role: logstore.RoleCompact, Every: time.Second, FlushEvery: 0, Logs: []string{"a", "b", "c with space", "-dash"}},
-		{Role: logstore.RolePublish, Every: time.Hour, FlushEvery: 90 * time.Second, Logs: []string{"x"}, ReadyFD: 7,
+		{Role: RoleSeal, Every: 250 * time.Millisecond, FlushEvery: time.Minute, Logs: []string{"/d/trades/trades"}, ReadyFD: 3},
+		{Role: RoleCompact, Every: time.Second, FlushEvery: 0, Logs: []string{"a", "b", "c with space", "-dash"}},
+		{Role: RolePublish, Every: time.Hour, FlushEvery: 90 * time.Second, Logs: []string{"x"}, ReadyFD: 7,
 			Override: logstore.Config{S3: logstore.S3Config{Endpoint: "http://127.0.0.1:9000", Region: "eu-west-1", PathStyle: true}}},
-		{Role: logstore.RoleClean, Every: 10 * time.Second, FlushEvery: time.Minute, Logs: []string{"x"},
+		{Role: RoleClean, Every: 10 * time.Second, FlushEvery: time.Minute, Logs: []string{"x"},
 			Override: logstore.Config{StagingRetention: 10 * time.Minute, StagingMaxBytes: 1 << 40, LocalDeleteGrace: time.Nanosecond}},
-		{Role: logstore.RoleCleanPublished, Every: time.Second, FlushEvery: time.Minute, Logs: []string{"x", "y"},
+		{Role: RoleCleanPublished, Every: time.Second, FlushEvery: time.Minute, Logs: []string{"x", "y"},
 			Override: logstore.Config{PublishedSnapshotRetention: 36 * time.Hour, DeleteGrace: 1500 * time.Millisecond}},
-		{Role: logstore.RoleRetain, Every: time.Hour, FlushEvery: time.Minute, Logs: []string{"x"},
+		{Role: RoleRetain, Every: time.Hour, FlushEvery: time.Minute, Logs: []string{"x"},
 			Override: logstore.Config{RetentionGrace: 90 * time.Minute}},
 	} {
 		got, err := ParseArgs(a.Args())
@@ -37,7 +37,7 @@ func TestArgsReadBackAsRendered(t *testing.T) {
 // TestArgsFlagsCoverEveryRenderedFlag: every flag Args writes is one
 // Flags defines, so a command line built on Flags reads what serve writes.
 func TestArgsFlagsCoverEveryRenderedFlag(t *testing.T) {
-	a := Args{Role: logstore.RoleClean, Every: time.Second, Logs: []string{"x"}, ReadyFD: 3, Override: logstore.Config{
+	a := Args{Role: RoleClean, Every: time.Second, Logs: []string{"x"}, ReadyFD: 3, Override: logstore.Config{
 		StagingRetention: 1, StagingMaxBytes: 1, PublishedSnapshotRetention: 1, DeleteGrace: 1, LocalDeleteGrace: 1, RetentionGrace: 1,
 		S3: logstore.S3Config{Endpoint: "e", Region: "r", PathStyle: true},
 	}}

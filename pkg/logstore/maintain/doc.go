@@ -1,9 +1,10 @@
-// Package maintain owns the command line of one maintenance process,
-// `streamcast maintain`: Args, the role, its cadence, the logs and the
-// policy overrides, rendered by serve for its children (Args.Args) and
-// read back by the maintain command (Flags, ParseArgs). The flag names
-// live here and nowhere else, so the two sides cannot drift apart. It
-// sits above logstore (it names logstore's roles and Config; logstore
-// never imports it) and never opens a log or runs a role: that is
-// logstore.RunRole.
+// Package maintain runs the maintenance roles of `streamcast maintain`
+// (Run: seal, compact, publish, clean, clean-published) over logs in a
+// loop, and owns that command's line: Args, rendered by serve for its
+// children (Args.Args) and read back by the maintain command (Flags,
+// ParseArgs), so the two sides cannot drift apart. It sits above logstore
+// and drives logs only through logstore's exported API; every step it runs
+// is crash-safe there (docs/design.md, I3 and I7), so a pass may be
+// interrupted or repeated at any point. It must never hold every log open
+// at once, nor touch a log's files itself.
 package maintain
