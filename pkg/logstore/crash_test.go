@@ -221,4 +221,3 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
-
