@@ -16,11 +16,12 @@ import (
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
-// TestRetiredStreamGetsNoMaintenanceChild: serve runs its maintenance
+// TestRetiredStreamGetsOnlyTheRetainChild: serve runs its maintenance
 // children over the logs that take rows; a retired stream's log (fenced
 // and published whole by retire) is not among them, the other streams'
-// logs are.
-func TestRetiredStreamGetsNoMaintenanceChild(t *testing.T) {
+// logs are, and only the retain child runs over it, since its retention
+// window still applies.
+func TestRetiredStreamGetsOnlyTheRetainChild(t *testing.T) {
 	cfg := testConfig(t)
 	other := config.DefaultStream("other")
 	cfg.Streams = []config.Stream{cfg.Streams[0], other}
@@ -41,13 +42,17 @@ func TestRetiredStreamGetsNoMaintenanceChild(t *testing.T) {
 	}
 
 	srv = startServer(t, cfg)
-	dirs, err := srv.durableLogs()
+	dirs, retired, err := srv.durableLogs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	otherDir, _ := filepath.Abs(lay.LogDir("other", "other"))
+	tradesDir, _ := filepath.Abs(lay.LogDir("trades", "trades"))
 	if !slices.Equal(dirs, []string{otherDir}) {
 		t.Errorf("the maintenance children's logs: %q; want only %s, not the retired stream's", dirs, otherDir)
+	}
+	if !slices.Equal(retired, []string{tradesDir}) {
+		t.Errorf("the retain child's extra logs: %q; want the retired stream's, %s", retired, tradesDir)
 	}
 }
 
@@ -123,7 +128,7 @@ func TestServeServesTheMigratedLog(t *testing.T) {
 	one := int64(1) // the distance to the seam is past max_replay: the count of held rows decides
 	cfg.Streams[0].MaxReplay = &one
 	srv = startServer(t, cfg)
-	dirs, err := srv.durableLogs()
+	dirs, _, err := srv.durableLogs()
 	if err != nil {
 		t.Fatal(err)
 	}

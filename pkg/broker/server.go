@@ -352,24 +352,26 @@ func (s *Server) teardown(ent *entry) error {
 }
 
 // durableLogs returns the absolute directories of the open logs of the
-// streams served that take rows, in registry order: the logs serve's
-// maintenance children run over.
-func (s *Server) durableLogs() ([]string, error) {
-	var dirs []string
+// streams served, in registry order: live are the logs that take rows,
+// which every maintenance child runs over; retired are retired streams'
+// logs, fenced and wholly published (retire did both), so only the retain
+// child runs over them: their retention window still applies.
+func (s *Server) durableLogs() (live, retired []string, err error) {
 	for _, st := range s.reg.list() {
-		if st.log == nil || st.retirement() != nil {
-			// A retired stream's log is fenced and wholly published
-			// (retire did both): no seal, compact or publish has work
-			// there, and no child touches it.
+		if st.log == nil {
 			continue
 		}
 		dir, err := filepath.Abs(st.log.Dir())
 		if err != nil {
-			return nil, fmt.Errorf("stream %q: %w", st.name, err)
+			return nil, nil, fmt.Errorf("stream %q: %w", st.name, err)
 		}
-		dirs = append(dirs, dir)
+		if st.retirement() != nil {
+			retired = append(retired, dir)
+		} else {
+			live = append(live, dir)
+		}
 	}
-	return dirs, nil
+	return live, retired, nil
 }
 
 // restartMaintenance makes the maintenance children run over the logs of
@@ -380,12 +382,12 @@ func (s *Server) durableLogs() ([]string, error) {
 // own writes go on meanwhile: a child only seals, publishes and cleans
 // what is committed, so no stream's writes are fenced. lifeMu is held.
 func (s *Server) restartMaintenance(ctx context.Context) error {
-	dirs, err := s.durableLogs()
+	dirs, retired, err := s.durableLogs()
 	if err != nil {
 		return err
 	}
 	old := s.sup.Load()
-	if old != nil && slices.Equal(old.Logs(), dirs) {
+	if old != nil && slices.Equal(old.Logs(), dirs) && slices.Equal(old.RetiredLogs, retired) {
 		return nil
 	}
 	m := s.cfg.Maintain
@@ -400,13 +402,14 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 		s.sup.Store(nil)
 		old.Halt()
 	}
-	if len(dirs) == 0 || len(roles) == 0 {
+	if len(dirs)+len(retired) == 0 || len(roles) == 0 {
 		return nil
 	}
 	if s.opts.Executable == "" {
 		return errNoExecutable(len(roles))
 	}
 	sup := supervise.New(s.opts.Executable, s.opts.ConfigFile, roles, dirs, m.FlushEvery, s.opts.ChildReadyTimeout, s.logger)
+	sup.RetiredLogs = retired
 	sup.Overrides = s.cfg.Tiers.MaintainOverrides()
 	sup.MaxOpenLogs = m.MaxOpenLogs
 	s.sup.Store(sup)

@@ -87,12 +87,21 @@ func (c *roleChild) args() []string {
 		Role:       c.role,
 		Every:      c.every,
 		FlushEvery: s.flushEvery,
-		Logs:       s.logs,
+		Logs:       c.logs(),
 		Override:   s.Overrides,
 		MaxOpen:    s.MaxOpenLogs,
 		ReadyFD:    readyFD,
 	}
 	return maintain.CommandLine(s.configFile, s.level, "json", role)
+}
+
+// logs are the logs c's role runs over: every served log, and for the
+// retain role the retired streams' logs too.
+func (c *roleChild) logs() []string {
+	if c.role == maintain.RoleRetain {
+		return c.sup.AllLogs()
+	}
+	return c.sup.logs
 }
 
 // spawn starts a process for c, unless c is stopping.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,6 +73,11 @@ type Group struct {
 	// Overrides are the config's tiers, as policy overrides, for logs
 	// created before it changed; set them before Start.
 	Overrides logstore.Config
+	// RetiredLogs are logs only the retain role runs over: a retired
+	// stream's log is fenced and published whole, so seal, compact,
+	// publish and clean have no work there, but its retention window
+	// still applies (docs/design.md §4.8). Set them before Start.
+	RetiredLogs []string
 	// MaxOpenLogs bounds the logs each child holds open at once
 	// (maintain.Args.MaxOpen); 0 is the child's default. Set it before
 	// Start.
@@ -123,6 +129,9 @@ func New(exe, configFile string, roles []Schedule, logs []string, flushEvery, re
 // Start returns.
 func (s *Group) Start(ctx context.Context) error {
 	s.forker = NewForker()
+	// A role with no log to run over has no child (every stream retired
+	// leaves only retain's).
+	s.children = slices.DeleteFunc(s.children, func(c *roleChild) bool { return len(c.logs()) == 0 })
 	first := make([]*proc, len(s.children))
 	for i, c := range s.children {
 		p, err := c.spawn()
@@ -400,6 +409,9 @@ func FlushLog(l *logstore.Log, waits StopWaits) (int64, error) {
 
 // Logs are the log directories the children run over, in config order.
 func (s *Group) Logs() []string { return s.logs }
+
+// AllLogs returns every log a child runs over: Logs, then RetiredLogs.
+func (s *Group) AllLogs() []string { return slices.Concat(s.logs, s.RetiredLogs) }
 
 // ChildStats are the facts /stats reports about one maintenance child
 // (`streamcast maintain --role R` started by serve).

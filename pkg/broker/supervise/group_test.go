@@ -202,3 +202,44 @@ func TestLastErrorSaysWhenItHappened(t *testing.T) {
 		t.Fatalf("/stats child JSON %s (%v) lacks last_error_at", b, err)
 	}
 }
+
+// TestOnlyTheRetainChildRunsOverRetiredLogs: a retired stream's log is
+// fenced and published whole, so only retain, whose window still applies,
+// gets it; a role left with no log at all gets no child.
+func TestOnlyTheRetainChildRunsOverRetiredLogs(t *testing.T) {
+	roles := []Schedule{{maintain.RoleSeal, time.Second}, {maintain.RoleRetain, time.Hour}}
+	logsOf := func(g *Group) map[maintain.Role][]string {
+		got := map[maintain.Role][]string{}
+		for _, c := range g.children {
+			args := c.args()
+			for i, a := range args {
+				if a == "--"+maintain.FlagLog && i+1 < len(args) {
+					got[c.role] = append(got[c.role], args[i+1])
+				}
+			}
+		}
+		return got
+	}
+	g := New("streamcast", "", roles, []string{"/r/live/live"}, time.Minute, time.Second, log.New(io.Discard))
+	g.RetiredLogs = []string{"/r/old/old"}
+	got := logsOf(g)
+	if !slices.Equal(got[maintain.RoleSeal], []string{"/r/live/live"}) || !slices.Equal(got[maintain.RoleRetain], []string{"/r/live/live", "/r/old/old"}) {
+		t.Fatalf("the children's logs: %q; want seal over the live log, retain over both", got)
+	}
+	for _, c := range g.children {
+		if n := len(c.logs()); n == 0 {
+			t.Fatalf("role %s has no logs", c.role)
+		}
+	}
+	g = New("streamcast", "", roles, nil, time.Minute, time.Second, log.New(io.Discard))
+	g.RetiredLogs = []string{"/r/old/old"}
+	var empty []maintain.Role
+	for _, c := range g.children {
+		if len(c.logs()) == 0 {
+			empty = append(empty, c.role)
+		}
+	}
+	if !slices.Equal(empty, []maintain.Role{maintain.RoleSeal}) {
+		t.Fatalf("roles with no log when every stream is retired: %v; want only seal (Start drops it)", empty)
+	}
+}
