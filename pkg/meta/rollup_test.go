@@ -116,7 +116,7 @@ func TestRollUpLeavesTheNullCountUnknownForFilesRecordedBeforeCounts(t *testing.
 		t.Fatal(err)
 	}
 	for _, tbl := range []string{"files", "published"} {
-		if _, err := db.Exec(`UPDATE `+tbl+` SET stats = '{"n":[0,14],"s":["v1","v8"]}' WHERE start_offset = 1`); err != nil {
+		if _, err := db.Exec(`UPDATE ` + tbl + ` SET stats = '{"n":[0,14],"s":["v1","v8"]}' WHERE start_offset = 1`); err != nil {
 			db.Close()
 			t.Fatal(err)
 		}
