@@ -51,7 +51,7 @@ func (fr fileRec) mayMatch(f *schema.Filter) bool {
 		return true // unsure: read the file
 	}
 	return f.MayMatch(func(col string) (min, max []byte, ok bool) {
-		st := stats[col]
+		st, _ := stats.Column(col)
 		return st.Min, st.Max, st.HasBounds()
 	})
 }

@@ -1,7 +1,6 @@
 package colstats
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -44,28 +43,6 @@ func (c Column) MarshalJSON() ([]byte, error) {
 	return append(b, ']'), nil
 }
 
-// UnmarshalJSON reads the record form, old or new. A null count that is
-// not a count reads as unknown rather than failing the whole record.
-func (c *Column) UnmarshalJSON(b []byte) error {
-	var parts []json.RawMessage
-	if err := json.Unmarshal(b, &parts); err != nil {
-		return err
-	}
-	if len(parts) < 2 || len(parts) > 3 {
-		return fmt.Errorf("column statistics %s: want [min, max] or [min, max, nulls]", b)
-	}
-	*c = Column{Min: notNull(parts[0]), Max: notNull(parts[1])}
-	if c.Min == nil || c.Max == nil {
-		c.Min, c.Max = nil, nil
-	}
-	if len(parts) == 3 {
-		if n, err := strconv.ParseInt(string(parts[2]), 10, 64); err == nil && n >= 0 {
-			c.Nulls = &n
-		}
-	}
-	return nil
-}
-
 func orNull(v json.RawMessage) []byte {
 	if v == nil {
 		return []byte("null")
@@ -74,20 +51,45 @@ func orNull(v json.RawMessage) []byte {
 }
 
 func notNull(v json.RawMessage) json.RawMessage {
-	if v = bytes.TrimSpace(v); len(v) == 0 || string(v) == "null" {
+	if len(v) == 0 || string(v) == "null" {
 		return nil
 	}
 	return v
 }
 
-// Decode reads a file record's statistics. A record that does not parse is
-// an error; callers treat it as a record with no statistics.
-func Decode(encoded []byte) (map[string]Column, error) {
-	var cols map[string]Column
-	if err := json.Unmarshal(encoded, &cols); err != nil {
+// Record is a file record's statistics as Decode reads them; Column looks
+// one up. It keeps the elements raw so that a filtered scan, which decodes
+// a record per file to prune it, pays for the columns it asks about only.
+type Record map[string][3]json.RawMessage
+
+// Decode reads a file record's statistics, old form or new. A record that
+// does not parse is an error; callers treat it as a record with no
+// statistics.
+func Decode(encoded []byte) (Record, error) {
+	var r Record
+	if err := json.Unmarshal(encoded, &r); err != nil {
 		return nil, fmt.Errorf("decode column statistics: %w", err)
 	}
-	return cols, nil
+	return r, nil
+}
+
+// Column returns the statistics of column name, ok=false when the record
+// has none. An array of two (a record older than null counts) leaves the
+// third element nil, so its null count is unknown; so is one that is not
+// a count. A null bound leaves both bounds nil.
+func (r Record) Column(name string) (c Column, ok bool) {
+	e, ok := r[name]
+	if !ok {
+		return c, false
+	}
+	c = Column{Min: notNull(e[0]), Max: notNull(e[1])}
+	if c.Min == nil || c.Max == nil {
+		c.Min, c.Max = nil, nil
+	}
+	if n, err := strconv.ParseInt(string(e[2]), 10, 64); err == nil && n >= 0 {
+		c.Nulls = &n
+	}
+	return c, true
 }
 
 // Compute returns the encoded statistics of one file or row group of a

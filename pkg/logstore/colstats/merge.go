@@ -89,7 +89,7 @@ func (a *Merger) add(encoded []byte, count bool) {
 	}
 	for i, c := range a.sch.Columns() {
 		m := a.cols[c.Name]
-		pc, ok := part[c.Name]
+		pc, ok := part.Column(c.Name)
 		if count {
 			if ok && pc.Nulls != nil {
 				m.nulls += *pc.Nulls

@@ -59,17 +59,17 @@ func TestComputeCountsNullsAndKeepsBoundsOfNonNullValues(t *testing.T) {
 }
 
 func TestOldRecordsDecodeWithUnknownNullCounts(t *testing.T) {
-	cols, err := Decode([]byte(`{"n":[1,3],"s":["a","b"]}`))
+	rec, err := Decode([]byte(`{"n":[1,3],"s":["a","b"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := cols["n"]; string(c.Min) != "1" || string(c.Max) != "3" || c.Nulls != nil {
+	if c, _ := rec.Column("n"); string(c.Min) != "1" || string(c.Max) != "3" || c.Nulls != nil {
 		t.Fatalf("old record's n = %+v; want bounds [1,3], null count unknown", c)
 	}
-	if cols, err = Decode([]byte(`{"z":[null,null,4]}`)); err != nil {
+	if rec, err = Decode([]byte(`{"z":[null,null,4]}`)); err != nil {
 		t.Fatal(err)
 	}
-	if c := cols["z"]; c.HasBounds() || nulls(cols, "z") != 4 {
+	if c, _ := rec.Column("z"); c.HasBounds() || c.Nulls == nil || *c.Nulls != 4 {
 		t.Fatalf("an all-null column reads as %+v; want no bounds, 4 nulls", c)
 	}
 	// An older reader keeps the first two elements: a null bound, which
@@ -98,8 +98,9 @@ func TestMergerSumsNullCountsOfDisjointParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back, err := Decode(enc); err != nil || nulls(back, "s") != 7 {
-		t.Fatalf("Encode = %s, reads back %v (%v)", enc, back, err)
+	back, err := Decode(enc)
+	if c, _ := back.Column("s"); err != nil || c.Nulls == nil || *c.Nulls != 7 {
+		t.Fatalf("Encode = %s, reads back %+v (%v)", enc, c, err)
 	}
 }
 
