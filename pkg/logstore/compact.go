@@ -352,7 +352,7 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 	}
 	defer release()
 	write := func(rec arrow.RecordBatch) error {
-		st, err := l.columnStats(rec)
+		st, err := colstats.Compute(l.sch, rec.Columns()[2:])
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package logstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/streamcast/streamcast/pkg/logstore/colstats"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -27,7 +27,7 @@ type fileRec struct {
 	start, end int64 // offsets [start, end)
 	name       string
 	rows       int64
-	stats      string // JSON {"column": [min, max]}
+	stats      string // JSON, as colstats encodes it
 	published  bool   // a data file of the published table, at path
 	path       string // its location in the table (published files only)
 }
@@ -46,16 +46,13 @@ func (fr fileRec) mayMatch(f *schema.Filter) bool {
 	if f == nil || f.All() {
 		return true
 	}
-	var stats map[string][2]json.RawMessage
-	if err := json.Unmarshal([]byte(fr.stats), &stats); err != nil {
+	stats, err := colstats.Decode([]byte(fr.stats))
+	if err != nil {
 		return true // unsure: read the file
 	}
 	return f.MayMatch(func(col string) (min, max []byte, ok bool) {
-		mm, ok := stats[col]
-		if !ok {
-			return nil, nil, false
-		}
-		return mm[0], mm[1], true
+		st, _ := stats.Column(col)
+		return st.Min, st.Max, st.HasBounds()
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/streamcast/streamcast/internal/durable"
+	"github.com/streamcast/streamcast/pkg/logstore/colstats"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 )
 
@@ -272,7 +272,7 @@ func (l *Log) sealFile(ctx context.Context, in sealInput, rec arrow.RecordBatch)
 	statsDone := make(chan struct{})
 	go func() {
 		defer close(statsDone)
-		stats, statsErr = l.columnStats(rec)
+		stats, statsErr = colstats.Compute(l.sch, rec.Columns()[2:])
 	}()
 	defer func() { <-statsDone }()
 	name, err := newFileName(in.start, in.end)
@@ -463,25 +463,6 @@ func (l *Log) sortColumns() []int {
 		idx = append(idx, i+2)
 	}
 	return idx
-}
-
-// columnStats returns the JSON object {"column": [min, max], ...} of the
-// record's declared scalar columns, for pruning files by filter.
-func (l *Log) columnStats(rec arrow.RecordBatch) ([]byte, error) {
-	stats := map[string][2]json.RawMessage{}
-	if !l.sch.IsAny() {
-		for i, c := range l.sch.Columns() {
-			mn, mx, ok := l.sch.MinMax(i, rec.Column(i+2))
-			if ok {
-				stats[c.Name] = [2]json.RawMessage{mn, mx}
-			}
-		}
-	}
-	b, err := json.Marshal(stats)
-	if err != nil {
-		return nil, fmt.Errorf("encode column statistics: %w", err)
-	}
-	return b, nil
 }
 
 func tsRange(groups []bufGroup) (lo, hi int64) {

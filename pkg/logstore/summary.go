@@ -11,7 +11,7 @@ import (
 
 // Summary is what a log's tier records say about the rows it holds at or
 // above its floor, read without touching a row: the span of their
-// streamcast_ts, and each declared column's min and max. It is for
+// streamcast_ts, and each declared column's min, max and null count. It is for
 // pruning whole logs (the stream metadata rolls it up): every bound errs
 // wide, never narrow.
 type Summary struct {
@@ -25,6 +25,13 @@ type Summary struct {
 	// nil when some rows are only in the buffer, which keeps no statistics,
 	// and lacks a column some file has no statistics for.
 	Stats map[string][2]json.RawMessage
+	// Nulls maps a declared column to its number of nulls, summed over
+	// the files once each (a file both local and published counts once).
+	// It is nil when Stats is, and lacks a column some file has no count
+	// for (files sealed before null counts were kept). Like the stamps, a
+	// file straddling the floor counts whole, so a count errs high, never
+	// low.
+	Nulls map[string]int64
 }
 
 // Summary rolls up the log's file records (local and published) and the
@@ -49,10 +56,12 @@ func (l *Log) Summary(ctx context.Context, from int64) (Summary, error) {
 		return fail(err)
 	}
 	floor = max(floor, from)
-	files := `SELECT min_ts, max_ts, stats, end_offset FROM files WHERE end_offset > ?1`
+	// The order AddRecord needs to count a file in both tiers once.
+	files := `SELECT min_ts, max_ts, stats, start_offset, end_offset FROM files WHERE end_offset > ?1`
 	if l.tiers {
-		files += ` UNION ALL SELECT min_ts, max_ts, stats, end_offset FROM published WHERE end_offset > ?1`
+		files += ` UNION ALL SELECT min_ts, max_ts, stats, start_offset, end_offset FROM published WHERE end_offset > ?1`
 	}
+	files += ` ORDER BY start_offset, end_offset DESC`
 	rows, err := tx.QueryContext(ctx, files, floor)
 	if err != nil {
 		return fail(err)
@@ -67,14 +76,14 @@ func (l *Log) Summary(ctx context.Context, from int64) (Summary, error) {
 		s.FirstTS, s.LastTS = min(s.FirstTS, lo), max(s.LastTS, hi)
 	}
 	for rows.Next() {
-		var lo, hi, e int64
+		var lo, hi, b, e int64
 		var stats string
-		if err := rows.Scan(&lo, &hi, &stats, &e); err != nil {
+		if err := rows.Scan(&lo, &hi, &stats, &b, &e); err != nil {
 			rows.Close()
 			return fail(err)
 		}
 		seen(lo, hi)
-		m.Add([]byte(stats))
+		m.AddRecord(b, e, []byte(stats))
 		sealed = max(sealed, e)
 	}
 	if err := rows.Close(); err != nil {
@@ -88,12 +97,14 @@ func (l *Log) Summary(ctx context.Context, from int64) (Summary, error) {
 		seen(lo.Int64, hi.Int64)
 	}
 	if sealed >= end && sealed > 0 && !l.sch.IsAny() {
-		b, err := m.Encode()
-		if err == nil {
-			err = json.Unmarshal(b, &s.Stats)
-		}
-		if err != nil {
-			return fail(err)
+		s.Stats, s.Nulls = map[string][2]json.RawMessage{}, map[string]int64{}
+		for col, c := range m.Columns() {
+			if c.HasBounds() {
+				s.Stats[col] = [2]json.RawMessage{c.Min, c.Max}
+			}
+			if c.Nulls != nil {
+				s.Nulls[col] = *c.Nulls
+			}
 		}
 	}
 	return s, nil

@@ -117,9 +117,9 @@ type Log struct {
 	LastTS  *int64 `json:"last_ts"`
 	// Stats are per-column statistics rolled up from the log's file
 	// records (RollUp), for pruning whole logs: empty while some rows are
-	// only in the buffer, which keeps none; a column some file lacks
-	// statistics for is left out. Null counts are not recorded by files and
-	// stay unknown.
+	// only in the buffer, which keeps none. A column's bounds are null when
+	// some file lacks them, its null count when some file predates null
+	// counts; a column with neither is left out.
 	Stats map[string]ColumnStats `json:"stats"`
 	// State is live, sealed or retired.
 	State LogState `json:"state"`

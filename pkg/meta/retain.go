@@ -453,9 +453,11 @@ func (s *logSet) applyFloor(ctx context.Context, m *Metadata, ends []int64) erro
 
 // RollUp fills the statistics m keeps of its log lg (found by the name of
 // lg's directory) from lg's tier records (logstore.Summary): first_ts and
-// last_ts, and each column's min and max when files hold every row (a
-// live log with buffered rows gets none, since the buffer keeps no
-// statistics). Rows below m's floor are not counted. Null counts stay unknown: file records do not keep them.
+// last_ts, and each column's min, max and null count when files hold every
+// row (a live log with buffered rows gets none, since the buffer keeps no
+// statistics). Rows below m's floor are not counted, except in a file
+// straddling it, which counts whole. A null count is left unknown when some
+// file predates null counts.
 // A lifecycle step calls it on the version it is about to commit (the
 // retention pass does; migrate and retire can when they seal a log),
 // never the publish path. A log m does not name is an error.
@@ -477,6 +479,11 @@ func (m *Metadata) RollUp(ctx context.Context, lg *logstore.Log) error {
 	d.Stats = make(map[string]ColumnStats, len(s.Stats))
 	for col, mm := range s.Stats {
 		d.Stats[col] = ColumnStats{Min: mm[0], Max: mm[1]}
+	}
+	for col, n := range s.Nulls {
+		c := d.Stats[col]
+		c.NullCount = &n
+		d.Stats[col] = c
 	}
 	return nil
 }

@@ -69,6 +69,12 @@ func checkMigrated(t *testing.T, f *fixture) {
 	if a.FirstTS == nil || a.LastTS == nil || *a.FirstTS > *a.LastTS || len(a.Stats) == 0 {
 		t.Errorf("the old log's entry lacks its statistics: %s", jsonOf(t, a))
 	}
+	// Its columns are required: sealed files count zero nulls, known.
+	for _, col := range []string{"id", "sym"} {
+		if c := a.Stats[col]; c.NullCount == nil || *c.NullCount != 0 {
+			t.Errorf("the old log's column %s: %s; want a null count of 0", col, jsonOf(t, c))
+		}
+	}
 	if b.Name != "trades-v2" || b.State != meta.Live || b.StartOffset != seam || b.EndOffset != nil || b.LogID != next.ID() {
 		t.Errorf("the new log's entry: %s (log id %s)", jsonOf(t, b), next.ID())
 	}
