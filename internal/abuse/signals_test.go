@@ -1,6 +1,8 @@
 package abuse
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"syscall"
@@ -13,27 +15,34 @@ import (
 )
 
 // follower is a subscriber that reads live frames and checks that they
-// come in order, without a gap.
+// come in order, without a gap. Dropped as too slow (4429), it resumes at
+// the offset the close names, as a consumer would, and that offset must be
+// the one it expects next: a box this loaded may starve the follower, and
+// the property under test is that nothing is lost, not its speed.
 type follower struct {
-	ws   *websocket.Conn
+	s    *server
 	done chan struct{}
 
-	mu   sync.Mutex
-	next int64 // the offset it expects next
-	err  error // why it stopped reading, or a gap
+	mu      sync.Mutex
+	ws      *websocket.Conn
+	next    int64 // the offset it expects next
+	err     error // why it stopped reading, or a gap
+	resumed int   // times it resumed after 4429
 }
 
 func follow(t testing.TB, s *server) *follower {
 	t.Helper()
 	ws, g := subscribe(t, s, "/t", 0)
-	f := &follower{ws: ws, done: make(chan struct{}), next: g.EndOffset}
+	f := &follower{s: s, ws: ws, done: make(chan struct{}), next: g.EndOffset}
 	go func() {
 		defer close(f.done)
 		for {
 			_, msg, err := ws.ReadMessage()
 			if err != nil {
-				f.stop(err)
-				return
+				if ws = f.resume(err); ws == nil {
+					return
+				}
+				continue
 			}
 			off, _, err := frameOf(msg)
 			f.mu.Lock()
@@ -48,8 +57,48 @@ func follow(t testing.TB, s *server) *follower {
 			}
 		}
 	}()
-	t.Cleanup(func() { ws.Close(); <-f.done })
+	t.Cleanup(func() {
+		f.mu.Lock()
+		ws := f.ws
+		f.mu.Unlock()
+		ws.Close()
+		<-f.done
+	})
 	return f
+}
+
+// resume answers a read error: after a 4429 naming the next expected
+// offset it subscribes again from there and returns the new connection;
+// otherwise it records the error and returns nil.
+func (f *follower) resume(err error) *websocket.Conn {
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != 4429 {
+		f.stop(err)
+		return nil
+	}
+	var reason struct {
+		Offset int64 `json:"offset"`
+	}
+	f.mu.Lock()
+	next := f.next
+	f.mu.Unlock()
+	if jerr := json.Unmarshal([]byte(ce.Text), &reason); jerr != nil || reason.Offset != next {
+		f.stop(fmt.Errorf("dropped with %v: the resume offset is not %d, the next one expected", err, next))
+		return nil
+	}
+	ws, _, derr := dialer(0).Dial(f.s.url(fmt.Sprintf("/t?offset=%d", next)), nil)
+	if derr == nil {
+		_, _, derr = ws.ReadMessage() // the greeting
+	}
+	if derr != nil {
+		f.stop(fmt.Errorf("resume at %d after %v: %w", next, err, derr))
+		return nil
+	}
+	f.mu.Lock()
+	f.ws = ws
+	f.resumed++
+	f.mu.Unlock()
+	return ws
 }
 
 func (f *follower) stop(err error) {
