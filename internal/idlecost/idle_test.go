@@ -112,7 +112,7 @@ func measure(b *testing.B, bin string, streams int, settle, window time.Duration
 		b.Fatal(err)
 	}
 	// serve says when every maintenance child reported ready: each has
-	// opened every log once.
+	// checked every log.
 	ready := make(chan struct{})
 	var lines bytes.Buffer
 	var linesMu sync.Mutex

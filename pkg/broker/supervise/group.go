@@ -62,7 +62,7 @@ type Schedule struct {
 // lines) are re-logged through serve's logger, prefixed with the role.
 //
 // A child reports on the pipe at descriptor 3 (maintain --ready-fd 3):
-// "ready" once it opened every log, "flushed" after each pass a SIGUSR1
+// "ready" once it checked every log exists, "flushed" after each pass a SIGUSR1
 // asked for. Start waits until every child is ready; afterwards a child
 // that exits is restarted with capped exponential backoff.
 type Group struct {
@@ -161,7 +161,7 @@ func (s *Group) Start(ctx context.Context) error {
 				}
 			}
 			s.abort()
-			return fmt.Errorf("maintenance children not ready after %s: %s; a child is ready once it has opened every log",
+			return fmt.Errorf("maintenance children not ready after %s: %s; a child is ready once it has checked that every log exists and can be read",
 				s.readyTimeout, strings.Join(slow, "; "))
 		case <-ctx.Done():
 			s.abort()
@@ -418,7 +418,7 @@ func (s *Group) AllLogs() []string { return slices.Concat(s.logs, s.RetiredLogs)
 type ChildStats struct {
 	Role      string  `json:"role"`
 	PID       *int    `json:"pid"`        // null while it is down, waiting to be restarted
-	Ready     bool    `json:"ready"`      // it opened every log and runs its passes
+	Ready     bool    `json:"ready"`      // it checked every log and runs its passes
 	Restarts  int     `json:"restarts"`   // restarts since serve started
 	LastError *string `json:"last_error"` // the last error it logged, or how it last exited; null: none
 	// LastErrorAt is when LastError happened (UTC); null with it. A

@@ -58,8 +58,11 @@ type Options struct {
 	Flush <-chan struct{}
 	// Flushed, when set, is called after each pass that Flush asked for.
 	Flushed func()
-	// Ready, when set, is called once, after every log has been opened
-	// once.
+	// Ready, when set, is called once, when Run has checked that every
+	// log exists and can be read, before the first pass: a pass over
+	// thousands of logs takes a while, and serve's start-up waits for
+	// Ready with a bound (a log that fails later is retried, not fatal;
+	// serve has opened every log itself by then).
 	Ready func()
 	// Override replaces the retention, grace and S3 settings stored in each
 	// log's config where it sets them (non-zero fields only).
@@ -135,7 +138,10 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 	if opts.FlushEvery > 0 {
 		nextFlush = now().Truncate(opts.FlushEvery).Add(opts.FlushEvery)
 	}
-	forced, ready := false, false
+	if opts.Ready != nil {
+		opts.Ready()
+	}
+	forced := false
 	for pass := 1; ; pass++ {
 		t := now()
 		flush := forced
@@ -145,12 +151,7 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 		}
 		// The pass ignores cancellation: a signal ends the loop after the
 		// pass, never in the middle of a step.
-		if r.pass(context.WithoutCancel(ctx), flush, forced) && !ready {
-			ready = true
-			if opts.Ready != nil {
-				opts.Ready()
-			}
-		}
+		r.pass(context.WithoutCancel(ctx), flush, forced)
 		if forced && opts.Flushed != nil {
 			opts.Flushed()
 		}
@@ -211,7 +212,6 @@ type openLog struct {
 
 // logState is what the runner knows of one log between passes.
 type logState struct {
-	opened bool // opened once at least (for Ready)
 	// stepped is set once a step succeeded; seen is the log's Activity
 	// read before it: a step sees every commit that seen covers, so an
 	// unchanged Activity means the step would find what it found then.
@@ -261,14 +261,11 @@ func newRunner(role Role, dirs []string, opts Options) *runner {
 	return r
 }
 
-// pass runs the role's step once over every log that has work, and
-// reports whether every log has been opened by now.
-func (r *runner) pass(ctx context.Context, flush, forced bool) (allOpened bool) {
-	allOpened = true
+// pass runs the role's step once over every log that has work.
+func (r *runner) pass(ctx context.Context, flush, forced bool) {
 	r.opened = 0
 	for _, dir := range r.dirs {
 		r.visit(ctx, dir, flush, forced)
-		allOpened = allOpened && r.state[dir].opened
 	}
 	// Opening many logs leaves megabytes of freed heap (page caches,
 	// schemas) that the runtime would give back only slowly; an idle
@@ -278,7 +275,6 @@ func (r *runner) pass(ctx context.Context, flush, forced bool) (allOpened bool) 
 		debug.FreeOSMemory()
 		r.freed = time.Now()
 	}
-	return allOpened
 }
 
 // visit steps one log when it has work.
@@ -319,7 +315,6 @@ func (r *runner) visit(ctx context.Context, dir string, flush, forced bool) {
 		r.failures.Error(ctx, "open "+dir, "cannot open log; retrying next pass", "log", dir, "err", err)
 		return
 	}
-	st.opened = true
 	r.failures.Recovered(ctx, "open "+dir, "log opens again", "log", dir)
 	if r.step(ctx, l, st, flush, forced) {
 		st.stepped, st.seen = true, act

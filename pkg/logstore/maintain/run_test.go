@@ -422,3 +422,26 @@ func BenchmarkIdleCheck(b *testing.B) {
 		}
 	}
 }
+
+// TestRunIsReadyBeforeItsFirstPass: Ready comes once every log is known to
+// exist, before any step runs, so a child over thousands of logs reports
+// ready within serve's start-up bound however long its first pass takes.
+func TestRunIsReadyBeforeItsFirstPass(t *testing.T) {
+	a, b := newLog(t, logstore.Config{}), newLog(t, logstore.Config{})
+	var readyBeforeStep []bool
+	ready := false
+	err := Run(context.Background(), RoleRetain, []string{a.Dir(), b.Dir()}, Options{
+		Every: time.Millisecond, Passes: 1,
+		Ready: func() { ready = true },
+		Retain: func(context.Context, *logstore.Log) (int64, error) {
+			readyBeforeStep = append(readyBeforeStep, ready)
+			return 0, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(readyBeforeStep) != 2 || !readyBeforeStep[0] || !readyBeforeStep[1] {
+		t.Fatalf("ready before each step: %v; want ready before the first", readyBeforeStep)
+	}
+}
