@@ -1,10 +1,11 @@
-//go:build unix
+//go:build linux
 
 package logstore
 
 import "syscall"
 
-// statStamp stats path without the allocations of os.Stat: a pass over
+// statStamp stats path without the allocations of os.Stat (Linux: the
+// Stat_t fields differ between systems, and elsewhere os.Stat serves): a pass over
 // thousands of idle logs does little else. ok=false when it is not there.
 func statStamp(path string) (s stamp, ok bool, err error) {
 	var st syscall.Stat_t
