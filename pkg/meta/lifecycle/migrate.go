@@ -134,24 +134,9 @@ func Migrate(ctx context.Context, s Stream, d Declaration, o Options) (*Migratio
 		return nil, err
 	}
 	if !mig.Resumed {
-		in, err := meta.NewIntent(KindMigrate, plan)
-		if err != nil {
+		retired := func(m *meta.Metadata) error { return retiredError(m, what) }
+		if err := ses.recordIntent(ctx, what, KindMigrate, plan, plan.From, retired); err != nil {
 			return nil, err
-		}
-		err = ses.update(ctx, func(m *meta.Metadata) error {
-			switch {
-			case m.Retired():
-				return retiredError(m, what)
-			case m.Intent != nil:
-				return pendingError(m, what)
-			case m.Current().Name != plan.From:
-				return fmt.Errorf("%s stream %q: another process made %s its current log meanwhile; run migrate again", what, s.Name, m.Current().Name)
-			}
-			m.Intent = in
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%s stream %q: record the intent: %w", what, s.Name, err)
 		}
 	}
 	mig.Timings.Metadata += time.Since(t0)

@@ -73,24 +73,9 @@ func Retire(ctx context.Context, s Stream, o Options) (*Retirement, error) {
 		return nil, err
 	}
 	if !ret.Resumed {
-		in, err := meta.NewIntent(KindRetire, plan)
-		if err != nil {
+		done := func(*meta.Metadata) error { return errDone } // retired meanwhile: nothing left to do
+		if err := ses.recordIntent(ctx, what, KindRetire, plan, plan.Log, done); err != nil {
 			return nil, err
-		}
-		err = ses.update(ctx, func(m *meta.Metadata) error {
-			switch {
-			case m.Intent != nil:
-				return pendingError(m, what)
-			case m.Retired():
-				return errDone
-			case m.Current().Name != plan.Log:
-				return fmt.Errorf("another process made %s the current log meanwhile; run retire again", m.Current().Name)
-			}
-			m.Intent = in
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%s stream %q: record the intent: %w", what, s.Name, err)
 		}
 	}
 	ret.Timings.Metadata += time.Since(t0)

@@ -197,6 +197,33 @@ func (ses *session) update(ctx context.Context, edit func(m *meta.Metadata) erro
 	}
 }
 
+// recordIntent commits the intent of a kind operation (its plan) before
+// its first step, on the stream whose current log is log. Another
+// operation's pending intent refuses it, and so does a current log another
+// process changed meanwhile; retired answers a stream found retired.
+func (ses *session) recordIntent(ctx context.Context, what, kind string, plan any, log string, retired func(*meta.Metadata) error) error {
+	in, err := meta.NewIntent(kind, plan)
+	if err != nil {
+		return err
+	}
+	err = ses.update(ctx, func(m *meta.Metadata) error {
+		switch {
+		case m.Intent != nil:
+			return pendingError(m, what)
+		case m.Retired():
+			return retired(m)
+		case m.Current().Name != log:
+			return fmt.Errorf("another process made %s the current log meanwhile; run %s again", m.Current().Name, kind)
+		}
+		m.Intent = in
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s stream %q: record the intent: %w", what, ses.s.Name, err)
+	}
+	return nil
+}
+
 // finish seals and publishes every row of the current log, then fences
 // it, and returns its end: the seam a successor starts at, or the end a
 // retirement records. Each part is idempotent, so a rerun after a crash
