@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -77,6 +78,10 @@ func (s *Server) listen() (*entry, error) {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	if s.certs != nil {
+		// https and wss only: a plain request gets net/http's 400.
+		ln = tls.NewListener(ln, s.certs.listenerConfig())
 	}
 	e := &entry{
 		ln: ln,
