@@ -60,6 +60,10 @@ func (ca *CA) Pool() *x509.CertPool {
 	return p
 }
 
+// WriteCert writes the CA's certificate (PEM) to path, for a client's
+// --ca-file or a server's tls.client_ca_file.
+func (ca *CA) WriteCert(path string) error { return writeAtomic(path, ca.CertPEM) }
+
 // Pair is a certificate and its key, PEM-encoded, with the parsed leaf.
 type Pair struct {
 	CertPEM, KeyPEM []byte
@@ -148,7 +152,7 @@ func WriteFiles(dir, client string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, "ca.crt"), ca.CertPEM); err != nil {
+	if err := ca.WriteCert(filepath.Join(dir, "ca.crt")); err != nil {
 		return err
 	}
 	if err := srv.Write(filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")); err != nil {
