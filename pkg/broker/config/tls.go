@@ -71,9 +71,10 @@ func (t TLS) Validate() error {
 	case t.CertFile == "" && t.KeyFile == "":
 		return badKey("tls.client_ca_file", "tls.client_ca_file is set but tls.cert_file and tls.key_file are not; mutual TLS needs the server's own certificate and key too")
 	case t.CertFile == "":
-		return badKey("tls.cert_file", "tls.key_file is set but tls.cert_file is empty; give both, or neither to serve without TLS")
+		// Named by the key that is set: its file and line are the ones to fix.
+		return badKey("tls.key_file", "tls.key_file is set but tls.cert_file is empty; give both, or neither to serve without TLS")
 	case t.KeyFile == "":
-		return badKey("tls.key_file", "tls.cert_file is set but tls.key_file is empty; give both, or neither to serve without TLS")
+		return badKey("tls.cert_file", "tls.cert_file is set but tls.key_file is empty; give both, or neither to serve without TLS")
 	}
 	_, _, err := t.Load()
 	return err
