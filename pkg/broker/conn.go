@@ -539,10 +539,16 @@ func (c *wsConn) finish() {
 	c.cancel()
 	c.wg.Wait()
 	c.mu.Lock()
+	failed := c.dead
 	c.dead = true
 	c.ctrl, c.pong = nil, nil
 	released := c.dropQueueLocked()
 	c.mu.Unlock()
 	c.srv.reclaim.note(released)
+	if failed {
+		// A failed or aborted socket: over TLS, Close would first wait
+		// (up to 5 s) to send its close alert to a peer that is not reading.
+		_ = c.raw.Close()
+	}
 	_ = c.nc.Close()
 }
