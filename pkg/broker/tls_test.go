@@ -539,3 +539,23 @@ func tlsPipe(b *testing.B) (client, server *tls.Conn) {
 	})
 	return client, server
 }
+
+// TestTLSTurnedOffByReloadAppliesAtRestart: whether serve speaks TLS is
+// fixed at start; a reload that drops the tls: section says so and the
+// server keeps serving wss.
+func TestTLSTurnedOffByReloadAppliesAtRestart(t *testing.T) {
+	f := newTLSFixture(t)
+	logs := &lockedBuffer{}
+	srv := startServer(t, f.cfg, Options{Logger: log.New(logs)})
+	plain := f.cfg
+	plain.TLS = config.TLS{}
+	if err := srv.Reload(plain); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if !strings.Contains(logs.String(), "tls changed in the config; it applies when serve restarts") {
+		t.Fatalf("the change of tls: was not logged as applying at restart:\n%s", logs.String())
+	}
+	if got := servedSerial(t, srv, f.client()); got.Cmp(f.serial) != 0 {
+		t.Fatalf("after the reload handshakes get serial %v, want %v", got, f.serial)
+	}
+}
