@@ -18,7 +18,8 @@ import (
 
 // This file is the one place connections come in: the listener, then a
 // chain of HTTP middleware, then the routes (/stats, /health, /<stream>).
-// Authentication, TLS and metrics plug in here.
+// Authentication, TLS (tls.go: the listener is wrapped in listen) and
+// metrics plug in here.
 
 // Middleware wraps the handler requests reach next. The server's own
 // middleware (the Origin check) runs first, then Options.Middleware in
