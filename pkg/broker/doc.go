@@ -23,7 +23,9 @@
 // anonymous publishers still publish at least once on an exactly-once stream.
 // exactlyonce.go documents how frames are judged against a publisher's mark.
 // Subscribers' frames are written by the server itself, straight to the
-// socket with writev; gorilla/websocket does the handshake and reads.
+// socket with writev (over TLS, copied into one buffer per write instead,
+// since TLS seals each write on its own); gorilla/websocket does the
+// handshake and reads.
 //
 // Run also supervises serve's maintenance children (package supervise): one
 // `streamcast maintain --role R` process per role the maintain: section
@@ -42,9 +44,11 @@
 // restarted over the new set of logs, which fences no stream's writes.
 // Server shutdown runs the same steps over every stream at once (teardown).
 //
-// Connections come in at one place (entry.go): the listener, then a chain of
-// HTTP middleware (the allowed_origins check, then Options.Middleware), then
-// the routes: /stats, /health and /<stream>.
+// Connections come in at one place (entry.go): the listener (TLS when the
+// tls: section is set, with the certificate reloaded on SIGHUP and on a
+// change on disk, tls.go), then a chain of HTTP middleware (the
+// allowed_origins check, then Options.Middleware), then the routes: /stats,
+// /health and /<stream>. PrincipalFromTLS names a mutual-TLS client.
 //
 // The package never validates rows on the committer (publishers' goroutines
 // do), never lets a subscriber's speed reach a publisher or another

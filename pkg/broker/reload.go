@@ -18,9 +18,11 @@ import (
 // a stream the server serves and cfg no longer declares stops (see
 // stopStream for the order), each logged. A stream whose declaration
 // changed keeps serving as it was, and the log says why and what to do.
-// Every other section (listen, root, limits, maintain, published, s3,
-// tiers, allowed_origins) applies only at the next start; a change to one is
-// logged as such. A cfg that does not validate changes nothing. The
+// The tls: section's files are read again for new handshakes (open
+// connections keep theirs); turning TLS or mutual TLS on or off applies
+// only at the next start, as does every other section (listen, root,
+// limits, maintain, published, s3, tiers, allowed_origins); a change to
+// one is logged as such. A cfg that does not validate changes nothing. The
 // maintenance children are restarted over the new set of logs when it
 // changed. The error joins what could not be applied (a stream that
 // failed to open, children that did not restart); the rest was applied.
@@ -36,6 +38,14 @@ func (s *Server) Reload(cfg config.Config) error {
 	}
 	ctx := s.runCtx
 	s.logRestartOnly(cfg)
+	var errs []error
+	if s.certs != nil && cfg.TLS.Enabled() {
+		// New handshakes get the pair read now; open connections keep
+		// the keys they agreed on.
+		if err := s.certs.reload(cfg.TLS, "reload"); err != nil {
+			errs = append(errs, fmt.Errorf("reload the TLS certificate: %w", err))
+		}
+	}
 
 	declared := make(map[string]int, len(cfg.Streams))
 	names := make([]string, len(cfg.Streams))
@@ -66,7 +76,6 @@ func (s *Server) Reload(cfg config.Config) error {
 	}
 
 	// 2. Start the streams added.
-	var errs []error
 	for i, sc := range cfg.Streams {
 		if s.reg.get(sc.Name) != nil {
 			continue
@@ -200,6 +209,9 @@ func (s *Server) logRestartOnly(cfg config.Config) {
 		{"s3", old.S3, cfg.S3},
 		{"tiers", old.Tiers, cfg.Tiers},
 		{"allowed_origins", strings.Join(old.AllowedOrigins, " "), strings.Join(cfg.AllowedOrigins, " ")}, // nil and [] alike
+		// The files are reloaded; whether serve speaks TLS, and
+		// whether it asks for client certificates, is fixed at start.
+		{"tls", tlsMode(old.TLS), tlsMode(cfg.TLS)},
 	} {
 		if !reflect.DeepEqual(k.was, k.now) {
 			s.logger.Warn(k.key+" changed in the config; it applies when serve restarts, and until then serve keeps the value it started with", "key", k.key)

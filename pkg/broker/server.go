@@ -69,6 +69,11 @@ type Options struct {
 	// Middleware wraps every request after the server's own Origin check
 	// and before the routes, in order (the first is outermost).
 	Middleware []Middleware
+
+	// CertPollInterval is how often the tls: section's files are checked
+	// for a change on disk (a changed pair is loaded for new handshakes);
+	// 0 means DefaultCertPollInterval.
+	CertPollInterval time.Duration
 }
 
 // errorSummaryEvery is how often a failure that keeps repeating (a commit
@@ -131,6 +136,10 @@ type Server struct {
 	// reclaim gives memory back to the OS after connections holding large
 	// queues end (reclaim.go).
 	reclaim *reclaimer
+
+	// certs is the TLS certificate new handshakes get (tls.go); nil when
+	// the server speaks plain http and ws.
+	certs *certs
 }
 
 // writeBufferPool gives gorilla a pool so it keeps no write buffer per
@@ -156,6 +165,9 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	if opts.ChildReadyTimeout <= 0 {
 		opts.ChildReadyTimeout = supervise.DefaultReadyTimeout
 	}
+	if opts.CertPollInterval <= 0 {
+		opts.CertPollInterval = DefaultCertPollInterval
+	}
 	if roles := cfg.Maintain.Roles(); len(roles) > 0 && opts.Executable == "" && slices.ContainsFunc(cfg.Streams, func(s config.Stream) bool { return s.Durable }) {
 		return nil, errNoExecutable(len(roles))
 	}
@@ -171,6 +183,11 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		reclaim:     newReclaimer(opts.Logger),
 	}
 	s.commitErrs = ratelog.New(slog.New(opts.Logger), errorSummaryEvery, opts.Clock.Now)
+	if cfg.TLS.Enabled() {
+		if s.certs, err = newCerts(cfg.TLS, opts.Logger); err != nil {
+			return nil, err
+		}
+	}
 	s.chain = s.handler()
 	pool := &writeBufferPool{}
 	// Origins are checked by the middleware (allowed_origins), before the
@@ -233,9 +250,20 @@ func (s *Server) Run(ctx context.Context) error {
 			defer s.keepalive.Done()
 			s.reclaim.run(stopKeepalive)
 		}()
+		if s.certs != nil {
+			s.keepalive.Add(1)
+			go func() {
+				defer s.keepalive.Done()
+				s.certs.watch(stopKeepalive, s.opts.CertPollInterval)
+			}()
+		}
 		s.state.Store(stateReady)
 		close(s.ready)
-		s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.list()), "root", s.cfg.Root)
+		if s.certs != nil {
+			s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.list()), "root", s.cfg.Root, "tls", tlsMode(s.cfg.TLS))
+		} else {
+			s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.list()), "root", s.cfg.Root)
+		}
 		if s.opts.OnReady != nil {
 			s.opts.OnReady(addr)
 		}

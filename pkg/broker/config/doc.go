@@ -8,6 +8,7 @@
 //
 // It sits below pkg/broker: broker imports it, and it must never import
 // broker or supervise. It opens no log and starts nothing; the only files
-// it reads are the config's schema_file entries, and it never accepts a
-// credential as a config value.
+// it reads are the config's schema_file entries and the tls: section's
+// certificate, key and client CA files (to check that they load), and it
+// never accepts a credential as a config value.
 package config
