@@ -10,7 +10,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/broker/peerframe"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -75,9 +77,9 @@ type wsConn struct {
 
 	wg sync.WaitGroup // the writer goroutine
 
-	// out is the data frames queued or being written, in order (queue.go);
+	// out is the data frames queued or being written, in order (package backlog);
 	// guarded by mu.
-	out frameQueue
+	out backlog.Queue
 
 	mu         sync.Mutex
 	ctrl       [][]byte // the server's pings, written before out
@@ -93,7 +95,7 @@ type wsConn struct {
 	dead       bool     // the socket failed: frames are dropped
 }
 
-func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerFrames, st *stream) *wsConn {
+func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream) *wsConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &wsConn{srv: srv, ws: ws, nc: nc, st: st, ctx: ctx, cancel: cancel}
 	// All writes go through the writer: answer pings and closes through it,
@@ -116,7 +118,7 @@ func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerFrames, s
 			// frames it read tell the two apart. A close body starts
 			// with a 2-byte code (RFC 6455 §5.5.1), so one byte is a
 			// protocol error, answered 1002.
-			if frames != nil && frames.badClose() {
+			if frames != nil && frames.BadClose() {
 				c.close(websocket.CloseProtocolError, wire.CloseReason("protocol_error",
 					wire.Field{Key: "detail", Value: "a close frame's payload was 1 byte; it is empty, or a 2-byte code and a reason"}))
 				return nil
@@ -154,7 +156,7 @@ func (c *wsConn) enqueue(frames ...[]byte) {
 		return
 	}
 	for _, f := range frames {
-		c.out.push(f, 0)
+		c.out.Push(f, 0)
 	}
 	if c.canStartLocked() {
 		c.startWriterLocked()
@@ -249,7 +251,7 @@ func (c *wsConn) abort() {
 	c.ctrl, c.pong = nil, nil
 	released := c.dropQueueLocked()
 	c.mu.Unlock()
-	c.srv.reclaim.note(released)
+	c.srv.reclaim.Note(released)
 	_ = c.nc.Close()
 	if c.onDead != nil {
 		c.onDead()
@@ -292,14 +294,14 @@ func (c *wsConn) writeLoop() {
 			c.pong, c.absorbed = nil, 0
 		}
 		k := 0
-		if c.out.len() > 0 {
+		if c.out.Len() > 0 {
 			if iov == nil {
 				iov = iovPool.Get().(*[writevFrames][]byte)
 			}
-			k = c.out.peek(iov[:])
+			k = c.out.Peek(iov[:])
 		}
 		var closing []byte
-		if c.closing != nil && !c.closeSent && k == c.out.len() {
+		if c.closing != nil && !c.closeSent && k == c.out.Len() {
 			closing = c.closing
 			c.closeSent = true
 		}
@@ -324,7 +326,7 @@ func (c *wsConn) writeLoop() {
 			c.ctrl, c.pong = nil, nil
 			released := c.dropQueueLocked()
 			c.mu.Unlock()
-			c.srv.reclaim.note(released)
+			c.srv.reclaim.Note(released)
 			_ = c.nc.Close()
 			if c.onDead != nil {
 				c.onDead()
@@ -337,10 +339,10 @@ func (c *wsConn) writeLoop() {
 			var released int64
 			c.mu.Lock()
 			if !c.dead {
-				released = c.out.pop(k)
+				released = c.out.Pop(k)
 			}
 			c.mu.Unlock()
-			c.srv.reclaim.note(released)
+			c.srv.reclaim.Note(released)
 			if c.afterWrite != nil {
 				c.afterWrite(k)
 			}
@@ -359,8 +361,8 @@ var iovPool = sync.Pool{New: func() any { return new([writevFrames][]byte) }}
 // dropQueueLocked empties the data queue of a connection that is ending and
 // returns the bytes it pinned, for the server's reclaimer; c.mu is held.
 func (c *wsConn) dropQueueLocked() int64 {
-	released := c.out.bytes()
-	c.out.reset()
+	released := c.out.Bytes()
+	c.out.Reset()
 	return released
 }
 
@@ -472,6 +474,6 @@ func (c *wsConn) finish() {
 	c.ctrl, c.pong = nil, nil
 	released := c.dropQueueLocked()
 	c.mu.Unlock()
-	c.srv.reclaim.note(released)
+	c.srv.reclaim.Note(released)
 	_ = c.nc.Close()
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/peerframe"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -31,7 +32,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if qerr == nil && q.Publish && st != nil {
 		up = &s.pubUp
 	}
-	hj := &scanHijack{ResponseWriter: w}
+	hj := &peerframe.Hijack{ResponseWriter: w}
 	ws, err := up.Upgrade(hj, r, nil)
 	if err != nil {
 		s.untrack()
@@ -42,14 +43,14 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	// alive for the life of every idle subscriber.
 	go func() {
 		defer s.untrack()
-		s.serveConn(ws, hj.conn, &hj.scan.frames, st, q, qerr)
+		s.serveConn(ws, hj.Raw, &hj.Scan.Frames, st, q, qerr)
 	}()
 }
 
 // serveConn serves one upgraded connection until it ends. nc is the raw
-// connection the server writes to; gorilla reads ws through a scanConn
+// connection the server writes to; gorilla reads ws through a peerframe.Conn
 // whose frames it is.
-func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFrames, st *stream, q wire.Request, qerr error) {
+func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream, q wire.Request, qerr error) {
 	c := newConn(s, ws, nc, frames, st)
 	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce) && st.retirement() == nil
 	// Compile the filter before the connection is registered: keepalive

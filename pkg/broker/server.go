@@ -20,6 +20,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/ratelog"
 	"github.com/streamcast/streamcast/internal/waitfor"
+	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
@@ -129,8 +130,8 @@ type Server struct {
 	keepalive sync.WaitGroup // the keepalive and reclaimer goroutines
 
 	// reclaim gives memory back to the OS after connections holding large
-	// queues end (reclaim.go).
-	reclaim *reclaimer
+	// queues end (package backlog).
+	reclaim *backlog.Reclaimer
 }
 
 // writeBufferPool gives gorilla a pool so it keeps no write buffer per
@@ -168,7 +169,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		startedWall: time.Now(),
 		ready:       make(chan struct{}),
 		conns:       map[*wsConn]struct{}{},
-		reclaim:     newReclaimer(opts.Logger),
+		reclaim:     backlog.NewReclaimer(opts.Logger),
 	}
 	s.commitErrs = ratelog.New(slog.New(opts.Logger), errorSummaryEvery, opts.Clock.Now)
 	s.chain = s.handler()
@@ -231,7 +232,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}()
 		go func() {
 			defer s.keepalive.Done()
-			s.reclaim.run(stopKeepalive)
+			s.reclaim.Run(stopKeepalive)
 		}()
 		s.state.Store(stateReady)
 		close(s.ready)

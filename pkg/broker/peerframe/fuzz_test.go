@@ -1,4 +1,4 @@
-package broker
+package peerframe
 
 import (
 	"bufio"
@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 )
 
@@ -43,12 +42,12 @@ func (h *memHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 // FuzzPeerFrames feeds arbitrary bytes, as a peer's side of an upgraded
-// connection, to the server's reading path: gorilla's frame reader behind
-// the scanConn, with the server's ping, pong and close handlers and a
-// subscriber's read loop. It must never panic or hang; every goroutine of
-// the connection ends; the frame follower agrees with itself however the
-// bytes are cut; and the answer to the peer's close is 1002 exactly when
-// its first close frame carried one byte.
+// connection, to the follower and to gorilla's frame reader behind a Conn.
+// Neither may panic or hang; the follower ends in the same state however
+// the bytes are cut into reads; and it agrees with gorilla about the
+// peer's first close frame: gorilla reports "no status" (1005) for it
+// exactly when its payload was 0 or 1 bytes, and BadClose tells those two
+// apart. (The server's answer, 1002, is fuzzed by broker's FuzzReadLoop.)
 func FuzzPeerFrames(f *testing.F) {
 	seeds := [][]byte{
 		clientFrame(0x1, []byte(`{"a":1}`)),
@@ -67,7 +66,6 @@ func FuzzPeerFrames(f *testing.F) {
 		f.Add(s, uint8(1))
 	}
 	up := websocket.Upgrader{ReadBufferSize: 512, CheckOrigin: func(*http.Request) bool { return true }}
-	srv := &Server{logger: log.New(io.Discard)}
 	req := httptest.NewRequest(http.MethodGet, "/t", nil)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", "websocket")
@@ -77,39 +75,54 @@ func FuzzPeerFrames(f *testing.F) {
 	w := &memHijacker{ResponseRecorder: httptest.NewRecorder(), conn: mem, brw: bufio.NewReadWriter(bufio.NewReader(nil), bufio.NewWriter(nil))}
 	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
 		// The follower alone, in chunks of chunk bytes and in one piece.
-		var whole, cut peerFrames
-		whole.see(in)
+		var whole, cut Follower
+		whole.See(in)
 		for p, k := in, max(int(chunk), 1); len(p) > 0; {
 			n := min(k, len(p))
-			cut.see(p[:n])
+			cut.See(p[:n])
 			p = p[n:]
 		}
 		if whole != cut {
 			t.Fatalf("in chunks of %d the follower ends %+v, in one piece %+v", chunk, cut, whole)
 		}
 
-		// The server's reading path.
+		// gorilla's reader behind a Conn.
 		mem.in.Reset(in)
-		hj := &scanHijack{ResponseWriter: w}
+		hj := &Hijack{ResponseWriter: w}
 		ws, err := up.Upgrade(hj, req, nil)
 		if err != nil {
 			t.Fatalf("upgrade: %v", err)
 		}
-		c := newConn(srv, ws, hj.conn, &hj.scan.frames, nil)
-		c.readLoop()
-		c.mu.Lock()
-		code, closing, peerClosed, flooded := c.closeCode, c.closing, c.peerClosed, c.flooded
-		c.mu.Unlock()
-		c.finish()
-		// A peer that closes with 1002 has its code echoed; only the
-		// server's own 1002 says protocol_error.
-		ours := code == websocket.CloseProtocolError && bytes.Contains(closing, []byte("protocol_error"))
-		bad := hj.scan.frames.badClose()
-		if ours && !bad {
-			t.Fatalf("answered protocol_error though the first close frame was not 1 byte (%+v)", hj.scan.frames)
+		if hj.Raw != mem || hj.Scan == nil || hj.Scan.Conn != mem {
+			t.Fatalf("the upgrade kept raw %v and scan %v; want both over the hijacked connection", hj.Raw, hj.Scan)
 		}
-		if peerClosed && bad && !flooded && !ours {
-			t.Fatalf("the peer's 1-byte close was answered %d %q, want 1002 protocol_error", code, closing)
+		closed, code := false, 0
+		ws.SetCloseHandler(func(c int, _ string) error {
+			closed, code = true, c
+			return nil
+		})
+		for {
+			_, r, err := ws.NextReader()
+			if err != nil {
+				break
+			}
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				break
+			}
+		}
+		fr := hj.Scan.Frames
+		if !closed {
+			return
+		}
+		if fr.closes == 0 {
+			t.Fatalf("gorilla read a close frame (code %d) the follower did not see (%+v)", code, fr)
+		}
+		noStatus := code == websocket.CloseNoStatusReceived
+		if noStatus != (fr.firstClose <= 1) {
+			t.Fatalf("gorilla reported close code %d for a first close payload of %d bytes; the follower disagrees", code, fr.firstClose)
+		}
+		if fr.BadClose() != (fr.firstClose == 1) {
+			t.Fatalf("BadClose %v for a first close payload of %d bytes", fr.BadClose(), fr.firstClose)
 		}
 	})
 }

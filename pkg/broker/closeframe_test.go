@@ -1,13 +1,15 @@
 package broker
 
 import (
-	"bytes"
 	"encoding/binary"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 )
+
+// opClose is the opcode of a close frame.
+const opClose = 0x8
 
 // clientFrame is one masked client frame with the given opcode and payload.
 func clientFrame(op byte, payload []byte) []byte {
@@ -58,35 +60,5 @@ func TestACloseFrameWithAOneBytePayloadIsAProtocolError(t *testing.T) {
 			t.Errorf("%s: a close frame with payload %x was answered %d %q (%v), want %d", tc.path, tc.payload, code, reason, err, tc.want)
 		}
 		ws.Close()
-	}
-}
-
-// TestPeerFramesFollowsFramesInAnyChunking: the frame follower finds every
-// header, and the 1-byte close, however the bytes are cut into reads.
-func TestPeerFramesFollowsFramesInAnyChunking(t *testing.T) {
-	var stream []byte
-	stream = append(stream, clientFrame(0x1, bytes.Repeat([]byte("a"), 125))...)
-	stream = append(stream, clientFrame(0x9, []byte("ping"))...)
-	stream = append(stream, clientFrame(0x2, bytes.Repeat([]byte("b"), 300))...)
-	stream = append(stream, clientFrame(0x1, bytes.Repeat([]byte("c"), 70000))...)
-	stream = append(stream, clientFrame(opClose, []byte{1})...)
-	for _, chunk := range []int{1, 2, 3, 7, 13, 64, 4096, len(stream)} {
-		var f peerFrames
-		for p := stream; len(p) > 0; {
-			k := min(chunk, len(p))
-			f.see(p[:k])
-			p = p[k:]
-		}
-		if f.frames != 5 || !f.badClose() || f.n != 0 || f.left != 0 {
-			t.Errorf("in chunks of %d: frames %d, badClose %v, n %d, left %d; want 5 frames, the bad close, and nothing pending", chunk, f.frames, f.badClose(), f.n, f.left)
-		}
-	}
-	// Only the first close frame is the peer's close; one read ahead of
-	// it is never answered.
-	var f peerFrames
-	f.see(clientFrame(opClose, []byte{0x03, 0xe8}))
-	f.see(clientFrame(opClose, []byte{1}))
-	if f.badClose() {
-		t.Error("a 1-byte close after a well-formed one counted")
 	}
 }
