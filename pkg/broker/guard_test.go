@@ -374,16 +374,3 @@ func closeCode(err error) int {
 	code, _ := closeOf(err)
 	return code
 }
-
-// TestHistoryGuardAddedToARunningStreamWaitsForARestart: a reload that
-// adds a guard to a stream already serving says that it applies at the
-// next start (the guard checks before traffic is admitted).
-func TestHistoryGuardAddedToARunningStreamWaitsForARestart(t *testing.T) {
-	cfg := guardedConfig(t)
-	st := &stream{cfg: cfg.Streams[0], sch: schema.Any()}
-	next := cfg.Streams[0]
-	next.HistoryGuard = &config.HistoryGuard{StreamID: "5b0f4c1e-8f6a-4d2b-9a57-2f0c2d1e6b90", KnownOffset: 1, KnownRow: "{}"}
-	if why := declarationChange(st, next, schema.Any()); !strings.Contains(why, "history_guard") || !strings.Contains(why, "when serve restarts") {
-		t.Fatalf("a guard added by reload: %q; want it named as applying at the next start", why)
-	}
-}

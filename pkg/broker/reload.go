@@ -3,13 +3,9 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"reflect"
-	"slices"
-	"strings"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
-	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -60,7 +56,7 @@ func (s *Server) Reload(cfg config.Config) error {
 			stops = append(stops, stopping{st, conns})
 			continue
 		}
-		if why := declarationChange(st, cfg.Streams[i], schemas[i]); why != "" {
+		if why := st.cfg.Change(st.sch, cfg.Streams[i], schemas[i]); why != "" {
 			s.logger.Warn("stream keeps serving as it was: "+why, "stream", st.name)
 		}
 	}
@@ -142,67 +138,10 @@ func (s *Server) finishStop(st *stream, conns []*wsConn) error {
 	return err
 }
 
-// declarationChange says how sc differs from the declaration st serves,
-// and what to do about it; "" when it does not.
-func declarationChange(st *stream, sc config.Stream, sch *schema.Schema) string {
-	old := st.cfg
-	schemaChanged := st.sch.IsAny() != sch.IsAny() || string(st.sch.JSON()) != string(sch.JSON())
-	if schemaChanged && old.Durable && sc.Durable {
-		return "its schema changed, and a durable stream's log keeps the schema it was created with, so the change cannot be applied in place; " +
-			"to serve rows of the new schema, stop the server and run streamcast migrate " + st.name + " (the stream continues in a new log from its end), " +
-			"or put the old schema back in the config"
-	}
-	var keys []string
-	if schemaChanged {
-		keys = append(keys, "schema")
-	}
-	if old.Durable != sc.Durable {
-		keys = append(keys, "durable")
-	}
-	if old.GroupCommit != sc.GroupCommit {
-		keys = append(keys, "group_commit")
-	}
-	if !reflect.DeepEqual(old.MaxReplay, sc.MaxReplay) {
-		keys = append(keys, "max_replay")
-	}
-	if old.ExactlyOnce != sc.ExactlyOnce {
-		keys = append(keys, "exactly_once")
-	}
-	if !slices.Equal(old.SortBy, sc.SortBy) {
-		keys = append(keys, "sort_by")
-	}
-	// A guard added to a running stream is checked when serve restarts:
-	// its traffic was admitted already.
-	if !reflect.DeepEqual(old.HistoryGuard, sc.HistoryGuard) {
-		keys = append(keys, "history_guard")
-	}
-	if len(keys) == 0 {
-		return ""
-	}
-	return "its declaration changed (" + strings.Join(keys, ", ") + "), which a running stream does not take; " +
-		"it applies when serve restarts, or remove the stream from the config, reload, and add it back " +
-		"(its clients are closed with 1001 and reconnect)"
-}
-
 // logRestartOnly logs each section of cfg that differs from the running
 // config and applies only when serve starts.
 func (s *Server) logRestartOnly(cfg config.Config) {
-	old := s.cfg
-	for _, k := range []struct {
-		key      string
-		was, now any
-	}{
-		{"listen", old.Listen, cfg.Listen},
-		{"root", old.Root, cfg.Root},
-		{"limits", old.Limits, cfg.Limits},
-		{"maintain", old.Maintain, cfg.Maintain},
-		{"published", old.Published, cfg.Published},
-		{"s3", old.S3, cfg.S3},
-		{"tiers", old.Tiers, cfg.Tiers},
-		{"allowed_origins", strings.Join(old.AllowedOrigins, " "), strings.Join(cfg.AllowedOrigins, " ")}, // nil and [] alike
-	} {
-		if !reflect.DeepEqual(k.was, k.now) {
-			s.logger.Warn(k.key+" changed in the config; it applies when serve restarts, and until then serve keeps the value it started with", "key", k.key)
-		}
+	for _, key := range s.cfg.RestartOnly(cfg) {
+		s.logger.Warn(key+" changed in the config; it applies when serve restarts, and until then serve keeps the value it started with", "key", key)
 	}
 }
