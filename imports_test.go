@@ -49,6 +49,7 @@ var leafUtilities = map[string]bool{
 	"internal/durable": true, // fsync of a directory
 	"internal/waitfor": true, // a bounded wait on a WaitGroup
 	"internal/ratelog": true, // one log line per repeating failure per interval
+	"internal/rusage":  true, // getrusage(2): CPU time and peak RSS
 }
 
 func sortedKeys(m map[string]bool) []string {
