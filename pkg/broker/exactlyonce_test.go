@@ -247,7 +247,7 @@ func holdFirstAppend(t *testing.T) (hook func(context.Context, *logstore.Log, []
 
 // pendingFrames is how many frames id has queued and not yet answered.
 func pendingFrames(srv *Server, stream, id string) int {
-	ps, _ := srv.reg.get(stream).marks.State(id)
+	ps, _ := srv.reg.Get(stream).marks.State(id)
 	return ps.Pending
 }
 
@@ -323,7 +323,7 @@ func TestFailedCommitRollsTheMarkBack(t *testing.T) {
 		}
 	}
 	waitFor(t, "frames queued", 5*time.Second, func() bool {
-		ps, _ := srv.reg.get("eo").marks.State("f")
+		ps, _ := srv.reg.Get("eo").marks.State("f")
 		return ps.Accepted == 6
 	})
 	failing.Store(false)
@@ -365,7 +365,7 @@ func TestSupersededPublisherIsClosed4409AfterItsQueuedRowsCount(t *testing.T) {
 		}
 	}
 	waitFor(t, "the old connection queued rows", 5*time.Second, func() bool {
-		ps, _ := srv.reg.get("eo").marks.State("dup")
+		ps, _ := srv.reg.Get("eo").marks.State("dup")
 		return ps.Accepted >= 20*size && ps.Pending >= 5
 	})
 	newer := dialEO(t, srv, "dup")

@@ -27,7 +27,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	// The one parser of the protocol's query, shared with the client.
 	q, qerr := wire.ParseRequest(r.URL.Path, r.URL.RawQuery)
-	st := s.reg.get(q.Stream)
+	st := s.reg.Get(q.Stream)
 	up := &s.subUp
 	if qerr == nil && q.Publish && st != nil {
 		up = &s.pubUp
@@ -88,7 +88,7 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 		}
 		c.refuse(br)
 	case st == nil:
-		c.refuse(&wire.StreamNotFound{Serves: s.reg.serves()})
+		c.refuse(&wire.StreamNotFound{Serves: s.reg.Names()})
 	case q.Publish && st.retirement() != nil:
 		// A retired stream takes no rows, whatever its log would accept
 		// (its retirement may have been recovered by adoption).
@@ -149,7 +149,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveHealth(w)
 		}
 	default:
-		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(s.reg.serves())+"), and GET /stats and /health", http.StatusNotFound)
+		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(s.reg.Names())+"), and GET /stats and /health", http.StatusNotFound)
 	}
 }
 

@@ -44,12 +44,12 @@ func (s *Server) Reload(cfg config.Config) error {
 		conns []*wsConn
 	}
 	var stops []stopping
-	for _, st := range s.reg.list() {
+	for _, st := range s.reg.List() {
 		i, ok := declared[st.name]
 		if !ok {
 			// 1. Out of the registry (new connections get 4404), then
 			// fence and drain, so its log's end stops moving.
-			s.reg.remove(st.name)
+			s.reg.Remove(st.name)
 			conns := st.beginStop(wire.WhyStreamStopped)
 			st.fence(conns)
 			st.drain()
@@ -64,7 +64,7 @@ func (s *Server) Reload(cfg config.Config) error {
 	// 2. Start the streams added.
 	var errs []error
 	for i, sc := range cfg.Streams {
-		if s.reg.get(sc.Name) != nil {
+		if s.reg.Get(sc.Name) != nil {
 			continue
 		}
 		st := newStream(s, sc, schemas[i], s.cfg.Limits)
@@ -74,10 +74,10 @@ func (s *Server) Reload(cfg config.Config) error {
 			continue
 		}
 		st.start()
-		s.reg.add(st)
+		s.reg.Add(st.name, st)
 		s.logger.Info("stream added", "stream", sc.Name, "durable", sc.Durable)
 	}
-	s.reg.reorder(names)
+	s.reg.Reorder(names)
 
 	// 3. The children learn the new set of logs; no stream's writes wait.
 	if err := s.restartMaintenance(ctx); err != nil {

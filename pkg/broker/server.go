@@ -23,6 +23,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/broker/registry"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
@@ -91,7 +92,7 @@ type Server struct {
 	cfg    config.Config // as given to New; Reload changes only the streams served
 	opts   Options
 	logger *log.Logger
-	reg    *registry
+	reg    *registry.Registry[*stream]
 	chain  http.Handler // middleware, then routes (entry.go)
 
 	// commitErrs logs failed commits once per stream and interval, with a
@@ -164,7 +165,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		cfg:         cfg,
 		opts:        opts,
 		logger:      opts.Logger,
-		reg:         newRegistry(),
+		reg:         registry.New[*stream](),
 		started:     time.Now(),
 		startedWall: time.Now(),
 		ready:       make(chan struct{}),
@@ -180,7 +181,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	s.subUp = websocket.Upgrader{ReadBufferSize: 512, WriteBufferPool: pool, CheckOrigin: anyOrigin, HandshakeTimeout: 10 * time.Second}
 	s.pubUp = websocket.Upgrader{ReadBufferSize: 64 << 10, WriteBufferPool: pool, CheckOrigin: anyOrigin, HandshakeTimeout: 10 * time.Second}
 	for i, sc := range cfg.Streams {
-		s.reg.add(newStream(s, sc, schemas[i], cfg.Limits))
+		s.reg.Add(sc.Name, newStream(s, sc, schemas[i], cfg.Limits))
 	}
 	return s, nil
 }
@@ -236,7 +237,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}()
 		s.state.Store(stateReady)
 		close(s.ready)
-		s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.list()), "root", s.cfg.Root)
+		s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.List()), "root", s.cfg.Root)
 		if s.opts.OnReady != nil {
 			s.opts.OnReady(addr)
 		}
@@ -267,7 +268,7 @@ func (s *Server) start(ctx context.Context) error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
 	s.runCtx = ctx
-	streams := s.reg.list()
+	streams := s.reg.List()
 	for _, st := range streams {
 		if err := st.open(ctx, s.cfg.Root); err != nil {
 			return err
@@ -298,7 +299,7 @@ func (s *Server) teardown(ent *entry) error {
 	// 1. Stop accepting.
 	_ = ent.close()
 
-	streams := s.reg.list()
+	streams := s.reg.List()
 	conns := make([][]*wsConn, len(streams))
 	for i, st := range streams {
 		conns[i] = st.beginStop(wire.WhyServerStopping)
@@ -358,7 +359,7 @@ func (s *Server) teardown(ent *entry) error {
 // logs, fenced and wholly published (retire did both), so only the retain
 // child runs over them: their retention window still applies.
 func (s *Server) durableLogs() (live, retired []string, err error) {
-	for _, st := range s.reg.list() {
+	for _, st := range s.reg.List() {
 		if st.log == nil {
 			continue
 		}

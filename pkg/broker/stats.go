@@ -60,7 +60,7 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	now := time.Now()
 	mono := time.Since(s.started)
-	streams := s.reg.list()
+	streams := s.reg.List()
 	out := Stats{ServedAt: unixSeconds(now), Process: processStats(), Streams: make([]StreamStats, 0, len(streams)), Children: []supervise.ChildStats{}}
 	if sup := s.sup.Load(); sup != nil {
 		out.Children = sup.Stats()

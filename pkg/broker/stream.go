@@ -148,9 +148,9 @@ func (s *stream) open(ctx context.Context, root string) error {
 		if err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
-		if md, err = s.firstMetadata(ctx, store, lg); err != nil {
+		if md, err = store.CommitFirst(ctx, lg); err != nil {
 			_ = lg.Close()
-			return err
+			return fmt.Errorf("stream %q: write its first metadata: %w", s.name, err)
 		}
 		s.srv.logger.Info("new stream: its identity is minted", "stream", s.name, "stream_id", md.StreamID, "metadata", store.PublishedURI())
 	} else {
@@ -241,27 +241,6 @@ func (s *stream) checkStoredFirst(lay meta.Layout) error {
 		return fmt.Errorf("stream %q: %w", s.name, err)
 	}
 	return nil
-}
-
-// firstMetadata commits the first metadata of a new stream, naming its
-// first log lg (starting at offset 1) under a newly minted stream id.
-func (s *stream) firstMetadata(ctx context.Context, store *meta.Store, lg *logstore.Log) (*meta.Metadata, error) {
-	md, err := meta.New(s.name)
-	if err != nil {
-		return nil, fmt.Errorf("stream %q: %w", s.name, err)
-	}
-	d, err := meta.DescribeLog(lg, 1)
-	if err != nil {
-		return nil, fmt.Errorf("stream %q: %w", s.name, err)
-	}
-	if err := md.AddLog(d, lg.Schema()); err != nil {
-		return nil, fmt.Errorf("stream %q: %w", s.name, err)
-	}
-	md, err = store.Commit(ctx, md)
-	if err != nil {
-		return nil, fmt.Errorf("stream %q: write its first metadata: %w", s.name, err)
-	}
-	return md, nil
 }
 
 // retirement returns the stream's retirement, or nil while it takes rows.
