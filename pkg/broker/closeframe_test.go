@@ -1,36 +1,12 @@
 package broker
 
 import (
-	"encoding/binary"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/streamcast/streamcast/internal/wstest"
 )
-
-// opClose is the opcode of a close frame.
-const opClose = 0x8
-
-// clientFrame is one masked client frame with the given opcode and payload.
-func clientFrame(op byte, payload []byte) []byte {
-	b := []byte{0x80 | op}
-	switch n := len(payload); {
-	case n < 126:
-		b = append(b, 0x80|byte(n))
-	case n < 1<<16:
-		b = append(b, 0x80|126)
-		b = binary.BigEndian.AppendUint16(b, uint16(n))
-	default:
-		b = append(b, 0x80|127)
-		b = binary.BigEndian.AppendUint64(b, uint64(n))
-	}
-	mask := []byte{0x12, 0x34, 0x56, 0x78}
-	b = append(b, mask...)
-	for i, c := range payload {
-		b = append(b, c^mask[i%4])
-	}
-	return b
-}
 
 // TestACloseFrameWithAOneBytePayloadIsAProtocolError: a close body is empty
 // or a 2-byte code and a reason (RFC 6455 §5.5.1), so one byte is answered
@@ -48,7 +24,7 @@ func TestACloseFrameWithAOneBytePayloadIsAProtocolError(t *testing.T) {
 		{"/trades?publish", []byte{0x03, 0xe8}, websocket.CloseNormalClosure},
 	} {
 		ws, _ := mustDial(t, wsURL(srv, tc.path))
-		if _, err := ws.NetConn().Write(clientFrame(opClose, tc.payload)); err != nil {
+		if _, err := ws.NetConn().Write(wstest.ClientFrame(wstest.OpClose, tc.payload)); err != nil {
 			t.Fatal(err)
 		}
 		_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -1,48 +1,17 @@
 package broker
 
 import (
-	"bufio"
 	"bytes"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/internal/wstest"
 	"github.com/streamcast/streamcast/pkg/broker/peerframe"
 )
-
-// memConn is a net.Conn whose peer sent in and reads nothing: writes are
-// dropped.
-type memConn struct{ in *bytes.Reader }
-
-func (c *memConn) Read(p []byte) (int, error)       { return c.in.Read(p) }
-func (c *memConn) Write(p []byte) (int, error)      { return len(p), nil }
-func (c *memConn) Close() error                     { return nil }
-func (c *memConn) LocalAddr() net.Addr              { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
-func (c *memConn) RemoteAddr() net.Addr             { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2} }
-func (c *memConn) SetDeadline(time.Time) error      { return nil }
-func (c *memConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
-
-// memHijacker is a ResponseWriter that hijacks to conn. Its buffers are
-// reused from one upgrade to the next: gorilla reads nothing through them
-// and only borrows the writer's buffer.
-type memHijacker struct {
-	*httptest.ResponseRecorder
-	conn net.Conn
-	brw  *bufio.ReadWriter
-}
-
-func (h *memHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	h.brw.Reader.Reset(h.conn)
-	h.brw.Writer.Reset(h.conn)
-	return h.conn, h.brw, nil
-}
 
 // FuzzReadLoop feeds arbitrary bytes, as a peer's side of an upgraded
 // connection, to the server's reading path: gorilla's frame reader behind
@@ -52,35 +21,16 @@ func (h *memHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // when its first close frame carried one byte. (The frame follower alone is
 // fuzzed by peerframe's FuzzPeerFrames.)
 func FuzzReadLoop(f *testing.F) {
-	seeds := [][]byte{
-		clientFrame(0x1, []byte(`{"a":1}`)),
-		clientFrame(0x9, []byte("ping")),
-		clientFrame(0xA, nil),
-		clientFrame(opClose, nil),
-		clientFrame(opClose, []byte{3}),
-		clientFrame(opClose, []byte{3, 0xe8, 'b', 'y', 'e'}),
-		clientFrame(opClose, []byte{0x0b, 0xb8}), // 3000
-		append(clientFrame(0x9, bytes.Repeat([]byte("p"), 125)), clientFrame(opClose, []byte{3})...),
-		append(clientFrame(opClose, []byte{3, 0xe8}), clientFrame(opClose, []byte{1})...),
-		{0x01, 0x85, 0, 0, 0, 0, 'h', 'e'}, // a fragment, cut short
-		{0x89, 0xFE, 0xFF, 0xFF},           // a ping claiming 65535 bytes
-	}
-	for _, s := range seeds {
+	for _, s := range wstest.PeerSeeds() {
 		f.Add(s)
 	}
 	up := websocket.Upgrader{ReadBufferSize: 512, CheckOrigin: func(*http.Request) bool { return true }}
 	srv := &Server{logger: log.New(io.Discard)}
-	req := httptest.NewRequest(http.MethodGet, "/t", nil)
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", "websocket")
-	req.Header.Set("Sec-Websocket-Version", "13")
-	req.Header.Set("Sec-Websocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
-	mem := &memConn{in: bytes.NewReader(nil)}
-	w := &memHijacker{ResponseRecorder: httptest.NewRecorder(), conn: mem, brw: bufio.NewReadWriter(bufio.NewReader(nil), bufio.NewWriter(nil))}
+	peer := wstest.NewMemPeer()
 	f.Fuzz(func(t *testing.T, in []byte) {
-		mem.in.Reset(in)
-		hj := &peerframe.Hijack{ResponseWriter: w}
-		ws, err := up.Upgrade(hj, req, nil)
+		peer.Reset(in)
+		hj := &peerframe.Hijack{ResponseWriter: peer.W}
+		ws, err := up.Upgrade(hj, peer.Request, nil)
 		if err != nil {
 			t.Fatalf("upgrade: %v", err)
 		}
