@@ -12,7 +12,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/broker/peerframe"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -86,9 +88,9 @@ type wsConn struct {
 
 	wg sync.WaitGroup // the writer goroutine
 
-	// out is the data frames queued or being written, in order (queue.go);
+	// out is the data frames queued or being written, in order (package backlog);
 	// guarded by mu.
-	out frameQueue
+	out backlog.Queue
 
 	mu         sync.Mutex
 	ctrl       [][]byte // the server's pings, written before out
@@ -104,7 +106,7 @@ type wsConn struct {
 	dead       bool     // the socket failed: frames are dropped
 }
 
-func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerFrames, st *stream) *wsConn {
+func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream) *wsConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &wsConn{srv: srv, ws: ws, nc: nc, raw: nc, st: st, ctx: ctx, cancel: cancel}
 	if tc, ok := nc.(*tls.Conn); ok {
@@ -130,7 +132,7 @@ func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerFrames, s
 			// frames it read tell the two apart. A close body starts
 			// with a 2-byte code (RFC 6455 §5.5.1), so one byte is a
 			// protocol error, answered 1002.
-			if frames != nil && frames.badClose() {
+			if frames != nil && frames.BadClose() {
 				c.close(websocket.CloseProtocolError, wire.CloseReason("protocol_error",
 					wire.Field{Key: "detail", Value: "a close frame's payload was 1 byte; it is empty, or a 2-byte code and a reason"}))
 				return nil
@@ -168,7 +170,7 @@ func (c *wsConn) enqueue(frames ...[]byte) {
 		return
 	}
 	for _, f := range frames {
-		c.out.push(f, 0)
+		c.out.Push(f, 0)
 	}
 	if c.canStartLocked() {
 		c.startWriterLocked()
@@ -263,7 +265,7 @@ func (c *wsConn) abort() {
 	c.ctrl, c.pong = nil, nil
 	released := c.dropQueueLocked()
 	c.mu.Unlock()
-	c.srv.reclaim.note(released)
+	c.srv.reclaim.Note(released)
 	_ = c.raw.Close()
 	if c.onDead != nil {
 		c.onDead()
@@ -306,14 +308,14 @@ func (c *wsConn) writeLoop() {
 			c.pong, c.absorbed = nil, 0
 		}
 		k := 0
-		if c.out.len() > 0 {
+		if c.out.Len() > 0 {
 			if iov == nil {
 				iov = iovPool.Get().(*[writevFrames][]byte)
 			}
-			k = c.out.peek(iov[:])
+			k = c.out.Peek(iov[:])
 		}
 		var closing []byte
-		if c.closing != nil && !c.closeSent && k == c.out.len() {
+		if c.closing != nil && !c.closeSent && k == c.out.Len() {
 			closing = c.closing
 			c.closeSent = true
 		}
@@ -338,7 +340,7 @@ func (c *wsConn) writeLoop() {
 			c.ctrl, c.pong = nil, nil
 			released := c.dropQueueLocked()
 			c.mu.Unlock()
-			c.srv.reclaim.note(released)
+			c.srv.reclaim.Note(released)
 			_ = c.nc.Close()
 			if c.onDead != nil {
 				c.onDead()
@@ -351,10 +353,10 @@ func (c *wsConn) writeLoop() {
 			var released int64
 			c.mu.Lock()
 			if !c.dead {
-				released = c.out.pop(k)
+				released = c.out.Pop(k)
 			}
 			c.mu.Unlock()
-			c.srv.reclaim.note(released)
+			c.srv.reclaim.Note(released)
 			if c.afterWrite != nil {
 				c.afterWrite(k)
 			}
@@ -373,8 +375,8 @@ var iovPool = sync.Pool{New: func() any { return new([writevFrames][]byte) }}
 // dropQueueLocked empties the data queue of a connection that is ending and
 // returns the bytes it pinned, for the server's reclaimer; c.mu is held.
 func (c *wsConn) dropQueueLocked() int64 {
-	released := c.out.bytes()
-	c.out.reset()
+	released := c.out.Bytes()
+	c.out.Reset()
 	return released
 }
 
@@ -544,7 +546,7 @@ func (c *wsConn) finish() {
 	c.ctrl, c.pong = nil, nil
 	released := c.dropQueueLocked()
 	c.mu.Unlock()
-	c.srv.reclaim.note(released)
+	c.srv.reclaim.Note(released)
 	if failed {
 		// A failed or aborted socket: over TLS, Close would first wait
 		// (up to 5 s) to send its close alert to a peer that is not reading.

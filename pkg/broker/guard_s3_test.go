@@ -63,7 +63,7 @@ func TestHistoryGuardChecksAHistoryOnlyThePublishedTableHolds(t *testing.T) {
 			_ = srv.Close()
 
 			guard(&cfg, id, 4, rows[4])
-			wantGuardRefusal(t, cfg, checkKnownRow, "offset 4 holds "+string(rows[3]))
+			wantGuardRefusal(t, cfg, meta.CheckKnownRow, "offset 4 holds "+string(rows[3]))
 		})
 	}
 }

@@ -219,7 +219,7 @@ func TestReplayedFramesAreByteIdentical(t *testing.T) {
 	check("buffer")
 
 	// Seal everything into a Parquet file and drop it from the buffer.
-	dir := srv.reg.get("trades").log.Dir()
+	dir := srv.reg.Get("trades").log.Dir()
 	m, err := logstore.Open(dir, logstore.Maintainer)
 	if err != nil {
 		t.Fatal(err)

@@ -176,14 +176,3 @@ func PrincipalFromTLS(r *http.Request) (principal string, ok bool) {
 	cn := r.TLS.VerifiedChains[0][0].Subject.CommonName
 	return cn, cn != ""
 }
-
-// tlsMode names how the server speaks for the log: off, on or mutual.
-func tlsMode(t config.TLS) string {
-	switch {
-	case !t.Enabled():
-		return "off"
-	case t.Mutual():
-		return "mutual"
-	}
-	return "on"
-}

@@ -96,3 +96,15 @@ func (t *TLS) resolve(dir string, inFile func(key string) bool) {
 		}
 	}
 }
+
+// Mode names how serve speaks: off, on, or mutual (client certificates
+// required).
+func (t TLS) Mode() string {
+	switch {
+	case !t.Enabled():
+		return "off"
+	case t.Mutual():
+		return "mutual"
+	}
+	return "on"
+}

@@ -1,4 +1,4 @@
-package broker
+package backlog
 
 import (
 	"io"
@@ -12,17 +12,17 @@ import (
 // go below the threshold reclaims nothing; crossing it reclaims once, after
 // the notes pause; crossing it again soon after waits out the interval.
 func TestReclaimerFreesOnceAfterALargeDropAndAtMostOncePerInterval(t *testing.T) {
-	r := newReclaimer(log.New(io.Discard))
+	r := NewReclaimer(log.New(io.Discard))
 	r.threshold, r.settle, r.interval = 1000, 5*time.Millisecond, 300*time.Millisecond
 	freed := make(chan time.Time, 4)
 	r.free = func() { freed <- time.Now() }
 	stop := make(chan struct{})
 	done := make(chan struct{})
-	go func() { defer close(done); r.run(stop) }()
+	go func() { defer close(done); r.Run(stop) }()
 	defer func() { close(stop); <-done }()
 
-	r.note(600) // below the threshold: nothing to reclaim yet
-	r.note(600) // crosses it
+	r.Note(600) // below the threshold: nothing to reclaim yet
+	r.Note(600) // crosses it
 	var first time.Time
 	select {
 	case first = <-freed:
@@ -32,7 +32,7 @@ func TestReclaimerFreesOnceAfterALargeDropAndAtMostOncePerInterval(t *testing.T)
 	if got := r.released.Load(); got != 0 {
 		t.Errorf("%d bytes still counted after the reclaim", got)
 	}
-	r.note(2000)
+	r.Note(2000)
 	select {
 	case second := <-freed:
 		if gap := second.Sub(first); gap < r.interval {

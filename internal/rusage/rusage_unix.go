@@ -1,15 +1,15 @@
 //go:build unix
 
-package broker
+package rusage
 
 import "syscall"
 
-// Rusage returns this process's user + system CPU seconds and its peak
+// Self returns this process's user + system CPU seconds and its peak
 // resident set size in bytes, from getrusage(2). It is the one reading of
 // getrusage in the module: /stats reports it for the server, and the load
 // generator (internal/loadgen) reports it for itself. Both are zero when the
 // call fails.
-func Rusage() (cpuSeconds float64, peakRSSBytes int64) {
+func Self() (cpuSeconds float64, peakRSSBytes int64) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0, 0

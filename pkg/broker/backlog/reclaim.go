@@ -1,4 +1,4 @@
-package broker
+package backlog
 
 import (
 	"runtime/debug"
@@ -13,9 +13,9 @@ import (
 // are dropped (4429) nothing pins that memory any more, but the Go runtime
 // gives it back to the OS only after a collection it may not run for
 // minutes (an idle server allocates nothing that would trigger one) and then
-// only gradually. The reclaimer forces both, off the hot path: a connection
+// only gradually. The Reclaimer forces both, off the hot path: a connection
 // notes the bytes of queue it lets go (a subscriber's queue when it is
-// dropped with 4429, a ring larger than keptQueueCap slots once drained,
+// dropped with 4429, a ring larger than keptCap slots once drained,
 // the whole queue when it ends) with an atomic add
 // and a non-blocking wake, and one goroutine calls debug.FreeOSMemory once
 // a large amount has been let go, after the letting go has paused and at
@@ -35,9 +35,10 @@ const (
 	reclaimInterval = 10 * time.Second
 )
 
-// reclaimer returns memory to the OS after connections holding large queues
-// end. Its goroutine is started and stopped by Server.Run.
-type reclaimer struct {
+// Reclaimer returns memory to the OS after connections holding large queues
+// end. Its owner starts Run on one goroutine and stops it by closing Run's
+// stop channel; Note may be called from any goroutine.
+type Reclaimer struct {
 	released atomic.Int64  // bytes let go since the last reclaim
 	notes    atomic.Int64  // notes so far: run waits until they pause
 	wake     chan struct{} // capacity 1: a note past the threshold wakes run
@@ -51,8 +52,10 @@ type reclaimer struct {
 	logger    *log.Logger
 }
 
-func newReclaimer(logger *log.Logger) *reclaimer {
-	return &reclaimer{
+// NewReclaimer returns a Reclaimer that logs each reclaim to logger at
+// debug level.
+func NewReclaimer(logger *log.Logger) *Reclaimer {
+	return &Reclaimer{
 		wake:      make(chan struct{}, 1),
 		threshold: reclaimThreshold,
 		settle:    reclaimSettle,
@@ -63,9 +66,9 @@ func newReclaimer(logger *log.Logger) *reclaimer {
 	}
 }
 
-// note records that a connection let go of n bytes of queue. It never
+// Note records that a connection let go of n bytes of queue. It never
 // blocks.
-func (r *reclaimer) note(n int64) {
+func (r *Reclaimer) Note(n int64) {
 	if n <= 0 {
 		return
 	}
@@ -78,8 +81,8 @@ func (r *reclaimer) note(n int64) {
 	}
 }
 
-// run reclaims until stop is closed.
-func (r *reclaimer) run(stop <-chan struct{}) {
+// Run reclaims until stop is closed.
+func (r *Reclaimer) Run(stop <-chan struct{}) {
 	var last time.Time
 	sleep := func(d time.Duration) bool {
 		if d <= 0 {

@@ -1,4 +1,4 @@
-package broker
+package rusage
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestRusageReportsThePeakRSSInBytes compares Rusage's peak with the
+// TestRusageReportsThePeakRSSInBytes compares Self's peak with the
 // kernel's own account of it (VmHWM in /proc/self/status, in KiB): a unit
 // mistake shows as a factor of 1024 either way.
 func TestRusageReportsThePeakRSSInBytes(t *testing.T) {
@@ -15,7 +15,7 @@ func TestRusageReportsThePeakRSSInBytes(t *testing.T) {
 	for i := range ballast {
 		ballast[i] = byte(i) // touch every page, so the peak counts them
 	}
-	cpu, peak := Rusage()
+	cpu, peak := Self()
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		t.Skipf("no /proc/self/status to compare with: %v", err)
@@ -31,13 +31,13 @@ func TestRusageReportsThePeakRSSInBytes(t *testing.T) {
 	}
 	want := hwmKiB * 1024
 	if peak < want/2 || peak > want*2 {
-		t.Errorf("Rusage peak RSS %d bytes; the kernel's VmHWM is %d bytes", peak, want)
+		t.Errorf("Self: peak RSS %d bytes; the kernel's VmHWM is %d bytes", peak, want)
 	}
 	if peak < int64(len(ballast)) {
-		t.Errorf("Rusage peak RSS %d bytes is below the %d bytes this test touched", peak, len(ballast))
+		t.Errorf("Self: peak RSS %d bytes is below the %d bytes this test touched", peak, len(ballast))
 	}
 	if cpu <= 0 {
-		t.Errorf("Rusage CPU seconds %v; this process has run", cpu)
+		t.Errorf("Self: CPU seconds %v; this process has run", cpu)
 	}
 	ballast[0]++ // keep the ballast alive until after the reading
 }

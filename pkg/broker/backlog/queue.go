@@ -1,6 +1,6 @@
-package broker
+package backlog
 
-// frameQueue is a connection's outbound data frames, in order: those waiting
+// Queue is a connection's outbound data frames, in order: those waiting
 // for the writer and those it is writing now. A frame leaves the queue only
 // once the kernel has taken it, so len counts queued and in-write frames
 // alike, and a subscriber's max_backlog bounds both together (I5). Before,
@@ -14,24 +14,25 @@ package broker
 // leave: a written frame's bytes (and the group arena they share, see
 // frame.Encode) are never pinned by a stale slot.
 //
-// frameQueue is not safe for concurrent use; wsConn.mu guards it.
-type frameQueue struct {
+// Queue is not safe for concurrent use: the connection that owns it guards
+// it with its own lock. The zero value is an empty queue.
+type Queue struct {
 	buf  [][]byte // ring storage; len(buf) is the capacity
 	head int      // index of the oldest frame
 	n    int      // frames in the queue
 }
 
-// keptQueueCap is the largest ring a drained queue keeps for its next burst;
+// keptCap is the largest ring a drained queue keeps for its next burst;
 // a larger one is let go (an idle connection then holds no burst's memory).
-const keptQueueCap = 1024
+const keptCap = 1024
 
-// len is the number of frames queued or being written.
-func (q *frameQueue) len() int { return q.n }
+// Len is the number of frames queued or being written.
+func (q *Queue) Len() int { return q.n }
 
-// push appends f. limit, when > 0, caps how far the ring grows at once (a
+// Push appends f. limit, when > 0, caps how far the ring grows at once (a
 // subscriber never holds more than max_backlog frames, so its ring never
 // needs more slots); the ring still grows past it when it must.
-func (q *frameQueue) push(f []byte, limit int) {
+func (q *Queue) Push(f []byte, limit int) {
 	if q.n == len(q.buf) {
 		q.grow(limit)
 	}
@@ -43,7 +44,7 @@ func (q *frameQueue) push(f []byte, limit int) {
 	q.n++
 }
 
-func (q *frameQueue) grow(limit int) {
+func (q *Queue) grow(limit int) {
 	c := max(2*len(q.buf), 16)
 	if limit > 0 && c > limit {
 		c = max(limit, q.n+1)
@@ -56,9 +57,9 @@ func (q *frameQueue) grow(limit int) {
 	q.buf, q.head = buf, 0
 }
 
-// peek copies up to len(dst) of the oldest frames into dst and returns how
-// many; they stay in the queue until pop.
-func (q *frameQueue) peek(dst [][]byte) int {
+// Peek copies up to len(dst) of the oldest frames into dst and returns how
+// many; they stay in the queue until Pop.
+func (q *Queue) Peek(dst [][]byte) int {
 	k := min(len(dst), q.n)
 	if k == 0 {
 		return 0
@@ -68,10 +69,10 @@ func (q *frameQueue) peek(dst [][]byte) int {
 	return k
 }
 
-// pop removes the k oldest frames, clearing their slots, and lets a large
+// Pop removes the k oldest frames, clearing their slots, and lets a large
 // ring go once the queue is empty. It returns the bytes of the ring it let
 // go, or 0.
-func (q *frameQueue) pop(k int) (released int64) {
+func (q *Queue) Pop(k int) (released int64) {
 	k = min(k, q.n)
 	end := q.head + k
 	if end <= len(q.buf) {
@@ -87,21 +88,21 @@ func (q *frameQueue) pop(k int) (released int64) {
 	}
 	if q.n == 0 {
 		q.head = 0
-		if len(q.buf) > keptQueueCap {
-			released = int64(len(q.buf)) * slotBytes
+		if len(q.buf) > keptCap {
+			released = int64(len(q.buf)) * SlotBytes
 			q.buf = nil
 		}
 	}
 	return released
 }
 
-// slotBytes is the size of one ring slot (a slice header).
-const slotBytes = 24
+// SlotBytes is the size of one ring slot (a slice header).
+const SlotBytes = 24
 
-// bytes is the memory the queue pins: its slots and the frames in them
+// Bytes is the memory the queue pins: its slots and the frames in them
 // (frames shared with other connections are counted here too).
-func (q *frameQueue) bytes() int64 {
-	total := int64(len(q.buf)) * slotBytes
+func (q *Queue) Bytes() int64 {
+	total := int64(len(q.buf)) * SlotBytes
 	for i := 0; i < q.n; i++ {
 		j := q.head + i
 		if j >= len(q.buf) {
@@ -112,7 +113,7 @@ func (q *frameQueue) bytes() int64 {
 	return total
 }
 
-// reset empties the queue and lets its storage go.
-func (q *frameQueue) reset() {
-	*q = frameQueue{}
+// Reset empties the queue and lets its storage go.
+func (q *Queue) Reset() {
+	*q = Queue{}
 }

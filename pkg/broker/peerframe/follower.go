@@ -1,4 +1,4 @@
-package broker
+package peerframe
 
 import (
 	"bufio"
@@ -8,7 +8,7 @@ import (
 	"net/http"
 )
 
-// peerFrames follows the frames a peer sends, header by header, as the
+// Follower follows the frames a peer sends, header by header, as the
 // bytes arrive, without keeping any payload. gorilla/websocket reads the
 // frames; this sees the same bytes first, for what gorilla's API hides: a
 // close frame whose payload is one byte (RFC 6455 §5.5.1: a close body
@@ -16,7 +16,7 @@ import (
 // with no payload, which the protocol allows. It is used by the one
 // goroutine that reads the connection; its cost is a few operations per
 // frame, never per payload byte.
-type peerFrames struct {
+type Follower struct {
 	hdr    [14]byte // the header being read: at most 2 + 8 (length) + 4 (mask)
 	n      int      // bytes of hdr held
 	left   uint64   // payload bytes of the current frame still to come
@@ -28,8 +28,9 @@ type peerFrames struct {
 	firstClose uint64
 }
 
-// badClose reports whether the first close frame had a 1-byte payload.
-func (f *peerFrames) badClose() bool { return f.closes > 0 && f.firstClose == 1 }
+// BadClose reports whether the peer's first close frame had a 1-byte
+// payload: a protocol error, which gorilla reports as a close with no code.
+func (f *Follower) BadClose() bool { return f.closes > 0 && f.firstClose == 1 }
 
 const opClose = 0x8
 
@@ -64,8 +65,8 @@ func payloadSize(h []byte) uint64 {
 	}
 }
 
-// see follows p, the next bytes read from the peer.
-func (f *peerFrames) see(p []byte) {
+// See follows p, the next bytes read from the peer.
+func (f *Follower) See(p []byte) {
 	for len(p) > 0 {
 		if f.left > 0 {
 			k := min(uint64(len(p)), f.left)
@@ -91,29 +92,35 @@ func (f *peerFrames) see(p []byte) {
 	}
 }
 
-// scanConn is the net.Conn gorilla reads through: every byte it reads is
-// shown to frames first. Writes never go through it (the server writes to
+// Conn is the net.Conn gorilla reads through: every byte it reads is
+// shown to Frames first. Writes never go through it (the server writes to
 // the raw connection, whose writev this wrapper would hide).
-type scanConn struct {
+type Conn struct {
 	net.Conn
-	frames peerFrames
+	// Frames follows what was read; only the goroutine that reads the
+	// connection touches it.
+	Frames Follower
 }
 
-func (c *scanConn) Read(p []byte) (int, error) {
+// Read reads from the connection and shows what it read to Frames.
+func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	c.frames.see(p[:n])
+	c.Frames.See(p[:n])
 	return n, err
 }
 
-// scanHijack hands gorilla's Upgrade a hijacked connection wrapped in a
-// scanConn, and keeps both: conn is the raw connection, for writes.
-type scanHijack struct {
+// Hijack is the http.ResponseWriter to hand gorilla's Upgrade: it hijacks
+// the connection of the ResponseWriter it wraps and gives gorilla a Conn
+// over it, keeping both. After the upgrade, Raw is the raw connection (for
+// writes) and Scan the Conn gorilla reads through.
+type Hijack struct {
 	http.ResponseWriter
-	conn net.Conn
-	scan *scanConn
+	Raw  net.Conn
+	Scan *Conn
 }
 
-func (h *scanHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+// Hijack implements http.Hijacker.
+func (h *Hijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	hj, ok := h.ResponseWriter.(http.Hijacker)
 	if !ok {
 		return nil, nil, errors.New("the response writer cannot be hijacked for a WebSocket upgrade (a middleware hides http.Hijacker)")
@@ -122,6 +129,6 @@ func (h *scanHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.conn, h.scan = nc, &scanConn{Conn: nc}
-	return h.scan, brw, nil
+	h.Raw, h.Scan = nc, &Conn{Conn: nc}
+	return h.Scan, brw, nil
 }

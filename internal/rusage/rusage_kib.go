@@ -1,6 +1,6 @@
 //go:build unix && !darwin && !ios
 
-package broker
+package rusage
 
 // maxRSSUnit is the unit of ru_maxrss in bytes: Linux and the BSDs report
 // KiB.
