@@ -82,10 +82,11 @@ func (d *fileData) release() {
 	}
 }
 
-// errFileGone reports a data file that is no longer where its record said
+// ErrFileGone reports a data file that is no longer where its record said
 // when the file list was read: maintenance moved its rows to another tier
-// or file since. The reader reloads the records and tries again.
-var errFileGone = errors.New("data file is gone")
+// or file since. A scan reloads the records and tries again; a merge
+// (EachRowGroup) gives up and plans afresh.
+var ErrFileGone = errors.New("data file is gone")
 
 // rowGroup is the offset range of one row group, from the file's footer.
 type rowGroup struct {
@@ -113,7 +114,7 @@ func (df *dataFile) close() {
 
 // openData opens a data file and checks its footer: row groups tile the
 // recorded range, each a contiguous offset range. A file that is not there
-// returns errFileGone; one that disagrees with its record an error wrapping
+// returns ErrFileGone; one that disagrees with its record an error wrapping
 // ErrCorrupt; a published file that cannot be fetched the I/O error.
 func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error) {
 	where := fr.where(l)
@@ -136,7 +137,7 @@ func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error)
 		r, err = pt.OpenFile(fr.path)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("published file %s: %w", where, errFileGone)
+				return nil, fmt.Errorf("published file %s: %w", where, ErrFileGone)
 			}
 			return nil, fmt.Errorf("open published file %s (offsets [%d,%d)): %w", where, fr.start, fr.end, err)
 		}
@@ -144,7 +145,7 @@ func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error)
 		f, err := os.Open(where)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("file %s: %w", where, errFileGone)
+				return nil, fmt.Errorf("file %s: %w", where, ErrFileGone)
 			}
 			return nil, l.corrupt(fr, "%v", err)
 		}
@@ -321,4 +322,13 @@ func (l *Log) readGroup(ctx context.Context, df *dataFile, ar *pqarrow.FileReade
 		}
 	}
 	return d, nil
+}
+
+// EachRowGroup reads the local file name, recorded as offsets [start, end)
+// in rows rows, and calls fn with each of its row groups in offset order,
+// checked as a scan checks them (I4). A file that is gone returns an error
+// wrapping ErrFileGone; rec is released when fn returns.
+func (l *Log) EachRowGroup(ctx context.Context, name string, start, end, rows int64, fn func(rec arrow.RecordBatch) error) error {
+	fr := fileRec{start: start, end: end, name: name, rows: rows}
+	return l.eachGroup(ctx, fr, start, end, func(d *fileData, _, _ int64) error { return fn(d.rec) })
 }

@@ -264,7 +264,7 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 				return err
 			}
 			if l.logID == "" {
-				l.logID = newToken()
+				l.logID = NewToken()
 				if _, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO meta(k, v) VALUES ('log_id', ?)`, l.logID); err != nil {
 					return err
 				}
