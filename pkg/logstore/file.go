@@ -13,7 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/streamcast/streamcast/pkg/logstore/colstats"
@@ -162,7 +161,7 @@ func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error)
 	next, rows := fr.start, int64(0)
 	for i := range md.NumRowGroups() {
 		rg := md.RowGroup(i)
-		lo, hi, err := offsetRange(rg)
+		lo, hi, err := parquetfile.MinMaxInt64(rg, 0)
 		if err != nil {
 			return nil, l.readErr(df, "row group %d: %v", i, err)
 		}
@@ -177,24 +176,6 @@ func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error)
 		return nil, l.readErr(df, "it holds offsets [%d,%d) in %d rows where [%d,%d) was recorded", fr.start, next, rows, fr.start, fr.end)
 	}
 	return df, nil
-}
-
-// offsetRange returns the smallest and largest streamcast_offset of a row
-// group from its footer statistics, which every file streamcast writes has.
-func offsetRange(rg *metadata.RowGroupMetaData) (lo, hi int64, err error) {
-	cc, err := rg.ColumnChunk(0)
-	if err != nil {
-		return 0, 0, err
-	}
-	st, err := cc.Statistics()
-	if err != nil {
-		return 0, 0, err
-	}
-	is, ok := st.(*metadata.Int64Statistics)
-	if !ok || !is.HasMinMax() {
-		return 0, 0, fmt.Errorf("its %s column has no min/max statistics", OffsetColumn)
-	}
-	return is.Min(), is.Max(), nil
 }
 
 // corrupt returns the error for a file whose bytes cannot be trusted.

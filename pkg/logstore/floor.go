@@ -51,7 +51,7 @@ func (l *Log) FloorFor(ctx context.Context, cutoffTS int64) (floor int64, err er
 // SetFloor raises the log's retention floor to floor, for good: from then
 // on Extent's earliest is at least floor, a scan below it is a
 // *RangeError, and CountRows counts nothing below it. The rows below stay
-// in their tiers, unserved, until DeleteBelow queues them. A floor never
+// in their tiers, unserved, until tier.DeleteBelow queues them. A floor never
 // moves down: a lower one than the floor set is a no-op. A floor past the
 // log's end is refused.
 func (l *Log) SetFloor(ctx context.Context, floor int64) error {

@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -32,33 +32,18 @@ type Role string
 const (
 	RoleSeal           Role = "seal"
 	RoleCompact        Role = "compact"
-	RolePublish        Role = "publish"
 	RoleClean          Role = "clean" // evict, clean and delete-below
+	RolePublish        Role = "publish"
 	RoleCleanPublished Role = "clean-published"
 )
 
-// roleMu returns the handle's mutex of role.
-func (l *Log) roleMu(role Role) (*sync.Mutex, error) {
-	switch role {
-	case RoleSeal:
-		return &l.sealMu, nil
-	case RoleCompact:
-		return &l.compactMu, nil
-	case RolePublish:
-		return &l.publishMu, nil
-	case RoleClean:
-		return &l.evictMu, nil
-	case RoleCleanPublished:
-		return &l.cleanPubMu, nil
-	}
-	return nil, fmt.Errorf("no maintenance role %q", role)
-}
-
-// Acquire takes the locks of roles, in order, on a log open for writing:
-// each role's mutex, then its lock file, so one goroutine of one process
-// runs each at a time. It fails with an error wrapping ErrClosed or
-// ErrReadOnly, or ErrBusy (naming the holder's pid) when another process
-// holds a role; then it holds nothing. release frees them all.
+// Acquire takes the locks of roles on a log open for writing: each role's
+// mutex, then its lock file, so one goroutine of one process runs each at
+// a time. It takes them in the order of the Role constants, whatever order
+// they are named in, so two steps never wait for each other. It fails
+// with an error wrapping ErrClosed or ErrReadOnly, or ErrBusy (naming the
+// holder's pid) when another process holds a role; then it holds nothing.
+// release frees them all.
 func (l *Log) Acquire(roles ...Role) (release func(), err error) {
 	if err := l.checkOpen(); err != nil {
 		return nil, err
@@ -66,18 +51,23 @@ func (l *Log) Acquire(roles ...Role) (release func(), err error) {
 	if l.mode == ReadOnly {
 		return nil, ErrReadOnly
 	}
-	var undo []func()
-	release = func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
+	order := [...]Role{RoleSeal, RoleCompact, RoleClean, RolePublish, RoleCleanPublished}
+	for _, r := range roles {
+		if !slices.Contains(order[:], r) {
+			return nil, fmt.Errorf("no maintenance role %q", r)
 		}
 	}
-	for _, role := range roles {
-		mu, err := l.roleMu(role)
-		if err != nil {
-			release()
-			return nil, err
+	var held []func()
+	release = func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			held[i]()
 		}
+	}
+	for i, role := range order {
+		if !slices.Contains(roles, role) {
+			continue
+		}
+		mu := &l.roleMus[i]
 		mu.Lock()
 		lk, err := l.roleLock(role)
 		if err != nil {
@@ -85,7 +75,7 @@ func (l *Log) Acquire(roles ...Role) (release func(), err error) {
 			release()
 			return nil, err
 		}
-		undo = append(undo, func() { lk.release(); mu.Unlock() })
+		held = append(held, func() { lk.release(); mu.Unlock() })
 	}
 	return release, nil
 }
@@ -207,17 +197,15 @@ func (l *Log) FilesDir() string { return filepath.Join(l.dir, filesDir) }
 
 // recoverIfIdle runs seal recovery when no process is sealing.
 func (l *Log) recoverIfIdle(ctx context.Context) error {
-	l.sealMu.Lock()
-	defer l.sealMu.Unlock()
-	lk, err := l.roleLock(RoleSeal)
+	release, err := l.Acquire(RoleSeal)
 	if errors.Is(err, ErrBusy) {
 		return nil // the live sealer recovers at its next pass
 	}
 	if err != nil {
 		return err
 	}
-	defer lk.release()
-	return l.recoverSeals(ctx)
+	defer release()
+	return l.RecoverSeals(ctx)
 }
 
 // sealName matches the names seal gives files: <start>-<end>-<token>.parquet.
@@ -230,10 +218,6 @@ var sealName = regexp.MustCompile(`^[0-9]+-[0-9]+-[0-9a-f]{16}\.parquet$`)
 // the seal role (Acquire), so no live sealer owns any of them; Open runs
 // it too, when no process is sealing.
 func (l *Log) RecoverSeals(ctx context.Context) error {
-	return l.recoverSeals(ctx)
-}
-
-func (l *Log) recoverSeals(ctx context.Context) error {
 	type intent struct {
 		name       string
 		start, end int64

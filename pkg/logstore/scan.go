@@ -49,7 +49,7 @@ func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 			earliest = v.Int64
 		}
 	}
-	// Rows below the floor may linger in a tier until DeleteBelow takes
+	// Rows below the floor may linger in a tier until tier.DeleteBelow takes
 	// them; they are never served.
 	return min(max(earliest, floor), end), end, nil
 }

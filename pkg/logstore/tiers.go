@@ -32,16 +32,6 @@ func (l *Log) SealedEnd(ctx context.Context) (int64, error) {
 	return end, err
 }
 
-// publishedThrough returns the last offset the published table holds, as
-// buffer.db recorded it (0 when none).
-func publishedThrough(ctx context.Context, q Querier) (int64, error) {
-	var v int64
-	if err := q.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'published_through'`).Scan(&v); err != nil {
-		return 0, fmt.Errorf("read published_through: %w", err)
-	}
-	return v, nil
-}
-
 // PublishedThrough returns the last offset the published table holds, as
 // the publish role last recorded it: every offset from the log's first up
 // to it is in the table exactly once. 0 means nothing is published.
@@ -49,10 +39,14 @@ func (l *Log) PublishedThrough(ctx context.Context) (int64, error) {
 	if err := l.checkOpen(); err != nil {
 		return 0, err
 	}
+	var v int64
 	if !l.tiers {
 		return 0, nil
 	}
-	return publishedThrough(ctx, l.rdb)
+	if err := l.rdb.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'published_through'`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read published_through: %w", err)
+	}
+	return v, nil
 }
 
 // policy returns the log's configuration with the maintenance process's

@@ -117,7 +117,7 @@ func (r Retained) Taken() int64 {
 //     writes the live log refuses below it at its next subscribe
 //     (4416 evicted, earliest = the floor).
 //  2. Delete what waited its grace: each pending deletion whose time has
-//     come runs logstore.DeleteBelow on its log and leaves the metadata.
+//     come runs tier.DeleteBelow on its log and leaves the metadata.
 //     A file that straddles the floor stays until a later floor passes
 //     it; a file DeleteBelow leaves for now (not yet published, or busy)
 //     goes at the pass after the floor next moves.

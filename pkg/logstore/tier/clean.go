@@ -72,12 +72,7 @@ func evictFiles(ctx context.Context, l *logstore.Log) (n int, err error) {
 		for _, p := range pubs {
 			asIs[logstore.Span{Start: p.start, End: p.end}] = true
 		}
-		files, err := localFiles(ctx, c)
-		if err != nil {
-			return err
-		}
-		busy, err := logstore.Spans(ctx, c, `SELECT start_offset, end_offset FROM compact_intents
-			UNION ALL SELECT start_offset, end_offset FROM publish_intents`)
+		files, busy, err := filesAndBusy(ctx, c)
 		if err != nil {
 			return err
 		}
@@ -143,27 +138,8 @@ func drainLocal(ctx context.Context, l *logstore.Log) (int, error) {
 // liveNames returns the names under files/ that a record other than the
 // delete queue mentions.
 func liveNames(ctx context.Context, l *logstore.Log) (map[string]bool, error) {
-	return nameSet(ctx, l, `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
+	return logstore.NameSet(ctx, l.Records(), `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
 		UNION ALL SELECT name FROM compact_intents UNION ALL SELECT name FROM publish_intents`)
-}
-
-// nameSet runs query, which selects one text column of file names, and
-// returns the names as a set.
-func nameSet(ctx context.Context, l *logstore.Log, query string) (map[string]bool, error) {
-	rows, err := l.Records().QueryContext(ctx, query)
-	if err != nil {
-		return nil, fmt.Errorf("read file records: %w", err)
-	}
-	defer rows.Close()
-	known := map[string]bool{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, fmt.Errorf("read file records: %w", err)
-		}
-		known[n] = true
-	}
-	return known, rows.Err()
 }
 
 // queuePaths returns the queued paths of a tier due by now (µs).

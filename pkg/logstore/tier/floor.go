@@ -63,12 +63,7 @@ func DeleteBelow(ctx context.Context, l *logstore.Log, floor int64) (Deleted, er
 		if len(pubs) > 0 {
 			pe = pubs[len(pubs)-1].end
 		}
-		files, err := localFiles(ctx, c)
-		if err != nil {
-			return err
-		}
-		busy, err := logstore.Spans(ctx, c, `SELECT start_offset, end_offset FROM compact_intents
-			UNION ALL SELECT start_offset, end_offset FROM publish_intents`)
+		files, busy, err := filesAndBusy(ctx, c)
 		if err != nil {
 			return err
 		}

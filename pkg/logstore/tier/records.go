@@ -102,3 +102,15 @@ func overlaps(rs []logstore.Span, start, end int64) bool {
 	}
 	return false
 }
+
+// filesAndBusy returns the local file records and the ranges a merge or a
+// publish pass is working on: files there are not to be taken out.
+func filesAndBusy(ctx context.Context, c *logstore.Tx) ([]localFile, []logstore.Span, error) {
+	files, err := localFiles(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	busy, err := logstore.Spans(ctx, c, `SELECT start_offset, end_offset FROM compact_intents
+		UNION ALL SELECT start_offset, end_offset FROM publish_intents`)
+	return files, busy, err
+}
