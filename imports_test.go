@@ -27,7 +27,8 @@ var layer = map[string]int{
 	"pkg/logstore/parquetfile": 5, // below logstore: logstore imports it
 	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it
 	"pkg/logstore":             10,
-	"pkg/logstore/maintain":    15, // above logstore: it imports logstore
+	"pkg/logstore/tier":        12, // above logstore: its steps work through logstore's record API
+	"pkg/logstore/maintain":    15, // above logstore and tier: it runs tier's steps in a loop
 	"pkg/meta":                 20,
 	"pkg/wire":                 20,
 	"pkg/meta/lifecycle":       22, // above meta: it imports meta and opens logs for writing

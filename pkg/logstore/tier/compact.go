@@ -1,4 +1,4 @@
-package logstore
+package tier
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/streamcast/streamcast/internal/durable"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/colstats"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 )
@@ -73,30 +74,30 @@ var errCompactionVoid = errors.New("the inputs changed during the merge; its out
 // queue. An interrupted merge is undone by the next pass: its output is
 // deleted and the inputs, still live, are merged again. Compact runs under
 // compact.lock: when another process is compacting this log it returns an
-// error wrapping ErrBusy.
-func (l *Log) Compact(ctx context.Context, flush bool) (rewritten int64, err error) {
-	end, err := l.beginStep("compact log", &l.compactMu, "compact")
+// error wrapping logstore.ErrBusy.
+func Compact(ctx context.Context, l *logstore.Log, flush bool) (rewritten int64, err error) {
+	end, err := begin(l, "compact log", logstore.RoleCompact)
 	if err != nil {
 		return 0, err
 	}
 	defer end()
-	if err := l.recoverCompactions(ctx); err != nil {
-		return 0, fmt.Errorf("compact log %s: %w", l.dir, err)
+	if err := recoverCompactions(ctx, l); err != nil {
+		return 0, fmt.Errorf("compact log %s: %w", l.Dir(), err)
 	}
 	for range 1000 { // a pass ends; the next one carries on
-		run, err := l.planCompaction(ctx, flush)
+		run, err := planCompaction(ctx, l, flush)
 		if err != nil {
-			return rewritten, fmt.Errorf("compact log %s: %w", l.dir, err)
+			return rewritten, fmt.Errorf("compact log %s: %w", l.Dir(), err)
 		}
 		if len(run) == 0 {
 			return rewritten, nil
 		}
-		n, err := l.merge(ctx, run)
+		n, err := merge(ctx, l, run)
 		if errors.Is(err, errCompactionVoid) {
 			continue
 		}
 		if err != nil {
-			return rewritten, fmt.Errorf("compact log %s [%d,%d): %w", l.dir, run[0].start, run[len(run)-1].end, err)
+			return rewritten, fmt.Errorf("compact log %s [%d,%d): %w", l.Dir(), run[0].start, run[len(run)-1].end, err)
 		}
 		rewritten += n
 		if err := ctx.Err(); err != nil {
@@ -107,22 +108,22 @@ func (l *Log) Compact(ctx context.Context, flush bool) (rewritten int64, err err
 }
 
 // planCompaction returns the next run of files to merge, or none.
-func (l *Log) planCompaction(ctx context.Context, flush bool) ([]localFile, error) {
-	files, err := localFiles(ctx, l.rdb)
+func planCompaction(ctx context.Context, l *logstore.Log, flush bool) ([]localFile, error) {
+	files, err := localFiles(ctx, l.Records())
 	if err != nil {
 		return nil, err
 	}
-	publishing, err := intentRanges(ctx, l.rdb, `SELECT start_offset, end_offset FROM publish_intents`)
+	publishing, err := logstore.Spans(ctx, l.Records(), `SELECT start_offset, end_offset FROM publish_intents`)
 	if err != nil {
 		return nil, err
 	}
-	return pickMerge(files, publishing, l.policy().TargetFileBytes, flush), nil
+	return pickMerge(files, publishing, l.Policy().TargetFileBytes, flush), nil
 }
 
 // pickMerge chooses the files of one merge: adjacent unfinished files,
 // none under a publish intent, per the size-tiered policy (with flush:
 // every stretch of two or more).
-func pickMerge(files []localFile, publishing []span, target int64, flush bool) []localFile {
+func pickMerge(files []localFile, publishing []logstore.Span, target int64, flush bool) []localFile {
 	// Stretches: maximal runs of contiguous, unfinished, idle files.
 	var stretches [][]localFile
 	var cur []localFile
@@ -182,8 +183,8 @@ func pickMerge(files []localFile, publishing []span, target int64, flush bool) [
 // recoverCompactions undoes merges a crashed process left: their outputs
 // are deleted and the intents dropped; their inputs are still live. The
 // caller holds compact.lock.
-func (l *Log) recoverCompactions(ctx context.Context) error {
-	rows, err := l.rdb.QueryContext(ctx, `SELECT name FROM compact_intents`)
+func recoverCompactions(ctx context.Context, l *logstore.Log) error {
+	rows, err := l.Records().QueryContext(ctx, `SELECT name FROM compact_intents`)
 	if err != nil {
 		return fmt.Errorf("read compaction intents: %w", err)
 	}
@@ -200,7 +201,7 @@ func (l *Log) recoverCompactions(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	dir := filepath.Join(l.dir, filesDir)
+	dir := l.FilesDir()
 	for _, name := range names {
 		// The file goes before the intent: the other order would leave a
 		// file no record mentions if we crashed in between.
@@ -210,7 +211,7 @@ func (l *Log) recoverCompactions(ctx context.Context) error {
 		if err := durable.SyncDir(dir); err != nil {
 			return err
 		}
-		if err := l.writeTx(ctx, func(c *sql.Conn) error {
+		if err := l.Update(ctx, func(c *logstore.Tx) error {
 			_, err := c.ExecContext(ctx, `DELETE FROM compact_intents WHERE name = ?`, name)
 			return err
 		}); err != nil {
@@ -221,19 +222,16 @@ func (l *Log) recoverCompactions(ctx context.Context) error {
 }
 
 // merge rewrites run into one file: intent, file, replacement.
-func (l *Log) merge(ctx context.Context, run []localFile) (int64, error) {
+func merge(ctx context.Context, l *logstore.Log, run []localFile) (int64, error) {
 	start, end := run[0].start, run[len(run)-1].end
-	name, err := newFileName(start, end)
-	if err != nil {
-		return 0, err
-	}
+	name := newFileName(start, end)
 	inputs := make([]string, len(run))
 	for i, f := range run {
 		inputs[i] = f.name
 	}
 	inputsJSON, _ := json.Marshal(inputs)
 	// 1. The intent, checked against the inputs in the same transaction.
-	err = l.writeTx(ctx, func(c *sql.Conn) error {
+	err := l.Update(ctx, func(c *logstore.Tx) error {
 		if ok, err := inputsLive(ctx, c, run); err != nil || !ok {
 			if err == nil {
 				err = errCompactionVoid
@@ -241,24 +239,24 @@ func (l *Log) merge(ctx context.Context, run []localFile) (int64, error) {
 			return err
 		}
 		_, err := c.ExecContext(ctx, `INSERT INTO compact_intents(name, start_offset, end_offset, inputs, created_us) VALUES (?, ?, ?, ?, ?)`,
-			name, start, end, string(inputsJSON), l.now().UnixMicro())
+			name, start, end, string(inputsJSON), l.Now().UnixMicro())
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
 	// 2. The file, fsynced with its directory.
-	out, err := l.writeMerged(ctx, name, run)
+	out, err := writeMerged(ctx, l, name, run)
 	if err != nil {
-		_ = l.recoverCompactions(context.WithoutCancel(ctx))
+		_ = recoverCompactions(context.WithoutCancel(ctx), l)
 		return 0, err
 	}
-	if err := l.atCrashPoint("compact:written"); err != nil {
+	if err := l.AtCrashPoint("compact:written"); err != nil {
 		return 0, err
 	}
 	// 3. The replacement: inputs out, output in, inputs queued for deletion.
-	pol := l.policy()
-	err = l.writeTx(ctx, func(c *sql.Conn) error {
+	pol := l.Policy()
+	err = l.Update(ctx, func(c *logstore.Tx) error {
 		if ok, err := inputsLive(ctx, c, run); err != nil || !ok {
 			if err == nil {
 				err = errCompactionVoid
@@ -277,7 +275,7 @@ func (l *Log) merge(ctx context.Context, run []localFile) (int64, error) {
 				return err
 			}
 		}
-		if err := enqueue(ctx, c, tierLocal, l.now().Add(pol.LocalDeleteGrace), "merged into "+name, inputs...); err != nil {
+		if err := enqueue(ctx, c, tierLocal, l.Now().Add(pol.LocalDeleteGrace), "merged into "+name, inputs...); err != nil {
 			return err
 		}
 		_, err = c.ExecContext(ctx, `INSERT INTO files(`+localFileCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -286,14 +284,14 @@ func (l *Log) merge(ctx context.Context, run []localFile) (int64, error) {
 	})
 	if err != nil {
 		// Undo now rather than at the next pass (which would do it anyway).
-		_ = l.recoverCompactions(context.WithoutCancel(ctx))
+		_ = recoverCompactions(context.WithoutCancel(ctx), l)
 		return 0, err
 	}
 	return end - start, nil
 }
 
 // inputsLive reports whether every input is still a local file as planned.
-func inputsLive(ctx context.Context, c *sql.Conn, run []localFile) (bool, error) {
+func inputsLive(ctx context.Context, c *logstore.Tx, run []localFile) (bool, error) {
 	for _, f := range run {
 		var name string
 		var end int64
@@ -313,7 +311,7 @@ func inputsLive(ctx context.Context, c *sql.Conn, run []localFile) (bool, error)
 
 // writeMerged writes the rows of run, in order, into files/name, and
 // returns the new file's record.
-func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (localFile, error) {
+func writeMerged(ctx context.Context, l *logstore.Log, name string, run []localFile) (localFile, error) {
 	out := localFile{start: run[0].start, end: run[len(run)-1].end, name: name, minTS: run[0].minTS, maxTS: run[0].maxTS}
 	for _, f := range run {
 		out.jsonBytes += f.jsonBytes
@@ -321,7 +319,7 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 		out.maxTS = max(out.maxTS, f.maxTS)
 		out.sealedUS = max(out.sealedUS, f.sealedUS)
 	}
-	path := filepath.Join(l.dir, filesDir, name)
+	path := filepath.Join(l.FilesDir(), name)
 	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return out, err
@@ -335,13 +333,13 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 		parquet.WithStats(true),
 		parquet.WithDictionaryDefault(false),
 	)
-	fw, err := pqarrow.NewFileWriter(l.fileSc, bw, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	fw, err := pqarrow.NewFileWriter(l.FileSchema(), bw, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
 		return out, err
 	}
-	stats := colstats.NewMerger(l.sch)
-	rgTarget := max(l.policy().TargetFileBytes/fanout, minRowGroupBytes)
-	sortCols := append(l.sortColumns(), 0) // sort_by, then offset
+	stats := colstats.NewMerger(l.Schema())
+	rgTarget := max(l.Policy().TargetFileBytes/fanout, minRowGroupBytes)
+	sortCols := append(l.SortColumns(), 0) // sort_by, then offset
 	var pending []arrow.RecordBatch
 	var pendingBytes int64
 	release := func() {
@@ -352,7 +350,7 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 	}
 	defer release()
 	write := func(rec arrow.RecordBatch) error {
-		st, err := colstats.Compute(l.sch, rec.Columns()[2:])
+		st, err := colstats.Compute(l.Schema(), rec.Columns()[2:])
 		if err != nil {
 			return err
 		}
@@ -365,13 +363,13 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 		if len(pending) == 0 {
 			return nil
 		}
-		rec, err := concatRecords(l.fileSc, pending)
+		rec, err := concatRecords(l.FileSchema(), pending)
 		release()
 		if err != nil {
 			return err
 		}
 		defer rec.Release()
-		if len(l.cfg.SortBy) > 0 {
+		if len(l.Config().SortBy) > 0 {
 			sorted, err := parquetfile.Sort(rec, sortCols)
 			if err != nil {
 				return err
@@ -382,25 +380,24 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 		return write(rec)
 	}
 	for _, f := range run {
-		fr := fileRec{start: f.start, end: f.end, name: f.name, rows: f.rows}
-		err := l.eachGroup(ctx, fr, f.start, f.end, func(d *fileData, lo, hi int64) error {
-			b := parquetfile.ArrowBytes(d.rec)
+		err := l.EachRowGroup(ctx, f.name, f.start, f.end, f.rows, func(rec arrow.RecordBatch) error {
+			b := parquetfile.ArrowBytes(rec)
 			if b >= rgTarget/2 {
 				// Big enough to stand alone, and sorted already.
 				if err := flushPending(); err != nil {
 					return err
 				}
-				return write(d.rec)
+				return write(rec)
 			}
-			d.rec.Retain()
-			pending = append(pending, d.rec)
+			rec.Retain()
+			pending = append(pending, rec)
 			pendingBytes += b
 			if pendingBytes >= rgTarget {
 				return flushPending()
 			}
 			return nil
 		})
-		if errors.Is(err, errFileGone) {
+		if errors.Is(err, logstore.ErrFileGone) {
 			fw.Close()
 			return out, errCompactionVoid
 		}
@@ -417,7 +414,7 @@ func (l *Log) writeMerged(ctx context.Context, name string, run []localFile) (lo
 		return out, err
 	}
 	if out.rows != out.end-out.start {
-		return out, fmt.Errorf("merged %d rows for [%d,%d): %w", out.rows, out.start, out.end, ErrCorrupt)
+		return out, fmt.Errorf("merged %d rows for [%d,%d): %w", out.rows, out.start, out.end, logstore.ErrCorrupt)
 	}
 	if err := bw.Flush(); err != nil {
 		return out, err

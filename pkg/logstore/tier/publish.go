@@ -1,4 +1,4 @@
-package logstore
+package tier
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
@@ -40,86 +41,86 @@ type pubChange struct {
 // pass's token in a table property, so the next pass can tell whether it
 // landed. Uploads of a pass that never committed are deleted through the
 // queue. Publish runs under publish.lock: when another process is
-// publishing this log it returns an error wrapping ErrBusy.
-func (l *Log) Publish(ctx context.Context, flush bool) (published int64, err error) {
-	end, err := l.beginStep("publish log", &l.publishMu, "publish")
+// publishing this log it returns an error wrapping logstore.ErrBusy.
+func Publish(ctx context.Context, l *logstore.Log, flush bool) (published int64, err error) {
+	end, err := begin(l, "publish log", logstore.RolePublish)
 	if err != nil {
 		return 0, err
 	}
 	defer end()
-	pt, err := l.published()
+	pt, err := l.PublishedTable()
 	if err != nil {
 		return 0, err
 	}
-	return l.publishPass(ctx, pt, flush)
+	return publishPass(ctx, l, pt, flush)
 }
 
 // publishPass is one Publish pass; the caller holds publish.lock.
-func (l *Log) publishPass(ctx context.Context, pt *warehouse.Table, flush bool) (published int64, err error) {
-	if err := l.reconcilePublish(ctx, pt); err != nil {
-		return 0, fmt.Errorf("publish log %s: %w", l.dir, err)
+func publishPass(ctx context.Context, l *logstore.Log, pt *warehouse.Table, flush bool) (published int64, err error) {
+	if err := reconcilePublish(ctx, l, pt); err != nil {
+		return 0, fmt.Errorf("publish log %s: %w", l.Dir(), err)
 	}
-	if err := l.ensureTable(ctx, pt); err != nil {
-		return 0, fmt.Errorf("publish log %s: %w", l.dir, err)
+	if err := ensureTable(ctx, l, pt); err != nil {
+		return 0, fmt.Errorf("publish log %s: %w", l.Dir(), err)
 	}
-	pass := newToken()
-	changes, err := l.planPublish(ctx, pt, pass, flush)
+	pass := logstore.NewToken()
+	changes, err := planPublish(ctx, l, pt, pass, flush)
 	if err != nil {
-		return 0, fmt.Errorf("publish log %s: %w", l.dir, err)
+		return 0, fmt.Errorf("publish log %s: %w", l.Dir(), err)
 	}
 	if len(changes) == 0 {
 		return 0, nil
 	}
-	n, err := l.push(ctx, pt, pass, changes)
+	n, err := push(ctx, l, pt, pass, changes)
 	if err != nil {
-		return 0, fmt.Errorf("publish log %s [%d,%d): %w", l.dir, changes[0].f.start, changes[len(changes)-1].f.end, err)
+		return 0, fmt.Errorf("publish log %s [%d,%d): %w", l.Dir(), changes[0].f.start, changes[len(changes)-1].f.end, err)
 	}
 	return n, nil
 }
 
 // ensureTable makes sure the table exists and is this log's.
-func (l *Log) ensureTable(ctx context.Context, pt *warehouse.Table) error {
-	release, err := l.commitLock(ctx)
+func ensureTable(ctx context.Context, l *logstore.Log, pt *warehouse.Table) error {
+	release, err := l.CommitLock(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
 	if _, err := pt.Load(ctx); errors.Is(err, warehouse.ErrNoTable) {
-		through, err := publishedThrough(ctx, l.rdb)
+		through, err := l.PublishedThrough(ctx)
 		if err != nil {
 			return err
 		}
 		if through > 0 {
 			// Making a new, empty table here would hide that the history
 			// published so far is gone (I8).
-			return fmt.Errorf("the published table at %s is missing, but this log published offsets through %d there: restore the table from a backup, or move the log's published prefix; nothing more is published until then: %w", pt.Location(), through, ErrCorrupt)
+			return fmt.Errorf("the published table at %s is missing, but this log published offsets through %d there: restore the table from a backup, or move the log's published prefix; nothing more is published until then: %w", pt.Location(), through, logstore.ErrCorrupt)
 		}
 	}
-	_, err = pt.Ensure(ctx, l.owner())
+	_, err = pt.Ensure(ctx, l.TableOwner())
 	return err
 }
 
 // push uploads the planned files, commits them and records the commit.
 // On an error the intents stay for the next pass to reconcile: nothing is
 // undone here, exactly as if the process had died.
-func (l *Log) push(ctx context.Context, pt *warehouse.Table, pass string, changes []pubChange) (int64, error) {
+func push(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass string, changes []pubChange) (int64, error) {
 	for _, ch := range changes {
-		src := filepath.Join(l.dir, filesDir, ch.f.name)
+		src := filepath.Join(l.FilesDir(), ch.f.name)
 		if err := pt.Upload(ctx, src, ch.path); err != nil {
 			return 0, fmt.Errorf("upload %s to %s: %w", ch.f.name, ch.path, err)
 		}
 	}
-	if err := l.atCrashPoint("publish:uploaded"); err != nil {
+	if err := l.AtCrashPoint("publish:uploaded"); err != nil {
 		return 0, err
 	}
-	through, err := l.commitPublish(ctx, pt, pass, changes)
+	through, err := commitPublish(ctx, l, pt, pass, changes)
 	if err != nil {
 		return 0, err
 	}
-	if err := l.atCrashPoint("publish:committed"); err != nil {
+	if err := l.AtCrashPoint("publish:committed"); err != nil {
 		return 0, err
 	}
-	if err := l.recordPublish(ctx, pass, through); err != nil {
+	if err := recordPublish(ctx, l, pass, through); err != nil {
 		return 0, err
 	}
 	var n int64
@@ -136,10 +137,10 @@ func (l *Log) push(ctx context.Context, pt *warehouse.Table, pass string, change
 // planPublish chooses what this pass pushes and records the intents, in
 // one transaction, so compaction cannot replace a chosen file meanwhile
 // without seeing the intent.
-func (l *Log) planPublish(ctx context.Context, pt *warehouse.Table, pass string, flush bool) ([]pubChange, error) {
+func planPublish(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass string, flush bool) ([]pubChange, error) {
 	var changes []pubChange
-	pol := l.policy()
-	err := l.writeTx(ctx, func(c *sql.Conn) error {
+	pol := l.Policy()
+	err := l.Update(ctx, func(c *logstore.Tx) error {
 		changes = nil
 		pubs, err := publishedFiles(ctx, c)
 		if err != nil {
@@ -149,7 +150,7 @@ func (l *Log) planPublish(ctx context.Context, pt *warehouse.Table, pass string,
 		if err != nil {
 			return err
 		}
-		compacting, err := intentRanges(ctx, c, `SELECT start_offset, end_offset FROM compact_intents`)
+		compacting, err := logstore.Spans(ctx, c, `SELECT start_offset, end_offset FROM compact_intents`)
 		if err != nil {
 			return err
 		}
@@ -173,7 +174,7 @@ func (l *Log) planPublish(ctx context.Context, pt *warehouse.Table, pass string,
 					continue // this very range is published
 				}
 				if !tiles(cov, f.start, f.end) {
-					return fmt.Errorf("local file %s [%d,%d) cuts across the published files %v: refusing to publish anything until this is resolved: %w", f.name, f.start, f.end, cov, ErrCorrupt)
+					return fmt.Errorf("local file %s [%d,%d) cuts across the published files %v: refusing to publish anything until this is resolved: %w", f.name, f.start, f.end, cov, logstore.ErrCorrupt)
 				}
 				if ready {
 					changes = append(changes, pubChange{f: f, replaces: cov})
@@ -181,7 +182,7 @@ func (l *Log) planPublish(ctx context.Context, pt *warehouse.Table, pass string,
 			case f.start < pe: // straddles the published end: a swap that also extends
 				cov := covering(pubs, f.start, pe)
 				if !tiles(cov, f.start, pe) {
-					return fmt.Errorf("local file %s [%d,%d) cuts across the published files %v: refusing to publish anything until this is resolved: %w", f.name, f.start, f.end, cov, ErrCorrupt)
+					return fmt.Errorf("local file %s [%d,%d) cuts across the published files %v: refusing to publish anything until this is resolved: %w", f.name, f.start, f.end, cov, logstore.ErrCorrupt)
 				}
 				if !ready {
 					break files // the table holds a prefix: nothing after an unready file goes
@@ -189,7 +190,7 @@ func (l *Log) planPublish(ctx context.Context, pt *warehouse.Table, pass string,
 				changes = append(changes, pubChange{f: f, replaces: cov})
 				pe = f.end
 			case f.start != pe:
-				return fmt.Errorf("the local files resume at %d but the published table ends at %d: offsets [%d,%d) are in neither: %w", f.start, pe, pe, f.start, ErrCorrupt)
+				return fmt.Errorf("the local files resume at %d but the published table ends at %d: offsets [%d,%d) are in neither: %w", f.start, pe, pe, f.start, logstore.ErrCorrupt)
 			case !ready:
 				break files
 			default:
@@ -197,10 +198,10 @@ func (l *Log) planPublish(ctx context.Context, pt *warehouse.Table, pass string,
 				pe = f.end
 			}
 		}
-		now := l.now().UnixMicro()
+		now := l.Now().UnixMicro()
 		for i := range changes {
 			f := changes[i].f
-			changes[i].path = pt.DataPath(fmt.Sprintf("%d-%d-%s.parquet", f.start, f.end, newToken()))
+			changes[i].path = pt.DataPath(fmt.Sprintf("%d-%d-%s.parquet", f.start, f.end, logstore.NewToken()))
 			_, err := c.ExecContext(ctx, `INSERT INTO publish_intents(path, pass, name, start_offset, end_offset, row_count, file_bytes, min_ts, max_ts, stats, created_us)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, changes[i].path, pass, f.name, f.start, f.end, f.rows, f.fileBytes, f.minTS, f.maxTS, f.stats, now)
 			if err != nil {
@@ -238,50 +239,21 @@ func tiles(files []pubFile, start, end int64) bool {
 	return next == end && len(files) > 0
 }
 
-// span is an offset range [start, end).
-type span struct{ start, end int64 }
-
-func intentRanges(ctx context.Context, q querier, query string) ([]span, error) {
-	rows, err := q.QueryContext(ctx, query)
-	if err != nil {
-		return nil, fmt.Errorf("read intents: %w", err)
-	}
-	defer rows.Close()
-	var out []span
-	for rows.Next() {
-		var r span
-		if err := rows.Scan(&r.start, &r.end); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
-func overlaps(rs []span, start, end int64) bool {
-	for _, r := range rs {
-		if r.end > start && r.start < end {
-			return true
-		}
-	}
-	return false
-}
-
 // commitPublish makes the one commit of a pass: the new files added, the
 // files they replace removed, and the pass token and published-through
 // stamped in the table properties, all in one new metadata version. It
 // returns the new published_through.
-func (l *Log) commitPublish(ctx context.Context, pt *warehouse.Table, pass string, changes []pubChange) (int64, error) {
-	release, err := l.commitLock(ctx)
+func commitPublish(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass string, changes []pubChange) (int64, error) {
+	release, err := l.CommitLock(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer release()
-	tbl, err := pt.Ensure(ctx, l.owner())
+	tbl, err := pt.Ensure(ctx, l.TableOwner())
 	if err != nil {
 		return 0, err
 	}
-	recorded, err := publishedThrough(ctx, l.rdb)
+	recorded, err := l.PublishedThrough(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -334,10 +306,10 @@ func checkThrough(pt *warehouse.Table, tbl *table.Table, recorded int64) error {
 	v := tbl.Properties()[warehouse.PropPublishedThrough]
 	got, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return fmt.Errorf("the table at %s has %s=%q, not an offset: %w", pt.Location(), warehouse.PropPublishedThrough, v, ErrCorrupt)
+		return fmt.Errorf("the table at %s has %s=%q, not an offset: %w", pt.Location(), warehouse.PropPublishedThrough, v, logstore.ErrCorrupt)
 	}
 	if got != recorded {
-		return fmt.Errorf("the table at %s says it holds offsets through %d, but this log recorded %d as published: it was changed by something other than this log's publish role; refusing to publish until they agree: %w", pt.Location(), got, recorded, ErrCorrupt)
+		return fmt.Errorf("the table at %s says it holds offsets through %d, but this log recorded %d as published: it was changed by something other than this log's publish role; refusing to publish until they agree: %w", pt.Location(), got, recorded, logstore.ErrCorrupt)
 	}
 	return nil
 }
@@ -346,9 +318,9 @@ func checkThrough(pt *warehouse.Table, tbl *table.Table, recorded int64) error {
 // records they cover, published_through rises, the intents go, and the
 // replaced objects are queued for deletion (clean-published deletes them
 // once no kept snapshot references them, after the grace period).
-func (l *Log) recordPublish(ctx context.Context, pass string, through int64) error {
-	pol := l.policy()
-	err := l.writeTx(ctx, func(c *sql.Conn) error {
+func recordPublish(ctx context.Context, l *logstore.Log, pass string, through int64) error {
+	pol := l.Policy()
+	err := l.Update(ctx, func(c *logstore.Tx) error {
 		rows, err := c.QueryContext(ctx, `SELECT path, name, start_offset, end_offset, row_count, file_bytes, min_ts, max_ts, stats
 			FROM publish_intents WHERE pass = ? ORDER BY start_offset`, pass)
 		if err != nil {
@@ -379,7 +351,7 @@ func (l *Log) recordPublish(ctx context.Context, pass string, through int64) err
 		if err != nil {
 			return err
 		}
-		now := l.now()
+		now := l.Now()
 		for _, it := range intents {
 			var replaced []string
 			for _, p := range covering(pubs, it.start, it.end) {
@@ -413,9 +385,9 @@ func (l *Log) recordPublish(ctx context.Context, pass string, through int64) err
 // its commit landed (the table carries its token), the pass is recorded as
 // if it had finished; otherwise its uploads are queued for deletion and the
 // intents dropped, and the next plan starts afresh.
-func (l *Log) reconcilePublish(ctx context.Context, pt *warehouse.Table) error {
+func reconcilePublish(ctx context.Context, l *logstore.Log, pt *warehouse.Table) error {
 	var pass string
-	err := l.rdb.QueryRowContext(ctx, `SELECT pass FROM publish_intents LIMIT 1`).Scan(&pass)
+	err := l.Records().QueryRowContext(ctx, `SELECT pass FROM publish_intents LIMIT 1`).Scan(&pass)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -434,12 +406,12 @@ func (l *Log) reconcilePublish(ctx context.Context, pt *warehouse.Table) error {
 	if landed {
 		through, err := strconv.ParseInt(tbl.Properties()[warehouse.PropPublishedThrough], 10, 64)
 		if err != nil {
-			return fmt.Errorf("the table at %s has no valid %s: %w", pt.Location(), warehouse.PropPublishedThrough, ErrCorrupt)
+			return fmt.Errorf("the table at %s has no valid %s: %w", pt.Location(), warehouse.PropPublishedThrough, logstore.ErrCorrupt)
 		}
-		return l.recordPublish(ctx, pass, through)
+		return recordPublish(ctx, l, pass, through)
 	}
-	pol := l.policy()
-	return l.writeTx(ctx, func(c *sql.Conn) error {
+	pol := l.Policy()
+	return l.Update(ctx, func(c *logstore.Tx) error {
 		rows, err := c.QueryContext(ctx, `SELECT path FROM publish_intents`)
 		if err != nil {
 			return err
@@ -459,7 +431,7 @@ func (l *Log) reconcilePublish(ctx context.Context, pt *warehouse.Table) error {
 		}
 		// Nothing references these uploads; the grace only spares a
 		// reader that cannot exist. The drain still checks the table.
-		if err := enqueue(ctx, c, tierPublished, l.now().Add(pol.DeleteGrace), "upload of an abandoned publish pass", paths...); err != nil {
+		if err := enqueue(ctx, c, tierPublished, l.Now().Add(pol.DeleteGrace), "upload of an abandoned publish pass", paths...); err != nil {
 			return err
 		}
 		_, err = c.ExecContext(ctx, `DELETE FROM publish_intents`)

@@ -1,8 +1,7 @@
-package logstore
+package tier
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/streamcast/streamcast/internal/durable"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
@@ -36,48 +36,43 @@ type Cleaned struct {
 // LocalDeleteGrace, so a reader that listed them finishes (a later reader
 // finds the rows in the published table). Clean runs under clean.lock:
 // when another process is cleaning this log it returns an error wrapping
-// ErrBusy.
-func (l *Log) Clean(ctx context.Context) (Cleaned, error) {
+// logstore.ErrBusy.
+func Clean(ctx context.Context, l *logstore.Log) (Cleaned, error) {
 	var done Cleaned
-	end, err := l.beginStep("clean log", &l.evictMu, "clean")
+	end, err := begin(l, "clean log", logstore.RoleClean)
 	if err != nil {
 		return done, err
 	}
 	defer end()
-	if done.BufferRows, err = l.evictBuffer(ctx); err != nil {
+	if done.BufferRows, err = evictBuffer(ctx, l); err != nil {
 		return done, err
 	}
-	if done.LocalFiles, err = l.evictFiles(ctx); err != nil {
-		return done, fmt.Errorf("clean log %s: %w", l.dir, err)
+	if done.LocalFiles, err = evictFiles(ctx, l); err != nil {
+		return done, fmt.Errorf("clean log %s: %w", l.Dir(), err)
 	}
-	if done.Deleted, err = l.drainLocal(ctx); err != nil {
-		return done, fmt.Errorf("clean log %s: %w", l.dir, err)
+	if done.Deleted, err = drainLocal(ctx, l); err != nil {
+		return done, fmt.Errorf("clean log %s: %w", l.Dir(), err)
 	}
 	return done, nil
 }
 
 // evictFiles takes published local files out of the records, oldest
 // first, and queues them for deletion.
-func (l *Log) evictFiles(ctx context.Context) (n int, err error) {
-	pol := l.policy()
-	now := l.now()
-	err = l.writeTx(ctx, func(c *sql.Conn) error {
+func evictFiles(ctx context.Context, l *logstore.Log) (n int, err error) {
+	pol := l.Policy()
+	now := l.Now()
+	err = l.Update(ctx, func(c *logstore.Tx) error {
 		n = 0
 		pubs, err := publishedFiles(ctx, c)
 		if err != nil || len(pubs) == 0 {
 			return err
 		}
 		pe := pubs[len(pubs)-1].end
-		asIs := map[span]bool{}
+		asIs := map[logstore.Span]bool{}
 		for _, p := range pubs {
-			asIs[span{p.start, p.end}] = true
+			asIs[logstore.Span{Start: p.start, End: p.end}] = true
 		}
-		files, err := localFiles(ctx, c)
-		if err != nil {
-			return err
-		}
-		busy, err := intentRanges(ctx, c, `SELECT start_offset, end_offset FROM compact_intents
-			UNION ALL SELECT start_offset, end_offset FROM publish_intents`)
+		files, busy, err := filesAndBusy(ctx, c)
 		if err != nil {
 			return err
 		}
@@ -94,7 +89,7 @@ func (l *Log) evictFiles(ctx context.Context) (n int, err error) {
 			// A file compaction may still grow, or one publish still owes a
 			// swap for (the table holds its rows in smaller files), stays
 			// for its retention-free life, unless space runs out.
-			settled := f.fileBytes >= pol.TargetFileBytes && asIs[span{f.start, f.end}]
+			settled := f.fileBytes >= pol.TargetFileBytes && asIs[logstore.Span{Start: f.start, End: f.end}]
 			old := f.sealedUS < cutoff
 			if !(old && settled) && total <= pol.StagingMaxBytes {
 				break
@@ -114,17 +109,17 @@ func (l *Log) evictFiles(ctx context.Context) (n int, err error) {
 // drainLocal deletes the local files whose time in the delete queue is up:
 // first the file, then its queue row (the other order could leak a file).
 // A name some record still mentions is never deleted.
-func (l *Log) drainLocal(ctx context.Context) (int, error) {
-	now := l.now().UnixMicro()
-	due, err := queuePaths(ctx, l.rdb, tierLocal, now)
+func drainLocal(ctx context.Context, l *logstore.Log) (int, error) {
+	now := l.Now().UnixMicro()
+	due, err := queuePaths(ctx, l.Records(), tierLocal, now)
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
-	known, err := l.liveNames(ctx)
+	known, err := liveNames(ctx, l)
 	if err != nil {
 		return 0, err
 	}
-	dir := filepath.Join(l.dir, filesDir)
+	dir := l.FilesDir()
 	var done []string
 	for _, name := range due {
 		if !known[name] && !strings.ContainsAny(name, `/\`) {
@@ -137,37 +132,18 @@ func (l *Log) drainLocal(ctx context.Context) (int, error) {
 	if err := durable.SyncDir(dir); err != nil {
 		return 0, err
 	}
-	return len(done), l.forget(ctx, tierLocal, done)
+	return len(done), forget(ctx, l, tierLocal, done)
 }
 
 // liveNames returns the names under files/ that a record other than the
 // delete queue mentions.
-func (l *Log) liveNames(ctx context.Context) (map[string]bool, error) {
-	return l.nameSet(ctx, `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
+func liveNames(ctx context.Context, l *logstore.Log) (map[string]bool, error) {
+	return logstore.NameSet(ctx, l.Records(), `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
 		UNION ALL SELECT name FROM compact_intents UNION ALL SELECT name FROM publish_intents`)
 }
 
-// nameSet runs query, which selects one text column of file names, and
-// returns the names as a set.
-func (l *Log) nameSet(ctx context.Context, query string) (map[string]bool, error) {
-	rows, err := l.rdb.QueryContext(ctx, query)
-	if err != nil {
-		return nil, fmt.Errorf("read file records: %w", err)
-	}
-	defer rows.Close()
-	known := map[string]bool{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, fmt.Errorf("read file records: %w", err)
-		}
-		known[n] = true
-	}
-	return known, rows.Err()
-}
-
 // queuePaths returns the queued paths of a tier due by now (µs).
-func queuePaths(ctx context.Context, q querier, tier string, now int64) ([]string, error) {
+func queuePaths(ctx context.Context, q logstore.Querier, tier string, now int64) ([]string, error) {
 	rows, err := q.QueryContext(ctx, `SELECT path FROM delete_queue WHERE tier = ? AND due_us <= ? ORDER BY due_us`, tier, now)
 	if err != nil {
 		return nil, fmt.Errorf("read the delete queue: %w", err)
@@ -185,8 +161,8 @@ func queuePaths(ctx context.Context, q querier, tier string, now int64) ([]strin
 }
 
 // forget drops queue rows.
-func (l *Log) forget(ctx context.Context, tier string, paths []string) error {
-	return l.writeTx(ctx, func(c *sql.Conn) error {
+func forget(ctx context.Context, l *logstore.Log, tier string, paths []string) error {
+	return l.Update(ctx, func(c *logstore.Tx) error {
 		for _, p := range paths {
 			if _, err := c.ExecContext(ctx, `DELETE FROM delete_queue WHERE tier = ? AND path = ?`, tier, p); err != nil {
 				return err
@@ -208,15 +184,15 @@ func (l *Log) forget(ctx context.Context, tier string, paths []string) error {
 // DeleteGrace. Objects are deleted only after DeleteGrace in the queue, so
 // a reader that planned a scan on an older snapshot finishes. It runs under
 // clean-published.lock: when another process is at it, it returns an error
-// wrapping ErrBusy.
-func (l *Log) CleanPublished(ctx context.Context) (Cleaned, error) {
+// wrapping logstore.ErrBusy.
+func CleanPublished(ctx context.Context, l *logstore.Log) (Cleaned, error) {
 	var done Cleaned
-	end, err := l.beginStep("clean published table of log", &l.cleanPubMu, "clean-published")
+	end, err := begin(l, "clean published table of log", logstore.RoleCleanPublished)
 	if err != nil {
 		return done, err
 	}
 	defer end()
-	pt, err := l.published()
+	pt, err := l.PublishedTable()
 	if err != nil {
 		return done, err
 	}
@@ -230,17 +206,17 @@ func (l *Log) CleanPublished(ctx context.Context) (Cleaned, error) {
 	case err != nil:
 		return fail(err)
 	default:
-		if err := pt.Owned(tbl, l.owner()); err != nil {
+		if err := pt.Owned(tbl, l.TableOwner()); err != nil {
 			return fail(err)
 		}
-		if done.Expired, err = l.expireSnapshots(ctx, pt, tbl); err != nil {
+		if done.Expired, err = expireSnapshots(ctx, l, pt, tbl); err != nil {
 			return fail(err)
 		}
-		if err := l.sweepMetadata(ctx, pt); err != nil {
+		if err := sweepMetadata(ctx, l, pt); err != nil {
 			return fail(err)
 		}
 	}
-	if done.Deleted, err = l.drainPublished(ctx, pt); err != nil {
+	if done.Deleted, err = drainPublished(ctx, l, pt); err != nil {
 		return fail(err)
 	}
 	return done, nil
@@ -250,9 +226,9 @@ func (l *Log) CleanPublished(ctx context.Context) (Cleaned, error) {
 // they referenced before the commit (a crash after it must not leak them)
 // and re-stamping the queue rows after it, so the grace counts from the
 // moment nothing references them.
-func (l *Log) expireSnapshots(ctx context.Context, pt *warehouse.Table, tbl *table.Table) (int, error) {
-	pol := l.policy()
-	cutoff := l.now().Add(-pol.PublishedSnapshotRetention).UnixMilli()
+func expireSnapshots(ctx context.Context, l *logstore.Log, pt *warehouse.Table, tbl *table.Table) (int, error) {
+	pol := l.Policy()
+	cutoff := l.Now().Add(-pol.PublishedSnapshotRetention).UnixMilli()
 	cur := tbl.CurrentSnapshot()
 	due := 0
 	for _, s := range tbl.Metadata().Snapshots() {
@@ -263,7 +239,7 @@ func (l *Log) expireSnapshots(ctx context.Context, pt *warehouse.Table, tbl *tab
 	if due == 0 {
 		return 0, nil
 	}
-	release, err := l.commitLock(ctx)
+	release, err := l.CommitLock(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -306,14 +282,14 @@ func (l *Log) expireSnapshots(ctx context.Context, pt *warehouse.Table, tbl *tab
 		return 0, nil
 	}
 	queue := func() error {
-		return l.writeTx(ctx, func(c *sql.Conn) error {
-			return enqueue(ctx, c, tierPublished, l.now().Add(pol.DeleteGrace), "referenced only by expired snapshots", doomed...)
+		return l.Update(ctx, func(c *logstore.Tx) error {
+			return enqueue(ctx, c, tierPublished, l.Now().Add(pol.DeleteGrace), "referenced only by expired snapshots", doomed...)
 		})
 	}
 	if err := queue(); err != nil {
 		return 0, err
 	}
-	if err := l.atCrashPoint("clean-published:queued"); err != nil {
+	if err := l.AtCrashPoint("clean-published:queued"); err != nil {
 		return 0, err
 	}
 	if _, err := txn.Commit(ctx); err != nil {
@@ -329,9 +305,9 @@ func (l *Log) expireSnapshots(ctx context.Context, pt *warehouse.Table, tbl *tab
 // It runs under commit.lock: every commit writes its manifests and
 // metadata under that lock, so what is unreferenced while it is held is
 // not part of a commit in flight; it never will be referenced again.
-func (l *Log) sweepMetadata(ctx context.Context, pt *warehouse.Table) error {
-	pol := l.policy()
-	release, err := l.commitLock(ctx)
+func sweepMetadata(ctx context.Context, l *logstore.Log, pt *warehouse.Table) error {
+	pol := l.Policy()
+	release, err := l.CommitLock(ctx)
 	if err != nil {
 		return err
 	}
@@ -350,7 +326,7 @@ func (l *Log) sweepMetadata(ctx context.Context, pt *warehouse.Table) error {
 	if err != nil {
 		return err
 	}
-	old := l.now().Add(-pol.DeleteGrace)
+	old := l.Now().Add(-pol.DeleteGrace)
 	var cands []string
 	for _, o := range objs {
 		if live.Has(pt, o.Path) || !o.ModTime.Before(old) || !metadataName(path.Base(filepath.ToSlash(o.Path))) {
@@ -361,10 +337,10 @@ func (l *Log) sweepMetadata(ctx context.Context, pt *warehouse.Table) error {
 	if len(cands) == 0 {
 		return nil
 	}
-	return l.writeTx(ctx, func(c *sql.Conn) error {
+	return l.Update(ctx, func(c *logstore.Tx) error {
 		for _, p := range cands {
 			_, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO delete_queue(tier, path, due_us, reason) VALUES (?, ?, ?, ?)`,
-				tierPublished, p, l.now().Add(pol.DeleteGrace).UnixMicro(), "unreferenced metadata")
+				tierPublished, p, l.Now().Add(pol.DeleteGrace).UnixMicro(), "unreferenced metadata")
 			if err != nil {
 				return err
 			}
@@ -388,9 +364,9 @@ func metadataName(name string) bool {
 // drainPublished deletes the queued published objects whose time is up
 // and that nothing references: not the table's live metadata, not
 // buffer.db's published records, not a publish pass in flight.
-func (l *Log) drainPublished(ctx context.Context, pt *warehouse.Table) (int, error) {
-	pol := l.policy()
-	due, err := queuePaths(ctx, l.rdb, tierPublished, l.now().UnixMicro())
+func drainPublished(ctx context.Context, l *logstore.Log, pt *warehouse.Table) (int, error) {
+	pol := l.Policy()
+	due, err := queuePaths(ctx, l.Records(), tierPublished, l.Now().UnixMicro())
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
@@ -408,7 +384,7 @@ func (l *Log) drainPublished(ctx context.Context, pt *warehouse.Table) (int, err
 			return 0, err
 		}
 	}
-	rows, err := l.rdb.QueryContext(ctx, `SELECT path FROM published UNION ALL SELECT path FROM publish_intents`)
+	rows, err := l.Records().QueryContext(ctx, `SELECT path FROM published UNION ALL SELECT path FROM publish_intents`)
 	if err != nil {
 		return 0, fmt.Errorf("read published records: %w", err)
 	}
@@ -439,14 +415,14 @@ func (l *Log) drainPublished(ctx context.Context, pt *warehouse.Table) (int, err
 		}
 		gone = append(gone, p)
 	}
-	if err := l.forget(ctx, tierPublished, gone); err != nil {
+	if err := forget(ctx, l, tierPublished, gone); err != nil {
 		return 0, err
 	}
 	if len(kept) > 0 {
 		// Still referenced (by a snapshot not yet expired): look again
 		// after another grace.
-		err := l.writeTx(ctx, func(c *sql.Conn) error {
-			return enqueue(ctx, c, tierPublished, l.now().Add(pol.DeleteGrace), "still referenced", kept...)
+		err := l.Update(ctx, func(c *logstore.Tx) error {
+			return enqueue(ctx, c, tierPublished, l.Now().Add(pol.DeleteGrace), "still referenced", kept...)
 		})
 		if err != nil {
 			return len(gone), err

@@ -1,9 +1,11 @@
-package logstore
+package tier
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
 // evictChunkGroups bounds one evict transaction, so an Append waiting
@@ -17,31 +19,31 @@ const evictChunkGroups = 256
 // either wholly in a file or wholly buffered.
 //
 // Evict runs under clean.lock: when another process is evicting this log it
-// returns an error wrapping ErrBusy.
-func (l *Log) Evict(ctx context.Context) (evicted int64, err error) {
-	end, err := l.beginStep("evict log", &l.evictMu, "clean")
+// returns an error wrapping logstore.ErrBusy.
+func Evict(ctx context.Context, l *logstore.Log) (evicted int64, err error) {
+	end, err := begin(l, "evict log", logstore.RoleClean)
 	if err != nil {
 		return 0, err
 	}
 	defer end()
 
-	return l.evictBuffer(ctx)
+	return evictBuffer(ctx, l)
 }
 
 // evictBuffer deletes buffered groups that files hold; the caller holds
 // clean.lock.
-func (l *Log) evictBuffer(ctx context.Context) (evicted int64, err error) {
-	end, ok, err := sealedEnd(ctx, l.rdb, l.tiers)
+func evictBuffer(ctx context.Context, l *logstore.Log) (evicted int64, err error) {
+	end, err := l.SealedEnd(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("evict log %s: %w", l.dir, err)
+		return 0, fmt.Errorf("evict log %s: %w", l.Dir(), err)
 	}
-	if !ok {
+	if end == 0 {
 		return 0, nil
 	}
 	boundary := sql.NullInt64{Int64: end, Valid: true}
 	for {
 		var n, groups int64
-		err := l.writeTx(ctx, func(c *sql.Conn) error {
+		err := l.Update(ctx, func(c *logstore.Tx) error {
 			var lo, hi sql.NullInt64
 			// Only groups wholly below the boundary: a group straddling it
 			// (which seal never makes) would stay.
@@ -55,7 +57,7 @@ func (l *Log) evictBuffer(ctx context.Context) (evicted int64, err error) {
 			return err
 		})
 		if err != nil {
-			return evicted, fmt.Errorf("evict log %s below offset %d: %w", l.dir, boundary.Int64, err)
+			return evicted, fmt.Errorf("evict log %s below offset %d: %w", l.Dir(), boundary.Int64, err)
 		}
 		evicted += n
 		if groups < evictChunkGroups {

@@ -1,8 +1,10 @@
-package logstore
+package tier
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
 // files makes contiguous local file records of the given sizes.
@@ -30,7 +32,7 @@ func TestCompactionMergesFanoutFilesOfOneClass(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		sizes      []int64
-		publishing []span
+		publishing []logstore.Span
 		flush      bool
 		want       string
 	}{
@@ -40,7 +42,7 @@ func TestCompactionMergesFanoutFilesOfOneClass(t *testing.T) {
 		{"big files do not absorb one small one", []int64{c1, c1, c1, c1, c1, c1, c1, c3}, nil, false, ""},
 		{"small files merge before larger ones", []int64{c2, c2, c2, c2, c2, c2, c2, c2, c3, c3, c3, c3, c3, c3, c3, c3}, nil, false, "89101112131415"},
 		{"a smaller file between is carried along", []int64{c2, c2, c2, c3 / 10, c2, c2, c2, c2, c2}, nil, false, "012345678"},
-		{"a file being published splits the stretch", []int64{c3, c3, c3, c3, c3, c3, c3, c3}, []span{{31, 41}}, false, ""},
+		{"a file being published splits the stretch", []int64{c3, c3, c3, c3, c3, c3, c3, c3}, []logstore.Span{{Start: 31, End: 41}}, false, ""},
 		{"a gap splits the stretch", []int64{c3, c3, c3, c3}, nil, true, "0123"},
 		{"flush merges any stretch of two", []int64{T, c1, c3}, nil, true, "12"},
 		{"flush leaves single files", []int64{c1, T, c3}, nil, true, ""},
