@@ -53,7 +53,9 @@ until SIGINT or SIGTERM, then waits for the acknowledgements and exits 0.
 A summary goes to stderr (lines read, rows published, duplicates skipped,
 quarantined, first and last offset, where the run resumed from, rows/s);
 --summary-json FILE also writes it as JSON. On a terminal, progress is shown
-while it runs.`,
+while it runs.
+
+` + credentialsHelp,
 		Example: `  streamcast publish ws://127.0.0.1:8765/demo trades.ndjson
   cat trades.ndjson | streamcast publish --batch-size 500 ws://127.0.0.1:8765/demo
   streamcast publish --publisher loader-1 --quarantine bad.ndjson --summary-json run.json ws://127.0.0.1:8765/demo day1.ndjson day2.ndjson
@@ -63,6 +65,11 @@ while it runs.`,
 			if cmd.Flags().Changed("publisher") && opts.Publisher == "" {
 				return usageError{fmt.Errorf("--publisher is empty; give an id of 1 to %d bytes, or leave the flag out to publish without one", wire.MaxPublisherBytes)}
 			}
+			u, cred, err := streamURL(args[0])
+			if err != nil {
+				return err
+			}
+			opts.Credentials = cred
 			opts.Inputs = args[1:]
 			opts.Stdin = a.stdin
 			if f, ok := a.stdin.(*os.File); ok {
@@ -94,7 +101,7 @@ while it runs.`,
 				}
 			}
 
-			sum, lerr := ndjson.Load(cmd.Context(), args[0], opts)
+			sum, lerr := ndjson.Load(cmd.Context(), u, opts)
 			if progress {
 				fmt.Fprint(a.stderr, "\r\033[K")
 			}

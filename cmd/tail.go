@@ -48,7 +48,9 @@ backoff and resumes one above the last row received, logging each reconnect.
 With --reconnect a server that is down or unreachable at start is waited for
 the same way, until SIGINT or SIGTERM.
 
-A refusal exits 1 with one line saying what to rerun with.`,
+A refusal exits 1 with one line saying what to rerun with.
+
+` + credentialsHelp,
 		Example: `  streamcast tail ws://127.0.0.1:8765/demo
   streamcast tail --offset earliest --until-caught-up --rows ws://127.0.0.1:8765/demo > demo.ndjson
   streamcast tail --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo | ./consume
@@ -79,6 +81,11 @@ A refusal exits 1 with one line saying what to rerun with.`,
 				opts.Cursor = c
 			}
 			opts.Logger = a.logger
+			u, cred, err := streamURL(args[0])
+			if err != nil {
+				return err
+			}
+			opts.Credentials = cred
 
 			// A reader that goes away (| head) is an ordinary end: get EPIPE
 			// from the write instead of dying of SIGPIPE, so the cursor is saved.
@@ -86,7 +93,7 @@ A refusal exits 1 with one line saying what to rerun with.`,
 			signal.Notify(pipe, syscall.SIGPIPE)
 			defer signal.Stop(pipe)
 
-			res, err := ndjson.Tail(cmd.Context(), args[0], a.stdout, opts)
+			res, err := ndjson.Tail(cmd.Context(), u, a.stdout, opts)
 			if errors.Is(err, syscall.EPIPE) {
 				err = nil
 			}

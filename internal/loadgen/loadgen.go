@@ -172,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	statsURL := statsURLOf(cfg.URL)
-	cpu0, haveCPU := serverCPU(ctx, statsURL, cfg.Dial.Header)
+	cpu0, haveCPU := serverCPU(ctx, statsURL, cfg.Dial.Headers())
 	client0, _ := broker.Rusage()
 	start := time.Now()
 	for _, s := range subs {
@@ -220,7 +220,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for _, s := range subs {
 		delivered += s.frames.Load()
 	}
-	cpu1, haveCPU1 := serverCPU(ctx, statsURL, cfg.Dial.Header)
+	cpu1, haveCPU1 := serverCPU(ctx, statsURL, cfg.Dial.Headers())
 	client1, _ := broker.Rusage()
 
 	// Let subscribers catch up to the last acknowledged offset.

@@ -26,6 +26,7 @@ func statsURLOf(stream string) string {
 		u.Scheme = "https"
 	}
 	u.Path, u.RawPath, u.RawQuery, u.Fragment = "/stats", "", "", ""
+	u.User = nil // credentials go in a header, and the URL appears in errors
 	return u.String()
 }
 
@@ -72,7 +73,7 @@ func serverCPU(ctx context.Context, statsURL string, h http.Header) (float64, bo
 // serverMemory reads the process section of /stats, refusing a server that
 // reports no resident set size (there is nothing to measure then).
 func serverMemory(ctx context.Context, statsURL string, dial wire.DialOptions) (broker.ProcessStats, error) {
-	st, err := readStats(ctx, statsURL, dial.Header)
+	st, err := readStats(ctx, statsURL, dial.Headers())
 	if err != nil {
 		return broker.ProcessStats{}, err
 	}

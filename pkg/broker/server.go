@@ -20,6 +20,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/ratelog"
 	"github.com/streamcast/streamcast/internal/waitfor"
+	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
@@ -67,7 +68,7 @@ type Options struct {
 	writeHook func(c *wsConn, n int)
 
 	// Middleware wraps every request after the server's own Origin check
-	// and before the routes, in order (the first is outermost).
+	// and authentication, and before the routes, in order (the first is outermost).
 	Middleware []Middleware
 }
 
@@ -128,6 +129,13 @@ type Server struct {
 	handlers  sync.WaitGroup // WebSocket handlers (each owns its connection's goroutines)
 	keepalive sync.WaitGroup // the keepalive and reclaimer goroutines
 
+	// auth is the compiled auth: section, nil when there is none (everyone
+	// may do everything); Reload replaces it. backoff slows down addresses
+	// that keep failing to log in, across reloads.
+	auth         atomic.Pointer[auth.Policy]
+	backoff      *auth.Backoff
+	authFailures atomic.Int64
+
 	// reclaim gives memory back to the OS after connections holding large
 	// queues end (reclaim.go).
 	reclaim *reclaimer
@@ -169,7 +177,9 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		ready:       make(chan struct{}),
 		conns:       map[*wsConn]struct{}{},
 		reclaim:     newReclaimer(opts.Logger),
+		backoff:     auth.NewBackoff(opts.Clock.Now),
 	}
+	s.auth.Store(newPolicy(cfg.Auth, opts.Clock.Now))
 	s.commitErrs = ratelog.New(slog.New(opts.Logger), errorSummaryEvery, opts.Clock.Now)
 	s.chain = s.handler()
 	pool := &writeBufferPool{}
@@ -236,6 +246,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.state.Store(stateReady)
 		close(s.ready)
 		s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.list()), "root", s.cfg.Root)
+		s.warnOpen(addr)
 		if s.opts.OnReady != nil {
 			s.opts.OnReady(addr)
 		}

@@ -89,6 +89,9 @@ type Config struct {
 	// client, any non-browser client) is not a browser's cross-site request
 	// and is always served; this is no authentication.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// Auth, when set, makes every request authenticate (HTTP Basic) and
+	// hold a grant for what it asks; nil lets everyone do everything.
+	Auth *Auth `yaml:"auth,omitempty"`
 	// Log is how every command logs: level and format.
 	Log Log `yaml:"log"`
 
@@ -324,6 +327,9 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 	}
 	if err := validateOrigins(c.AllowedOrigins); err != nil {
 		return nil, badKey("allowed_origins", "%v", err)
+	}
+	if err := c.Auth.Validate(); err != nil {
+		return nil, err
 	}
 	if len(c.Streams) == 0 {
 		return nil, badKey("streams", "streams is empty; declare at least one stream (name, schema, …)")
