@@ -64,7 +64,7 @@ func readStats(ctx context.Context, statsURL string, h http.Header) (broker.Stat
 // cannot be read, and the report then shows the server's CPU as unknown.
 func serverCPU(ctx context.Context, statsURL string, h http.Header) (float64, bool) {
 	st, err := readStats(ctx, statsURL, h)
-	if err != nil {
+	if err != nil || st.Process.PID == 0 { // no process figures: the user lacks stats on "*"
 		return 0, false
 	}
 	return st.Process.CPUSeconds, true
