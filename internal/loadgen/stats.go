@@ -77,6 +77,9 @@ func serverMemory(ctx context.Context, statsURL string, dial wire.DialOptions) (
 	if err != nil {
 		return broker.ProcessStats{}, err
 	}
+	if st.Process.PID == 0 {
+		return broker.ProcessStats{}, errors.New(`the server's /stats shows no process figures to this user: they need a grant of stats on "*" in its auth: section`)
+	}
 	if st.Process.RSSBytes == 0 {
 		return broker.ProcessStats{}, errors.New("the server's /stats reports no process.rss_bytes, so its memory cannot be measured")
 	}
