@@ -268,8 +268,8 @@ func (s *Stream) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // Validate checks the whole configuration before anything is opened: the
-// log: section, limits of at least 1, the maintain:, published:, s3: and
-// tiers: sections, stream names valid and distinct, every schema compiling,
+// log: section, limits of at least 1, the maintain:, published:, s3:,
+// tiers: and auth: sections, stream names valid and distinct, every schema compiling,
 // sort_by naming columns, and each history_guard against its stream
 // (durable, exactly_once, max_replay null, known_row canonical).
 // `streamcast serve` and `streamcast config` run exactly this. An error

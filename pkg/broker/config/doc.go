@@ -9,5 +9,6 @@
 // It sits below pkg/broker: broker imports it, and it must never import
 // broker or supervise. It opens no log and starts nothing; the only files
 // it reads are the config's schema_file entries, and it never accepts a
-// credential as a config value.
+// credential as a config value: the auth: section holds bcrypt hashes of
+// passwords (printed redacted), never a password.
 package config
