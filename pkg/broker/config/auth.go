@@ -78,7 +78,12 @@ func MatchStream(p, stream string) bool {
 // Basic authentication and not a reserved principal; every hash a bcrypt
 // hash; every grant naming known principals, known actions and stream
 // patterns. Its errors name the key and never quote a hash.
-func (a *Auth) Validate() error {
+func (a *Auth) Validate() error { return a.validate(false) }
+
+// validate is Validate; with certNames, a grant may also name a principal
+// that is no user: the common name of a client certificate, when serve
+// runs mutual TLS.
+func (a *Auth) validate(certNames bool) error {
 	if a == nil {
 		return nil
 	}
@@ -119,7 +124,7 @@ func (a *Auth) Validate() error {
 			}
 		}
 		for j, p := range g.Principals {
-			if _, ok := users[p]; !ok && p != PrincipalAnonymous && p != PrincipalAnyUser {
+			if _, ok := users[p]; !ok && p != PrincipalAnonymous && p != PrincipalAnyUser && (!certNames || p == "") {
 				return badKey(fmt.Sprintf("%s.principals[%d]", key, j), "%s.principals[%d] %q is no user of auth.users; give a user name, \"*\" (any authenticated user) or \"anonymous\" (no credentials)", key, j, p)
 			}
 		}

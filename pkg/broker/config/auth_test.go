@@ -73,3 +73,13 @@ func TestAuthSectionIsReadAndChecked(t *testing.T) {
 		}
 	}
 }
+
+func TestGrantsNameCertificatesOnlyUnderMutualTLS(t *testing.T) {
+	a := &Auth{Grants: []Grant{{Principals: []string{"dashboard.example.com"}, Actions: []string{"stats"}, Streams: []string{"*"}}}}
+	if err := a.validate(false); err == nil {
+		t.Fatal("a grant to no user passed without mutual TLS")
+	}
+	if err := a.validate(true); err != nil {
+		t.Fatalf("a grant to a certificate's name under mutual TLS: %v", err)
+	}
+}

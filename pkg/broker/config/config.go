@@ -328,7 +328,9 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 	if err := validateOrigins(c.AllowedOrigins); err != nil {
 		return nil, badKey("allowed_origins", "%v", err)
 	}
-	if err := c.Auth.Validate(); err != nil {
+	// With mutual TLS a grant may name a client certificate's CN; joined
+	// with the tls: section: c.Auth.validate(c.TLS.ClientCAFile != "").
+	if err := c.Auth.validate(false); err != nil {
 		return nil, err
 	}
 	if len(c.Streams) == 0 {
