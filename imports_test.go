@@ -20,7 +20,7 @@ const module = "github.com/streamcast/streamcast"
 // The ranks leave room between them: a sub-package of a layer sits wholly
 // below its parent (a rank under the parent's) or wholly above it. The
 // sub-packages of broker sit below it and share a rank: none imports
-// another.
+// another, except auth, which sits between config and broker.
 var layer = map[string]int{
 	"pkg/schema":               0,
 	"pkg/logstore/colstats":    5, // below logstore: logstore imports it
@@ -39,6 +39,7 @@ var layer = map[string]int{
 	"pkg/broker/peerframe":     25,
 	"pkg/broker/registry":      25,
 	"pkg/broker/supervise":     25,
+	"pkg/broker/auth":          27, // above config: it compiles the auth: section
 	"pkg/broker":               30,
 	"cmd":                      40,
 }

@@ -41,12 +41,19 @@ is not a terminal.
 
 Run the server and bench on the same machine for latencies: both read the same
 clock. A wss:// URL runs the load over TLS (--ca-file, --cert-file, --key-file
-and --insecure as for tail), /stats included.`,
+and --insecure as for tail), /stats included.
+
+` + credentialsHelp + ` The user needs read and publish on the stream, and
+stats on "*" for the server's CPU and memory figures.`,
 		Example: `  streamcast bench --publishers 8 --rows-per-frame 100 --duration 10s ws://127.0.0.1:8765/demo
   streamcast bench --publishers 1 --rate 20000 --subscribers 100 --json ws://127.0.0.1:8765/demo`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (rerr error) {
-			cfg.URL = args[0]
+			u, cred, err := streamURL(args[0])
+			if err != nil {
+				return err
+			}
+			cfg.URL, cfg.Dial.Credentials = u, cred
 			tc, err := tlsFl.config(a.logger)
 			if err != nil {
 				return err

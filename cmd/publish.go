@@ -59,7 +59,9 @@ while it runs.
 A wss:// URL connects over TLS, verifying the server's certificate against
 the system's CAs and the one --ca-file names; --cert-file and --key-file
 present a client certificate to a server that requires one (mutual TLS).
---insecure skips the verification, with a warning every time.`,
+--insecure skips the verification, with a warning every time.
+
+` + credentialsHelp,
 		Example: `  streamcast publish ws://127.0.0.1:8765/demo trades.ndjson
   cat trades.ndjson | streamcast publish --batch-size 500 ws://127.0.0.1:8765/demo
   streamcast publish --publisher loader-1 --quarantine bad.ndjson --summary-json run.json ws://127.0.0.1:8765/demo day1.ndjson day2.ndjson
@@ -69,6 +71,11 @@ present a client certificate to a server that requires one (mutual TLS).
 			if cmd.Flags().Changed("publisher") && opts.Publisher == "" {
 				return usageError{fmt.Errorf("--publisher is empty; give an id of 1 to %d bytes, or leave the flag out to publish without one", wire.MaxPublisherBytes)}
 			}
+			u, cred, err := streamURL(args[0])
+			if err != nil {
+				return err
+			}
+			opts.Credentials = cred
 			opts.Inputs = args[1:]
 			opts.Stdin = a.stdin
 			if f, ok := a.stdin.(*os.File); ok {
@@ -105,7 +112,7 @@ present a client certificate to a server that requires one (mutual TLS).
 				}
 			}
 
-			sum, lerr := ndjson.Load(cmd.Context(), args[0], opts)
+			sum, lerr := ndjson.Load(cmd.Context(), u, opts)
 			if progress {
 				fmt.Fprint(a.stderr, "\r\033[K")
 			}

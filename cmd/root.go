@@ -120,6 +120,7 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 	// the man pages read them as Markdown.
 	root.AddCommand(
 		newVersionCmd(a),
+		newAuthCmd(a),
 		newConfigCmd(a),
 		newServeCmd(a),
 		newBenchCmd(a),

@@ -44,8 +44,16 @@ checks: streams added to the file start and streams removed from it stop
 (their publishers answered and closed with 1001, their logs sealed and
 published, their subscribers closed with 1001, their locks released), each
 logged, while the other streams keep serving. A stream whose declaration
-changed keeps serving as it was, and the log says why. A config that fails
-the checks is logged and the running one kept.
+changed keeps serving as it was, and the log says why. The auth: section
+applies to new connections at once; connections already open keep what they
+were admitted to. A config that fails the checks is logged and the running
+one kept.
+
+With an auth: section every request but GET /health must authenticate (HTTP
+Basic, checked against the users' bcrypt hashes; ` + "`streamcast auth hash`" + ` makes
+one) and hold a grant for what it asks, checked before the WebSocket upgrade:
+401 without good credentials, 403 without the grant. Without one, serve logs a
+warning at start when it listens on an address other than loopback.
 
 SIGTERM or SIGINT stops accepting, commits and acknowledges what publishers
 sent, closes every connection with 1001, has seal and publish flush (so the

@@ -54,7 +54,9 @@ the system's CAs and the one --ca-file names; --cert-file and --key-file
 present a client certificate to a server that requires one (mutual TLS).
 --insecure skips the verification, with a warning every time.
 
-A refusal exits 1 with one line saying what to rerun with.`,
+A refusal exits 1 with one line saying what to rerun with.
+
+` + credentialsHelp,
 		Example: `  streamcast tail ws://127.0.0.1:8765/demo
   streamcast tail --offset earliest --until-caught-up --rows ws://127.0.0.1:8765/demo > demo.ndjson
   streamcast tail --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo | ./consume
@@ -86,6 +88,11 @@ A refusal exits 1 with one line saying what to rerun with.`,
 				opts.Cursor = c
 			}
 			opts.Logger = a.logger
+			u, cred, err := streamURL(args[0])
+			if err != nil {
+				return err
+			}
+			opts.Credentials = cred
 			tc, err := tlsFlags.config(a.logger)
 			if err != nil {
 				return err
@@ -98,7 +105,7 @@ A refusal exits 1 with one line saying what to rerun with.`,
 			signal.Notify(pipe, syscall.SIGPIPE)
 			defer signal.Stop(pipe)
 
-			res, err := ndjson.Tail(cmd.Context(), args[0], a.stdout, opts)
+			res, err := ndjson.Tail(cmd.Context(), u, a.stdout, opts)
 			if errors.Is(err, syscall.EPIPE) {
 				err = nil
 			}

@@ -81,7 +81,7 @@ func Idle(ctx context.Context, cfg IdleConfig) (IdleResult, error) {
 	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 256, WriteBufferSize: 256, TLSClientConfig: cfg.Dial.TLS}
 	n := cfg.Subscribers
 	for i := 0; i < n; i++ {
-		c, _, err := d.DialContext(ctx, cfg.URL, cfg.Dial.Header)
+		c, _, err := d.DialContext(ctx, cfg.URL, cfg.Dial.Headers())
 		if err != nil {
 			return res, fmt.Errorf("idle subscriber %d of %d: %w (raise the open-file limit with ulimit -n if this is EMFILE)", i+1, n, err)
 		}

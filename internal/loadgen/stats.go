@@ -26,6 +26,7 @@ func statsURLOf(stream string) string {
 		u.Scheme = "https"
 	}
 	u.Path, u.RawPath, u.RawQuery, u.Fragment = "/stats", "", "", ""
+	u.User = nil // credentials go in a header, and the URL appears in errors
 	return u.String()
 }
 
@@ -43,7 +44,7 @@ func readStats(ctx context.Context, statsURL string, dial wire.DialOptions) (bro
 	if err != nil {
 		return st, fmt.Errorf("read %s: %w", statsURL, err)
 	}
-	for k, v := range dial.Header {
+	for k, v := range dial.Headers() {
 		req.Header[k] = v
 	}
 	client := http.DefaultClient
@@ -70,7 +71,7 @@ func readStats(ctx context.Context, statsURL string, dial wire.DialOptions) (bro
 // cannot be read, and the report then shows the server's CPU as unknown.
 func serverCPU(ctx context.Context, statsURL string, dial wire.DialOptions) (float64, bool) {
 	st, err := readStats(ctx, statsURL, dial)
-	if err != nil {
+	if err != nil || st.Process.PID == 0 { // no process figures: the user lacks stats on "*"
 		return 0, false
 	}
 	return st.Process.CPUSeconds, true
@@ -82,6 +83,9 @@ func serverMemory(ctx context.Context, statsURL string, dial wire.DialOptions) (
 	st, err := readStats(ctx, statsURL, dial)
 	if err != nil {
 		return broker.ProcessStats{}, err
+	}
+	if st.Process.PID == 0 {
+		return broker.ProcessStats{}, errors.New(`the server's /stats shows no process figures to this user: they need a grant of stats on "*" in its auth: section`)
 	}
 	if st.Process.RSSBytes == 0 {
 		return broker.ProcessStats{}, errors.New("the server's /stats reports no process.rss_bytes, so its memory cannot be measured")

@@ -323,8 +323,11 @@ func retryable(err error) bool {
 		ce *wire.CloseError
 		pe *wire.ProtocolError
 		re wire.Refusal
+		ad *wire.AccessDenied
 	)
 	switch {
+	case errors.As(err, &ad):
+		return false // the same credentials get the same answer
 	case errors.As(err, &ga), errors.As(err, &ts), errors.As(err, &ce):
 		return true
 	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -372,7 +375,8 @@ func tailError(err error, resume int64, src string, hasCursor, reconnect bool) e
 	}
 	var re wire.Refusal
 	var pe *wire.ProtocolError
-	if errors.As(err, &re) || errors.As(err, &pe) || resume == wire.Null {
+	var ad *wire.AccessDenied
+	if errors.As(err, &re) || errors.As(err, &pe) || errors.As(err, &ad) || resume == wire.Null {
 		return &TailError{Msg: err.Error(), Err: err}
 	}
 	return &TailError{Msg: fmt.Sprintf("%v; %s to lose nothing, or pass --reconnect to resume automatically", err, again(resume)), Err: err}

@@ -22,13 +22,13 @@ import (
 // metrics plug in here.
 
 // Middleware wraps the handler requests reach next. The server's own
-// middleware (the Origin check) runs first, then Options.Middleware in
-// order, then the routes.
+// middleware (the Origin check, then authentication and grants) runs
+// first, then Options.Middleware in order, then the routes.
 type Middleware func(next http.Handler) http.Handler
 
 // handler builds the chain every request goes through.
 func (s *Server) handler() http.Handler {
-	chain := append([]Middleware{s.checkOrigin}, s.opts.Middleware...)
+	chain := append([]Middleware{s.checkOrigin, s.checkAuth}, s.opts.Middleware...)
 	h := s.routes()
 	for i := len(chain) - 1; i >= 0; i-- {
 		h = chain[i](h)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/peerframe"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -41,16 +42,18 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	// Serve the connection on a goroutine of its own and return: net/http's
 	// goroutine would otherwise keep its request buffers (about 10 KiB)
 	// alive for the life of every idle subscriber.
+	acc := accessOf(r)
 	go func() {
 		defer s.untrack()
-		s.serveConn(ws, hj.Raw, &hj.Scan.Frames, st, q, qerr)
+		s.serveConn(ws, hj.Raw, &hj.Scan.Frames, st, q, qerr, acc)
 	}()
 }
 
 // serveConn serves one upgraded connection until it ends. nc is the raw
 // connection the server writes to; gorilla reads ws through a peerframe.Conn
-// whose frames it is.
-func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream, q wire.Request, qerr error) {
+// whose frames it is. acc is who the connection was admitted as: it keeps
+// that access for its life, whatever a reload changes.
+func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream, q wire.Request, qerr error, acc access) {
 	c := newConn(s, ws, nc, frames, st)
 	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce) && st.retirement() == nil
 	// Compile the filter before the connection is registered: keepalive
@@ -88,7 +91,9 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 		}
 		c.refuse(br)
 	case st == nil:
-		c.refuse(&wire.StreamNotFound{Serves: s.reg.Names()})
+		// Only the streams this principal may read: the list must not
+		// tell anyone what else the server holds.
+		c.refuse(&wire.StreamNotFound{Serves: acc.filter(config.ActionRead, s.reg.Names())})
 	case q.Publish && st.retirement() != nil:
 		// A retired stream takes no rows, whatever its log would accept
 		// (its retirement may have been recovered by adoption).
@@ -144,12 +149,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if r.URL.Path == "/stats" {
-			s.serveStats(w)
+			s.serveStats(w, r)
 		} else {
 			s.serveHealth(w)
 		}
 	default:
-		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(s.reg.Names())+"), and GET /stats and /health", http.StatusNotFound)
+		names := accessOf(r).filter(config.ActionRead, s.reg.Names())
+		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(names)+"), and GET /stats and /health", http.StatusNotFound)
 	}
 }
 

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
@@ -14,11 +15,13 @@ import (
 // a stream the server serves and cfg no longer declares stops (see
 // stopStream for the order), each logged. A stream whose declaration
 // changed keeps serving as it was, and the log says why and what to do.
-// The tls: section's files are read again for new handshakes (open
-// connections keep theirs); turning TLS or mutual TLS on or off applies
-// only at the next start, as does every other section (listen, root,
-// limits, maintain, published, s3, tiers, allowed_origins); a change to
-// one is logged as such. A cfg that does not validate changes nothing. The
+// The auth: section is replaced: new connections are checked against the
+// new users and grants, while connections already open keep the access
+// they were admitted with. The tls: section's files are read again for new
+// handshakes (open connections keep theirs); turning TLS or mutual TLS on
+// or off applies only at the next start, as does every other section
+// (listen, root, limits, maintain, published, s3, tiers, allowed_origins);
+// a change to one is logged as such. A cfg that does not validate changes nothing. The
 // maintenance children are restarted over the new set of logs when it
 // changed. The error joins what could not be applied (a stream that
 // failed to open, children that did not restart); the rest was applied.
@@ -42,6 +45,7 @@ func (s *Server) Reload(cfg config.Config) error {
 			errs = append(errs, fmt.Errorf("reload the TLS certificate: %w", err))
 		}
 	}
+	s.reloadAuth(cfg.Auth)
 
 	declared := make(map[string]int, len(cfg.Streams))
 	names := make([]string, len(cfg.Streams))
@@ -102,6 +106,27 @@ func (s *Server) Reload(cfg config.Config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reloadAuth puts the auth: section a reload read in force for new
+// connections, and logs what changed (counts, never a hash).
+func (s *Server) reloadAuth(a *config.Auth) {
+	was := s.cfg.Auth
+	if reflect.DeepEqual(was, a) {
+		return
+	}
+	s.auth.Store(newPolicy(a, s.opts.Clock.Now))
+	s.cfg.Auth = a
+	switch {
+	case a == nil:
+		s.logger.Warn("auth: was removed from the config: new connections are no longer authenticated, and everyone may read, publish and read /stats; connections already open keep what they were admitted to")
+		if addr := s.Addr(); addr != nil {
+			s.warnOpen(addr)
+		}
+	default:
+		s.logger.Info("auth: reloaded; new connections are checked against it, connections already open keep what they were admitted to",
+			"users", len(a.Users), "grants", len(a.Grants))
+	}
 }
 
 // finishStop ends a stream that left the registry, was fenced and drained,

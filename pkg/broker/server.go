@@ -20,6 +20,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/ratelog"
 	"github.com/streamcast/streamcast/internal/waitfor"
+	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
@@ -69,7 +70,7 @@ type Options struct {
 	writeHook func(c *wsConn, n int)
 
 	// Middleware wraps every request after the server's own Origin check
-	// and before the routes, in order (the first is outermost).
+	// and authentication, and before the routes, in order (the first is outermost).
 	Middleware []Middleware
 
 	// CertPollInterval is how often the tls: section's files are checked
@@ -135,6 +136,13 @@ type Server struct {
 	handlers  sync.WaitGroup // WebSocket handlers (each owns its connection's goroutines)
 	keepalive sync.WaitGroup // the keepalive and reclaimer goroutines
 
+	// auth is the compiled auth: section, nil when there is none (everyone
+	// may do everything); Reload replaces it. backoff slows down addresses
+	// that keep failing to log in, across reloads.
+	auth         atomic.Pointer[auth.Policy]
+	backoff      *auth.Backoff
+	authFailures atomic.Int64
+
 	// reclaim gives memory back to the OS after connections holding large
 	// queues end (package backlog).
 	reclaim *backlog.Reclaimer
@@ -183,7 +191,9 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		ready:       make(chan struct{}),
 		conns:       map[*wsConn]struct{}{},
 		reclaim:     backlog.NewReclaimer(opts.Logger),
+		backoff:     auth.NewBackoff(opts.Clock.Now),
 	}
+	s.auth.Store(newPolicy(cfg.Auth, opts.Clock.Now))
 	s.commitErrs = ratelog.New(slog.New(opts.Logger), errorSummaryEvery, opts.Clock.Now)
 	if cfg.TLS.Enabled() {
 		if s.certs, err = newCerts(cfg.TLS, opts.Logger); err != nil {
@@ -266,6 +276,7 @@ func (s *Server) Run(ctx context.Context) error {
 		} else {
 			s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.List()), "root", s.cfg.Root)
 		}
+		s.warnOpen(addr)
 		if s.opts.OnReady != nil {
 			s.opts.OnReady(addr)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/internal/rusage"
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -128,12 +129,40 @@ func processStats() ProcessStats {
 	return p
 }
 
-func (s *Server) serveStats(w http.ResponseWriter) {
+// serveStats answers GET /stats with what the request's principal may
+// see: the streams it holds stats on, and the process-wide figures
+// (process, children) only with stats on "*". A principal with stats on
+// nothing is refused (401 without credentials, 403 with).
+func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
+	a := accessOf(r)
+	if a.policy != nil && !a.policy.AllowsAny(a.who, config.ActionStats) {
+		s.refuseAccess(w, a, "read /stats")
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s.Stats())
+	st := s.Stats()
+	if a.everywhere(config.ActionStats) {
+		_ = enc.Encode(st)
+		return
+	}
+	// Without stats on "*": the streams granted, and no process figures.
+	shown := st.Streams[:0]
+	for _, ss := range st.Streams {
+		if a.allows(config.ActionStats, ss.Name) {
+			shown = append(shown, ss)
+		}
+	}
+	_ = enc.Encode(streamStatsOnly{ServedAt: st.ServedAt, Streams: shown})
+}
+
+// streamStatsOnly is /stats for a principal without stats on "*": the
+// document's shape without its process-wide parts.
+type streamStatsOnly struct {
+	ServedAt float64       `json:"served_at"`
+	Streams  []StreamStats `json:"streams"`
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter) {

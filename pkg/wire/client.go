@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,7 @@ const closeWait = 2 * time.Second
 
 // DialOptions are the connection settings shared by Subscribe and Publish.
 type DialOptions struct {
-	Header    http.Header       // extra handshake headers (e.g. Authorization)
+	Header    http.Header       // extra handshake headers
 	Dialer    *websocket.Dialer // nil: a dialer with 64 KiB buffers and a 10 s handshake timeout
 	ReadLimit int64             // largest frame accepted; 0 = DefaultReadLimit
 	// TLS configures wss:// connections: the CAs trusted (RootCAs), a
@@ -40,6 +41,61 @@ type DialOptions struct {
 	// server against the system's CAs. It is the Dialer's TLSClientConfig
 	// unless the Dialer has one of its own.
 	TLS *tls.Config
+
+	// Credentials, when set, are sent as HTTP Basic authentication on the
+	// handshake. A stream URL's user info (ws://user:pass@host/…,
+	// percent-encoded) takes their place; either way the URL is dialled,
+	// and named in errors, without it.
+	Credentials *url.Userinfo
+}
+
+// Headers are the headers a request to the server sends: Header, plus
+// Authorization when Credentials are set. Clients that read the server's
+// plain HTTP routes (/stats) with the options of a stream send these.
+func (o *DialOptions) Headers() http.Header { return o.header(nil) }
+
+// header is the handshake's headers: Header, plus Authorization when
+// there are credentials (those of the URL, else Credentials).
+func (o *DialOptions) header(fromURL *url.Userinfo) http.Header {
+	cred := o.Credentials
+	if fromURL != nil {
+		cred = fromURL
+	}
+	if cred == nil {
+		return o.Header
+	}
+	h := o.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Authorization", BasicAuthorization(cred))
+	return h
+}
+
+// BasicAuthorization is the Authorization header value that sends cred
+// with HTTP Basic authentication (RFC 7617): base64 of "user:password".
+func BasicAuthorization(cred *url.Userinfo) string {
+	pw, _ := cred.Password()
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(cred.Username()+":"+pw))
+}
+
+// SplitCredentials takes the user info out of a URL: it returns the URL
+// without it, and the user name and password it held, percent-decoded
+// (nil when it held none). gorilla/websocket refuses to dial a URL with
+// user info, and a URL with credentials must never be printed, so clients
+// split them off before anything else sees the URL. An error never quotes
+// the URL.
+func SplitCredentials(raw string) (string, *url.Userinfo, error) {
+	if !strings.Contains(raw, "@") {
+		return raw, nil, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", nil, errors.New("the stream URL does not parse (not repeated here: it may hold a password); percent-encode any ':', '@', '/' or '%' in the user name and password, as in ws://user:p%40ss@host:8765/stream")
+	}
+	cred := u.User
+	u.User = nil
+	return u.String(), cred, nil
 }
 
 func (o *DialOptions) dialer() *websocket.Dialer {
@@ -66,8 +122,14 @@ func (o *DialOptions) dialer() *websocket.Dialer {
 func resolveURL(raw string, merge func(*Request) error) (*url.URL, Request, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
+		if strings.Contains(raw, "@") {
+			_, _, err = SplitCredentials(raw)
+			return nil, Request{}, err
+		}
 		return nil, Request{}, fmt.Errorf("stream URL %q: %w", raw, err)
 	}
+	// From here on raw is named only by redact(u), which drops user info.
+	raw = redact(u)
 	switch u.Scheme {
 	case "ws", "wss":
 	case "http":
@@ -92,6 +154,13 @@ func resolveURL(raw string, merge func(*Request) error) (*url.URL, Request, erro
 	return u, req, nil
 }
 
+// dialURL is u without its user info, as gorilla dials it.
+func dialURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	return c.String()
+}
+
 // connect resolves a stream URL with merge (see resolveURL), opens the
 // WebSocket and reads the greeting: the start Subscribe and Publish share.
 func connect(ctx context.Context, raw string, o *DialOptions, merge func(*Request) error) (*websocket.Conn, Request, *Greeting, error) {
@@ -110,14 +179,14 @@ func connect(ctx context.Context, raw string, o *DialOptions, merge func(*Reques
 // greeting is returned as the typed error of its code.
 func dial(ctx context.Context, u *url.URL, req Request, o *DialOptions) (*websocket.Conn, *Greeting, error) {
 	d := o.dialer()
-	conn, resp, err := d.DialContext(ctx, u.String(), o.Header)
+	hdr := o.header(u.User)
+	conn, resp, err := d.DialContext(ctx, dialURL(u), hdr)
 	if err != nil {
 		if resp != nil {
 			switch resp.StatusCode {
-			case http.StatusUnauthorized:
-				return nil, nil, fmt.Errorf("connect %s: the server wants credentials (401); put them in the URL as ws://user:pass@host/…", redact(u))
-			case http.StatusForbidden:
-				return nil, nil, fmt.Errorf("connect %s: the server refused these credentials for stream %q (403)", redact(u), req.Stream)
+			case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests:
+				return nil, nil, &AccessDenied{Status: resp.StatusCode, URL: redact(u), Stream: req.Stream, Publish: req.Publish,
+					User: userOf(u.User, o.Credentials, hdr), RetryAfter: resp.Header.Get("Retry-After")}
 			}
 			if u.Scheme == "ws" && resp.StatusCode == http.StatusBadRequest && plainToTLS(resp) {
 				return nil, nil, fmt.Errorf("connect %s: the server speaks TLS only; use wss:// (or https://) in the URL", redact(u))
@@ -238,13 +307,21 @@ func closeErr(err error, req Request, next int64) error {
 }
 
 // redact drops credentials from a URL for messages.
-func redact(u *url.URL) string {
-	if u.User == nil {
-		return u.String()
+func redact(u *url.URL) string { return dialURL(u) }
+
+// userOf names the user whose credentials the handshake sent; "" when it
+// sent none, and "(from the Authorization header)" when they came in
+// DialOptions.Header.
+func userOf(fromURL, opt *url.Userinfo, h http.Header) string {
+	switch {
+	case fromURL != nil:
+		return fromURL.Username()
+	case opt != nil:
+		return opt.Username()
+	case h.Get("Authorization") != "":
+		return "(from the Authorization header)"
 	}
-	c := *u
-	c.User = url.User("xxx")
-	return c.String()
+	return ""
 }
 
 // isNetClosed reports an error from using a connection this side closed.

@@ -432,3 +432,42 @@ var (
 	_ Refusal = (*NotReplayable)(nil)
 	_ Refusal = (*TooSlow)(nil)
 )
+
+// AccessDenied is the server refusing a handshake for authentication's
+// sake, before any WebSocket: Status 401 (no credentials, or bad ones),
+// 403 (good credentials without a grant for the stream) or 429 (too many
+// failed logins from this address; RetryAfter says when to try again).
+type AccessDenied struct {
+	Status     int
+	URL        string // the stream URL, without credentials
+	Stream     string
+	Publish    bool   // the handshake asked to publish (else to read)
+	User       string // the user whose credentials were sent; "" for none
+	RetryAfter string // seconds, from the 429's Retry-After
+}
+
+// Error says which refusal it was and what to do about it.
+func (e *AccessDenied) Error() string {
+	action := "read"
+	if e.Publish {
+		action = "publish to"
+	}
+	switch {
+	case e.Status == 429:
+		wait := "a while"
+		if e.RetryAfter != "" {
+			wait = e.RetryAfter + " s"
+		}
+		return fmt.Sprintf("connect %s: the server refused to check credentials from this address for now, after repeated failed logins (HTTP 429); "+
+			"retry in %s with the right user name and password", e.URL, wait)
+	case e.Status == 403:
+		return fmt.Sprintf("connect %s: user %q may not %s stream %q (HTTP 403): the credentials are good, but no grant in the server's auth: section "+
+			"gives this user that; ask the server's operator for one, or use another user", e.URL, e.User, action, e.Stream)
+	case e.User == "":
+		return fmt.Sprintf("connect %s: the server requires a user name and password to %s stream %q (HTTP 401); "+
+			"give them in the URL as ws://USER:PASSWORD@host/… (percent-encoded) or in STREAMCAST_USER and STREAMCAST_PASSWORD", e.URL, action, e.Stream)
+	default:
+		return fmt.Sprintf("connect %s: the server refused the credentials of user %q: unknown user or wrong password (HTTP 401); "+
+			"check the user name and password given in the URL or in STREAMCAST_USER and STREAMCAST_PASSWORD", e.URL, e.User)
+	}
+}

@@ -92,6 +92,9 @@ type Config struct {
 	// TLS makes serve speak https and wss only, with the certificate and
 	// key it names; with a client CA, clients must present certificates.
 	TLS TLS `yaml:"tls"`
+	// Auth, when set, makes every request authenticate (HTTP Basic) and
+	// hold a grant for what it asks; nil lets everyone do everything.
+	Auth *Auth `yaml:"auth,omitempty"`
 	// Log is how every command logs: level and format.
 	Log Log `yaml:"log"`
 
@@ -269,8 +272,8 @@ func (s *Stream) UnmarshalYAML(n *yaml.Node) error {
 
 // Validate checks the whole configuration before anything is opened: the
 // log: section, limits of at least 1, the maintain:, published:, s3:,
-// tiers: and tls: sections (the certificate and key must load), stream
-// names valid and distinct, every schema compiling, sort_by naming
+// tiers:, tls: and auth: sections (the certificate and key must load),
+// stream names valid and distinct, every schema compiling, sort_by naming
 // columns, and each history_guard against its stream
 // (durable, exactly_once, max_replay null, known_row canonical).
 // `streamcast serve` and `streamcast config` run exactly this. An error
@@ -330,6 +333,10 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		return nil, badKey("allowed_origins", "%v", err)
 	}
 	if err := c.TLS.Validate(); err != nil {
+		return nil, err
+	}
+	// With mutual TLS a grant may name a client certificate's CN.
+	if err := c.Auth.validate(c.TLS.Mutual()); err != nil {
 		return nil, err
 	}
 	if len(c.Streams) == 0 {

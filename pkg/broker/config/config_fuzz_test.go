@@ -14,6 +14,8 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("tls: {cert_file: a.crt, key_file: a.key, client_ca_file: ca.crt}\n"))
 	f.Add([]byte("tls: {client_ca_file: ca.crt}\n"))
 	f.Add([]byte("- just\n- a list\n"))
+	f.Add([]byte("streams: [{name: t}]\nauth:\n  users: [{name: alice, password_hash: '$2a$04$C6UzMDM.H6dfI/f/IKcEeO5P5ljBrgy/pElK0xo6zRUu2zXKEbIw6'}]\n  grants: [{principals: [alice, '*'], actions: [read, stats], streams: ['fx.*']}]\n"))
+	f.Add([]byte("streams: [{name: t}]\nauth: {users: [{name: 'a:b', password_hash: x}], grants: [{principals: [z], actions: [write], streams: ['a*b']}]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data, t.TempDir())
 		if err == nil {

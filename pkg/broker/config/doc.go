@@ -13,5 +13,6 @@
 // broker or supervise. It opens no log and starts nothing; the only files
 // it reads are the config's schema_file entries and the tls: section's
 // certificate, key and client CA files (to check that they load), and it
-// never accepts a credential as a config value.
+// never accepts a credential as a config value: the auth: section holds
+// bcrypt hashes of passwords (printed redacted), never a password.
 package config
