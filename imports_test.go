@@ -33,6 +33,7 @@ var layer = map[string]int{
 	"pkg/meta/lifecycle":       22, // above meta: it imports meta and opens logs for writing
 	"pkg/broker/config":        25, // below broker: broker imports them
 	"pkg/broker/frame":         25,
+	"pkg/broker/metrics":       25,
 	"pkg/broker/supervise":     25,
 	"pkg/broker":               30,
 	"cmd":                      40,

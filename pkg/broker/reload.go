@@ -18,8 +18,9 @@ import (
 // a stream the server serves and cfg no longer declares stops (see
 // stopStream for the order), each logged. A stream whose declaration
 // changed keeps serving as it was, and the log says why and what to do.
-// Every other section (listen, root, limits, maintain, published, s3,
-// tiers, allowed_origins) applies only at the next start; a change to one is
+// metrics.public applies at once. Every other section (listen, root,
+// limits, maintain, published, s3, tiers, allowed_origins,
+// metrics.enabled) applies only at the next start; a change to one is
 // logged as such. A cfg that does not validate changes nothing. The
 // maintenance children are restarted over the new set of logs when it
 // changed. The error joins what could not be applied (a stream that
@@ -36,6 +37,9 @@ func (s *Server) Reload(cfg config.Config) error {
 	}
 	ctx := s.runCtx
 	s.logRestartOnly(cfg)
+	if m := s.metrics; m != nil && m.public.Swap(cfg.Metrics.Public) != cfg.Metrics.Public {
+		s.logger.Info("metrics.public changed", "public", cfg.Metrics.Public)
+	}
 
 	declared := make(map[string]int, len(cfg.Streams))
 	names := make([]string, len(cfg.Streams))
@@ -200,6 +204,7 @@ func (s *Server) logRestartOnly(cfg config.Config) {
 		{"s3", old.S3, cfg.S3},
 		{"tiers", old.Tiers, cfg.Tiers},
 		{"allowed_origins", strings.Join(old.AllowedOrigins, " "), strings.Join(cfg.AllowedOrigins, " ")}, // nil and [] alike
+		{"metrics.enabled", old.Metrics.Enabled, cfg.Metrics.Enabled},
 	} {
 		if !reflect.DeepEqual(k.was, k.now) {
 			s.logger.Warn(k.key+" changed in the config; it applies when serve restarts, and until then serve keeps the value it started with", "key", k.key)

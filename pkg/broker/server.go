@@ -131,6 +131,10 @@ type Server struct {
 	// reclaim gives memory back to the OS after connections holding large
 	// queues end (reclaim.go).
 	reclaim *reclaimer
+
+	// metrics serves /metrics; nil when metrics.enabled is false, and then
+	// nothing on the hot path reads a clock for it.
+	metrics *serverMetrics
 }
 
 // writeBufferPool gives gorilla a pool so it keeps no write buffer per
@@ -169,6 +173,9 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		ready:       make(chan struct{}),
 		conns:       map[*wsConn]struct{}{},
 		reclaim:     newReclaimer(opts.Logger),
+	}
+	if cfg.Metrics.Enabled {
+		s.metrics = newServerMetrics(s)
 	}
 	s.commitErrs = ratelog.New(slog.New(opts.Logger), errorSummaryEvery, opts.Clock.Now)
 	s.chain = s.handler()
@@ -399,7 +406,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 		s.logger.Warn("serve runs no seal role (maintain: false, --no-maintain or maintain.seal_every: 0): rows stay in each log's buffer unless you run `streamcast maintain --role seal` yourself")
 	}
 	if old != nil {
-		s.sup.Store(nil)
+		s.replaceSup(nil)
 		old.Halt()
 	}
 	if len(dirs)+len(retired) == 0 || len(roles) == 0 {
@@ -414,7 +421,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	sup.MaxOpenLogs = m.MaxOpenLogs
 	s.sup.Store(sup)
 	if err := sup.Start(ctx); err != nil {
-		s.sup.Store(nil)
+		s.replaceSup(nil)
 		return err
 	}
 	return nil

@@ -1,0 +1,262 @@
+package broker
+
+import (
+		"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// scrape reads /metrics over raw HTTP and parses it with Prometheus's own
+// text parser.
+func scrape(t testing.TB, srv *Server) map[string]*dto.MetricFamily {
+	t.Helper()
+	status, body := httpGet(t, "http://"+srv.Addr().String()+"/metrics")
+	if status != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", status, body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics does not parse as the Prometheus text format: %v\n%s", err, body)
+	}
+	return fams
+}
+
+func httpGet(t testing.TB, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// metricValue returns the value of the series of family name whose labels
+// are exactly labels (name, value pairs): a counter's or gauge's value, a
+// histogram's sample count. It fails the test when there is no such series.
+func metricValue(t testing.TB, fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	t.Helper()
+	v, ok := lookupMetric(fams, name, labels...)
+	if !ok {
+		t.Fatalf("/metrics has no series %s%v", name, labels)
+	}
+	return v
+}
+
+func lookupMetric(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+	want := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
+next:
+	for _, m := range f.GetMetric() {
+		got := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			got[lp.GetName()] = lp.GetValue()
+		}
+		if len(got) != len(want) {
+			continue
+		}
+		for k, v := range want {
+			if got[k] != v {
+				continue next
+			}
+		}
+		switch f.GetType() {
+		case dto.MetricType_COUNTER:
+			return m.GetCounter().GetValue(), true
+		case dto.MetricType_GAUGE:
+			return m.GetGauge().GetValue(), true
+		case dto.MetricType_HISTOGRAM:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// TestMetricsAgreeWithAKnownLoad scrapes /metrics after a load whose every
+// figure the test counted itself: three publishers of one-row frames and
+// five-row batches, two live subscribers, a replay from the first offset,
+// refusals of three kinds, a subscriber dropped with 4429 and a live-only
+// stream's rows. Each value the scrape reports must equal the test's count.
+func TestMetricsAgreeWithAKnownLoad(t *testing.T) {
+	const maxBacklog = 200
+	cfg := testConfig(t)
+	cfg.Limits.MaxBacklog = maxBacklog
+	srv := startServer(t, cfg)
+
+	// Two live subscribers, attached before any row.
+	var subs []*websocket.Conn
+	for range 2 {
+		ws, _ := mustDial(t, wsURL(srv, "/trades"))
+		subs = append(subs, ws)
+	}
+	// Three publishers, 20 frames each: ten of one row, ten of five.
+	const publishers, framesEach = 3, 20
+	rowsEach := 0
+	for i := range framesEach {
+		rowsEach += 1 + 4*(i%2)
+	}
+	total := publishers * rowsEach
+	var wg sync.WaitGroup
+	var pubs []*pubConn
+	for range publishers {
+		pubs = append(pubs, dialPublisher(t, srv, "trades"))
+	}
+	for k, p := range pubs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range framesEach {
+				msg := trade(k*1000 + i)
+				if i%2 == 1 {
+					msg = batch(k*1000+i, 5)
+				}
+				if err := p.send(msg); err != nil {
+					t.Errorf("publisher %d: send: %v", k, err)
+					return
+				}
+				if r, err := p.reply(); err != nil || r.Error != "" {
+					t.Errorf("publisher %d: reply %+v, %v", k, r, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, s := range subs {
+		for n := range total {
+			if _, err := readFrame(t, s); err != nil {
+				t.Fatalf("live subscriber %d: frame %d of %d: %v", i, n+1, total, err)
+			}
+		}
+	}
+	// A replay of every row: all of them still in the buffer (no
+	// maintenance runs in this test).
+	rws, g := mustDial(t, wsURL(srv, "/trades?offset=1"))
+	if g.Replay == nil || g.Replay.End-g.Replay.Start != int64(total) {
+		t.Fatalf("replay window %+v, want %d rows", g.Replay, total)
+	}
+	for n := range total {
+		if _, err := readFrame(t, rws); err != nil {
+			t.Fatalf("replay: frame %d of %d: %v", n+1, total, err)
+		}
+	}
+	// Refusals: an unknown stream (no stream takes it), an offset ahead
+	// of the frontier and a bad offset on trades.
+	for _, path := range []string{"/nope", "/trades?offset=999999", "/trades?offset=x"} {
+		if _, _, err := dial(t, wsURL(srv, path)); err == nil {
+			t.Fatalf("%s was served, want a refusal", path)
+		}
+	}
+	// Five rows on the live-only stream, in one frame each.
+	lp := dialPublisher(t, srv, "live")
+	for i := range 5 {
+		if r := lp.roundTrip(trade(i)); r.Error != "" {
+			t.Fatalf("live publish: %+v", r)
+		}
+	}
+	srv.RecordAuthFailure(http.StatusUnauthorized)
+	srv.RecordAuthFailure(http.StatusUnauthorized)
+	srv.RecordAuthFailure(http.StatusForbidden)
+	srv.RecordAuthFailure(http.StatusTeapot) // not an auth failure: not counted
+
+	// Every frame the subscribers read was counted before they read it
+	// (the count follows the write); the replay's tiers are published when
+	// its scan ends, after its last write: wait for them.
+	var fams map[string]*dto.MetricFamily
+	waitFor(t, "the replay's rows in /metrics", 10*time.Second, func() bool {
+		fams = scrape(t, srv)
+		v, _ := lookupMetric(fams, "streamcast_rows_replayed_total", "stream", "trades", "tier", "buffer")
+		return v == float64(total)
+	})
+	tr := func(name string, labels ...string) float64 {
+		return metricValue(t, fams, name, append([]string{"stream", "trades"}, labels...)...)
+	}
+	groups := tr("streamcast_commit_groups_total")
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"rows committed", tr("streamcast_rows_committed_total"), float64(total)},
+		{"commit latency observations (one per group)", tr("streamcast_commit_seconds"), groups},
+		{"ack latency observations (one per frame)", tr("streamcast_ack_seconds"), publishers * framesEach},
+		{"frames delivered (two live subscribers and one replay)", tr("streamcast_frames_delivered_total"), float64(3 * total)},
+		{"rows replayed from the buffer", tr("streamcast_rows_replayed_total", "tier", "buffer"), float64(total)},
+		{"rows replayed from local files", tr("streamcast_rows_replayed_total", "tier", "local"), 0},
+		{"rows replayed from the published table", tr("streamcast_rows_replayed_total", "tier", "published"), 0},
+		{"subscribers", tr("streamcast_subscribers"), 3},
+		{"publishers", tr("streamcast_publishers"), publishers},
+		{"end offset", tr("streamcast_end_offset"), float64(total + 1)},
+		{"buffered rows", tr("streamcast_buffered_rows"), float64(total)},
+		{"local files", tr("streamcast_local_files"), 0},
+		{"published through", tr("streamcast_published_through"), 0},
+		{"publish lag in rows", tr("streamcast_publish_lag_rows"), float64(total)},
+		{"4416 refusals", tr("streamcast_refusals_total", "code", "4416"), 1},
+		{"4400 refusals", tr("streamcast_refusals_total", "code", "4400"), 1},
+		{"4404 refusals of trades", tr("streamcast_refusals_total", "code", "4404"), 0},
+		{"4404 refusals no stream took", metricValue(t, fams, "streamcast_refusals_total", "stream", "", "code", "4404"), 1},
+		{"4429 drops", tr("streamcast_slow_subscriber_drops_total"), 0},
+		{"live rows", metricValue(t, fams, "streamcast_rows_committed_total", "stream", "live"), 5},
+		{"live commit groups (a live stream commits nothing)", metricValue(t, fams, "streamcast_commit_groups_total", "stream", "live"), 0},
+		{"live ack latency observations", metricValue(t, fams, "streamcast_ack_seconds", "stream", "live"), 5},
+		{"401s", metricValue(t, fams, "streamcast_auth_failures_total", "reason", "unauthenticated"), 2},
+		{"403s", metricValue(t, fams, "streamcast_auth_failures_total", "reason", "forbidden"), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: /metrics says %v, the load counted %v", c.what, c.got, c.want)
+		}
+	}
+	if groups < 1 || groups > publishers*framesEach {
+		t.Errorf("commit groups %v: want between 1 and one per frame (%d)", groups, publishers*framesEach)
+	}
+	if b, want := tr("streamcast_bytes_sent_total"), float64(streamStats(srv, "trades").BytesSent); b <= 0 || b > want {
+		t.Errorf("bytes sent %v: want positive and at most /stats's later reading %v", b, want)
+	}
+	if h := fams["streamcast_commit_seconds"]; h.GetType() != dto.MetricType_HISTOGRAM {
+		t.Errorf("streamcast_commit_seconds is a %v, want a histogram", h.GetType())
+	}
+
+	// A subscriber offered more than max_backlog frames at once is dropped
+	// with 4429: counted once.
+	for _, s := range subs {
+		s.Close()
+	}
+	rws.Close()
+	dws, _ := mustDial(t, wsURL(srv, "/trades"))
+	if r := pubs[0].roundTrip(batch(0, maxBacklog+1)); r.Error != "" {
+		t.Fatalf("publish: %+v", r)
+	}
+	for {
+		if _, err := readFrame(t, dws); err != nil {
+			if code, _ := closeOf(err); code != wire.CloseTooSlow {
+				t.Fatalf("the overflowing subscriber ended with %v, want 4429", err)
+			}
+			break
+		}
+	}
+	fams = scrape(t, srv)
+	if got := tr("streamcast_slow_subscriber_drops_total"); got != 1 {
+		t.Errorf("4429 drops: /metrics says %v, want 1", got)
+	}
+}
+
