@@ -35,7 +35,10 @@ func scrape(t testing.TB, srv *Server) map[string]*dto.MetricFamily {
 
 func httpGet(t testing.TB, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	// No keep-alive: no idle connection outlives the request (the
+	// servers' leak checks would see it).
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
@@ -269,5 +272,83 @@ func TestMetricsAgreeWithAKnownLoad(t *testing.T) {
 	fams = scrape(t, srv)
 	if got := tr("streamcast_slow_subscriber_drops_total"); got != 1 {
 		t.Errorf("4429 drops: /metrics says %v, want 1", got)
+	}
+}
+
+// TestMetricsDisabledAnswer404AndStillServe: metrics.enabled: false takes
+// /metrics away (404, and the 404 for unknown paths stops naming it) and
+// the streams serve as ever.
+func TestMetricsDisabledAnswer404AndStillServe(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Metrics.Enabled = false
+	srv := startServer(t, cfg)
+	p := dialPublisher(t, srv, "trades")
+	if r := p.roundTrip(batch(0, 3)); r.Error != "" {
+		t.Fatalf("publish: %+v", r)
+	}
+	ws, _ := mustDial(t, wsURL(srv, "/trades?offset=1"))
+	for n := range 3 {
+		if _, err := readFrame(t, ws); err != nil {
+			t.Fatalf("replay frame %d: %v", n+1, err)
+		}
+	}
+	if _, _, err := dial(t, wsURL(srv, "/nope")); err == nil {
+		t.Fatal("an unknown stream was served")
+	}
+	srv.RecordAuthFailure(http.StatusUnauthorized) // a no-op, not a crash
+	status, body := httpGet(t, "http://"+srv.Addr().String()+"/metrics")
+	if status != http.StatusNotFound {
+		t.Fatalf("GET /metrics with metrics disabled: %d %s, want 404", status, body)
+	}
+	if strings.Contains(body, "/metrics") {
+		t.Errorf("the 404 names /metrics, which this server does not serve: %s", body)
+	}
+	if status, body := httpGet(t, "http://"+srv.Addr().String()+"/elsewhere"); status != http.StatusNotFound || strings.Contains(body, "/metrics") {
+		t.Errorf("GET /elsewhere: %d %q, want a 404 that does not name /metrics", status, body)
+	}
+}
+
+// TestTwoServersInOneProcessEachReportTheirOwn: each server registers its
+// metrics with a registry of its own, never Prometheus's global one, so
+// two run side by side and each reports only its own rows.
+func TestTwoServersInOneProcessEachReportTheirOwn(t *testing.T) {
+	a := startServer(t, testConfig(t))
+	p := dialPublisher(t, a, "trades")
+	if r := p.roundTrip(batch(0, 3)); r.Error != "" {
+		t.Fatalf("publish: %+v", r)
+	}
+	// The second server in a subtest: its leak check, at the subtest's
+	// end, must not see the first server's connections as its own.
+	t.Run("second", func(t *testing.T) {
+		b := startServer(t, testConfig(t))
+		p := dialPublisher(t, b, "trades")
+		if r := p.roundTrip(batch(0, 1)); r.Error != "" {
+			t.Fatalf("publish: %+v", r)
+		}
+		for srv, want := range map[*Server]float64{a: 3, b: 1} {
+			if got := metricValue(t, scrape(t, srv), "streamcast_rows_committed_total", "stream", "trades"); got != want {
+				t.Errorf("server at %s reports %v rows committed, want its own %v", srv.Addr(), got, want)
+			}
+		}
+	})
+}
+
+// TestAPeersOwnCloseIsNoRefusal: the server echoes a peer's close with
+// the peer's code; a client that closes with 4416 itself was refused
+// nothing, and is not counted.
+func TestAPeersOwnCloseIsNoRefusal(t *testing.T) {
+	srv := startServer(t, testConfig(t))
+	ws, _ := mustDial(t, wsURL(srv, "/trades"))
+	msg := websocket.FormatCloseMessage(wire.CloseNotReplayable, "")
+	if err := ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, _, err := ws.ReadMessage(); err == nil {
+		t.Fatal("the server did not answer the close")
+	}
+	waitFor(t, "the subscriber to leave", 10*time.Second, func() bool { return streamStats(srv, "trades").Subscribers == 0 })
+	if got := metricValue(t, scrape(t, srv), "streamcast_refusals_total", "stream", "trades", "code", "4416"); got != 0 {
+		t.Errorf("4416 refusals %v after the peer itself closed with 4416, want 0", got)
 	}
 }
