@@ -44,7 +44,11 @@
 //
 // Connections come in at one place (entry.go): the listener, then a chain of
 // HTTP middleware (the allowed_origins check, then Options.Middleware), then
-// the routes: /stats, /health and /<stream>.
+// the routes: /stats, /health, /metrics and /<stream>.
+//
+// /metrics (metrics.go, package metrics) reads, at scrape time, counters
+// the hot path keeps with atomic adds per group or per write, never a lock:
+// a server with metrics disabled reads no clock for them either.
 //
 // The package never validates rows on the committer (publishers' goroutines
 // do), never lets a subscriber's speed reach a publisher or another
