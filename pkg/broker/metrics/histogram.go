@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// LatencyBuckets are the upper bounds, in seconds, of the latency
+// latencyBuckets are the upper bounds, in seconds, of the latency
 // histograms: from a tenth of a millisecond (a group commit on a fast
 // disk) to ten seconds (a stalled disk).
 var latencyBuckets = [...]float64{
