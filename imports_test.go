@@ -36,6 +36,7 @@ var layer = map[string]int{
 	"pkg/broker/config":        25,
 	"pkg/broker/frame":         25,
 	"pkg/broker/marks":         25,
+	"pkg/broker/metrics":       25,
 	"pkg/broker/peerframe":     25,
 	"pkg/broker/registry":      25,
 	"pkg/broker/supervise":     25,

@@ -22,7 +22,8 @@ func newServeCmd(a *app) *cobra.Command {
 		Use:   "serve",
 		Short: "Serve the configured streams over WebSocket",
 		Long: `Serve every stream of the config file over WebSocket at ws://LISTEN/<stream>,
-with GET /stats and GET /health beside them. Without a config file (or with
+with GET /stats, GET /health and GET /metrics (Prometheus; metrics.enabled:
+false turns it off) beside them. Without a config file (or with
 one that declares no streams) it serves an embedded demo stream of trades,
 durable, under ./streamcast-data on 127.0.0.1:8765.
 

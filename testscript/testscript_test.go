@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -51,6 +53,7 @@ func TestScripts(t *testing.T) {
 			"waitfile":   waitFile,
 			"ws":         wsRaw,
 			"gencerts":   genCerts,
+			"httpget":    httpGet,
 		},
 	}
 	for name, fn := range platformCmds() {
@@ -204,6 +207,24 @@ func waitRows(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// httpGet makes one GET request and prints `status N`, then the body, on
+// stdout (for /metrics, /stats and /health):
+//
+//	httpget http://$ADDR/metrics
+//	stdout '^status 200$'
+func httpGet(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: httpget URL")
+	}
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get(args[0])
+	ts.Check(err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	ts.Check(err)
+	fmt.Fprintf(ts.Stdout(), "status %d\n%s", resp.StatusCode, body)
 }
 
 // appendFile appends the contents of SRC to DST (for publish --follow).

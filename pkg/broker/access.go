@@ -152,6 +152,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, pol *auth.
 // typed as a name may be a password typed in the wrong field.
 func (s *Server) authFailed(addr, user string, parsed bool, pol *auth.Policy) {
 	s.authFailures.Add(1)
+	s.RecordAuthFailure(http.StatusUnauthorized)
 	f := s.backoff.Fail(addr)
 	if !f.Log {
 		return
@@ -179,10 +180,12 @@ func (s *Server) authFailed(addr, user string, parsed bool, pol *auth.Policy) {
 // that would do), 403 when it did.
 func (s *Server) refuseAccess(w http.ResponseWriter, a access, what string) {
 	if a.who == auth.Anonymous {
+		s.RecordAuthFailure(http.StatusUnauthorized)
 		w.Header().Set("WWW-Authenticate", challenge)
 		http.Error(w, "authentication required to "+what+"; send a user name and password (HTTP Basic) (401)", http.StatusUnauthorized)
 		return
 	}
+	s.RecordAuthFailure(http.StatusForbidden)
 	http.Error(w, fmt.Sprintf("user %q may not %s; ask the server's operator for a grant in its auth: section (403)", a.who, what), http.StatusForbidden)
 }
 

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/marks"
@@ -25,6 +26,9 @@ type job struct {
 	// eo is an exactly-once frame's state (zero on a plain one); see
 	// package marks.
 	eo marks.Frame
+	// read is when the frame was read, for the ack latency metric; zero
+	// when metrics are disabled.
+	read time.Time
 }
 
 // inbox holds the jobs of a durable stream until its committer takes them.
@@ -184,7 +188,14 @@ func (s *stream) commit() {
 		if len(rows) > 0 {
 			// Never cancelled: rows accepted before a shutdown are committed
 			// and acknowledged during it.
+			var began time.Time
+			if s.m != nil {
+				began = time.Now()
+			}
 			first, err = s.appendGroup(context.Background(), rows, ts, marks)
+			if s.m != nil && err == nil {
+				s.m.CommitLatency.Observe(time.Since(began))
+			}
 			switch {
 			case err != nil:
 				if s.marks != nil {
@@ -226,9 +237,15 @@ func (s *stream) deliverGroup(g committed, replies [][]byte) [][]byte {
 		failed = "the server could not commit these rows (" + g.err.Error() + "); nothing was committed, so sending them again is safe"
 	} else if len(g.rows) > 0 {
 		s.srv.commitErrs.Recovered(context.Background(), s.name, "commits succeed again", "stream", s.name)
+		if m := s.m; m != nil {
+			// Before the fan-out: a client that saw a row sees it counted.
+			m.RowsCommitted.Add(int64(len(g.rows)))
+			m.CommitGroups.Add(1)
+		}
 		frames := frame.Encode(g.rows, g.first, g.ts)
 		s.deliver(frames, g.rows, g.first, g.first+int64(len(g.rows)))
 	}
+	s.observeAcks(g.jobs)
 	if s.marks == nil {
 		off := g.first
 		for _, j := range g.jobs {
@@ -256,4 +273,19 @@ func (s *stream) deliverGroup(g committed, replies [][]byte) [][]byte {
 	clear(replies)
 	s.inbox.release(g.taken)
 	return replies
+}
+
+// observeAcks records the ack latency of a group's frames, from each
+// frame's read to now, when its reply is about to be queued: one clock
+// read per group.
+func (s *stream) observeAcks(jobs []*job) {
+	if s.m == nil {
+		return
+	}
+	now := time.Now()
+	for _, j := range jobs {
+		if !j.read.IsZero() {
+			s.m.AckLatency.Observe(now.Sub(j.read))
+		}
+	}
 }

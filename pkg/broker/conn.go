@@ -252,6 +252,10 @@ func (c *wsConn) closeLocked(code int, reason string) bool {
 	}
 	c.closing = frame.Close(code, reason)
 	c.closeCode = code
+	if !c.peerClosed {
+		// The server's own close (an echo of the peer's says nothing).
+		c.srv.countClose(c.st, code)
+	}
 	if c.canStartLocked() {
 		c.startWriterLocked()
 	}
@@ -348,6 +352,9 @@ func (c *wsConn) writeLoop() {
 			return
 		}
 		clear(ctrl)
+		if k > 0 && c.pub == nil && c.st != nil && c.st.m != nil {
+			c.st.m.FramesDelivered.Add(int64(k)) // a subscriber's data frames
+		}
 		if k > 0 {
 			clear(iov[:k])
 			var released int64

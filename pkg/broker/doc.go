@@ -47,12 +47,18 @@
 // Connections come in at one place (entry.go): the listener (TLS when the
 // tls: section is set, with the certificate reloaded on SIGHUP and on a
 // change on disk, tls.go), then a chain of HTTP middleware (the
-// allowed_origins check, then Options.Middleware), then the routes: /stats,
-// /health and /<stream>. PrincipalFromTLS names a mutual-TLS client.
+// allowed_origins check, authentication and grants when auth: is set
+// (access.go), then Options.Middleware), then the routes: /stats, /health,
+// /metrics and /<stream>. PrincipalFromTLS names a mutual-TLS client.
+//
+// /metrics (metrics.go, package metrics) reads, at scrape time, counters
+// the hot path keeps with atomic adds per group or per write, never a lock:
+// a server with metrics disabled reads no clock for them either.
 //
 // Its sub-packages each own one part and import neither broker nor each
 // other: config, frame, backlog (a connection's queued frames, I5),
-// peerframe, marks, registry and supervise.
+// peerframe, marks, registry, metrics and supervise; auth sits above
+// config.
 //
 // The package never validates rows on the committer (publishers' goroutines
 // do), never lets a subscriber's speed reach a publisher or another

@@ -15,7 +15,8 @@ import (
 )
 
 // ServeHTTP serves a request through the server's middleware chain and
-// routes: WebSocket upgrades on /<stream>, and GET /stats and GET /health.
+// routes: WebSocket upgrades on /<stream>, and GET /stats, GET /health and
+// (unless metrics.enabled is false) GET /metrics.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.chain.ServeHTTP(w, r)
 }
@@ -141,21 +142,32 @@ func (c *wsConn) refuse(r wire.Refusal) {
 
 // serveHTTP answers plain HTTP requests.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/stats", "/health":
+	path := r.URL.Path
+	if path == "/metrics" && s.metrics == nil {
+		path = "" // metrics.enabled: false
+	}
+	switch path {
+	case "/stats", "/health", "/metrics":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, r.URL.Path+" takes GET", http.StatusMethodNotAllowed)
 			return
 		}
-		if r.URL.Path == "/stats" {
+		switch r.URL.Path {
+		case "/stats":
 			s.serveStats(w, r)
-		} else {
+		case "/metrics":
+			s.serveMetrics(w, r)
+		default:
 			s.serveHealth(w)
 		}
 	default:
+		also := "GET /stats and /health"
+		if s.metrics != nil {
+			also = "GET /stats, /health and /metrics"
+		}
 		names := accessOf(r).filter(config.ActionRead, s.reg.Names())
-		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(names)+"), and GET /stats and /health", http.StatusNotFound)
+		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(names)+"), and "+also, http.StatusNotFound)
 	}
 }
 

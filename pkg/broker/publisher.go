@@ -224,10 +224,14 @@ func readMessage(r io.Reader, buf []byte, limit int) ([]byte, bool, error) {
 // is answered at once and commits nothing. The connection stays open.
 func (p *publisher) handle(typ int, data []byte) {
 	st := p.st
+	var read time.Time
+	if st.m != nil {
+		read = time.Now()
+	}
 	var j *job
 	var slot *replySlot
 	if st.log != nil {
-		j = &job{pub: p}
+		j = &job{pub: p, read: read}
 		j.reply = &replySlot{}
 		slot = j.reply
 	} else {
@@ -279,7 +283,13 @@ func (p *publisher) handle(typ int, data []byte) {
 		return
 	}
 	ts := st.srv.opts.Clock.Now().UnixMicro()
+	if st.m != nil {
+		st.m.RowsCommitted.Add(int64(len(rows)))
+	}
 	st.deliver(frame.Encode(rows, wire.Null, ts), rows, wire.Null, wire.Null)
+	if st.m != nil {
+		st.m.AckLatency.Observe(time.Since(read))
+	}
 	p.resolve(slot, frame.OKReply(wire.Null, len(rows)))
 }
 

@@ -17,11 +17,12 @@ import (
 // changed keeps serving as it was, and the log says why and what to do.
 // The auth: section is replaced: new connections are checked against the
 // new users and grants, while connections already open keep the access
-// they were admitted with. The tls: section's files are read again for new
-// handshakes (open connections keep theirs); turning TLS or mutual TLS on
-// or off applies only at the next start, as does every other section
-// (listen, root, limits, maintain, published, s3, tiers, allowed_origins);
-// a change to one is logged as such. A cfg that does not validate changes nothing. The
+// they were admitted with. metrics.public applies at once. The tls:
+// section's files are read again for new handshakes (open connections keep
+// theirs); turning TLS or mutual TLS on or off applies only at the next
+// start, as does every other section (listen, root, limits, maintain,
+// published, s3, tiers, allowed_origins, metrics.enabled); a change to one
+// is logged as such. A cfg that does not validate changes nothing. The
 // maintenance children are restarted over the new set of logs when it
 // changed. The error joins what could not be applied (a stream that
 // failed to open, children that did not restart); the rest was applied.
@@ -46,6 +47,9 @@ func (s *Server) Reload(cfg config.Config) error {
 		}
 	}
 	s.reloadAuth(cfg.Auth)
+	if m := s.metrics; m != nil && m.public.Swap(cfg.Metrics.Public) != cfg.Metrics.Public {
+		s.logger.Info("metrics.public changed", "public", cfg.Metrics.Public)
+	}
 
 	declared := make(map[string]int, len(cfg.Streams))
 	names := make([]string, len(cfg.Streams))

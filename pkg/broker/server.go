@@ -150,6 +150,10 @@ type Server struct {
 	// certs is the TLS certificate new handshakes get (tls.go); nil when
 	// the server speaks plain http and ws.
 	certs *certs
+
+	// metrics serves /metrics; nil when metrics.enabled is false, and then
+	// nothing on the hot path reads a clock for it.
+	metrics *serverMetrics
 }
 
 // writeBufferPool gives gorilla a pool so it keeps no write buffer per
@@ -194,6 +198,9 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		backoff:     auth.NewBackoff(opts.Clock.Now),
 	}
 	s.auth.Store(newPolicy(cfg.Auth, opts.Clock.Now))
+	if cfg.Metrics.Enabled {
+		s.metrics = newServerMetrics(s)
+	}
 	s.commitErrs = ratelog.New(slog.New(opts.Logger), errorSummaryEvery, opts.Clock.Now)
 	if cfg.TLS.Enabled() {
 		if s.certs, err = newCerts(cfg.TLS, opts.Logger); err != nil {
@@ -440,7 +447,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 		s.logger.Warn("serve runs no seal role (maintain: false, --no-maintain or maintain.seal_every: 0): rows stay in each log's buffer unless you run `streamcast maintain --role seal` yourself")
 	}
 	if old != nil {
-		s.sup.Store(nil)
+		s.replaceSup(nil)
 		old.Halt()
 	}
 	if len(dirs)+len(retired) == 0 || len(roles) == 0 {
@@ -455,7 +462,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	sup.MaxOpenLogs = m.MaxOpenLogs
 	s.sup.Store(sup)
 	if err := sup.Start(ctx); err != nil {
-		s.sup.Store(nil)
+		s.replaceSup(nil)
 		return err
 	}
 	return nil

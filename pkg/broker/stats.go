@@ -90,25 +90,30 @@ func (s *Server) Stats() Stats {
 			}
 			ss.LastSendTS, ss.LastSendAgeS = &ts, &age
 		}
-		if l := st.life.tiers.Load(); l != nil {
-			ss.addTiers(l)
+		if t := st.tierStatus(); t != nil {
+			ss.BufferedRows, ss.LocalFiles = &t.BufferedRows, &t.LocalFiles
+			ss.PublishedThrough, ss.PublishLagRows, ss.PublishLagS = &t.PublishedThrough, &t.PublishLagRows, &t.PublishLagSecs
 		}
 		out.Streams = append(out.Streams, ss)
 	}
 	return out
 }
 
-// addTiers fills the tier fields from the log's status; they stay null
-// when it cannot be read (the log is closing, say).
-func (ss *StreamStats) addTiers(l *logstore.Log) {
+// tierStatus reads the status of a durable stream's log for /stats and
+// /metrics; nil on a live-only stream, or when the log cannot be read
+// just now (it is closing, say).
+func (st *stream) tierStatus() *logstore.Status {
+	l := st.life.tiers.Load()
+	if l == nil {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	st, err := l.Status(ctx)
+	t, err := l.Status(ctx)
 	if err != nil {
-		return
+		return nil
 	}
-	ss.BufferedRows, ss.LocalFiles = &st.BufferedRows, &st.LocalFiles
-	ss.PublishedThrough, ss.PublishLagRows, ss.PublishLagS = &st.PublishedThrough, &st.PublishLagRows, &st.PublishLagSecs
+	return &t
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }

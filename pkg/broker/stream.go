@@ -15,6 +15,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/marks"
+	"github.com/streamcast/streamcast/pkg/broker/metrics"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
@@ -62,6 +63,10 @@ type stream struct {
 	publishers  atomic.Int64
 	bytesSent   atomic.Int64
 	lastSend    atomic.Int64 // monotonic ns since srv.started of the last delivery; 0 = none
+
+	// m is the stream's counters for /metrics; nil when metrics are
+	// disabled.
+	m *metrics.Stream
 }
 
 // sharedFilter interns identical where= filters so a commit evaluates each
@@ -77,6 +82,9 @@ func newStream(srv *Server, cfg config.Stream, sch *schema.Schema, limits config
 		s.schemaJSON = sch.JSON()
 	}
 	s.inbox.init(limits.MaxInbound)
+	if srv.metrics != nil {
+		s.m = new(metrics.Stream)
+	}
 	return s
 }
 

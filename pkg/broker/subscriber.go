@@ -250,9 +250,23 @@ func (sub *subscriber) replay(greet []byte, start, frontier int64) {
 	}()
 	var werr error
 	sent := false
-	err := st.log.Scan(c.ctx, start, frontier, sub.filter, func(offset, ts int64, row []byte) error {
+	// Counted in plain variables and published once per chunk: no atomic
+	// per row.
+	var tiers logstore.TierRows
+	pending := int64(0) // frames in buf
+	if m := st.m; m != nil {
+		defer func() { m.Replayed(&tiers) }()
+	}
+	delivered := func() {
+		if st.m != nil && pending > 0 {
+			st.m.FramesDelivered.Add(pending)
+		}
+		pending = 0
+	}
+	err := st.log.ScanCounting(c.ctx, start, frontier, sub.filter, &tiers, func(offset, ts int64, row []byte) error {
 		buf = frame.AppendData(buf, offset, ts, row)
 		sent = true
+		pending++
 		if len(buf) >= replayChunk {
 			if ctrl := c.takeCtrl(); ctrl != nil {
 				for _, f := range ctrl {
@@ -264,6 +278,7 @@ func (sub *subscriber) replay(greet []byte, start, frontier int64) {
 			if werr = c.writeDirect(buf); werr != nil {
 				return werr
 			}
+			delivered()
 			buf = buf[:0]
 		}
 		return nil
@@ -286,12 +301,15 @@ func (sub *subscriber) replay(greet []byte, start, frontier int64) {
 			c.abort()
 			return
 		}
+		delivered()
 		c.close(closeInternal, internalReason("replay failed; resume from the last offset received"))
 		return
 	}
 	if werr = c.writeDirect(buf); werr != nil {
 		c.abort()
+		return
 	}
+	delivered()
 }
 
 // discard reads and drops a message a subscriber sent.

@@ -61,10 +61,24 @@ func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 // outside Extent returns a *RangeError; an error from fn stops the scan and
 // is returned as is.
 func (l *Log) Scan(ctx context.Context, from, to int64, f *schema.Filter, fn func(offset, ts int64, row []byte) error) error {
+	return l.ScanCounting(ctx, from, to, f, nil, fn)
+}
+
+// ScanCounting is Scan, adding to rows (when not nil) the number of rows
+// it hands fn from each tier, for serve's replay metrics. The counts are
+// plain adds on the scanning goroutine; the caller publishes them.
+func (l *Log) ScanCounting(ctx context.Context, from, to int64, f *schema.Filter, rows *TierRows, fn func(offset, ts int64, row []byte) error) error {
+	if rows == nil {
+		rows = new(TierRows)
+	}
 	all := f == nil || f.All()
 	var buf []byte
 	isAny := l.sch.IsAny()
 	onFile := func(fr fileRec, d *fileData, lo, hi int64) error {
+		n := &rows[TierLocal]
+		if fr.published {
+			n = &rows[TierPublished]
+		}
 		for off := lo; off < hi; off++ {
 			i := d.row(off)
 			if isAny {
@@ -72,6 +86,7 @@ func (l *Log) Scan(ctx context.Context, from, to int64, f *schema.Filter, fn fun
 				if !all && !f.MatchCanonical(b) {
 					continue
 				}
+				*n++
 				if err := fn(off, d.ts[i], b); err != nil {
 					return err
 				}
@@ -81,6 +96,7 @@ func (l *Log) Scan(ctx context.Context, from, to int64, f *schema.Filter, fn fun
 				continue
 			}
 			buf = l.sch.AppendJSON(buf[:0], d.decl, i)
+			*n++
 			if err := fn(off, d.ts[i], buf); err != nil {
 				return err
 			}
@@ -97,6 +113,7 @@ func (l *Log) Scan(ctx context.Context, from, to int64, f *schema.Filter, fn fun
 			if off < lo || (!all && !f.MatchCanonical(row)) {
 				continue
 			}
+			rows[TierBuffer]++
 			if err := fn(off, g.ts, row); err != nil {
 				return err
 			}
@@ -399,3 +416,30 @@ func (l *Log) readChunk(ctx context.Context, c *bufChunk, next, to int64) (int64
 	}
 	return reached, nil
 }
+
+// Tier is the tier a scan read a row from.
+type Tier int
+
+// The tiers, newest first.
+const (
+	TierBuffer    Tier = iota // buffer.db
+	TierLocal                 // a Parquet file under the log's files/
+	TierPublished             // a data file of the published table
+	NumTiers                  // how many tiers there are
+)
+
+// String names the tier as metrics label it: buffer, local or published.
+func (t Tier) String() string {
+	switch t {
+	case TierBuffer:
+		return "buffer"
+	case TierLocal:
+		return "local"
+	case TierPublished:
+		return "published"
+	}
+	return "tier" + fmt.Sprint(int(t))
+}
+
+// TierRows counts rows by the tier they were read from.
+type TierRows [NumTiers]int64

@@ -71,6 +71,7 @@ func (c Config) RestartOnly(next Config) []string {
 		// The files are reloaded; whether serve speaks TLS, and whether
 		// it asks for client certificates, is fixed at start.
 		{"tls", c.TLS.Mode(), next.TLS.Mode()},
+		{"metrics.enabled", c.Metrics.Enabled, next.Metrics.Enabled},
 	} {
 		if !reflect.DeepEqual(k.was, k.now) {
 			keys = append(keys, k.key)

@@ -97,6 +97,8 @@ type Config struct {
 	Auth *Auth `yaml:"auth,omitempty"`
 	// Log is how every command logs: level and format.
 	Log Log `yaml:"log"`
+	// Metrics is the Prometheus endpoint, GET /metrics.
+	Metrics Metrics `yaml:"metrics"`
 
 	// origin says where each key's value came from, for errors; nil for a
 	// Config built in code. Load sets it.
@@ -173,6 +175,7 @@ func Default() Config {
 		},
 		Maintain: DefaultMaintain(),
 		Log:      DefaultLog(),
+		Metrics:  DefaultMetrics(),
 	}
 }
 
@@ -634,6 +637,24 @@ func (m Maintain) MarshalYAML() (any, error) {
 	type plain Maintain // without this method, or it would call itself
 	return plain(m), nil
 }
+
+// Metrics is the metrics: section: serve's Prometheus endpoint at GET
+// /metrics. Reading it is a read of every stream's figures, so it takes
+// the grant /stats's process-wide figures take (stats on "*") unless it is
+// public.
+type Metrics struct {
+	// Enabled serves /metrics and keeps the figures it reports; false
+	// answers /metrics with 404 and skips the timing the latency
+	// histograms need on the publish path. Applies when serve starts.
+	Enabled bool `yaml:"enabled"`
+	// Public lets anyone who reaches the port read /metrics, whatever the
+	// auth: section grants (a scraper on a private network without
+	// credentials). SIGHUP applies a change.
+	Public bool `yaml:"public"`
+}
+
+// DefaultMetrics serves /metrics to whoever may read every stream's stats.
+func DefaultMetrics() Metrics { return Metrics{Enabled: true} }
 
 // Log is the log: section every command shares: how it logs to stderr.
 type Log struct {

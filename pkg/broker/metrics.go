@@ -1,0 +1,152 @@
+package broker
+
+import (
+	"io"
+	stdlog "log"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/streamcast/streamcast/pkg/broker/metrics"
+	"github.com/streamcast/streamcast/pkg/broker/supervise"
+)
+
+// serverMetrics is what /metrics needs beside each stream's counters: a
+// registry the server owns (never Prometheus's global one, so a process
+// may run several servers), the counters of requests no stream took, and
+// the restarts of children that were replaced.
+type serverMetrics struct {
+	handler  http.Handler
+	unrouted metrics.Stream // refusals of requests no served stream took
+
+	unauthenticated, forbidden atomic.Int64 // RecordAuthFailure
+	public                     atomic.Bool  // metrics.public; Reload changes it
+
+	// supMu makes folding a replaced Group's restarts into restarts and
+	// swapping s.sup one step for a scrape, so the restart counters never
+	// go down while the children are replaced.
+	supMu    sync.Mutex
+	restarts map[string]int64 // restarts of the children of replaced Groups, by role
+}
+
+// newServerMetrics builds the registry and handler of s's /metrics.
+func newServerMetrics(s *Server) *serverMetrics {
+	m := &serverMetrics{restarts: map[string]int64{}}
+	m.public.Store(s.cfg.Metrics.Public)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		metrics.NewCollector(s.sampleMetrics),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:      stdlog.New(io.Discard, "", 0),
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+	return m
+}
+
+// RecordAuthFailure counts a request refused before the upgrade with
+// status 401 (no or bad credentials) or 403 (no grant) in /metrics'
+// streamcast_auth_failures_total; other statuses are not counted. Safe
+// from any goroutine; it does nothing while metrics are disabled.
+func (s *Server) RecordAuthFailure(status int) {
+	m := s.metrics
+	if m == nil {
+		return
+	}
+	switch status {
+	case http.StatusUnauthorized:
+		m.unauthenticated.Add(1)
+	case http.StatusForbidden:
+		m.forbidden.Add(1)
+	}
+}
+
+// serveMetrics answers GET /metrics in the Prometheus text format.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if !s.AuthorizeMetrics(w, r, s.metrics.public.Load()) {
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	s.metrics.handler.ServeHTTP(w, r)
+}
+
+// sampleMetrics gathers what a scrape reports. The log's tiers are read
+// as /stats reads them; everything else is an atomic load.
+func (s *Server) sampleMetrics() metrics.Sample {
+	m := s.metrics
+	out := metrics.Sample{
+		Unrouted:        &m.unrouted,
+		Unauthenticated: m.unauthenticated.Load(),
+		Forbidden:       m.forbidden.Load(),
+		Restarts:        s.childRestarts(),
+	}
+	for _, st := range s.reg.List() {
+		ss := metrics.StreamSample{
+			Name:        st.name,
+			Counters:    st.m,
+			BytesSent:   st.bytesSent.Load(),
+			Subscribers: st.subscribers.Load(),
+			Publishers:  st.publishers.Load(),
+			Tiers:       st.tierStatus(),
+		}
+		if st.cfg.Durable {
+			e := st.endOffset.Load()
+			ss.EndOffset = &e
+		}
+		out.Streams = append(out.Streams, ss)
+	}
+	return out
+}
+
+// childRestarts returns the maintenance children's restarts since serve
+// started, by role: those of the children running now plus those of the
+// children replaced when the set of logs changed.
+func (s *Server) childRestarts() map[string]int64 {
+	m := s.metrics
+	m.supMu.Lock()
+	defer m.supMu.Unlock()
+	out := make(map[string]int64, len(m.restarts))
+	for role, n := range m.restarts {
+		out[role] = n
+	}
+	if sup := s.sup.Load(); sup != nil {
+		for _, c := range sup.Stats() {
+			out[c.Role] += int64(c.Restarts)
+		}
+	}
+	return out
+}
+
+// replaceSup stores sup as the running Group, keeping the restarts of
+// the one it replaces for /metrics.
+func (s *Server) replaceSup(sup *supervise.Group) {
+	m := s.metrics
+	if m == nil {
+		s.sup.Store(sup)
+		return
+	}
+	m.supMu.Lock()
+	defer m.supMu.Unlock()
+	if old := s.sup.Swap(sup); old != nil && old != sup {
+		for _, c := range old.Stats() {
+			m.restarts[c.Role] += int64(c.Restarts)
+		}
+	}
+}
+
+// countClose counts a close the server sent on a connection to st (nil: a
+// request no served stream took) for /metrics: drops and refusals.
+func (s *Server) countClose(st *stream, code int) {
+	switch {
+	case st != nil && st.m != nil:
+		st.m.Closed(code)
+	case st == nil && s.metrics != nil:
+		s.metrics.unrouted.Closed(code)
+	}
+}

@@ -1,0 +1,12 @@
+// Package metrics is serve's Prometheus side: the counters a stream keeps
+// on its hot path (Stream, updated with atomics only, never a lock per row
+// or per frame), a lock-free latency Histogram, and a Collector that turns
+// a Sample of them into Prometheus metrics when /metrics is scraped.
+//
+// Counting costs the publish and fan-out paths an atomic add per group or
+// per write, never an allocation; everything else (gauges, the tiers'
+// figures, the maintenance children's restarts) is read at scrape time.
+// The Collector is registered with a registry its server owns, never the
+// global one, so one process can run several servers. The package knows
+// nothing of connections or logs: pkg/broker fills the Sample.
+package metrics
