@@ -233,4 +233,3 @@ func redact(dsn string) string {
 	}
 	return u.Redacted()
 }
-
