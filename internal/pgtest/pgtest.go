@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -51,29 +52,56 @@ type Server struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the server process has been waited for
 	log  *lockedBuffer
+	dbs  atomic.Int64 // databases made by NewDB, for their names
 }
 
+// ErrNoBinaries is New's error when initdb and postgres are not installed.
+var ErrNoBinaries = errors.New("no PostgreSQL server binaries (initdb, postgres) on PATH or in /usr/lib/postgresql/*/bin")
+
 // Start runs a fresh server for t and registers its stop with t.Cleanup.
+// Without the binaries it skips t, or fails it when RequireEnv is "1".
 func Start(t testing.TB) *Server {
 	t.Helper()
+	s, err := New()
+	if errors.Is(err, ErrNoBinaries) {
+		Skip(t)
+	}
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Skip skips t because PostgreSQL is not installed, or fails it when
+// RequireEnv is "1".
+func Skip(t testing.TB) {
+	t.Helper()
+	if os.Getenv(RequireEnv) == "1" {
+		t.Fatalf("pgtest: %v (%s=1, so PostgreSQL is required)", ErrNoBinaries, RequireEnv)
+	}
+	t.Skipf("pgtest: %v; skipping (install Debian's postgresql package to run this test)", ErrNoBinaries)
+}
+
+// New runs a fresh server, for a TestMain that shares one among its tests;
+// the caller must Stop it. It returns ErrNoBinaries when PostgreSQL is not
+// installed.
+func New() (*Server, error) {
 	bin, err := FindBinaries()
 	if err != nil {
-		if os.Getenv(RequireEnv) == "1" {
-			t.Fatalf("pgtest: %v (%s=1, so PostgreSQL is required)", err, RequireEnv)
-		}
-		t.Skipf("pgtest: %v; skipping (install Debian's postgresql package to run this test)", err)
+		return nil, err
 	}
 	cred, err := unprivileged()
 	if err != nil {
-		t.Fatalf("pgtest: %v", err)
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
-		t.Fatalf("pgtest: %v", err)
+		return nil, err
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	if err := cred.own(dir); err != nil {
-		t.Fatalf("pgtest: %v", err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	s := &Server{Dir: dir, bin: bin, cred: cred}
 	data := filepath.Join(dir, "data")
@@ -82,19 +110,19 @@ func Start(t testing.TB) *Server {
 	initdb.Dir = dir
 	cred.apply(initdb)
 	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
 	// A free port can be taken between the probe and the server's bind;
 	// another try with another port settles that.
 	var lastErr error
 	for try := 0; try < 3; try++ {
 		if lastErr = s.start(data); lastErr == nil {
-			t.Cleanup(s.stop)
-			return s
+			return s, nil
 		}
 	}
-	t.Fatalf("pgtest: %v", lastErr)
-	return nil
+	os.RemoveAll(dir)
+	return nil, lastErr
 }
 
 // start runs postgres on a free port and waits for it to accept
@@ -166,12 +194,51 @@ func (s *Server) CreateDB(t testing.TB, name string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, name)
 }
 
+// NewDB creates a database of its own for t on this server and returns
+// its DSN: tests sharing one server stay apart.
+func (s *Server) NewDB(t testing.TB) string {
+	t.Helper()
+	return s.CreateDB(t, "db"+strconv.FormatInt(s.dbs.Add(1), 10))
+}
+
+// Shared is one server for a package's tests, started on first use. A
+// package declares one, and its TestMain calls Stop after m.Run.
+type Shared struct {
+	once sync.Once
+	s    *Server
+	err  error
+}
+
+// Get returns the shared server, starting it on the first call. Without
+// the binaries it skips t (or fails it under RequireEnv=1); a server that
+// would not start fails t.
+func (sh *Shared) Get(t testing.TB) *Server {
+	t.Helper()
+	sh.once.Do(func() { sh.s, sh.err = New() })
+	if errors.Is(sh.err, ErrNoBinaries) {
+		Skip(t)
+	}
+	if sh.err != nil {
+		t.Fatalf("pgtest: %v", sh.err)
+	}
+	return sh.s
+}
+
+// Stop stops the shared server if it was started.
+func (sh *Shared) Stop() {
+	sh.once.Do(func() {}) // a Get racing with Stop finds nothing to start
+	if sh.s != nil {
+		sh.s.Stop()
+	}
+}
+
 // Log returns what the server has written to its stderr so far.
 func (s *Server) Log() string { return s.log.String() }
 
-// stop shuts the server down fast (SIGINT: roll back open transactions,
-// no waiting for clients) and kills it if that takes too long.
-func (s *Server) stop() {
+// Stop shuts the server down fast (SIGINT: roll back open transactions,
+// no waiting for clients), kills it if that takes too long, and removes
+// its directory.
+func (s *Server) Stop() {
 	s.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-s.done:
@@ -179,6 +246,7 @@ func (s *Server) stop() {
 		s.cmd.Process.Kill()
 		<-s.done
 	}
+	os.RemoveAll(s.Dir)
 }
 
 // FindBinaries returns the directory holding initdb and postgres: from
@@ -201,7 +269,7 @@ func FindBinaries() (string, error) {
 			return dir, nil
 		}
 	}
-	return "", errors.New("no PostgreSQL server binaries (initdb, postgres) on PATH or in /usr/lib/postgresql/*/bin")
+	return "", ErrNoBinaries
 }
 
 // version is the major version in /usr/lib/postgresql/N/bin, 0 when none.

@@ -23,6 +23,9 @@ func TestStartServesAndStopRemovesEverything(t *testing.T) {
 		if want := "postgres://postgres@127.0.0.1:" + strconv.Itoa(s.Port) + "/second?sslmode=disable"; dsn != want {
 			t.Fatalf("CreateDB returned %q, want %q", dsn, want)
 		}
+		if a, b := s.NewDB(t), s.NewDB(t); a == b {
+			t.Fatalf("NewDB returned %q twice", a)
+		}
 	})
 	if s == nil {
 		return // skipped: no binaries
