@@ -129,44 +129,42 @@ func crashLoop(t *testing.T, d Dialect, total, appKills, brokerKills int) {
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewPCG(uint64(seed), 16))
 	t.Logf("kill points from seed %d", seed)
-	arg := appArg{DSN: dsn, URL: url, Publisher: "crash-app", Total: total}
+	// The killed runs never reach their total; each is killed after a
+	// random number of commits (about total/(appKills+1) on average) and a
+	// random few milliseconds more. The last run commits up to total.
+	arg := appArg{DSN: dsn, URL: url, Publisher: "crash-app", Total: 1 << 40}
+	step := max(2, 2*total/(appKills+1))
 	brokerEvery := max(1, appKills/max(1, brokerKills))
 	appKilled, brokerKilled := 0, 0
-	// progress waits until the application committed a row more than
-	// before; false when it finished instead.
-	progress := func(app *child, before int64) bool {
-		finished := false
-		waitUntil(t, "the application to commit a row", 60*time.Second, func() bool {
+	// progress waits until the application committed n rows more than it
+	// had.
+	progress := func(app *child, n int) {
+		from := count()
+		waitUntil(t, fmt.Sprintf("the application to commit %d more rows", n), 2*time.Minute, func() bool {
 			select {
 			case <-app.done:
-				finished = true
-				return true
+				t.Fatalf("the application exited: %s", app.stderr)
 			default:
 			}
-			return count() > before
+			return count() >= from+int64(n)
 		})
-		return !finished
+		time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond)
 	}
 	for appKilled < appKills {
 		app := startChild(t, "app", arg)
-		if !progress(app, count()) {
-			t.Fatalf("the application finished all %d rows before kill %d; raise the count: %s", total, appKilled+1, app.stderr)
-		}
-		// A random point in the loop: somewhere in the next few commits.
-		time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+		progress(app, 1+rng.IntN(step))
 		if brokerKilled < brokerKills && (appKilled+1)%brokerEvery == 0 {
 			br.kill(t)
 			brokerKilled++
 			br, _ = startBrokerChild(t, cfg)
-			if !progress(app, count()) {
-				t.Fatalf("the application finished all %d rows before kill %d; raise the count", total, appKilled+1)
-			}
-			time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+			progress(app, 1+rng.IntN(step))
 		}
 		app.kill(t)
 		appKilled++
 	}
-	t.Logf("%d rows committed after %d application kills and %d broker kills", count(), appKilled, brokerKilled)
+	total = max(total, int(count())+20)
+	arg.Total = total
+	t.Logf("%d rows committed after %d application kills and %d broker kills; the last run goes on to %d", count(), appKilled, brokerKilled, total)
 	app := startChild(t, "app", arg)
 	select {
 	case <-app.done:
