@@ -132,7 +132,8 @@ type landing struct{ seq, offset int64 }
 
 // outboxQueries are the statements, rebound once for the dialect.
 type outboxQueries struct {
-	nextSeq, insertOne, first, load, count, lastSeq     string
+	nextSeq, insertOne, first, load, count, countUpTo   string
+	lastSeq                                             string
 	readState, bind, deleteLanded, setAcked, deadInsert string
 	deadDelete, deadCount, isDead, initSeq, initState   string
 }
@@ -145,6 +146,7 @@ func newOutboxQueries(d Dialect) outboxQueries {
 		first:        r("SELECT seq FROM " + OutboxTable + " WHERE publisher = ? ORDER BY seq LIMIT 1"),
 		load:         r("SELECT seq, row FROM " + OutboxTable + " WHERE publisher = ? AND seq >= ? ORDER BY seq LIMIT ?"),
 		count:        r("SELECT COUNT(*) FROM " + OutboxTable + " WHERE publisher = ?"),
+		countUpTo:    r("SELECT COUNT(*) FROM " + OutboxTable + " WHERE publisher = ? AND seq <= ?"),
 		lastSeq:      r("SELECT last_seq FROM " + OutboxSeqTable + " WHERE publisher = ?"),
 		readState:    r("SELECT stream_id, acked_seq, dead FROM " + OutboxStateTable + " WHERE publisher = ?"),
 		bind:         r("UPDATE " + OutboxStateTable + " SET stream_id = ? WHERE publisher = ?"),
@@ -339,6 +341,8 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		return fmt.Errorf("txbox: flush publisher %q: read the last seq: %w", o.id, err)
 	}
 	o.nudge()
+	poll := time.NewTicker(o.opts.PollEvery)
+	defer poll.Stop()
 	for {
 		o.mu.Lock()
 		settled, err, changed := o.settled, o.err, o.changed
@@ -349,18 +353,28 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		if settled >= target {
 			return nil
 		}
+		// Rows this process never saw may have landed too: sent by an
+		// earlier process, or by another sender of the same id.
+		var left int64
+		if err := o.db.QueryRowContext(ctx, o.q.countUpTo, o.id, target).Scan(&left); err != nil {
+			return fmt.Errorf("txbox: flush publisher %q: %w", o.id, err)
+		}
+		if left == 0 {
+			return nil
+		}
 		select {
 		case <-changed:
+		case <-poll.C:
 		case <-o.done:
 			o.mu.Lock()
 			err := o.err
 			o.mu.Unlock()
 			if err == nil {
-				err = fmt.Errorf("txbox: flush publisher %q: the outbox was closed with seqs %d to %d still pending", o.id, settled+1, target)
+				err = fmt.Errorf("txbox: flush publisher %q: the outbox was closed with %d rows up to seq %d still pending", o.id, left, target)
 			}
 			return err
 		case <-ctx.Done():
-			return fmt.Errorf("txbox: flush publisher %q: seqs %d to %d have not landed yet: %w", o.id, settled+1, target, ctx.Err())
+			return fmt.Errorf("txbox: flush publisher %q: %d rows up to seq %d have not landed yet: %w", o.id, left, target, ctx.Err())
 		}
 	}
 }
