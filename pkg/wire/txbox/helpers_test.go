@@ -307,29 +307,7 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 // end), for tests that stop and restart it on the same address and root.
 func runBroker(t testing.TB, cfg config.Config) (stop func()) {
 	t.Helper()
-	srv, err := broker.New(cfg, broker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Run(context.Background()) }()
-	select {
-	case <-srv.Ready():
-	case err := <-errc:
-		t.Fatal(err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("broker not ready after 30s")
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			_ = srv.Close()
-			if err := <-errc; err != nil {
-				t.Errorf("broker Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
+	_, stop = brokertest.Run(t, cfg)
 	return stop
 }
 
