@@ -303,6 +303,12 @@ func freePort(t testing.TB) string {
 // contains reports whether s holds sub, for log checks.
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
+// brokertestRun is brokertest.Run: the broker's base URL and its stop.
+func brokertestRun(t testing.TB, cfg config.Config) (string, func()) {
+	t.Helper()
+	return brokertest.Run(t, cfg)
+}
+
 // runBroker runs a broker on cfg in this process until stop (or the test's
 // end), for tests that stop and restart it on the same address and root.
 func runBroker(t testing.TB, cfg config.Config) (stop func()) {
