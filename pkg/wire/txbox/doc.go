@@ -1,0 +1,14 @@
+// Package txbox is a transactional outbox and inbox over database/sql: the
+// row an application sends, or the row it receives, lives in the
+// application's own transaction, so a crash anywhere neither loses it nor
+// sends or applies it twice.
+//
+// The outbox numbers rows gaplessly inside the caller's transaction and a
+// sender goroutine ships committed rows over an exactly-once publisher
+// (pkg/wire), reconciling with the publisher's mark in the greeting. The
+// inbox lands received rows with their offsets and hands each one out in a
+// transaction that already holds its delete. Both run on SQLite (modernc)
+// and PostgreSQL (pgx stdlib); DDL gives the tables for a role that may not
+// create them. The package builds on pkg/wire only and never imports the
+// broker.
+package txbox
