@@ -19,7 +19,8 @@ func newTailCmd(a *app) *cobra.Command {
 		opts       = ndjson.DefaultTailOptions()
 		offset     string
 		where      string
-		cursorPath string
+		cursors    []string
+		uploadEach = ndjson.DefaultUploadEvery
 	)
 	cmd := &cobra.Command{
 		Use:   "tail URL",
@@ -68,8 +69,15 @@ A refusal exits 1 with one line saying what to rerun with.`,
 			if err := opts.Validate(); err != nil {
 				return usageError{err}
 			}
-			if cursorPath != "" {
-				c, warn, err := ndjson.OpenCursor(cursorPath)
+			local, remote, err := splitCursors(cursors)
+			if err != nil {
+				return usageError{err}
+			}
+			if uploadEach <= 0 {
+				return usageError{fmt.Errorf("--upload-every %v is not a positive duration; give e.g. 30s", uploadEach)}
+			}
+			if local != "" {
+				c, warn, err := ndjson.OpenCursor(local)
 				if err != nil {
 					return err
 				}
@@ -77,6 +85,19 @@ A refusal exits 1 with one line saying what to rerun with.`,
 					a.logger.Warn(warn.Error())
 				}
 				opts.Cursor = c
+			}
+			if remote != "" {
+				if opts.Cursor == nil {
+					opts.Cursor = ndjson.MemoryCursor(remote)
+				}
+				rc, err := ndjson.OpenRemoteCursor(cmd.Context(), remote, opts.Cursor, a.logger)
+				if err != nil {
+					return err
+				}
+				rc.Start(uploadEach)
+				// After Tail has saved the local cursor: the object gets
+				// the final position too.
+				defer rc.Close()
 			}
 			opts.Logger = a.logger
 
@@ -101,9 +122,35 @@ A refusal exits 1 with one line saying what to rerun with.`,
 	f.BoolVar(&opts.UntilCaughtUp, "until-caught-up", false, "exit once every row below the frontier at connect has been printed")
 	f.BoolVar(&opts.Reconnect, "reconnect", false, "on 1001, a network error or 4429, reconnect with backoff and resume after the last row")
 	f.BoolVar(&opts.Rows, "rows", false, "print only each row's object, not [offset,ts,row]")
-	f.StringVar(&cursorPath, "cursor", "", "keep the last offset finished with in `FILE`, and resume one above it")
+	f.StringArrayVar(&cursors, "cursor", nil, "keep the last offset finished with in `FILE` or s3://bucket/key (give both to keep both), and resume one above it")
+	f.DurationVar(&uploadEach, "upload-every", ndjson.DefaultUploadEvery, "how often an s3:// --cursor is uploaded while it moves")
 	_ = cmd.RegisterFlagCompletionFunc("offset", cobra.FixedCompletions([]string{"earliest"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// splitCursors sorts the --cursor values into one local file and one S3
+// object, refusing a second of either.
+func splitCursors(vals []string) (local, remote string, err error) {
+	for _, v := range vals {
+		switch {
+		case v == "":
+			return "", "", errors.New("--cursor is empty; give a file path or s3://bucket/key")
+		case ndjson.IsS3URI(v):
+			if remote != "" {
+				return "", "", fmt.Errorf("--cursor names two S3 objects (%s and %s); give one", remote, v)
+			}
+			if _, _, err := ndjson.ParseS3URI(v); err != nil {
+				return "", "", err
+			}
+			remote = v
+		default:
+			if local != "" {
+				return "", "", fmt.Errorf("--cursor names two files (%s and %s); give one file, and at most one s3://bucket/key", local, v)
+			}
+			local = v
+		}
+	}
+	return local, remote, nil
 }
 
 // parseOffset reads --offset: a non-negative integer, or "earliest" (0).
