@@ -1,14 +1,20 @@
-// Package txbox is the transactional outbox and inbox: exactly-once between
-// a stream and the application's own database (SQLite through modernc, or
-// PostgreSQL through pgx's database/sql driver).
+// Package txbox is a transactional outbox and inbox over database/sql: the
+// row an application sends, or the row it receives, lives in the
+// application's own transaction, so a crash anywhere neither loses it nor
+// sends or applies it twice.
 //
-// The inbox lands each received row in the streamcast_inbox table and moves
-// the subscriber's last received offset in the same transaction, so a crash
-// loses nothing and receives nothing twice; Next hands the application a
-// row together with a transaction that already deletes it, so the row's
-// work and its removal commit together. The stream's identity is bound at
-// the first connect and checked at every later one (I8 seen from a
-// consumer): a recreated stream is refused, never read as a continuation.
-// The package never panics on rows or greetings from the network and never
-// keeps pause state in the database: it is decided from counts (window.go).
+// The outbox numbers rows gaplessly inside the caller's transaction and a
+// sender goroutine ships committed rows over an exactly-once publisher
+// (pkg/wire), reconciling with the publisher's mark in the greeting. The
+// inbox lands received rows with their offsets and hands each one out in a
+// transaction that already holds its delete. Both run on SQLite (modernc)
+// and PostgreSQL (pgx stdlib); DDL gives the tables for a role that may not
+// create them. The package builds on pkg/wire only and never imports the
+// broker.
+//
+// The inbox moves the subscriber's last received offset in the transaction
+// that lands the rows, and binds the stream's identity at the first connect,
+// checking it at every later one (I8 seen from a consumer): a recreated
+// stream is refused, never read as a continuation. It never stores pause
+// state: the receive window (window.go) decides it from counts.
 package txbox
