@@ -1,0 +1,19 @@
+package txbox
+
+import (
+	"os"
+	"testing"
+
+	"github.com/streamcast/streamcast/internal/pgtest"
+)
+
+// testPG is the package's one PostgreSQL server, started by the first test
+// that asks for it (testPG.Get(t).NewDB(t) gives a test its own database),
+// and stopped when the tests end.
+var testPG pgtest.Shared
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testPG.Stop()
+	os.Exit(code)
+}
