@@ -55,11 +55,11 @@ func offsets(from, to int64) []int64 {
 	return o
 }
 
-func eachInboxDB(t *testing.T, f func(t *testing.T, db *sql.DB, d Dialect)) {
+func eachInboxDB(t *testing.T, f func(t *testing.T, db *sql.DB, d Dialect, dsn string)) {
 	for _, kind := range inboxDBs() {
 		t.Run(kind.name, func(t *testing.T) {
-			db, d, _ := kind.open(t)
-			f(t, db, d)
+			db, d, dsn := kind.open(t)
+			f(t, db, d, dsn)
 		})
 	}
 }
@@ -69,7 +69,7 @@ func eachInboxDB(t *testing.T, f func(t *testing.T, db *sql.DB, d Dialect)) {
 // more rows arrive: the application's table ends with every offset once,
 // in order, and the unprocessed rows come first.
 func TestInboxHandsOutEveryRowOnceAcrossRestarts(t *testing.T) {
-	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect) {
+	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect, dsn string) {
 		b := startInboxBroker(t, t.TempDir())
 		b.publish(0, 20)
 		ctx := inboxCtx(t)
@@ -105,7 +105,7 @@ func TestInboxHandsOutEveryRowOnceAcrossRestarts(t *testing.T) {
 // TestInboxRedeliversARowWhoseTransactionRolledBack rolls back the
 // transaction of a row: the work is undone and the row comes back.
 func TestInboxRedeliversARowWhoseTransactionRolledBack(t *testing.T) {
-	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect) {
+	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect, dsn string) {
 		b := startInboxBroker(t, t.TempDir())
 		b.publish(0, 3)
 		ctx := inboxCtx(t)
@@ -143,7 +143,7 @@ func TestInboxRedeliversARowWhoseTransactionRolledBack(t *testing.T) {
 // points it at a stream of the same name with another identity: NewInbox
 // refuses, naming both ids, and nothing is received.
 func TestInboxRefusesARecreatedStream(t *testing.T) {
-	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect) {
+	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect, dsn string) {
 		ctx := inboxCtx(t)
 		old := startInboxBroker(t, t.TempDir())
 		in, err := NewInbox(ctx, db, d, old.url(), "billing", InboxOptions{})
@@ -175,7 +175,7 @@ func TestInboxRefusesARecreatedStream(t *testing.T) {
 // TestInboxRefusesAnOffsetOnceItHasState: a subscriber with state resumes
 // where it was; an Offset would skip or repeat rows.
 func TestInboxRefusesAnOffsetOnceItHasState(t *testing.T) {
-	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect) {
+	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect, dsn string) {
 		ctx := inboxCtx(t)
 		b := startInboxBroker(t, t.TempDir())
 		b.publish(0, 4)
@@ -227,7 +227,7 @@ func (p *pauseCalls) get() []bool {
 // exactly 10 rows, closes its subscription and reports paused; processing
 // down to 5 keeps it paused, to 4 resumes it, and it fills to 10 again.
 func TestInboxWindowClosesTheSubscriptionAtHighWater(t *testing.T) {
-	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect) {
+	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect, dsn string) {
 		ctx := inboxCtx(t)
 		b := startInboxBroker(t, t.TempDir())
 		b.publish(0, 40)
@@ -286,7 +286,7 @@ func TestInboxWindowClosesTheSubscriptionAtHighWater(t *testing.T) {
 // window's bound: it reports paused once before NewInbox returns, with no
 // subscription open; a restart in the band starts active.
 func TestInboxStartsPausedWhenItStartsFull(t *testing.T) {
-	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect) {
+	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect, dsn string) {
 		ctx := inboxCtx(t)
 		b := startInboxBroker(t, t.TempDir())
 		b.publish(0, 12)
@@ -326,7 +326,7 @@ func TestInboxStartsPausedWhenItStartsFull(t *testing.T) {
 // running inbox: the inbox reconnects one above the last row it received
 // without reporting a pause, and every row arrives once.
 func TestInboxReconnectsWhenTheBrokerRestarts(t *testing.T) {
-	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect) {
+	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect, dsn string) {
 		ctx := inboxCtx(t)
 		b := startInboxBroker(t, t.TempDir())
 		b.publish(0, 10)

@@ -12,7 +12,12 @@ import (
 // and stopped when the tests end.
 var testPG pgtest.Shared
 
+// TestMain runs the package's tests, or, when a crash test re-executes this
+// binary as the application, that application (see crashChild).
 func TestMain(m *testing.M) {
+	if role := os.Getenv(crashRoleEnv); role != "" {
+		os.Exit(crashChild(role))
+	}
 	code := m.Run()
 	testPG.Stop()
 	os.Exit(code)
