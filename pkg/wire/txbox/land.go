@@ -174,6 +174,9 @@ func (l *tableLanding) prepare(m *wire.Message) (item, error) {
 // parameters (SQLite 32766, PostgreSQL 65535).
 const maxParams = 30000
 
+// insertChunk is the most rows one INSERT statement carries.
+const insertChunk = 32
+
 func (l *tableLanding) statement(n int) string {
 	if s, ok := l.stmts[n]; ok {
 		return s
@@ -198,12 +201,22 @@ func (l *tableLanding) statement(n int) string {
 }
 
 func (l *tableLanding) insert(ctx context.Context, tx *sql.Tx, items []item) error {
+	// Full chunks share one prepared multi-row statement: SQLite parses a
+	// statement on every Exec, and a statement of a whole batch costs more
+	// to parse than its rows cost to insert.
 	width := len(l.cols.names())
-	per := max(1, maxParams/width)
+	per := max(1, min(insertChunk, maxParams/width))
+	var prepared *sql.Stmt
+	defer func() {
+		if prepared != nil {
+			prepared.Close()
+		}
+	}()
+	args := make([]any, 0, width*per)
 	for len(items) > 0 {
 		chunk := items[:min(per, len(items))]
 		items = items[len(chunk):]
-		args := make([]any, 0, width*len(chunk))
+		args = args[:0]
 		for _, it := range chunk {
 			var ts any
 			if it.ts != wire.Null {
@@ -212,7 +225,18 @@ func (l *tableLanding) insert(ctx context.Context, tx *sql.Tx, items []item) err
 			args = append(args, it.offset, ts)
 			args = append(args, it.args...)
 		}
-		if _, err := tx.ExecContext(ctx, l.statement(len(chunk)), args...); err != nil {
+		var err error
+		if len(chunk) == per {
+			if prepared == nil {
+				if prepared, err = tx.PrepareContext(ctx, l.statement(per)); err != nil {
+					return fmt.Errorf("txbox: prepare the insert into table %s: %w", l.table, err)
+				}
+			}
+			_, err = prepared.ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, l.statement(len(chunk)), args...)
+		}
+		if err != nil {
 			return fmt.Errorf("txbox: land %d rows at offsets %d to %d in table %s: %w", len(chunk), chunk[0].offset, chunk[len(chunk)-1].offset, l.table, err)
 		}
 	}
