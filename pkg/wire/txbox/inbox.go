@@ -81,19 +81,25 @@ func (o *InboxOptions) validate() error {
 	case o.BatchRows < 0, o.PollEvery < 0, o.MinBackoff < 0, o.MaxBackoff < 0:
 		return errors.New("txbox: BatchRows, PollEvery, MinBackoff and MaxBackoff take 0 (the default) or a positive value")
 	}
-	if o.BatchRows == 0 {
-		o.BatchRows = DefaultBatchRows
-	}
 	if o.PollEvery == 0 {
 		o.PollEvery = DefaultPollEvery
 	}
-	if o.MinBackoff == 0 {
-		o.MinBackoff = DefaultMinBackoff
-	}
-	if o.MaxBackoff == 0 {
-		o.MaxBackoff = max(DefaultMaxBackoff, o.MinBackoff)
-	}
+	receiveDefaults(&o.BatchRows, &o.MinBackoff, &o.MaxBackoff)
 	return nil
+}
+
+// receiveDefaults fills the receiver settings InboxOptions and LandOptions
+// share where they are left zero.
+func receiveDefaults(batchRows *int, minBackoff, maxBackoff *time.Duration) {
+	if *batchRows == 0 {
+		*batchRows = DefaultBatchRows
+	}
+	if *minBackoff == 0 {
+		*minBackoff = DefaultMinBackoff
+	}
+	if *maxBackoff == 0 {
+		*maxBackoff = max(DefaultMaxBackoff, *minBackoff)
+	}
 }
 
 // Message is one received row as Next hands it out.
@@ -104,12 +110,7 @@ type Message struct {
 }
 
 // Time returns TS as a time (the zero time when TS is wire.Null).
-func (m *Message) Time() time.Time {
-	if m.TS == wire.Null {
-		return time.Time{}
-	}
-	return time.UnixMicro(m.TS).UTC()
-}
+func (m *Message) Time() time.Time { return (&wire.Message{TS: m.TS}).Time() }
 
 // Unmarshal decodes the row into v with encoding/json.
 func (m *Message) Unmarshal(v any) error {

@@ -71,15 +71,7 @@ func Land(ctx context.Context, db *sql.DB, d Dialect, url, table string, opts La
 	case opts.BatchRows < 0, opts.MinBackoff < 0, opts.MaxBackoff < 0:
 		return res, errors.New("txbox: BatchRows, MinBackoff and MaxBackoff take 0 (the default) or a positive value")
 	}
-	if opts.BatchRows == 0 {
-		opts.BatchRows = DefaultBatchRows
-	}
-	if opts.MinBackoff == 0 {
-		opts.MinBackoff = DefaultMinBackoff
-	}
-	if opts.MaxBackoff == 0 {
-		opts.MaxBackoff = max(DefaultMaxBackoff, opts.MinBackoff)
-	}
+	receiveDefaults(&opts.BatchRows, &opts.MinBackoff, &opts.MaxBackoff)
 	if !opts.NoCreate {
 		if _, err := db.ExecContext(ctx, inboxDDL(d)[1]); err != nil {
 			return res, fmt.Errorf("txbox: create %s: %w; a role without DDL rights needs it made from txbox.DDL once", InboxStateTable, err)
