@@ -39,7 +39,7 @@ func ExampleNewInbox() {
 			log.Fatal(err)
 		}
 		if err := apply(ctx, tx, d, m.Offset, trade.Symbol, trade.Price); err != nil {
-			log.Fatal(err) // rolled back by Close: the row is handed out again next run
+			log.Fatal(err) // the transaction dies with the process: the row is handed out again
 		}
 		if err := tx.Commit(); err != nil {
 			log.Fatal(err)
