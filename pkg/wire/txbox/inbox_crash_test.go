@@ -213,7 +213,11 @@ func TestInboxUnderCrashesAppliesEveryRowOnce(t *testing.T) {
 		wait()
 		end := streamEnd(t, b)
 
-		ctx := inboxCtx(t)
+		// Bounded by the rows left to process (about a thousand a second,
+		// one commit each), not by inboxCtx's minute: the full soak has
+		// most of 100k rows left when the kills stop.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+time.Duration(rows)*5*time.Millisecond)
+		defer cancel()
 		in, err := NewInbox(ctx, db, d, b.url(), "crash", InboxOptions{Offset: wire.At(0)})
 		var og *OffsetGiven
 		if errors.As(err, &og) {
