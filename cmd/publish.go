@@ -18,9 +18,11 @@ func newPublishCmd(a *app) *cobra.Command {
 		opts           = ndjson.DefaultLoadOptions()
 		quarantinePath string
 		summaryPath    string
+		fromOutbox     string
+		untilEmpty     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "publish URL [FILE...]",
+		Use:   "publish URL [FILE...] | publish --from-outbox DSN --publisher ID URL",
 		Short: "Publish NDJSON rows from files or stdin to a stream",
 		Long: `Publish the rows of the NDJSON FILEs (read in order as one input; "-" is
 stdin), or of stdin when none is given, to the stream at URL
@@ -53,15 +55,30 @@ until SIGINT or SIGTERM, then waits for the acknowledgements and exits 0.
 A summary goes to stderr (lines read, rows published, duplicates skipped,
 quarantined, first and last offset, where the run resumed from, rows/s);
 --summary-json FILE also writes it as JSON. On a terminal, progress is shown
-while it runs.`,
+while it runs.
+
+--from-outbox DSN sends the rows an application committed to its outbox
+tables instead of reading NDJSON: the database is sqlite:///abs/path.db,
+sqlite://relative/path.db or a postgres:// URL, and --publisher ID names the
+outbox. Applications in any language queue rows with the documented DDL (the
+streamcast_outbox tables; see the README, "Exactly-once with your
+database"); this process ships committed rows in order, exactly once, and
+deletes them when they land. Rows the stream's schema refuses move to
+streamcast_outbox_dead. It runs until SIGINT or SIGTERM; --until-empty exits
+0 once every row committed at its start has landed. The stream must be
+declared with ` + "`exactly_once: true`" + `.`,
 		Example: `  streamcast publish ws://127.0.0.1:8765/demo trades.ndjson
   cat trades.ndjson | streamcast publish --batch-size 500 ws://127.0.0.1:8765/demo
   streamcast publish --publisher loader-1 --quarantine bad.ndjson --summary-json run.json ws://127.0.0.1:8765/demo day1.ndjson day2.ndjson
-  streamcast publish --follow --window 200ms ws://127.0.0.1:8765/demo live.ndjson`,
+  streamcast publish --follow --window 200ms ws://127.0.0.1:8765/demo live.ndjson
+  streamcast publish --from-outbox postgres://app@db.internal/orders --publisher orders-1 ws://127.0.0.1:8765/orders`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if cmd.Flags().Changed("publisher") && opts.Publisher == "" {
 				return usageError{fmt.Errorf("--publisher is empty; give an id of 1 to %d bytes, or leave the flag out to publish without one", wire.MaxPublisherBytes)}
+			}
+			if fromOutbox != "" || untilEmpty {
+				return publishFromOutbox(cmd, a, args, fromOutbox, untilEmpty, opts)
 			}
 			opts.Inputs = args[1:]
 			opts.Stdin = a.stdin
@@ -119,9 +136,38 @@ while it runs.`,
 	f.BoolVar(&opts.Follow, "follow", false, "keep reading the last FILE as it grows, until SIGINT or SIGTERM")
 	f.DurationVar(&opts.PollEvery, "poll", opts.PollEvery, "with --follow, check the file for new lines every `DUR`")
 	f.StringVar(&summaryPath, "summary-json", "", "also write the run's summary as JSON to `FILE`")
+	f.StringVar(&fromOutbox, "from-outbox", "", "send the rows committed to the outbox tables of database `DSN` (sqlite:///abs/path.db, sqlite://rel/path.db, postgres://…) as --publisher")
+	f.BoolVar(&untilEmpty, "until-empty", false, "with --from-outbox, exit once every row committed at the start has landed")
 	_ = cmd.MarkFlagFilename("quarantine", "ndjson", "jsonl")
 	_ = cmd.MarkFlagFilename("summary-json", "json")
 	return cmd
+}
+
+// publishFromOutbox checks the flags --from-outbox takes and runs the
+// outbox sender.
+func publishFromOutbox(cmd *cobra.Command, a *app, args []string, dsn string, untilEmpty bool, opts ndjson.LoadOptions) error {
+	switch {
+	case dsn == "":
+		return usageError{errors.New("--until-empty goes with --from-outbox DSN; give the database to send from")}
+	case opts.Publisher == "":
+		return usageError{errors.New("--from-outbox needs --publisher ID: the id the application queues its rows under")}
+	case len(args) != 1:
+		return usageError{fmt.Errorf("--from-outbox sends from the database, not from files; give only the stream URL (got %d arguments)", len(args))}
+	}
+	for _, name := range []string{"quarantine", "follow", "window", "summary-json", "max-frame-bytes", "poll"} {
+		if cmd.Flags().Changed(name) {
+			return usageError{fmt.Errorf("--%s reads NDJSON input and does not go with --from-outbox; remove it", name)}
+		}
+	}
+	r := outboxRun{dsn: dsn, publisher: opts.Publisher, url: args[0], untilEmpty: untilEmpty}
+	// Unset, the outbox's own defaults apply (batches of 100 rows).
+	if cmd.Flags().Changed("batch-size") {
+		r.batchRows = opts.BatchSize
+	}
+	if cmd.Flags().Changed("max-in-flight") {
+		r.maxInFlight = opts.MaxInFlight
+	}
+	return r.run(cmd.Context(), a)
 }
 
 // summaryLine is the run's summary for stderr, one line.

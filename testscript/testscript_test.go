@@ -20,6 +20,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/wire"
+	"github.com/streamcast/streamcast/pkg/wire/txbox"
 )
 
 var update = flag.Bool("update", false, "rewrite the scripts' expected output files (cmp targets) with what the commands print")
@@ -49,6 +50,7 @@ func TestScripts(t *testing.T) {
 			"appendfile": appendFile,
 			"waitfile":   waitFile,
 			"ws":         wsRaw,
+			"sqlexec":    sqlExec,
 		},
 	}
 	for name, fn := range platformCmds() {
@@ -266,4 +268,33 @@ func probeExactlyOnce() (bool, error) {
 		return false, err
 	}
 	return true, p.Close()
+}
+
+// sqlExec runs SQL statements in one transaction on a database named the
+// way the CLI names one (sqlite:///abs/path.db, sqlite://rel.db,
+// postgres://…), as an application in another language would:
+//
+//	sqlexec sqlite://$WORK/app.db 'INSERT INTO t VALUES (1)' 'UPDATE …'
+func sqlExec(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 {
+		ts.Fatalf("usage: sqlexec DSN STATEMENT...")
+	}
+	db, _, err := txbox.OpenDSN(args[0])
+	ts.Check(err)
+	defer db.Close()
+	tx, err := db.Begin()
+	ts.Check(err)
+	defer tx.Rollback()
+	for _, q := range args[1:] {
+		if _, err := tx.Exec(q); err != nil {
+			if neg {
+				return
+			}
+			ts.Fatalf("sqlexec %s: %v", q, err)
+		}
+	}
+	ts.Check(tx.Commit())
+	if neg {
+		ts.Fatalf("sqlexec succeeded")
+	}
 }
