@@ -13,12 +13,11 @@ import (
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
-// Defaults of InboxOptions.
+// Defaults of InboxOptions and LandOptions (the backoff is the outbox's,
+// DefaultMinBackoff and DefaultMaxBackoff).
 const (
-	DefaultBatchRows  = 500
-	DefaultPollEvery  = time.Second
-	DefaultMinBackoff = 100 * time.Millisecond
-	DefaultMaxBackoff = 10 * time.Second
+	DefaultInboxBatchRows = 500
+	DefaultInboxPollEvery = time.Second
 )
 
 // InboxOptions configure an Inbox. The zero value works: a new subscriber
@@ -59,9 +58,9 @@ type InboxOptions struct {
 	Notice func(msg string, keyvals ...any)
 
 	// BatchRows is the most rows landed in one transaction (0:
-	// DefaultBatchRows). PollEvery is how often Next looks for rows
+	// DefaultInboxBatchRows). PollEvery is how often Next looks for rows
 	// landed by another process and a paused inbox recounts (0:
-	// DefaultPollEvery). MinBackoff and MaxBackoff bound the wait
+	// DefaultInboxPollEvery). MinBackoff and MaxBackoff bound the wait
 	// between reconnects.
 	BatchRows              int
 	PollEvery              time.Duration
@@ -82,7 +81,7 @@ func (o *InboxOptions) validate() error {
 		return errors.New("txbox: BatchRows, PollEvery, MinBackoff and MaxBackoff take 0 (the default) or a positive value")
 	}
 	if o.PollEvery == 0 {
-		o.PollEvery = DefaultPollEvery
+		o.PollEvery = DefaultInboxPollEvery
 	}
 	receiveDefaults(&o.BatchRows, &o.MinBackoff, &o.MaxBackoff)
 	return nil
@@ -92,7 +91,7 @@ func (o *InboxOptions) validate() error {
 // share where they are left zero.
 func receiveDefaults(batchRows *int, minBackoff, maxBackoff *time.Duration) {
 	if *batchRows == 0 {
-		*batchRows = DefaultBatchRows
+		*batchRows = DefaultInboxBatchRows
 	}
 	if *minBackoff == 0 {
 		*minBackoff = DefaultMinBackoff
@@ -277,7 +276,7 @@ func (in *Inbox) commitOpen() error {
 		tx.Rollback()
 		return fmt.Errorf("txbox: commit the transaction of the last row: %w; the row stays in %s and is handed out again", err, InboxTable)
 	}
-	signal(in.recv.poke) // a paused receiver recounts
+	notify(in.recv.poke) // a paused receiver recounts
 	return nil
 }
 

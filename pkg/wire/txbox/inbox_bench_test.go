@@ -45,7 +45,7 @@ func BenchmarkInbox(b *testing.B) {
 	}
 }
 
-// BenchmarkLand measures `tail --into`'s engine landing rows already in
+// BenchmarkLand measures `tail --into`'s engine sink rows already in
 // the stream into a table, against `tail > file` (ndjson.Tail into a
 // buffered file) over the same rows. Reported in rows/s.
 func BenchmarkLand(b *testing.B) {

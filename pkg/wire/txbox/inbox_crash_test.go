@@ -18,7 +18,7 @@ import (
 
 // The crash tests re-execute this test binary as the application: a
 // consumer applying inbox rows to its table ("inbox"), or `tail --into`'s
-// engine landing the stream in a table ("land"). The parent kills it with
+// engine sink the stream in a table ("land"). The parent kills it with
 // SIGKILL at random points, restarts the broker between kills, and checks
 // the table at the end.
 const (
@@ -85,11 +85,11 @@ func crashChild(role string) int {
 	return 2
 }
 
-// crashLoop starts the application, lets it make progress (progress
+// inboxCrashLoop starts the application, lets it make progress (progress
 // reports its rows so far), kills it with SIGKILL at a random point, and
 // repeats kills times; every kills/restarts kills it restarts the broker
 // too.
-func crashLoop(t *testing.T, b *inboxBroker, role, dsn string, kills, restarts int, progress func() int64) {
+func inboxCrashLoop(t *testing.T, b *inboxBroker, role, dsn string, kills, restarts int, progress func() int64) {
 	t.Helper()
 	every := max(1, kills/max(1, restarts))
 	for k := range kills {
@@ -209,7 +209,7 @@ func TestInboxUnderCrashesAppliesEveryRowOnce(t *testing.T) {
 		inboxApplied(t, db)
 		wait := crashPublisher(t, b, rows)
 		applied := func() int64 { return inboxCount(t, db, "SELECT count(*) FROM applied") }
-		crashLoop(t, b, "inbox", dsn, kills, restarts, applied)
+		inboxCrashLoop(t, b, "inbox", dsn, kills, restarts, applied)
 		wait()
 		end := streamEnd(t, b)
 
@@ -265,7 +265,7 @@ func TestLandUnderCrashesHoldsEveryRowOnce(t *testing.T) {
 			}
 			return n
 		}
-		crashLoop(t, b, "land", dsn, kills, restarts, landed)
+		inboxCrashLoop(t, b, "land", dsn, kills, restarts, landed)
 		wait()
 		end := streamEnd(t, b)
 		// The children's first run binds the table at the earliest row;

@@ -127,7 +127,7 @@ func inboxDBs() []inboxDB {
 			return inboxOpen(t, dsn)
 		}},
 		{"postgres", func(t testing.TB) (*sql.DB, Dialect, string) {
-			return inboxOpen(t, testPG.Get(t).NewDB(t))
+			return inboxOpen(t, pg.Get(t).NewDB(t))
 		}},
 	}
 }

@@ -30,7 +30,7 @@ type LandOptions struct {
 	// Notice hears reconnects; nil discards.
 	Notice func(msg string, keyvals ...any)
 	// BatchRows is the most rows landed in one transaction (0:
-	// DefaultBatchRows); MinBackoff and MaxBackoff bound the wait between
+	// DefaultInboxBatchRows); MinBackoff and MaxBackoff bound the wait between
 	// reconnects.
 	BatchRows              int
 	MinBackoff, MaxBackoff time.Duration
@@ -80,7 +80,7 @@ func Land(ctx context.Context, db *sql.DB, d Dialect, url, table string, opts La
 	land := &tableLanding{d: d, table: table}
 	r := &receiver{
 		db: db, d: d, url: url, subscriber: LandSubscriber(table), dial: opts.DialOptions, land: land,
-		notice: opts.Notice, batchRows: opts.BatchRows, pollEvery: DefaultPollEvery,
+		notice: opts.Notice, batchRows: opts.BatchRows, pollEvery: DefaultInboxPollEvery,
 		minBackoff: opts.MinBackoff, maxBackoff: opts.MaxBackoff, stopAt: wire.Null,
 	}
 	r.init()
@@ -166,8 +166,8 @@ func (l *tableLanding) prepare(m *wire.Message) (item, error) {
 // parameters (SQLite 32766, PostgreSQL 65535).
 const maxParams = 30000
 
-// insertChunk is the most rows one INSERT statement carries.
-const insertChunk = 32
+// landChunk is the most rows one INSERT statement carries.
+const landChunk = 32
 
 func (l *tableLanding) statement(n int) string {
 	if s, ok := l.stmts[n]; ok {
@@ -197,7 +197,7 @@ func (l *tableLanding) insert(ctx context.Context, tx *sql.Tx, items []item) err
 	// statement on every Exec, and a statement of a whole batch costs more
 	// to parse than its rows cost to insert.
 	width := len(l.cols.names())
-	per := max(1, min(insertChunk, maxParams/width))
+	per := max(1, min(landChunk, maxParams/width))
 	var prepared *sql.Stmt
 	defer func() {
 		if prepared != nil {

@@ -19,15 +19,15 @@ type item struct {
 	offset int64
 	ts     int64 // wire.Null when the log predates stamps
 	row    []byte
-	args   []any // the row's column values, for a table landing
+	args   []any // the row's column values, for a table sink
 }
 
-// landing is where a receiver puts rows: the inbox table, or the table of
+// sink is where a receiver puts rows: the inbox table, or the table of
 // `streamcast tail --into`. insert runs in the transaction that moves the
 // subscriber's offset past the rows.
-type landing interface {
+type sink interface {
 	// prepare copies m out of the subscription's buffer; an error is a row
-	// this landing cannot store, which ends the receiver.
+	// this sink cannot store, which ends the receiver.
 	prepare(m *wire.Message) (item, error)
 	insert(ctx context.Context, tx *sql.Tx, items []item) error
 }
@@ -44,8 +44,8 @@ type receiver struct {
 	url        string
 	subscriber string
 	dial       wire.DialOptions
-	land       landing
-	window     *Window // nil: never pauses (a table landing)
+	land       sink
+	window     *Window // nil: never pauses (a table sink)
 	onPause    func(paused bool)
 	notice     func(msg string, keyvals ...any)
 	batchRows  int
@@ -84,7 +84,7 @@ func (r *receiver) init() {
 	}
 }
 
-func signal(c chan struct{}) {
+func notify(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
 	default:
@@ -98,7 +98,7 @@ func (r *receiver) fail(err error) {
 		r.err = err
 	}
 	r.mu.Unlock()
-	signal(r.wake)
+	notify(r.wake)
 }
 
 func (r *receiver) failure() error {
@@ -376,7 +376,7 @@ func (r *receiver) receive(ctx context.Context, sub *wire.Subscription) (int64, 
 		landed += n
 		r.held.Rows += int64(len(batch))
 		r.held.Bytes += size
-		signal(r.wake)
+		notify(r.wake)
 		if r.stopAt != wire.Null && r.last.Load() >= r.stopAt-1 {
 			return landed, errDone
 		}
@@ -458,7 +458,7 @@ func (r *receiver) commitTx(ctx context.Context, batch []item) (int64, error) {
 
 // transient reports whether the receiver retries after err: the server
 // going away or dropping a slow reader, the network failing, the database
-// busy. Refusals, protocol errors, identity mismatches, rows the landing
+// busy. Refusals, protocol errors, identity mismatches, rows the sink
 // cannot store and other database errors end it.
 func transient(err error) bool {
 	var (
@@ -490,7 +490,7 @@ func transient(err error) bool {
 }
 
 // dbError marks an error of the application's database (see transient);
-// landError a row the landing cannot store.
+// landError a row the sink cannot store.
 type dbError struct{ err error }
 
 func (e *dbError) Error() string { return e.err.Error() }
