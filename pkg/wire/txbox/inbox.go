@@ -167,7 +167,7 @@ func NewInbox(ctx context.Context, db *sql.DB, d Dialect, url, subscriber string
 	w := opts.Window
 	r := &receiver{
 		db: db, d: d, url: url, subscriber: subscriber, dial: opts.DialOptions,
-		land: inboxLanding{d: d, subscriber: subscriber}, window: &w, onPause: opts.OnPauseChange, notice: opts.Notice,
+		land: newInboxLanding(d, subscriber), window: &w, onPause: opts.OnPauseChange, notice: opts.Notice,
 		batchRows: opts.BatchRows, pollEvery: opts.PollEvery, minBackoff: opts.MinBackoff, maxBackoff: opts.MaxBackoff,
 		stopAt: wire.Null,
 	}
@@ -304,32 +304,18 @@ func (in *Inbox) Close() error {
 }
 
 // inboxLanding puts rows in InboxTable.
-type inboxLanding struct {
-	d          Dialect
-	subscriber string
+type inboxLanding struct{ ins *rowInserter }
+
+func newInboxLanding(d Dialect, subscriber string) *inboxLanding {
+	return &inboxLanding{ins: newRowInserter(d, InboxTable, []string{"subscriber", "stream_offset", "ts", "row"}, func(dst []any, it item) []any {
+		return append(dst, subscriber, it.offset, nullTS(it.ts), string(it.row))
+	})}
 }
 
-func (l inboxLanding) prepare(m *wire.Message) (item, error) {
+func (l *inboxLanding) prepare(m *wire.Message) (item, error) {
 	return item{offset: m.Offset, ts: m.TS, row: append([]byte(nil), m.Row...)}, nil
 }
 
-func (l inboxLanding) insert(ctx context.Context, tx *sql.Tx, items []item) error {
-	var b strings.Builder
-	b.WriteString("INSERT INTO " + InboxTable + " (subscriber, stream_offset, ts, row) VALUES ")
-	args := make([]any, 0, 4*len(items))
-	for i, it := range items {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?, ?, ?)")
-		var ts any
-		if it.ts != wire.Null {
-			ts = it.ts
-		}
-		args = append(args, l.subscriber, it.offset, ts, string(it.row))
-	}
-	if _, err := tx.ExecContext(ctx, l.d.Rebind(b.String()), args...); err != nil {
-		return fmt.Errorf("txbox: land %d rows at offsets %d to %d in %s: %w", len(items), items[0].offset, items[len(items)-1].offset, InboxTable, err)
-	}
-	return nil
+func (l *inboxLanding) insert(ctx context.Context, tx *sql.Tx, items []item) error {
+	return l.ins.insert(ctx, tx, items)
 }

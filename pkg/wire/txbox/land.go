@@ -120,7 +120,7 @@ type tableLanding struct {
 	d     Dialect
 	table string
 	cols  tableColumns
-	stmts map[int]string // the INSERT of n rows, by n
+	ins   *rowInserter // made once the columns are known
 }
 
 // prepareTable creates the table (unless noCreate) and checks it has every
@@ -150,8 +150,14 @@ func (l *tableLanding) prepareTable(ctx context.Context, db *sql.DB, noCreate bo
 	if len(missing) > 0 {
 		return fmt.Errorf("txbox: table %s lacks the columns %s that the stream's rows need; land the stream in a new table, or add the columns", l.table, strings.Join(missing, ", "))
 	}
-	l.stmts = map[int]string{}
+	l.ins = newRowInserter(l.d, l.table, l.cols.names(), func(dst []any, it item) []any {
+		return append(append(dst, it.offset, nullTS(it.ts)), it.args...)
+	})
 	return nil
+}
+
+func (l *tableLanding) insert(ctx context.Context, tx *sql.Tx, items []item) error {
+	return l.ins.insert(ctx, tx, items)
 }
 
 func (l *tableLanding) prepare(m *wire.Message) (item, error) {
@@ -160,77 +166,4 @@ func (l *tableLanding) prepare(m *wire.Message) (item, error) {
 		return item{}, err
 	}
 	return item{offset: m.Offset, ts: m.TS, row: nil, args: args}, nil
-}
-
-// maxParams keeps a multi-row INSERT under both dialects' limits on bind
-// parameters (SQLite 32766, PostgreSQL 65535).
-const maxParams = 30000
-
-// landChunk is the most rows one INSERT statement carries.
-const landChunk = 32
-
-func (l *tableLanding) statement(n int) string {
-	if s, ok := l.stmts[n]; ok {
-		return s
-	}
-	names := l.cols.names()
-	quoted := make([]string, len(names))
-	for i, n := range names {
-		quoted[i] = quoteIdent(n)
-	}
-	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", ") + ")"
-	var b strings.Builder
-	b.WriteString("INSERT INTO " + quoteIdent(l.table) + " (" + strings.Join(quoted, ", ") + ") VALUES ")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(one)
-	}
-	s := l.d.Rebind(b.String())
-	l.stmts[n] = s
-	return s
-}
-
-func (l *tableLanding) insert(ctx context.Context, tx *sql.Tx, items []item) error {
-	// Full chunks share one prepared multi-row statement: SQLite parses a
-	// statement on every Exec, and a statement of a whole batch costs more
-	// to parse than its rows cost to insert.
-	width := len(l.cols.names())
-	per := max(1, min(landChunk, maxParams/width))
-	var prepared *sql.Stmt
-	defer func() {
-		if prepared != nil {
-			prepared.Close()
-		}
-	}()
-	args := make([]any, 0, width*per)
-	for len(items) > 0 {
-		chunk := items[:min(per, len(items))]
-		items = items[len(chunk):]
-		args = args[:0]
-		for _, it := range chunk {
-			var ts any
-			if it.ts != wire.Null {
-				ts = it.ts
-			}
-			args = append(args, it.offset, ts)
-			args = append(args, it.args...)
-		}
-		var err error
-		if len(chunk) == per {
-			if prepared == nil {
-				if prepared, err = tx.PrepareContext(ctx, l.statement(per)); err != nil {
-					return fmt.Errorf("txbox: prepare the insert into table %s: %w", l.table, err)
-				}
-			}
-			_, err = prepared.ExecContext(ctx, args...)
-		} else {
-			_, err = tx.ExecContext(ctx, l.statement(len(chunk)), args...)
-		}
-		if err != nil {
-			return fmt.Errorf("txbox: land %d rows at offsets %d to %d in table %s: %w", len(chunk), chunk[0].offset, chunk[len(chunk)-1].offset, l.table, err)
-		}
-	}
-	return nil
 }
