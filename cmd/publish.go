@@ -154,7 +154,7 @@ func publishFromOutbox(cmd *cobra.Command, a *app, args []string, dsn string, un
 	case len(args) != 1:
 		return usageError{fmt.Errorf("--from-outbox sends from the database, not from files; give only the stream URL (got %d arguments)", len(args))}
 	}
-	for _, name := range []string{"quarantine", "follow", "window", "summary-json", "max-frame-bytes", "poll"} {
+	for _, name := range []string{"quarantine", "follow", "window", "summary-json", "poll"} {
 		if cmd.Flags().Changed(name) {
 			return usageError{fmt.Errorf("--%s reads NDJSON input and does not go with --from-outbox; remove it", name)}
 		}
@@ -166,6 +166,9 @@ func publishFromOutbox(cmd *cobra.Command, a *app, args []string, dsn string, un
 	}
 	if cmd.Flags().Changed("max-in-flight") {
 		r.maxInFlight = opts.MaxInFlight
+	}
+	if cmd.Flags().Changed("max-frame-bytes") {
+		r.maxFrameBytes = opts.MaxFrameBytes
 	}
 	return r.run(cmd.Context(), a)
 }

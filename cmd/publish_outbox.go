@@ -12,12 +12,13 @@ import (
 // sender of pkg/wire/txbox as a process, for applications in other
 // languages that write the outbox tables themselves (txbox.DDL).
 type outboxRun struct {
-	dsn         string
-	publisher   string
-	url         string
-	batchRows   int
-	maxInFlight int
-	untilEmpty  bool
+	dsn           string
+	publisher     string
+	url           string
+	batchRows     int
+	maxInFlight   int
+	maxFrameBytes int
+	untilEmpty    bool
 }
 
 func (r outboxRun) run(ctx context.Context, a *app) error {
@@ -28,9 +29,10 @@ func (r outboxRun) run(ctx context.Context, a *app) error {
 	defer db.Close()
 	logger := slog.New(a.logger) // the configured log, as a slog handler
 	o, err := txbox.NewOutbox(db, d, r.url, r.publisher, txbox.OutboxOptions{
-		BatchRows:   r.batchRows,
-		MaxInFlight: r.maxInFlight,
-		Logger:      logger,
+		BatchRows:     r.batchRows,
+		MaxInFlight:   r.maxInFlight,
+		MaxFrameBytes: r.maxFrameBytes,
+		Logger:        logger,
 	})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ package brokertest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,15 @@ import (
 // base URL. It fails the test when the server is not ready within 20 s, and
 // when Run ends with an error at cleanup.
 func Start(t testing.TB, cfg config.Config) string {
+	t.Helper()
+	url, _ := Run(t, cfg)
+	return url
+}
+
+// Run is Start for a test that also stops the broker itself (to restart it
+// on the same address and root, say): stop closes the server and waits for
+// Run to end; it runs at cleanup too, and only once.
+func Run(t testing.TB, cfg config.Config) (url string, stop func()) {
 	t.Helper()
 	srv, err := broker.New(cfg, broker.Options{})
 	if err != nil {
@@ -30,11 +40,15 @@ func Start(t testing.TB, cfg config.Config) string {
 	case <-time.After(20 * time.Second):
 		t.Fatal("server not ready after 20s")
 	}
-	t.Cleanup(func() {
-		_ = srv.Close()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return "ws://" + srv.Addr().String()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = srv.Close()
+			if err := <-errc; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return "ws://" + srv.Addr().String(), stop
 }

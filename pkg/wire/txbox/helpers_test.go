@@ -306,33 +306,17 @@ func freePort(t testing.TB) string {
 // contains reports whether s holds sub, for log checks.
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
+// brokertestRun is brokertest.Run: the broker's base URL and its stop.
+func brokertestRun(t testing.TB, cfg config.Config) (string, func()) {
+	t.Helper()
+	return brokertest.Run(t, cfg)
+}
+
 // runBroker runs a broker on cfg in this process until stop (or the test's
 // end), for tests that stop and restart it on the same address and root.
 func runBroker(t testing.TB, cfg config.Config) (stop func()) {
 	t.Helper()
-	srv, err := broker.New(cfg, broker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Run(context.Background()) }()
-	select {
-	case <-srv.Ready():
-	case err := <-errc:
-		t.Fatal(err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("broker not ready after 30s")
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			_ = srv.Close()
-			if err := <-errc; err != nil {
-				t.Errorf("broker Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
+	_, stop = brokertest.Run(t, cfg)
 	return stop
 }
 

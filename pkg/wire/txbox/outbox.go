@@ -22,6 +22,8 @@ const (
 	DefaultMinBackoff   = 100 * time.Millisecond
 	DefaultMaxBackoff   = 5 * time.Second
 	DefaultLandedWindow = 1 << 16
+	// DefaultMaxFrameBytes is the broker's default limits.max_message_bytes.
+	DefaultMaxFrameBytes = 1 << 20
 )
 
 // OutboxOptions configure NewOutbox. The zero value is usable.
@@ -36,6 +38,11 @@ type OutboxOptions struct {
 	MaxInFlight int
 	// BatchRows is the most rows sent in one frame; 0 means DefaultBatchRows.
 	BatchRows int
+	// MaxFrameBytes bounds a frame's size: match the broker's
+	// limits.max_message_bytes. A batch is cut short to stay under it, and
+	// a row that alone is larger goes to the dead letters unsent. 0 means
+	// DefaultMaxFrameBytes.
+	MaxFrameBytes int
 	// PollEvery is how often the sender looks for rows committed by another
 	// process (or by a transaction it was not told about); 0 means
 	// DefaultPollEvery. Send wakes the sender at once.
@@ -188,6 +195,9 @@ func NewOutbox(db *sql.DB, d Dialect, url, publisherID string, opts OutboxOption
 		opts.MaxBackoff = DefaultMaxBackoff
 	}
 	opts.MaxBackoff = max(opts.MaxBackoff, opts.MinBackoff)
+	if opts.MaxFrameBytes <= 0 {
+		opts.MaxFrameBytes = DefaultMaxFrameBytes
+	}
 	if opts.LandedWindow <= 0 {
 		opts.LandedWindow = DefaultLandedWindow
 	}

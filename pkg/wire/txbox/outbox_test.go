@@ -437,3 +437,61 @@ func TestOutboxReconciliationRefusals(t *testing.T) {
 		})
 	})
 }
+
+// TestOutboxKeepsFramesUnderTheBrokersBound: with the broker's
+// max_message_bytes at 4 KiB, batches are cut to fit, and a row that alone
+// is larger goes to the dead letters unsent while the rows around it land.
+func TestOutboxKeepsFramesUnderTheBrokersBound(t *testing.T) {
+	db, d := openDB(t, SQLite)
+	cfg := eoConfig(t)
+	cfg.Limits.MaxMessageBytes = 4096
+	url, _ := brokertestRun(t, cfg)
+	var letters []DeadLetter
+	var mu sync.Mutex
+	opts := fastOptions(&logBuffer{})
+	opts.MaxFrameBytes = 4096
+	opts.OnDeadLetter = func(l DeadLetter) {
+		mu.Lock()
+		letters = append(letters, l)
+		mu.Unlock()
+	}
+	o := newOutbox(t, db, d, url+"/eo", "app-1", opts)
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows [][]byte
+	for s := 1; s <= 12; s++ {
+		pad := strings.Repeat("x", 1500)
+		if s == 7 {
+			pad = strings.Repeat("y", 5000)
+		}
+		rows = append(rows, []byte(fmt.Sprintf(`{"n":%d,"pad":%q}`, s, pad)))
+	}
+	if _, err := o.SendMany(ctx, tx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, o)
+	got := readStream(t, url+"/eo", 11)
+	want := []int64{1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12}
+	if len(got) != len(want) {
+		t.Fatalf("the stream holds %d rows, want %d", len(got), len(want))
+	}
+	for i, r := range got {
+		if r.N != want[i] {
+			t.Fatalf("offset %d holds n=%d, want %d", r.Offset, r.N, want[i])
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(letters) != 1 || letters[0].Seq != 7 || !strings.Contains(letters[0].Reason, "5016 bytes") {
+		for _, l := range letters {
+			t.Errorf("dead letter: seq %d, %d bytes, reason %q", l.Seq, len(l.Row), l.Reason)
+		}
+		t.Fatal("want seq 7 alone, its size (5016 bytes) named")
+	}
+}

@@ -196,6 +196,12 @@ func (o *Outbox) session(ctx context.Context, out *outage) error {
 	if cerr != nil && !errors.Is(cerr, context.Canceled) {
 		return cerr
 	}
+	var big *oversize
+	if errors.As(err, &big) {
+		// Everything before the row landed (the collector settled every
+		// frame without an error), so it can go to the dead letters.
+		return o.refuse(ctx, big.seq, big.row, big.Error())
+	}
 	if err == nil || errors.Is(err, context.Canceled) {
 		return cerr
 	}
@@ -235,9 +241,9 @@ func (o *Outbox) submit(ctx context.Context, p *wire.Publisher, frames chan<- se
 		single := o.singleUntil
 		o.mu.Unlock()
 		for i := 0; i < len(rows); {
-			n := min(o.opts.BatchRows, len(rows)-i)
-			if seqs[i] <= single {
-				n = 1
+			n := o.frameRows(rows[i:], seqs[i] <= single)
+			if n == 0 {
+				return &oversize{seq: seqs[i], row: rows[i], max: o.opts.MaxFrameBytes}
 			}
 			batch := rows[i : i+n]
 			a, err := p.SubmitBatch(ctx, batch)
@@ -256,6 +262,41 @@ func (o *Outbox) submit(ctx context.Context, p *wire.Publisher, frames chan<- se
 		}
 		next = seqs[len(seqs)-1] + 1
 	}
+}
+
+// frameOverhead bounds the bytes of a frame beyond its rows: the seq, the
+// brackets and the commas.
+const frameOverhead = 32
+
+// frameRows is how many of rows go into the next frame: up to BatchRows
+// (one when single), within MaxFrameBytes. 0 means the first row alone is
+// too big to send.
+func (o *Outbox) frameRows(rows [][]byte, single bool) int {
+	limit := o.opts.BatchRows
+	if single {
+		limit = 1
+	}
+	size := frameOverhead
+	n := 0
+	for n < min(limit, len(rows)) {
+		size += len(rows[n]) + 1
+		if size > o.opts.MaxFrameBytes {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// oversize is a row larger than a frame may be.
+type oversize struct {
+	seq int64
+	row []byte
+	max int
+}
+
+func (e *oversize) Error() string {
+	return fmt.Sprintf("the row is %d bytes, more than a frame of at most %d bytes holds (OutboxOptions.MaxFrameBytes, the broker's limits.max_message_bytes)", len(e.row), e.max)
 }
 
 // load reads up to limit rows from seq next on, stopping before any gap.
@@ -378,14 +419,20 @@ func (o *Outbox) refused(ctx context.Context, f sent, err error) error {
 		o.mu.Unlock()
 		return errResend
 	}
-	if err := o.deadLetter(ctx, f.first, f.rows[0], rej.Detail); err != nil {
+	return o.refuse(ctx, f.first, f.rows[0], rej.Detail)
+}
+
+// refuse moves row seq to the dead letters, reports it, and ends the
+// session so the next one numbers the rows behind it from the mark.
+func (o *Outbox) refuse(ctx context.Context, seq int64, row []byte, reason string) error {
+	if err := o.deadLetter(ctx, seq, row, reason); err != nil {
 		return err
 	}
-	o.settle(f.first, f.first, nil)
-	o.log.Warn("txbox: the stream's schema refused a row; it was moved to the dead letters and the rows after it go on in order",
-		"publisher", o.id, "seq", f.first, "table", DeadLetterTable, "reason", rej.Detail)
+	o.settle(seq, seq, nil)
+	o.log.Warn("txbox: the stream refused a row; it was moved to the dead letters and the rows after it go on in order",
+		"publisher", o.id, "seq", seq, "table", DeadLetterTable, "reason", reason)
 	if o.opts.OnDeadLetter != nil {
-		o.opts.OnDeadLetter(DeadLetter{Publisher: o.id, Seq: f.first, Row: f.rows[0], Reason: rej.Detail})
+		o.opts.OnDeadLetter(DeadLetter{Publisher: o.id, Seq: seq, Row: row, Reason: reason})
 	}
 	return errResend
 }
