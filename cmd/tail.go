@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/internal/ndjson"
+	"github.com/streamcast/streamcast/pkg/wire"
+	"github.com/streamcast/streamcast/pkg/wire/txbox"
 )
 
 func newTailCmd(a *app) *cobra.Command {
@@ -19,7 +21,10 @@ func newTailCmd(a *app) *cobra.Command {
 		opts       = ndjson.DefaultTailOptions()
 		offset     string
 		where      string
-		cursorPath string
+		cursors    []string
+		uploadEach = ndjson.DefaultUploadEvery
+		into       string
+		table      string
 		tlsFlags   *clientTLS
 	)
 	cmd := &cobra.Command{
@@ -54,6 +59,20 @@ the system's CAs and the one --ca-file names; --cert-file and --key-file
 present a client certificate to a server that requires one (mutual TLS).
 --insecure skips the verification, with a warning every time.
 
+--into DSN --table NAME lands the stream in a database table instead of
+printing it, exactly once: DSN is sqlite:///abs/path.db, sqlite://rel/path.db
+or a postgres:// URL. The table (created when missing) has the columns
+streamcast_offset (the primary key) and streamcast_ts, then one per schema
+column (integers INTEGER/BIGINT, numbers REAL/DOUBLE PRECISION, booleans,
+strings TEXT, binary decoded into BLOB/BYTEA, nested values as JSON TEXT). The
+table's last offset is kept in streamcast_inbox_state, in the same transaction
+as its rows: kill the tail anywhere and run it again, and it resumes one above
+the last row landed, so the table holds every row once. A new table starts at
+the frontier, or at --offset; the stream's identity is bound at the first run
+and a recreated stream is refused. It reconnects whenever the connection ends
+and runs until SIGINT/SIGTERM, or with --until-caught-up until every row below
+the first frontier has landed.
+
 A refusal exits 1 with one line saying what to rerun with.
 
 ` + credentialsHelp,
@@ -61,6 +80,8 @@ A refusal exits 1 with one line saying what to rerun with.
   streamcast tail --offset earliest --until-caught-up --rows ws://127.0.0.1:8765/demo > demo.ndjson
   streamcast tail --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo | ./consume
   streamcast tail --where '{"symbol":"BTC-USD"}' --count 10 ws://127.0.0.1:8765/demo
+  streamcast tail --cursor .demo.cursor --cursor s3://my-bucket/consumer1/demo.offset ws://127.0.0.1:8765/demo
+  streamcast tail --into sqlite:///var/lib/app/app.db --table trades --offset earliest ws://127.0.0.1:8765/demo
   streamcast tail --ca-file ca.crt wss://broker.example.com:8765/demo`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -71,23 +92,6 @@ A refusal exits 1 with one line saying what to rerun with.
 				}
 				opts.Offset = &n
 			}
-			if where != "" {
-				opts.Where = json.RawMessage(where)
-			}
-			if err := opts.Validate(); err != nil {
-				return usageError{err}
-			}
-			if cursorPath != "" {
-				c, warn, err := ndjson.OpenCursor(cursorPath)
-				if err != nil {
-					return err
-				}
-				if warn != nil {
-					a.logger.Warn(warn.Error())
-				}
-				opts.Cursor = c
-			}
-			opts.Logger = a.logger
 			u, cred, err := streamURL(args[0])
 			if err != nil {
 				return err
@@ -98,6 +102,49 @@ A refusal exits 1 with one line saying what to rerun with.
 				return err
 			}
 			opts.TLS = tc
+			if into != "" || table != "" {
+				if err := checkInto(cmd, into, table); err != nil {
+					return usageError{err}
+				}
+				return tailInto(cmd, a, u, opts.DialOptions, into, table, opts.Offset, opts.UntilCaughtUp)
+			}
+			if where != "" {
+				opts.Where = json.RawMessage(where)
+			}
+			if err := opts.Validate(); err != nil {
+				return usageError{err}
+			}
+			local, remote, err := splitCursors(cursors)
+			if err != nil {
+				return usageError{err}
+			}
+			if uploadEach <= 0 {
+				return usageError{fmt.Errorf("--upload-every %v is not a positive duration; give e.g. 30s", uploadEach)}
+			}
+			if local != "" {
+				c, warn, err := ndjson.OpenCursor(local)
+				if err != nil {
+					return err
+				}
+				if warn != nil {
+					a.logger.Warn(warn.Error())
+				}
+				opts.Cursor = c
+			}
+			if remote != "" {
+				if opts.Cursor == nil {
+					opts.Cursor = ndjson.MemoryCursor(remote)
+				}
+				rc, err := ndjson.OpenRemoteCursor(cmd.Context(), remote, opts.Cursor, a.logger)
+				if err != nil {
+					return err
+				}
+				rc.Start(uploadEach)
+				// After Tail has saved the local cursor: the object gets
+				// the final position too.
+				defer rc.Close()
+			}
+			opts.Logger = a.logger
 
 			// A reader that goes away (| head) is an ordinary end: get EPIPE
 			// from the write instead of dying of SIGPIPE, so the cursor is saved.
@@ -120,10 +167,71 @@ A refusal exits 1 with one line saying what to rerun with.
 	f.BoolVar(&opts.UntilCaughtUp, "until-caught-up", false, "exit once every row below the frontier at connect has been printed")
 	f.BoolVar(&opts.Reconnect, "reconnect", false, "on 1001, a network error or 4429, reconnect with backoff and resume after the last row")
 	f.BoolVar(&opts.Rows, "rows", false, "print only each row's object, not [offset,ts,row]")
-	f.StringVar(&cursorPath, "cursor", "", "keep the last offset finished with in `FILE`, and resume one above it")
+	f.StringArrayVar(&cursors, "cursor", nil, "keep the last offset finished with in `FILE` or s3://bucket/key (give both to keep both), and resume one above it")
+	f.StringVar(&into, "into", "", "land the rows in a table of the database at `DSN` (sqlite:///abs.db, sqlite://rel.db, postgres://…), exactly once")
+	f.StringVar(&table, "table", "", "the `NAME` of the table --into lands the rows in")
+	f.DurationVar(&uploadEach, "upload-every", ndjson.DefaultUploadEvery, "how often an s3:// --cursor is uploaded while it moves")
 	tlsFlags = addClientTLSFlags(f)
 	_ = cmd.RegisterFlagCompletionFunc("offset", cobra.FixedCompletions([]string{"earliest"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// checkInto refuses --into without --table (and the reverse), and the
+// flags that shape printed output, which a landing does not have.
+func checkInto(cmd *cobra.Command, into, table string) error {
+	switch {
+	case into == "":
+		return errors.New("--table names the table of --into; give --into DSN too")
+	case table == "":
+		return errors.New("--into needs --table NAME, the table to land the rows in")
+	}
+	for _, name := range []string{"cursor", "rows", "where", "count", "reconnect", "upload-every"} {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s does not apply to --into: the table keeps its own place (and always reconnects); drop --%s", name, name)
+		}
+	}
+	return nil
+}
+
+// tailInto runs `tail --into`: txbox.Land until SIGINT/SIGTERM (the
+// command's context) or, with --until-caught-up, until it caught up.
+func tailInto(cmd *cobra.Command, a *app, url string, dial wire.DialOptions, dsn, table string, offset *int64, untilCaughtUp bool) error {
+	db, d, err := txbox.OpenDSN(dsn)
+	if err != nil {
+		return usageError{err}
+	}
+	defer db.Close()
+	res, err := txbox.Land(cmd.Context(), db, d, url, table, txbox.LandOptions{
+		DialOptions: dial, Offset: offset, UntilCaughtUp: untilCaughtUp,
+		Notice: func(msg string, kv ...any) { a.logger.Warn(msg, kv...) },
+	})
+	a.logger.Info("tail --into ended", "table", table, "rows", res.Rows, "last_offset", res.Last)
+	return err
+}
+
+// splitCursors sorts the --cursor values into one local file and one S3
+// object, refusing a second of either.
+func splitCursors(vals []string) (local, remote string, err error) {
+	for _, v := range vals {
+		switch {
+		case v == "":
+			return "", "", errors.New("--cursor is empty; give a file path or s3://bucket/key")
+		case ndjson.IsS3URI(v):
+			if remote != "" {
+				return "", "", fmt.Errorf("--cursor names two S3 objects (%s and %s); give one", remote, v)
+			}
+			if _, _, err := ndjson.ParseS3URI(v); err != nil {
+				return "", "", err
+			}
+			remote = v
+		default:
+			if local != "" {
+				return "", "", fmt.Errorf("--cursor names two files (%s and %s); give one file, and at most one s3://bucket/key", local, v)
+			}
+			local = v
+		}
+	}
+	return local, remote, nil
 }
 
 // parseOffset reads --offset: a non-negative integer, or "earliest" (0).

@@ -28,6 +28,7 @@ const DefaultSaveEvery = time.Second
 // the new position, never a torn one. Safe for concurrent use.
 type Cursor struct {
 	path  string
+	mem   bool // no file: the position lives in memory (and in a RemoteCursor's object)
 	every time.Duration
 	now   func() time.Time
 
@@ -66,6 +67,13 @@ func OpenCursor(path string) (c *Cursor, warn error, err error) {
 	}
 	c.loaded, c.highest, c.saved = n, n, n
 	return c, nil, nil
+}
+
+// MemoryCursor returns an absent cursor kept in memory only, named name in
+// messages: the local side of a cursor that lives in an S3 object alone
+// (see RemoteCursor). Save never writes a file.
+func MemoryCursor(name string) *Cursor {
+	return &Cursor{path: name, mem: true, every: DefaultSaveEvery, now: time.Now, loaded: wire.Null, highest: wire.Null, saved: wire.Null}
 }
 
 // unwrapPath drops the *fs.PathError wrapper (its path is already in the
@@ -123,7 +131,7 @@ func (c *Cursor) Advance(offset int64) bool {
 func (c *Cursor) Save(force bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.highest == wire.Null || c.highest == c.saved {
+	if c.mem || c.highest == wire.Null || c.highest == c.saved {
 		return nil
 	}
 	now := c.now()

@@ -11,4 +11,10 @@
 // and PostgreSQL (pgx stdlib); DDL gives the tables for a role that may not
 // create them. The package builds on pkg/wire only and never imports the
 // broker.
+//
+// The inbox moves the subscriber's last received offset in the transaction
+// that lands the rows, and binds the stream's identity at the first connect,
+// checking it at every later one (I8 seen from a consumer): a recreated
+// stream is refused, never read as a continuation. It never stores pause
+// state: the receive window (window.go) decides it from counts.
 package txbox

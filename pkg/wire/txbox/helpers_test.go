@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 	case "app":
 		os.Exit(runAppChild(os.Getenv(childArgEnv)))
 	}
+	if role := os.Getenv(crashRoleEnv); role != "" {
+		os.Exit(crashChild(role)) // the inbox's crash tests (inbox_crash_test.go)
+	}
 	code := m.Run()
 	pg.Stop()
 	os.Exit(code)
