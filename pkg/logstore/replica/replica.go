@@ -40,7 +40,7 @@ type Replicator struct {
 
 // Target names where one log's replica lives.
 type Target struct {
-	LogDir string                    // the log's directory, holding buffer.db
+	LogDir string                   // the log's directory, holding buffer.db
 	Client litestream.ReplicaClient // the replica at <prefix>/<stream>/_wal/<log>/
 }
 
