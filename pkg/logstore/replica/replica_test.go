@@ -2,10 +2,13 @@ package replica_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/benbjohnson/litestream"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
@@ -14,49 +17,102 @@ import (
 
 const doc = `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`
 
-// TestShipAndRestore appends rows to a real log while its WAL ships to a
-// directory replica, then restores the replica into a new directory and
-// reads every acknowledged row back at its offset.
-func TestShipAndRestore(t *testing.T) {
-	ctx := context.Background()
+// newLog creates a real log under root/s/<name>.
+func newLog(t *testing.T, root, name string) *logstore.Log {
+	t.Helper()
 	sch, err := schema.Compile([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := t.TempDir()
-	dir := filepath.Join(root, "s", "log")
-	lg, err := logstore.Create(dir, sch, logstore.Config{})
+	lg, err := logstore.Create(filepath.Join(root, "s", name), sch, logstore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lg.Close()
-	client := replica.FileClient(filepath.Join(root, "published", "s", "_wal", "log"))
-	r, err := replica.Start(ctx, []replica.Target{{LogDir: dir, Client: client}}, replica.Options{SyncInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const groups, per = 50, 20
-	for g := range groups {
+	t.Cleanup(func() { lg.Close() })
+	return lg
+}
+
+// appendRows commits groups of per rows, {"n": offset-1} each.
+func appendRows(t *testing.T, lg *logstore.Log, groups, per int) {
+	t.Helper()
+	for range groups {
+		st, err := lg.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
 		rows := make([][]byte, per)
 		for i := range rows {
-			rows[i] = fmt.Appendf(nil, `{"n":%d}`, g*per+i)
+			rows[i] = fmt.Appendf(nil, `{"n":%d}`, st.End-1+int64(i))
 		}
-		if _, err := lg.Append(ctx, rows, time.Now().UnixMicro(), nil); err != nil {
+		if _, err := lg.Append(context.Background(), rows, time.Now().UnixMicro(), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := r.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+}
 
-	restored := filepath.Join(t.TempDir(), "s", "log")
-	if err := replica.Restore(ctx, client, restored); err != nil {
+// replicator is a Run in the background, stopped at cleanup.
+type replicator struct {
+	cancel context.CancelFunc
+	ready  chan struct{}
+	done   chan error
+}
+
+func start(t *testing.T, targets []replica.Target) *replicator {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replicator{cancel: cancel, ready: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		r.done <- replica.Run(ctx, targets, replica.Options{SyncInterval: 20 * time.Millisecond}, func() { close(r.ready) })
+	}()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop ends the Run and returns its error (once; later calls return nil).
+func (r *replicator) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err, ok := <-r.done:
+		if ok {
+			close(r.done)
+		}
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("the replicator did not stop within a minute")
+		return nil
+	}
+}
+
+// waitShipped waits until the log's replicator reports end shipped.
+func waitShipped(t *testing.T, dir string, end int64) replica.Progress {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		p, ok, err := replica.ReadProgress(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok && p.ShippedEnd >= end {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replicator of %s reports %+v after a minute, want offsets below %d shipped", dir, p, end)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// restoreEnd restores client into a new directory and checks that it
+// holds offsets 1..end-1, each {"n": offset-1}.
+func restoreEnd(t *testing.T, client litestream.ReplicaClient, end int64) {
+	t.Helper()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "s", "log")
+	if err := replica.Restore(ctx, client, dir); err != nil {
 		t.Fatal(err)
 	}
-	back, err := logstore.Open(restored, logstore.ReadOnly)
+	back, err := logstore.Open(dir, logstore.ReadOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +121,8 @@ func TestShipAndRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.End != groups*per+1 {
-		t.Fatalf("restored log ends at %d, want %d", st.End, groups*per+1)
+	if st.End < end {
+		t.Fatalf("the restored log ends at %d; the replicator said every offset below %d was shipped", st.End, end)
 	}
 	want := int64(1)
 	err = back.Scan(ctx, 1, st.End, nil, func(off, _ int64, row []byte) error {
@@ -79,4 +135,85 @@ func TestShipAndRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestShippedRowsRestore: every offset the replicator reports shipped
+// comes back from the replica, across a restart of the replicator.
+func TestShippedRowsRestore(t *testing.T) {
+	root := t.TempDir()
+	lg := newLog(t, root, "log")
+	client := replica.FileClient(filepath.Join(root, "published", "s", "_wal", "log"))
+	targets := []replica.Target{{LogDir: lg.Dir(), Client: client}}
+
+	r := start(t, targets)
+	<-r.ready
+	appendRows(t, lg, 30, 10)
+	waitShipped(t, lg.Dir(), 301)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, lg, 20, 10) // while no replicator runs
+	r = start(t, targets)
+	<-r.ready
+	appendRows(t, lg, 10, 10)
+	waitShipped(t, lg.Dir(), 601)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	restoreEnd(t, client, 601)
+}
+
+// TestFreshLogRefusesReplicaOfAnother: a new empty log never ships over a
+// replica that holds another log's history (shipping would make every
+// later restore of that replica come back empty).
+func TestFreshLogRefusesReplicaOfAnother(t *testing.T) {
+	root := t.TempDir()
+	old := newLog(t, root, "log")
+	client := replica.FileClient(filepath.Join(root, "published", "s", "_wal", "log"))
+	r := start(t, []replica.Target{{LogDir: old.Dir(), Client: client}})
+	<-r.ready
+	appendRows(t, old, 5, 10)
+	waitShipped(t, old.Dir(), 51)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	fresh := newLog(t, t.TempDir(), "log")
+	r = start(t, []replica.Target{{LogDir: fresh.Dir(), Client: client}})
+	var err error
+	select {
+	case err = <-r.done:
+		close(r.done)
+	case <-time.After(time.Minute):
+		t.Fatal("the replicator of a fresh log over another's replica neither refused nor stopped within a minute")
+	}
+	var he *replica.HistoryError
+	if !errors.As(err, &he) || he.ReplicaLogID != old.ID() {
+		t.Fatalf("replicating a fresh log over another's replica: got %v, want a HistoryError naming log %s", err, old.ID())
+	}
+	restoreEnd(t, client, 51) // the replica still holds the old history
+}
+
+// TestStandbyTakesOver: a second replicator of the same log stands by
+// while the first runs, and ships once the first stops.
+func TestStandbyTakesOver(t *testing.T) {
+	root := t.TempDir()
+	lg := newLog(t, root, "log")
+	client := replica.FileClient(filepath.Join(root, "published", "s", "_wal", "log"))
+	targets := []replica.Target{{LogDir: lg.Dir(), Client: client}}
+	first := start(t, targets)
+	<-first.ready
+	second := start(t, targets)
+	<-second.ready // standing by
+	appendRows(t, lg, 5, 10)
+	waitShipped(t, lg.Dir(), 51)
+	if err := first.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, lg, 5, 10)
+	waitShipped(t, lg.Dir(), 101) // only the second can have shipped these
+	if err := second.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	restoreEnd(t, client, 101)
 }
