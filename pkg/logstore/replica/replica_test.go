@@ -1,10 +1,14 @@
 package replica_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,10 +63,15 @@ type replicator struct {
 
 func start(t *testing.T, targets []replica.Target) *replicator {
 	t.Helper()
+	return startWith(t, targets, replica.Options{SyncInterval: 20 * time.Millisecond})
+}
+
+func startWith(t *testing.T, targets []replica.Target, opts replica.Options) *replicator {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replicator{cancel: cancel, ready: make(chan struct{}), done: make(chan error, 1)}
 	go func() {
-		r.done <- replica.Run(ctx, targets, replica.Options{SyncInterval: 20 * time.Millisecond}, func() { close(r.ready) })
+		r.done <- replica.Run(ctx, targets, opts, func() { close(r.ready) })
 	}()
 	t.Cleanup(func() { r.stop(t) })
 	return r
@@ -203,8 +212,12 @@ func TestStandbyTakesOver(t *testing.T) {
 	targets := []replica.Target{{LogDir: lg.Dir(), Client: client}}
 	first := start(t, targets)
 	<-first.ready
-	second := start(t, targets)
-	<-second.ready // standing by
+	var said syncBuffer
+	second := startWith(t, targets, replica.Options{SyncInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&said, nil))})
+	<-second.ready
+	if !strings.Contains(said.String(), "standing by") {
+		t.Fatalf("a second replicator of a log that is replicating did not stand by; it logged:\n%s", said.String())
+	}
 	appendRows(t, lg, 5, 10)
 	waitShipped(t, lg.Dir(), 51)
 	if err := first.stop(t); err != nil {
@@ -216,4 +229,22 @@ func TestStandbyTakesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	restoreEnd(t, client, 101)
+}
+
+// syncBuffer is a bytes.Buffer safe to write from a logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
