@@ -28,6 +28,7 @@ var layer = map[string]int{
 	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it
 	"pkg/logstore":             10,
 	"pkg/logstore/maintain":    15, // above logstore: it imports logstore
+	"pkg/logstore/replica":     15, // above logstore: it opens logs read-only
 	"pkg/meta":                 20,
 	"pkg/wire":                 20,
 	"pkg/meta/lifecycle":       22, // above meta: it imports meta and opens logs for writing

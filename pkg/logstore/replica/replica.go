@@ -8,12 +8,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/benbjohnson/litestream"
 	"github.com/benbjohnson/litestream/file"
+	"github.com/benbjohnson/litestream/s3"
 	"github.com/superfly/ltx"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -236,10 +239,13 @@ func newStore(t Target, opts Options) (*litestream.DB, *litestream.Store) {
 	r.MonitorEnabled = false
 	db.Replica = r
 	store := litestream.NewStore([]*litestream.DB{db}, litestream.DefaultCompactionLevels)
-	store.Logger = opts.Logger
+	// litestream narrates every monitor it starts and every snapshot at
+	// info; only its warnings and errors are worth an operator's log.
+	quiet := slog.New(warnings{opts.Logger.Handler()})
+	store.Logger = quiet
 	store.SnapshotInterval = opts.SnapshotInterval
 	store.SnapshotRetention = opts.SnapshotRetention
-	db.Logger = opts.Logger
+	db.Logger = quiet
 	return db, store
 }
 
@@ -373,3 +379,42 @@ func Restore(ctx context.Context, client litestream.ReplicaClient, dir string) e
 	}
 	return nil
 }
+
+// TargetFor finds where the replica of the log in dir lives, from the
+// log's own configuration: <published prefix>/<stream>/_wal/<log>/.
+func TargetFor(dir string) (Target, error) {
+	lg, err := logstore.Open(dir, logstore.ReadOnly)
+	if err != nil {
+		return Target{}, err
+	}
+	defer lg.Close()
+	cfg := lg.Config()
+	loc, err := cfg.PublishedPrefix(dir)
+	if err != nil {
+		return Target{}, fmt.Errorf("find the published prefix of %s: %w", dir, err)
+	}
+	if loc.Dir != "" {
+		return Target{LogDir: dir, Client: FileClient(filepath.Join(loc.Dir, cfg.Stream, "_wal", cfg.Log))}, nil
+	}
+	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(loc.S3, "s3://"), "/")
+	c := s3.NewReplicaClient()
+	c.Bucket = bucket
+	c.Path = path.Join(prefix, cfg.Stream, "_wal", cfg.Log)
+	c.Endpoint = cfg.S3.Endpoint
+	c.Region = cfg.S3.Region
+	c.ForcePathStyle = cfg.S3.PathStyle || cfg.S3.Endpoint != ""
+	if c.Region == "" {
+		c.Region = os.Getenv("AWS_REGION")
+	}
+	return Target{LogDir: dir, Client: c}, nil
+}
+
+// warnings passes on only the records at warning level and above.
+type warnings struct{ slog.Handler }
+
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnings) WithAttrs(as []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(as)} }
+func (w warnings) WithGroup(name string) slog.Handler    { return warnings{w.Handler.WithGroup(name)} }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/benbjohnson/litestream"
 
+	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -24,11 +26,16 @@ const doc = `{"type":"object","properties":{"n":{"type":"integer"}},"required":[
 // newLog creates a real log under root/s/<name>.
 func newLog(t *testing.T, root, name string) *logstore.Log {
 	t.Helper()
+	return newLogWith(t, root, name, logstore.Config{})
+}
+
+func newLogWith(t *testing.T, root, name string, cfg logstore.Config) *logstore.Log {
+	t.Helper()
 	sch, err := schema.Compile([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg, err := logstore.Create(filepath.Join(root, "s", name), sch, logstore.Config{})
+	lg, err := logstore.Create(filepath.Join(root, "s", name), sch, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +82,19 @@ func startWith(t *testing.T, targets []replica.Target, opts replica.Options) *re
 	}()
 	t.Cleanup(func() { r.stop(t) })
 	return r
+}
+
+// waitReady waits until the Run is ready, failing if it ends first.
+func (r *replicator) waitReady(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.ready:
+	case err := <-r.done:
+		close(r.done)
+		t.Fatalf("the replicator stopped before it was ready: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the replicator was not ready within a minute")
+	}
 }
 
 // stop ends the Run and returns its error (once; later calls return nil).
@@ -155,7 +175,7 @@ func TestShippedRowsRestore(t *testing.T) {
 	targets := []replica.Target{{LogDir: lg.Dir(), Client: client}}
 
 	r := start(t, targets)
-	<-r.ready
+	r.waitReady(t)
 	appendRows(t, lg, 30, 10)
 	waitShipped(t, lg.Dir(), 301)
 	if err := r.stop(t); err != nil {
@@ -163,7 +183,7 @@ func TestShippedRowsRestore(t *testing.T) {
 	}
 	appendRows(t, lg, 20, 10) // while no replicator runs
 	r = start(t, targets)
-	<-r.ready
+	r.waitReady(t)
 	appendRows(t, lg, 10, 10)
 	waitShipped(t, lg.Dir(), 601)
 	if err := r.stop(t); err != nil {
@@ -180,7 +200,7 @@ func TestFreshLogRefusesReplicaOfAnother(t *testing.T) {
 	old := newLog(t, root, "log")
 	client := replica.FileClient(filepath.Join(root, "published", "s", "_wal", "log"))
 	r := start(t, []replica.Target{{LogDir: old.Dir(), Client: client}})
-	<-r.ready
+	r.waitReady(t)
 	appendRows(t, old, 5, 10)
 	waitShipped(t, old.Dir(), 51)
 	if err := r.stop(t); err != nil {
@@ -211,10 +231,10 @@ func TestStandbyTakesOver(t *testing.T) {
 	client := replica.FileClient(filepath.Join(root, "published", "s", "_wal", "log"))
 	targets := []replica.Target{{LogDir: lg.Dir(), Client: client}}
 	first := start(t, targets)
-	<-first.ready
+	first.waitReady(t)
 	var said syncBuffer
 	second := startWith(t, targets, replica.Options{SyncInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&said, nil))})
-	<-second.ready
+	second.waitReady(t)
 	if !strings.Contains(said.String(), "standing by") {
 		t.Fatalf("a second replicator of a log that is replicating did not stand by; it logged:\n%s", said.String())
 	}
@@ -247,4 +267,49 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestTargets: the replica sits at <prefix>/<stream>/_wal/<log>/ for a
+// local prefix and for an S3 one (versitygw), and what ships restores.
+func TestTargets(t *testing.T) {
+	srv := s3test.Start(t, nil)
+	srv.UseCredentials(t)
+	// litestream's S3 client cannot load a CA bundle (cmd turns
+	// AWS_CA_BUNDLE into SSL_CERT_FILE for it); versitygw here is plain HTTP.
+	t.Setenv("AWS_CA_BUNDLE", "")
+	cases := []struct {
+		name string
+		cfg  func(root string) logstore.Config
+		keys func() []string // where the replica's objects must be
+	}{
+		{"directory", func(root string) logstore.Config { return logstore.Config{Published: filepath.Join(root, "pub")} }, nil},
+		{"s3", func(string) logstore.Config {
+			return logstore.Config{Published: "s3://" + s3test.Bucket + "/tables", S3: logstore.S3Config{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true}}
+		}, func() []string { return srv.Keys(t, "tables/s/_wal/log/") }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			lg := newLogWith(t, root, "log", c.cfg(root))
+			target, err := replica.TargetFor(lg.Dir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := start(t, []replica.Target{target})
+			r.waitReady(t)
+			appendRows(t, lg, 10, 10)
+			waitShipped(t, lg.Dir(), 101)
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			if c.keys != nil {
+				if keys := c.keys(); len(keys) == 0 {
+					t.Fatal("nothing was written under tables/s/_wal/log/ in the bucket")
+				}
+			} else if _, err := os.Stat(filepath.Join(root, "pub", "s", "_wal", "log")); err != nil {
+				t.Fatalf("the replica is not at <prefix>/s/_wal/log: %v", err)
+			}
+			restoreEnd(t, target.Client, 101)
+		})
+	}
 }
