@@ -89,6 +89,9 @@ type Config struct {
 	// client, any non-browser client) is not a browser's cross-site request
 	// and is always served; this is no authentication.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// Replicate tunes the WAL replication of the streams with
+	// replicate: true.
+	Replicate Replicate `yaml:"replicate"`
 	// Log is how every command logs: level and format.
 	Log Log `yaml:"log"`
 
@@ -136,6 +139,11 @@ type Stream struct {
 	// Durable streams commit every row to a log before delivering it; live-only
 	// ones relay rows with null offsets and refuse ?offset.
 	Durable bool `yaml:"durable"`
+	// Replicate ships the stream's WAL to <published>/<stream>/_wal/<log>/
+	// with a `streamcast replicate` child of serve (the replicate: section
+	// tunes it), so a lost machine loses about a second of acknowledged
+	// rows rather than everything not yet published. Durable streams only.
+	Replicate bool `yaml:"replicate,omitempty"`
 	// GroupCommit lets rows queued while a commit is in flight share the next
 	// one; off, every publish frame is its own commit.
 	GroupCommit bool `yaml:"group_commit"`
@@ -165,8 +173,9 @@ func Default() Config {
 			MaxMessageBytes: DefaultMaxMessageBytes,
 			MaxWhereBytes:   DefaultMaxWhereBytes,
 		},
-		Maintain: DefaultMaintain(),
-		Log:      DefaultLog(),
+		Maintain:  DefaultMaintain(),
+		Replicate: DefaultReplicate(),
+		Log:       DefaultLog(),
 	}
 }
 
@@ -322,6 +331,9 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 	if err := c.validateStorage(); err != nil {
 		return nil, keyFromMessage(err) // storage.go's messages begin with their key
 	}
+	if err := c.Replicate.validate(); err != nil {
+		return nil, err
+	}
 	if err := validateOrigins(c.AllowedOrigins); err != nil {
 		return nil, badKey("allowed_origins", "%v", err)
 	}
@@ -356,6 +368,9 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		}
 		if s.Durable && strings.TrimSpace(c.Root) == "" {
 			return nil, badKey("root", "root is empty, but %s is durable and needs a directory for its log", label)
+		}
+		if s.Replicate && !s.Durable {
+			return nil, badKey(key+".replicate", "%s has replicate: true but is not durable: only a durable stream has a log to replicate", label)
 		}
 		if s.MaxReplay != nil && *s.MaxReplay < 0 {
 			return nil, badKey(key+".max_replay", "%s: max_replay is %d; give a count of rows ≥ 0, or null for unbounded", label, *s.MaxReplay)
