@@ -33,7 +33,7 @@ const (
 // just after a round is shipped by the next, so a lost machine loses at
 // most about SyncInterval of acknowledged rows that are not yet published.
 const (
-	DefaultSyncInterval      = time.Second
+	DefaultSyncInterval      = 500 * time.Millisecond
 	DefaultSnapshotInterval  = time.Hour
 	DefaultSnapshotRetention = 24 * time.Hour
 )
@@ -253,7 +253,7 @@ func newStore(t Target, opts Options) (*litestream.DB, *litestream.Store) {
 // committed, so every offset below that end is in the replica when it
 // returns.
 func ship(ctx context.Context, lg *logstore.Log, db *litestream.DB, opts Options) (Progress, error) {
-	st, err := lg.Status(ctx)
+	_, end, err := lg.Extent(ctx)
 	if err != nil {
 		return Progress{}, err
 	}
@@ -263,7 +263,7 @@ func ship(ctx context.Context, lg *logstore.Log, db *litestream.DB, opts Options
 	if err := db.Replica.Sync(ctx); err != nil {
 		return Progress{}, fmt.Errorf("ship the WAL of %s: %w", db.Path(), err)
 	}
-	p := Progress{LogID: lg.ID(), ShippedEnd: st.End, TXID: uint64(db.Replica.Pos().TXID), At: opts.Now().UTC()}
+	p := Progress{LogID: lg.ID(), ShippedEnd: end, TXID: uint64(db.Replica.Pos().TXID), At: opts.Now().UTC()}
 	return p, writeProgress(lg.Dir(), p)
 }
 
