@@ -3,7 +3,7 @@
 //
 // The replica of log L of stream S lives at <prefix>/S/_wal/L/, beside the
 // stream's tables and never inside one, so no Iceberg reader and no sweep of
-// a table directory ever sees it (docs/design.md §4.2). The replica is the
+// a table directory ever sees it (docs/design.md §4.9). The replica is the
 // off-box copy of the rows that are not published yet: between it and the
 // published table, a lost machine loses at most the replication lag.
 //
