@@ -29,6 +29,7 @@ var layer = map[string]int{
 	"pkg/logstore":             10,
 	"pkg/logstore/tier":        12, // above logstore: its steps work through logstore's record API
 	"pkg/logstore/maintain":    15, // above logstore and tier: it runs tier's steps in a loop
+	"pkg/logstore/replica":     15, // above logstore: it opens logs read-only
 	"pkg/meta":                 20,
 	"pkg/wire":                 20,
 	"pkg/meta/lifecycle":       22, // above meta: it imports meta and opens logs for writing

@@ -125,6 +125,7 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 		newServeCmd(a),
 		newBenchCmd(a),
 		newMaintainCmd(a),
+		newReplicateCmd(a),
 		newTailCmd(a),
 		newPublishCmd(a),
 		newMigrateCmd(a),

@@ -42,7 +42,7 @@ func TestRetiredStreamGetsOnlyTheRetainChild(t *testing.T) {
 	}
 
 	srv = startServer(t, cfg)
-	dirs, retired, err := srv.durableLogs()
+	dirs, retired, _, err := srv.durableLogs()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestServeServesTheMigratedLog(t *testing.T) {
 	one := int64(1) // the distance to the seam is past max_replay: the count of held rows decides
 	cfg.Streams[0].MaxReplay = &one
 	srv = startServer(t, cfg)
-	dirs, _, err := srv.durableLogs()
+	dirs, _, _, err := srv.durableLogs()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -404,22 +404,28 @@ func (s *Server) teardown(ent *entry) error {
 // which every maintenance child runs over; retired are retired streams'
 // logs, fenced and wholly published (retire did both), so only the retain
 // child runs over them: their retention window still applies.
-func (s *Server) durableLogs() (live, retired []string, err error) {
+// replicated are the live logs of the streams with replicate: true, which
+// the replicate child ships.
+func (s *Server) durableLogs() (live, retired, replicated []string, err error) {
 	for _, st := range s.reg.List() {
 		if st.log == nil {
 			continue
 		}
 		dir, err := filepath.Abs(st.log.Dir())
 		if err != nil {
-			return nil, nil, fmt.Errorf("stream %q: %w", st.name, err)
+			return nil, nil, nil, fmt.Errorf("stream %q: %w", st.name, err)
 		}
-		if st.retirement() != nil {
+		switch {
+		case st.retirement() != nil:
 			retired = append(retired, dir)
-		} else {
+		case st.cfg.Replicate:
+			live = append(live, dir)
+			replicated = append(replicated, dir)
+		default:
 			live = append(live, dir)
 		}
 	}
-	return live, retired, nil
+	return live, retired, replicated, nil
 }
 
 // restartMaintenance makes the maintenance children run over the logs of
@@ -430,12 +436,12 @@ func (s *Server) durableLogs() (live, retired []string, err error) {
 // own writes go on meanwhile: a child only seals, publishes and cleans
 // what is committed, so no stream's writes are fenced. lifeMu is held.
 func (s *Server) restartMaintenance(ctx context.Context) error {
-	dirs, retired, err := s.durableLogs()
+	dirs, retired, replicated, err := s.durableLogs()
 	if err != nil {
 		return err
 	}
 	old := s.sup.Load()
-	if old != nil && slices.Equal(old.Logs(), dirs) && slices.Equal(old.RetiredLogs, retired) {
+	if old != nil && slices.Equal(old.Logs(), dirs) && slices.Equal(old.RetiredLogs, retired) && slices.Equal(old.ReplicateLogs, replicated) {
 		return nil
 	}
 	m := s.cfg.Maintain
@@ -450,14 +456,16 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 		s.replaceSup(nil)
 		old.Halt()
 	}
-	if len(dirs)+len(retired) == 0 || len(roles) == 0 {
+	if len(dirs)+len(retired) == 0 || len(roles)+len(replicated) == 0 {
 		return nil
 	}
 	if s.opts.Executable == "" {
-		return errNoExecutable(len(roles))
+		return errNoExecutable(len(roles) + min(len(replicated), 1))
 	}
 	sup := supervise.New(s.opts.Executable, s.opts.ConfigFile, roles, dirs, m.FlushEvery, s.opts.ChildReadyTimeout, s.logger)
 	sup.RetiredLogs = retired
+	sup.ReplicateLogs = replicated
+	sup.Replicate = s.cfg.Replicate.Args(nil, 0)
 	sup.Overrides = s.cfg.Tiers.MaintainOverrides()
 	sup.MaxOpenLogs = m.MaxOpenLogs
 	s.sup.Store(sup)

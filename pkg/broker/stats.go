@@ -14,6 +14,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/replica"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -38,6 +39,12 @@ type StreamStats struct {
 	PublishedThrough *int64   `json:"published_through"` // the last offset the published table holds; 0: none
 	PublishLagRows   *int64   `json:"publish_lag_rows"`  // rows committed and not yet published
 	PublishLagS      *float64 `json:"publish_lag_s"`     // age of the oldest unpublished row; 0 when none
+
+	// WAL replication (replicate: true; null otherwise, and until the
+	// replicator's first round).
+	ReplicatedThrough  *int64   `json:"replicated_through"`   // the last offset the replica holds; 0: none
+	ReplicationLagRows *int64   `json:"replication_lag_rows"` // rows committed and not yet shipped
+	ReplicationLagS    *float64 `json:"replication_lag_s"`    // while rows wait: time since the last round that shipped (a bound on their age); 0 when none wait
 }
 
 // ProcessStats are facts about the server process, for load tests.
@@ -93,6 +100,9 @@ func (s *Server) Stats() Stats {
 		if t := st.tierStatus(); t != nil {
 			ss.BufferedRows, ss.LocalFiles = &t.BufferedRows, &t.LocalFiles
 			ss.PublishedThrough, ss.PublishLagRows, ss.PublishLagS = &t.PublishedThrough, &t.PublishLagRows, &t.PublishLagSecs
+			if l := st.life.tiers.Load(); l != nil && st.cfg.Replicate && ss.EndOffset != nil {
+				ss.addReplication(l.Dir(), *ss.EndOffset, now)
+			}
 		}
 		out.Streams = append(out.Streams, ss)
 	}
@@ -114,6 +124,22 @@ func (st *stream) tierStatus() *logstore.Status {
 		return nil
 	}
 	return &t
+}
+
+// addReplication fills the replication fields from what the replicator
+// last reported in the log's directory; end is the log's end offset now.
+func (ss *StreamStats) addReplication(dir string, end int64, now time.Time) {
+	p, ok, err := replica.ReadProgress(dir)
+	if err != nil || !ok {
+		return
+	}
+	through := p.ShippedEnd - 1
+	lag := max(end-p.ShippedEnd, 0)
+	var age float64
+	if lag > 0 {
+		age = max(now.Sub(p.At).Seconds(), 0)
+	}
+	ss.ReplicatedThrough, ss.ReplicationLagRows, ss.ReplicationLagS = &through, &lag, &age
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }

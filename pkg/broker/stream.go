@@ -131,6 +131,10 @@ func (s *stream) open(ctx context.Context, root string) error {
 		s.srv.logger.Info("stream metadata "+res.Outcome.String(), "stream", s.name, "stream_id", res.Metadata.StreamID, "metadata", store.PublishedURI())
 	}
 	clock := logstore.WithClock(s.srv.opts.Clock)
+	var wal logstore.Option // nil: SQLite checkpoints after commits
+	if s.cfg.Replicate {
+		wal = logstore.WithReplicatedWAL() // the replicator checkpoints (docs/design.md §4.9)
+	}
 	md := res.Metadata
 	var lg *logstore.Log
 	if md == nil {
@@ -152,7 +156,7 @@ func (s *stream) open(ctx context.Context, root string) error {
 		if err := os.MkdirAll(lay.StreamDir(s.name), 0o755); err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
-		lg, err = logstore.Create(dir, s.sch, lc, clock)
+		lg, err = logstore.Create(dir, s.sch, lc, clock, wal)
 		if err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
@@ -173,7 +177,7 @@ func (s *stream) open(ctx context.Context, root string) error {
 			return fmt.Errorf("stream %q: its metadata %s (version %d) names no log; restore the stream's home directory from a backup", s.name, store.HomeURI(), md.Version)
 		}
 		dir := lay.LogDir(s.name, cur.Name)
-		lg, err = logstore.Open(dir, logstore.Writer, clock)
+		lg, err = logstore.Open(dir, logstore.Writer, clock, wal)
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("stream %q: its metadata %s (version %d) names log %s as current, but %s holds no log; "+
 				"a log is never created afresh under metadata that names it (docs/design.md I8): restore that directory from a backup",

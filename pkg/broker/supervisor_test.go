@@ -38,7 +38,7 @@ import (
 // import cmd (nothing may), and the supervision tests then drive the very
 // command lines serve renders against the flags `streamcast maintain`
 // really parses, and serve's real config loading.
-func streamcastExe(t *testing.T) string {
+func streamcastExe(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts child processes")

@@ -50,7 +50,7 @@ func BenchmarkAppend(b *testing.B) {
 func BenchmarkFloorSQLiteInsert(b *testing.B) {
 	for _, g := range benchGroups {
 		b.Run(fmt.Sprintf("group=%d", g), func(b *testing.B) {
-			db, err := sql.Open("sqlite", dsn(filepath.Join(b.TempDir(), "floor.db"), true))
+			db, err := sql.Open("sqlite", dsn(filepath.Join(b.TempDir(), "floor.db"), true, 0))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -24,17 +24,23 @@ const busyTimeoutMS = 10000
 // Write connections start their transactions with BEGIN IMMEDIATE: a
 // deferred transaction that reads first gets SQLITE_BUSY, without waiting,
 // when it later needs to write while another process writes.
-func dsn(path string, write bool) string {
+//
+// checkpointPages, when positive, is a write connection's
+// wal_autocheckpoint (WithReplicatedWAL); 0 keeps SQLite's default.
+func dsn(path string, write bool, checkpointPages int) string {
 	s := path + fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)", busyTimeoutMS)
 	if write {
+		if checkpointPages > 0 {
+			s += fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", checkpointPages)
+		}
 		return s + "&_txlock=immediate"
 	}
 	// Reads never write, whatever the handle's mode.
 	return s + "&_pragma=query_only(1)"
 }
 
-func openDB(path string, write bool) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", dsn(path, write))
+func openDB(path string, write bool, checkpointPages int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path, write, checkpointPages))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -144,7 +150,7 @@ INSERT OR IGNORE INTO meta(k, v) VALUES ('published_through', 0);
 // initBuffer creates buffer.db with its tables and meta in one transaction,
 // so a crash leaves either no log or a whole one.
 func initBuffer(dir string, sch *schema.Schema, cfg Config, created time.Time) error {
-	db, err := openDB(dir+"/"+bufferFile, true)
+	db, err := openDB(dir+"/"+bufferFile, true, 0)
 	if err != nil {
 		return err
 	}

@@ -211,7 +211,7 @@ func Open(dir string, mode Mode, opts ...Option) (*Log, error) {
 func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 	l := &Log{dir: dir, mode: mode, lock: lk, opts: o}
 	var err error
-	l.rdb, err = openDB(filepath.Join(dir, bufferFile), false)
+	l.rdb, err = openDB(filepath.Join(dir, bufferFile), false, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -244,7 +244,7 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 	}
 	l.logID = m.logID
 	if mode != ReadOnly {
-		l.wdb, err = openDB(filepath.Join(dir, bufferFile), true)
+		l.wdb, err = openDB(filepath.Join(dir, bufferFile), true, l.opts.checkpointPages)
 		if err != nil {
 			return fail(err)
 		}

@@ -34,7 +34,7 @@ func TestCreateStoresTheNamesItIsGiven(t *testing.T) {
 // the log in dir, as a log created before logs stored them has it.
 func stripNames(t *testing.T, dir string) {
 	t.Helper()
-	db, err := openDB(filepath.Join(dir, bufferFile), true)
+	db, err := openDB(filepath.Join(dir, bufferFile), true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,10 +34,29 @@ func WithOverride(o Config) Option {
 	return func(opts *options) { opts.override = o }
 }
 
+// WithReplicatedWAL tells a writing handle that a replicator ships the
+// log's WAL (docs/design.md §4.9). The replicator holds a read transaction
+// across its rounds and checkpoints the WAL itself once it has shipped it;
+// SQLite's own checkpoint after a commit would meet that reader every time,
+// copy what it may and start again at the next commit, several times the
+// cost of the commit. So the handle checkpoints only once the WAL passes
+// ReplicatedCheckpointPages, a bound for when no replicator runs.
+func WithReplicatedWAL() Option {
+	return func(o *options) { o.checkpointPages = ReplicatedCheckpointPages }
+}
+
+// ReplicatedCheckpointPages is the WAL size, in pages (4 KiB), past which a
+// handle opened WithReplicatedWAL checkpoints it itself: 64 MiB.
+const ReplicatedCheckpointPages = 16384
+
 // options is what the Options of one handle set.
 type options struct {
 	clock    Clock
 	override Config
+
+	// checkpointPages, when set, is the write connections'
+	// wal_autocheckpoint (SQLite's default, 1000, otherwise).
+	checkpointPages int
 
 	// crashPoint, when set, is called at the points between the steps of a
 	// maintenance operation where a crash leaves work for recovery; an error

@@ -95,6 +95,9 @@ type Config struct {
 	// Auth, when set, makes every request authenticate (HTTP Basic) and
 	// hold a grant for what it asks; nil lets everyone do everything.
 	Auth *Auth `yaml:"auth,omitempty"`
+	// Replicate tunes the WAL replication of the streams with
+	// replicate: true.
+	Replicate Replicate `yaml:"replicate"`
 	// Log is how every command logs: level and format.
 	Log Log `yaml:"log"`
 	// Metrics is the Prometheus endpoint, GET /metrics.
@@ -144,6 +147,11 @@ type Stream struct {
 	// Durable streams commit every row to a log before delivering it; live-only
 	// ones relay rows with null offsets and refuse ?offset.
 	Durable bool `yaml:"durable"`
+	// Replicate ships the stream's WAL to <published>/<stream>/_wal/<log>/
+	// with a `streamcast replicate` child of serve (the replicate: section
+	// tunes it), so a lost machine loses about a second of acknowledged
+	// rows rather than everything not yet published. Durable streams only.
+	Replicate bool `yaml:"replicate,omitempty"`
 	// GroupCommit lets rows queued while a commit is in flight share the next
 	// one; off, every publish frame is its own commit.
 	GroupCommit bool `yaml:"group_commit"`
@@ -173,9 +181,10 @@ func Default() Config {
 			MaxMessageBytes: DefaultMaxMessageBytes,
 			MaxWhereBytes:   DefaultMaxWhereBytes,
 		},
-		Maintain: DefaultMaintain(),
-		Log:      DefaultLog(),
-		Metrics:  DefaultMetrics(),
+		Maintain:  DefaultMaintain(),
+		Replicate: DefaultReplicate(),
+		Log:       DefaultLog(),
+		Metrics:   DefaultMetrics(),
 	}
 }
 
@@ -332,6 +341,9 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 	if err := c.validateStorage(); err != nil {
 		return nil, keyFromMessage(err) // storage.go's messages begin with their key
 	}
+	if err := c.Replicate.validate(); err != nil {
+		return nil, err
+	}
 	if err := validateOrigins(c.AllowedOrigins); err != nil {
 		return nil, badKey("allowed_origins", "%v", err)
 	}
@@ -373,6 +385,9 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		}
 		if s.Durable && strings.TrimSpace(c.Root) == "" {
 			return nil, badKey("root", "root is empty, but %s is durable and needs a directory for its log", label)
+		}
+		if s.Replicate && !s.Durable {
+			return nil, badKey(key+".replicate", "%s has replicate: true but is not durable: only a durable stream has a log to replicate", label)
 		}
 		if s.MaxReplay != nil && *s.MaxReplay < 0 {
 			return nil, badKey(key+".max_replay", "%s: max_replay is %d; give a count of rows ≥ 0, or null for unbounded", label, *s.MaxReplay)

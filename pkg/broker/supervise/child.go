@@ -17,6 +17,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/replica"
 )
 
 // errStopping is spawn's answer once the supervisor is stopping.
@@ -83,6 +84,11 @@ const readyFD = 3
 // the supervisor reads back into serve's log.
 func (c *roleChild) args() []string {
 	s := c.sup
+	if c.role == RoleReplicate {
+		a := s.Replicate
+		a.Logs, a.ReadyFD = c.logs(), readyFD
+		return append(maintain.ChildLine(replica.Command, s.configFile, s.level, "json"), a.Args()...)
+	}
 	role := maintain.Args{
 		Role:       c.role,
 		Every:      c.every,
@@ -98,8 +104,11 @@ func (c *roleChild) args() []string {
 // logs are the logs c's role runs over: every served log, and for the
 // retain role the retired streams' logs too.
 func (c *roleChild) logs() []string {
-	if c.role == maintain.RoleRetain {
+	switch c.role {
+	case maintain.RoleRetain:
 		return c.sup.AllLogs()
+	case RoleReplicate:
+		return c.sup.ReplicateLogs
 	}
 	return c.sup.logs
 }

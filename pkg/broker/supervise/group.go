@@ -13,6 +13,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/replica"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
 )
 
@@ -79,6 +80,12 @@ type Group struct {
 	// publish and clean have no work there, but its retention window
 	// still applies (docs/design.md §4.8). Set them before Start.
 	RetiredLogs []string
+	// ReplicateLogs are the logs a `streamcast replicate` child ships
+	// (the streams with replicate: true); none, no such child. Replicate
+	// is its cadence (its Logs and ReadyFD are the group's to fill). Set
+	// them before Start.
+	ReplicateLogs []string
+	Replicate     replica.Args
 	// MaxOpenLogs bounds the logs each child holds open at once
 	// (maintain.Args.MaxOpen); 0 is the child's default. Set it before
 	// Start.
@@ -93,6 +100,10 @@ type Group struct {
 	children []*roleChild
 	wg       sync.WaitGroup // supervise loops and process watchers
 }
+
+// RoleReplicate names the replicate child among the maintenance roles:
+// it is supervised, restarted and reported in /stats as they are.
+const RoleReplicate maintain.Role = replica.Command
 
 // New plans one child per role over logs; nothing starts until
 // Start.
@@ -130,6 +141,15 @@ func New(exe, configFile string, roles []Schedule, logs []string, flushEvery, re
 // Start returns.
 func (s *Group) Start(ctx context.Context) error {
 	s.forker = NewForker()
+	if len(s.ReplicateLogs) > 0 {
+		s.children = append(s.children, &roleChild{
+			sup:    s,
+			role:   RoleReplicate,
+			every:  s.Replicate.SyncInterval,
+			logger: s.logger.WithPrefix(replica.Command),
+			quit:   make(chan struct{}),
+		})
+	}
 	// A role with no log to run over has no child (every stream retired
 	// leaves only retain's).
 	s.children = slices.DeleteFunc(s.children, func(c *roleChild) bool { return len(c.logs()) == 0 })

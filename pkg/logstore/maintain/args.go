@@ -75,11 +75,18 @@ const (
 // No secret ever goes on it: credentials reach children through their
 // environment.
 func CommandLine(configFile, logLevel, logFormat string, a Args) []string {
-	line := []string{Command, "--" + FlagLogFormat, logFormat, "--" + FlagLogLevel, logLevel}
+	return append(ChildLine(Command, configFile, logLevel, logFormat), a.Args()...)
+}
+
+// ChildLine is the start of any child's command line serve runs: the
+// subcommand, then the root flags (configFile only when set). The
+// subcommand's own flags follow.
+func ChildLine(command, configFile, logLevel, logFormat string) []string {
+	line := []string{command, "--" + FlagLogFormat, logFormat, "--" + FlagLogLevel, logLevel}
 	if configFile != "" {
 		line = append(line, "--"+FlagConfig, configFile)
 	}
-	return append(line, a.Args()...)
+	return line
 }
 
 // Defaults of a maintain command line that does not set them.

@@ -1,0 +1,420 @@
+package replica
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/litestream"
+	"github.com/benbjohnson/litestream/file"
+	"github.com/benbjohnson/litestream/s3"
+	"github.com/superfly/ltx"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
+)
+
+// File names inside a log's directory.
+const (
+	BufferFile   = "buffer.db"      // the SQLite file of recent rows
+	ProgressFile = "replicate.json" // the replicator's last shipped position, for /stats
+	lockRole     = "replicate"      // <log>/replicate.lock: one replicator per database
+)
+
+// Defaults for Options, chosen for the RPO they imply: a row committed
+// just after a round is shipped by the next, so a lost machine loses at
+// most about SyncInterval of acknowledged rows that are not yet published.
+const (
+	DefaultSyncInterval      = 500 * time.Millisecond
+	DefaultSnapshotInterval  = time.Hour
+	DefaultSnapshotRetention = 24 * time.Hour
+)
+
+// Options tune a replicator.
+type Options struct {
+	SyncInterval      time.Duration // how often the WAL is shipped; 0 means DefaultSyncInterval
+	SnapshotInterval  time.Duration // how often a full snapshot is written; 0 means DefaultSnapshotInterval
+	SnapshotRetention time.Duration // how long snapshots are kept; 0 means DefaultSnapshotRetention
+	Logger            *slog.Logger  // where litestream and the replicator log; nil discards
+	Now               func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = DefaultSyncInterval
+	}
+	if o.SnapshotInterval <= 0 {
+		o.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if o.SnapshotRetention <= 0 {
+		o.SnapshotRetention = DefaultSnapshotRetention
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Target is one log to replicate: its directory and the replica at
+// <prefix>/<stream>/_wal/<log>/.
+type Target struct {
+	LogDir string
+	Client litestream.ReplicaClient
+}
+
+// FileClient is the replica client for a directory, used when a stream
+// publishes to a local prefix.
+func FileClient(dir string) litestream.ReplicaClient {
+	return file.NewReplicaClient(dir)
+}
+
+// Progress is what a replicator has shipped of one log: every offset below
+// ShippedEnd is in the replica. It is written to <log>/replicate.json after
+// each round.
+type Progress struct {
+	LogID      string    `json:"log_id"`
+	ShippedEnd int64     `json:"shipped_end"` // the log's End as of the last round that shipped
+	TXID       uint64    `json:"txid"`        // the replica's transaction id after that round
+	At         time.Time `json:"at"`          // when that round finished
+}
+
+// ReadProgress reads the progress the replicator of the log in dir last
+// recorded. ok is false when it has recorded none.
+func ReadProgress(dir string) (p Progress, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, ProgressFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return Progress{}, false, nil
+	}
+	if err != nil {
+		return Progress{}, false, err
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return Progress{}, false, fmt.Errorf("read %s: %w", filepath.Join(dir, ProgressFile), err)
+	}
+	return p, true, nil
+}
+
+// Run replicates every target until ctx ends, then ships what is left and
+// returns. A target whose lock another replicator holds stands by and takes
+// over when that lock frees. ready is called once every target either
+// replicates or stands by. Run returns the first error that stops a target
+// for good (a replica that holds another history); errors of a round are
+// logged and retried.
+func Run(ctx context.Context, targets []Target, opts Options, ready func()) error {
+	opts = opts.withDefaults()
+	var (
+		wg      sync.WaitGroup
+		started sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, t := range targets {
+		wg.Add(1)
+		started.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := runOne(ctx, t, opts, started.Done); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				cancel()
+			}
+		}()
+	}
+	started.Wait()
+	if ready != nil && ctx.Err() == nil {
+		ready()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// runOne replicates one log. started is called once it replicates or
+// stands by (or has failed).
+func runOne(ctx context.Context, t Target, opts Options, started func()) (err error) {
+	once := sync.OnceFunc(started)
+	defer once()
+	release, err := standBy(ctx, t.LogDir, opts, once)
+	if err != nil || release == nil {
+		return err
+	}
+	defer release()
+
+	lg, err := logstore.Open(t.LogDir, logstore.ReadOnly)
+	if err != nil {
+		return fmt.Errorf("replicate %s: %w", t.LogDir, err)
+	}
+	defer lg.Close()
+	db, store := newStore(t, opts)
+	if err := checkHistory(ctx, lg, db, t.Client); err != nil {
+		return err
+	}
+	if err := store.Open(ctx); err != nil {
+		return fmt.Errorf("replicate %s: %w", t.LogDir, err)
+	}
+	once()
+	defer func() {
+		// Ship what is left even though ctx has ended: a planned stop
+		// must leave the replica complete.
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, cerr := ship(closeCtx, lg, db, opts); cerr != nil {
+			opts.Logger.Warn("final replication round failed", "log", t.LogDir, "err", cerr)
+		}
+		if cerr := store.Close(closeCtx); cerr != nil {
+			opts.Logger.Warn("closing the replica failed", "log", t.LogDir, "err", cerr)
+		}
+	}()
+
+	tick := time.NewTicker(opts.SyncInterval)
+	defer tick.Stop()
+	failing := false
+	for {
+		if _, err := ship(ctx, lg, db, opts); err != nil && ctx.Err() == nil {
+			// An outage is logged once, and its end once, not every round.
+			if !failing {
+				opts.Logger.Error("cannot ship the WAL; retrying every round", "log", t.LogDir, "err", err)
+			}
+			failing = true
+		} else if failing && err == nil {
+			opts.Logger.Info("shipping the WAL again", "log", t.LogDir)
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// standBy takes the log's replicate lock, waiting while another
+// replicator holds it. A nil release with a nil error means ctx ended
+// first.
+func standBy(ctx context.Context, dir string, opts Options, waiting func()) (release func(), err error) {
+	said := false
+	for {
+		release, err := logstore.LockRole(dir, lockRole)
+		if err == nil {
+			if said {
+				opts.Logger.Info("took over replication", "log", dir)
+			}
+			return release, nil
+		}
+		if !errors.Is(err, logstore.ErrBusy) {
+			return nil, fmt.Errorf("replicate %s: %w", dir, err)
+		}
+		if !said {
+			opts.Logger.Info("another replicator ships this log; standing by", "log", dir, "reason", err)
+			said = true
+			waiting()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(opts.SyncInterval):
+		}
+	}
+}
+
+// newStore sets up litestream for one log. Its own monitors are off: the
+// replicator drives every round, so it knows which offsets a round shipped.
+func newStore(t Target, opts Options) (*litestream.DB, *litestream.Store) {
+	db := litestream.NewDB(filepath.Join(t.LogDir, BufferFile))
+	db.MonitorInterval = 0
+	r := litestream.NewReplicaWithClient(db, t.Client)
+	r.MonitorEnabled = false
+	db.Replica = r
+	store := litestream.NewStore([]*litestream.DB{db}, litestream.DefaultCompactionLevels)
+	// litestream narrates every monitor it starts and every snapshot at
+	// info; only its warnings and errors are worth an operator's log.
+	quiet := slog.New(warnings{opts.Logger.Handler()})
+	store.Logger = quiet
+	store.SnapshotInterval = opts.SnapshotInterval
+	store.SnapshotRetention = opts.SnapshotRetention
+	db.Logger = quiet
+	return db, store
+}
+
+// ship runs one round: it notes the log's end, then ships everything
+// committed, so every offset below that end is in the replica when it
+// returns.
+func ship(ctx context.Context, lg *logstore.Log, db *litestream.DB, opts Options) (Progress, error) {
+	_, end, err := lg.Extent(ctx)
+	if err != nil {
+		return Progress{}, err
+	}
+	if err := db.Sync(ctx); err != nil {
+		return Progress{}, fmt.Errorf("read the WAL of %s: %w", db.Path(), err)
+	}
+	if err := db.Replica.Sync(ctx); err != nil {
+		return Progress{}, fmt.Errorf("ship the WAL of %s: %w", db.Path(), err)
+	}
+	p := Progress{LogID: lg.ID(), ShippedEnd: end, TXID: uint64(db.Replica.Pos().TXID), At: opts.Now().UTC()}
+	return p, writeProgress(lg.Dir(), p)
+}
+
+// writeProgress replaces <log>/replicate.json. It is a report, not a
+// record: a crash that loses it loses only a /stats figure until the next
+// round.
+func writeProgress(dir string, p Progress) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, ProgressFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, ProgressFile))
+}
+
+// replicaLevels are the levels a replica may hold transactions in.
+var replicaLevels = []int{0, 1, 2, 3, litestream.SnapshotLevel}
+
+// replicaTXID is the highest transaction id the replica holds; 0 when it
+// is empty.
+func replicaTXID(ctx context.Context, client litestream.ReplicaClient) (ltx.TXID, error) {
+	var top ltx.TXID
+	for _, level := range replicaLevels {
+		itr, err := client.LTXFiles(ctx, level, 0, false)
+		if err != nil {
+			return 0, fmt.Errorf("list the replica: %w", err)
+		}
+		for itr.Next() {
+			top = max(top, itr.Item().MaxTXID)
+		}
+		if err := itr.Close(); err != nil {
+			return 0, fmt.Errorf("list the replica: %w", err)
+		}
+	}
+	return top, nil
+}
+
+// checkHistory refuses to replicate a database over a replica that holds
+// another history. litestream, finding a database behind its replica,
+// ships a snapshot of the database as the replica's next transaction: for
+// a fresh, empty buffer.db that would make every later restore come back
+// empty. So when the replica is ahead of what this database has shipped,
+// the replica is restored aside and compared: it must be this log (same
+// log id) and no further along than this database.
+func checkHistory(ctx context.Context, lg *logstore.Log, db *litestream.DB, client litestream.ReplicaClient) error {
+	remote, err := replicaTXID(ctx, client)
+	if err != nil || remote == 0 {
+		return err
+	}
+	local, err := db.Pos()
+	if err != nil {
+		return fmt.Errorf("read what %s has shipped: %w", db.Path(), err)
+	}
+	if local.TXID >= remote {
+		return nil
+	}
+	aside, err := os.MkdirTemp(lg.Dir(), ".replica-check-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(aside)
+	if err := Restore(ctx, client, aside); err != nil {
+		return err
+	}
+	theirs, err := logstore.Open(aside, logstore.ReadOnly)
+	if err != nil {
+		return fmt.Errorf("read the replica of %s: %w", lg.Dir(), err)
+	}
+	defer theirs.Close()
+	if theirs.ID() != lg.ID() {
+		return &HistoryError{Dir: lg.Dir(), LogID: lg.ID(), ReplicaLogID: theirs.ID()}
+	}
+	ours, err := lg.Status(ctx)
+	if err != nil {
+		return err
+	}
+	held, err := theirs.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if held.End > ours.End {
+		return &HistoryError{Dir: lg.Dir(), LogID: lg.ID(), ReplicaLogID: theirs.ID(), End: ours.End, ReplicaEnd: held.End}
+	}
+	return nil
+}
+
+// HistoryError is the refusal to replicate a log over a replica that holds
+// another history: another log's, or more of this log's rows than the
+// database has.
+type HistoryError struct {
+	Dir                 string
+	LogID, ReplicaLogID string
+	End, ReplicaEnd     int64 // set when the log ids agree
+}
+
+func (e *HistoryError) Error() string {
+	if e.LogID != e.ReplicaLogID {
+		return fmt.Sprintf("will not replicate %s: its replica holds the history of another log (log id %s; this one is %s), and shipping over it would destroy that history. Move the replica away if that log is gone for good, or bring the log back from the replica",
+			e.Dir, e.ReplicaLogID, e.LogID)
+	}
+	return fmt.Sprintf("will not replicate %s: its replica holds offsets up to %d but the database ends at %d, so this copy is behind the one that shipped; bring the log back from the replica instead",
+		e.Dir, e.ReplicaEnd-1, e.End-1)
+}
+
+// Restore writes the newest state the replica holds to dir/buffer.db.
+func Restore(ctx context.Context, client litestream.ReplicaClient, dir string) error {
+	r := litestream.NewReplicaWithClient(nil, client)
+	if err := r.Restore(ctx, litestream.RestoreOptions{OutputPath: filepath.Join(dir, BufferFile)}); err != nil {
+		return fmt.Errorf("restore %s from its replica: %w", filepath.Join(dir, BufferFile), err)
+	}
+	return nil
+}
+
+// TargetFor finds where the replica of the log in dir lives, from the
+// log's own configuration: <published prefix>/<stream>/_wal/<log>/.
+func TargetFor(dir string) (Target, error) {
+	lg, err := logstore.Open(dir, logstore.ReadOnly)
+	if err != nil {
+		return Target{}, err
+	}
+	defer lg.Close()
+	cfg := lg.Config()
+	loc, err := cfg.PublishedPrefix(dir)
+	if err != nil {
+		return Target{}, fmt.Errorf("find the published prefix of %s: %w", dir, err)
+	}
+	if loc.Dir != "" {
+		return Target{LogDir: dir, Client: FileClient(filepath.Join(loc.Dir, cfg.Stream, "_wal", cfg.Log))}, nil
+	}
+	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(loc.S3, "s3://"), "/")
+	c := s3.NewReplicaClient()
+	c.Bucket = bucket
+	c.Path = path.Join(prefix, cfg.Stream, "_wal", cfg.Log)
+	c.Endpoint = cfg.S3.Endpoint
+	c.Region = cfg.S3.Region
+	c.ForcePathStyle = cfg.S3.PathStyle || cfg.S3.Endpoint != ""
+	if c.Region == "" {
+		c.Region = os.Getenv("AWS_REGION")
+	}
+	return Target{LogDir: dir, Client: c}, nil
+}
+
+// warnings passes on only the records at warning level and above.
+type warnings struct{ slog.Handler }
+
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnings) WithAttrs(as []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(as)} }
+func (w warnings) WithGroup(name string) slog.Handler    { return warnings{w.Handler.WithGroup(name)} }

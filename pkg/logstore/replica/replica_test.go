@@ -1,0 +1,315 @@
+package replica_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/litestream"
+
+	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/schema"
+)
+
+const doc = `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`
+
+// newLog creates a real log under root/s/<name>.
+func newLog(t *testing.T, root, name string) *logstore.Log {
+	t.Helper()
+	return newLogWith(t, root, name, logstore.Config{})
+}
+
+func newLogWith(t *testing.T, root, name string, cfg logstore.Config) *logstore.Log {
+	t.Helper()
+	sch, err := schema.Compile([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := logstore.Create(filepath.Join(root, "s", name), sch, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lg.Close() })
+	return lg
+}
+
+// appendRows commits groups of per rows, {"n": offset-1} each.
+func appendRows(t *testing.T, lg *logstore.Log, groups, per int) {
+	t.Helper()
+	for range groups {
+		st, err := lg.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := make([][]byte, per)
+		for i := range rows {
+			rows[i] = fmt.Appendf(nil, `{"n":%d}`, st.End-1+int64(i))
+		}
+		if _, err := lg.Append(context.Background(), rows, time.Now().UnixMicro(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// replicator is a Run in the background, stopped at cleanup.
+type replicator struct {
+	cancel context.CancelFunc
+	ready  chan struct{}
+	done   chan error
+}
+
+func start(t *testing.T, targets []replica.Target) *replicator {
+	t.Helper()
+	return startWith(t, targets, replica.Options{SyncInterval: 20 * time.Millisecond})
+}
+
+func startWith(t *testing.T, targets []replica.Target, opts replica.Options) *replicator {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replicator{cancel: cancel, ready: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		r.done <- replica.Run(ctx, targets, opts, func() { close(r.ready) })
+	}()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// waitReady waits until the Run is ready, failing if it ends first.
+func (r *replicator) waitReady(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.ready:
+	case err := <-r.done:
+		close(r.done)
+		t.Fatalf("the replicator stopped before it was ready: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the replicator was not ready within a minute")
+	}
+}
+
+// stop ends the Run and returns its error (once; later calls return nil).
+func (r *replicator) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err, ok := <-r.done:
+		if ok {
+			close(r.done)
+		}
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("the replicator did not stop within a minute")
+		return nil
+	}
+}
+
+// waitShipped waits until the log's replicator reports end shipped.
+func waitShipped(t *testing.T, dir string, end int64) replica.Progress {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		p, ok, err := replica.ReadProgress(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok && p.ShippedEnd >= end {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replicator of %s reports %+v after a minute, want offsets below %d shipped", dir, p, end)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// restoreEnd restores client into a new directory and checks that it
+// holds offsets 1..end-1, each {"n": offset-1}.
+func restoreEnd(t *testing.T, client litestream.ReplicaClient, end int64) {
+	t.Helper()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "s", "log")
+	if err := replica.Restore(ctx, client, dir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := logstore.Open(dir, logstore.ReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	st, err := back.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.End < end {
+		t.Fatalf("the restored log ends at %d; the replicator said every offset below %d was shipped", st.End, end)
+	}
+	want := int64(1)
+	err = back.Scan(ctx, 1, st.End, nil, func(off, _ int64, row []byte) error {
+		if off != want || string(row) != fmt.Sprintf(`{"n":%d}`, off-1) {
+			return fmt.Errorf("offset %d holds %s, want offset %d", off, row, want)
+		}
+		want++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShippedRowsRestore: every offset the replicator reports shipped
+// comes back from the replica, across a restart of the replicator.
+func TestShippedRowsRestore(t *testing.T) {
+	root := t.TempDir()
+	lg := newLog(t, root, "log")
+	client := replica.FileClient(filepath.Join(root, "published", "s", "_wal", "log"))
+	targets := []replica.Target{{LogDir: lg.Dir(), Client: client}}
+
+	r := start(t, targets)
+	r.waitReady(t)
+	appendRows(t, lg, 30, 10)
+	waitShipped(t, lg.Dir(), 301)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, lg, 20, 10) // while no replicator runs
+	r = start(t, targets)
+	r.waitReady(t)
+	appendRows(t, lg, 10, 10)
+	waitShipped(t, lg.Dir(), 601)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	restoreEnd(t, client, 601)
+}
+
+// TestFreshLogRefusesReplicaOfAnother: a new empty log never ships over a
+// replica that holds another log's history (shipping would make every
+// later restore of that replica come back empty).
+func TestFreshLogRefusesReplicaOfAnother(t *testing.T) {
+	root := t.TempDir()
+	old := newLog(t, root, "log")
+	client := replica.FileClient(filepath.Join(root, "published", "s", "_wal", "log"))
+	r := start(t, []replica.Target{{LogDir: old.Dir(), Client: client}})
+	r.waitReady(t)
+	appendRows(t, old, 5, 10)
+	waitShipped(t, old.Dir(), 51)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	fresh := newLog(t, t.TempDir(), "log")
+	r = start(t, []replica.Target{{LogDir: fresh.Dir(), Client: client}})
+	var err error
+	select {
+	case err = <-r.done:
+		close(r.done)
+	case <-time.After(time.Minute):
+		t.Fatal("the replicator of a fresh log over another's replica neither refused nor stopped within a minute")
+	}
+	var he *replica.HistoryError
+	if !errors.As(err, &he) || he.ReplicaLogID != old.ID() {
+		t.Fatalf("replicating a fresh log over another's replica: got %v, want a HistoryError naming log %s", err, old.ID())
+	}
+	restoreEnd(t, client, 51) // the replica still holds the old history
+}
+
+// TestStandbyTakesOver: a second replicator of the same log stands by
+// while the first runs, and ships once the first stops.
+func TestStandbyTakesOver(t *testing.T) {
+	root := t.TempDir()
+	lg := newLog(t, root, "log")
+	client := replica.FileClient(filepath.Join(root, "published", "s", "_wal", "log"))
+	targets := []replica.Target{{LogDir: lg.Dir(), Client: client}}
+	first := start(t, targets)
+	first.waitReady(t)
+	var said syncBuffer
+	second := startWith(t, targets, replica.Options{SyncInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&said, nil))})
+	second.waitReady(t)
+	if !strings.Contains(said.String(), "standing by") {
+		t.Fatalf("a second replicator of a log that is replicating did not stand by; it logged:\n%s", said.String())
+	}
+	appendRows(t, lg, 5, 10)
+	waitShipped(t, lg.Dir(), 51)
+	if err := first.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, lg, 5, 10)
+	waitShipped(t, lg.Dir(), 101) // only the second can have shipped these
+	if err := second.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	restoreEnd(t, client, 101)
+}
+
+// syncBuffer is a bytes.Buffer safe to write from a logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestTargets: the replica sits at <prefix>/<stream>/_wal/<log>/ for a
+// local prefix and for an S3 one (versitygw), and what ships restores.
+func TestTargets(t *testing.T) {
+	srv := s3test.Start(t, nil)
+	srv.UseCredentials(t)
+	// litestream's S3 client cannot load a CA bundle (cmd turns
+	// AWS_CA_BUNDLE into SSL_CERT_FILE for it); versitygw here is plain HTTP.
+	t.Setenv("AWS_CA_BUNDLE", "")
+	cases := []struct {
+		name string
+		cfg  func(root string) logstore.Config
+		keys func() []string // where the replica's objects must be
+	}{
+		{"directory", func(root string) logstore.Config { return logstore.Config{Published: filepath.Join(root, "pub")} }, nil},
+		{"s3", func(string) logstore.Config {
+			return logstore.Config{Published: "s3://" + s3test.Bucket + "/tables", S3: logstore.S3Config{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true}}
+		}, func() []string { return srv.Keys(t, "tables/s/_wal/log/") }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			lg := newLogWith(t, root, "log", c.cfg(root))
+			target, err := replica.TargetFor(lg.Dir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := start(t, []replica.Target{target})
+			r.waitReady(t)
+			appendRows(t, lg, 10, 10)
+			waitShipped(t, lg.Dir(), 101)
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			if c.keys != nil {
+				if keys := c.keys(); len(keys) == 0 {
+					t.Fatal("nothing was written under tables/s/_wal/log/ in the bucket")
+				}
+			} else if _, err := os.Stat(filepath.Join(root, "pub", "s", "_wal", "log")); err != nil {
+				t.Fatalf("the replica is not at <prefix>/s/_wal/log: %v", err)
+			}
+			restoreEnd(t, target.Client, 101)
+		})
+	}
+}
