@@ -36,6 +36,10 @@ type IngestOptions struct {
 	// Position. Ingest records the position reached with each file, so a
 	// killed run's successor knows where to resume (IngestMark).
 	Position int64
+	// Source names the source (an opaque fingerprint the caller makes),
+	// recorded in the IngestMark so a later run can tell a rerun of the
+	// same source from another one.
+	Source string
 	// Progress, when set, is called from Ingest's goroutine after each
 	// batch is taken and after each file is recorded.
 	Progress func(IngestProgress)
@@ -61,14 +65,17 @@ type IngestResult struct {
 	Position int64
 }
 
-// IngestMark is the progress of an ingest buffer.db records: set with
-// every file an ingest records, cleared when it reaches the end of its
-// source. A mark left behind means an ingest stopped partway (refused,
-// failed or killed).
+// IngestMark is the progress of the last ingest, as buffer.db records it
+// in the transaction that records each of its files, and once more when
+// it reaches the end of its source (Done). A mark that is not Done means
+// the ingest stopped partway (refused, failed or killed) after Position
+// rows of its source had landed.
 type IngestMark struct {
-	Position int64 `json:"position"` // source rows loaded, all runs of the source together
-	Start    int64 `json:"start"`    // first offset the source took
-	End      int64 `json:"end"`      // offset after the last row landed
+	Source   string `json:"source"`   // the caller's fingerprint of the source
+	Position int64  `json:"position"` // source rows loaded, all runs of the source together
+	Start    int64  `json:"start"`    // first offset the source took
+	End      int64  `json:"end"`      // offset after the last row landed
+	Done     bool   `json:"done"`     // the whole source has landed
 }
 
 // ErrUnsealed is wrapped by the refusal to ingest into a log whose buffer
@@ -131,15 +138,15 @@ func (l *Log) Ingest(ctx context.Context, src IngestSource, o IngestOptions) (In
 	in.markStart = next
 	if m, ok, err := l.IngestMark(ctx); err != nil {
 		return res, err
-	} else if ok && m.End == next && o.Position > 0 {
+	} else if ok && !m.Done && m.End == next && o.Position > 0 {
 		in.markStart = m.Start // a resumed source: its range goes on
 	}
 	err = in.run(ctx, src)
 	return res, err
 }
 
-// IngestMark returns the progress an unfinished ingest recorded; ok is
-// false when none is recorded (no ingest ran, or the last one finished).
+// IngestMark returns the progress the last ingest recorded; ok is false
+// when none is recorded (no ingest landed a row, or ClearIngestMark).
 func (l *Log) IngestMark(ctx context.Context) (m IngestMark, ok bool, err error) {
 	if err := l.checkOpen(); err != nil {
 		return m, false, err
@@ -158,8 +165,8 @@ func (l *Log) IngestMark(ctx context.Context) (m IngestMark, ok bool, err error)
 	return m, true, nil
 }
 
-// ClearIngestMark forgets an unfinished ingest's progress: the caller
-// loads another source, or gave up on the rest of the last one.
+// ClearIngestMark forgets the last ingest's progress: the caller loads
+// another source, or gave up on the rest of the last one.
 func (l *Log) ClearIngestMark(ctx context.Context) error {
 	return l.writeTx(ctx, func(c *sql.Conn) error {
 		_, err := c.ExecContext(ctx, `DELETE FROM meta WHERE k = ?`, ingestMarkKey)
@@ -179,7 +186,22 @@ type ingestRun struct {
 	pendingBytes int64
 	taken        int64
 
-	file *ingestFile // the file being written; nil between files
+	file   *ingestFile // the file being written; nil between files
+	marked bool        // the mark says Done
+}
+
+func (in *ingestRun) mark(end, position int64, done bool) IngestMark {
+	return IngestMark{Source: in.o.Source, Position: position, Start: in.markStart, End: end, Done: done}
+}
+
+// setMark records m in buffer.db's meta table.
+func setMark(ctx context.Context, c *sql.Conn, m IngestMark) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = c.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`, ingestMarkKey, string(b))
+	return err
 }
 
 // ingestFile is one file being written.
@@ -264,10 +286,11 @@ func (in *ingestRun) run(ctx context.Context, src IngestSource) (err error) {
 		in.abortFile(wctx)
 		return errors.Join(srcErr, err)
 	}
-	if srcErr == nil {
-		// The source is loaded: no progress to resume from.
-		if err := in.l.ClearIngestMark(wctx); err != nil {
-			return err
+	if srcErr == nil && !in.marked {
+		// The source ended with no file open: mark it done on its own.
+		mark := in.mark(in.res.End, in.o.Position+in.res.Rows, true)
+		if err := in.l.writeTx(wctx, func(c *sql.Conn) error { return setMark(wctx, c, mark) }); err != nil {
+			return fmt.Errorf("record the end of the ingest: %w", err)
 		}
 	}
 	return srcErr
@@ -466,8 +489,7 @@ func (in *ingestRun) closeFile(ctx context.Context, last bool) error {
 	if err != nil {
 		return err
 	}
-	position := in.o.Position + in.res.Rows + f.rows
-	mark, _ := json.Marshal(IngestMark{Position: position, Start: in.markStart, End: f.end})
+	mark := in.mark(f.end, in.o.Position+in.res.Rows+f.rows, last)
 	l.wmu.Lock()
 	err = l.writeTxLocked(ctx, func(c *sql.Conn) error {
 		end, ok, err := sealedEnd(ctx, c, l.tiers)
@@ -493,15 +515,11 @@ func (in *ingestRun) closeFile(ctx context.Context, last bool) error {
 		if _, err := c.ExecContext(ctx, `UPDATE meta SET v = ? WHERE k = 'next_offset'`, f.end); err != nil {
 			return err
 		}
-		if last {
-			_, err = c.ExecContext(ctx, `DELETE FROM meta WHERE k = ?`, ingestMarkKey)
-		} else {
-			_, err = c.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`, ingestMarkKey, string(mark))
-		}
-		return err
+		return setMark(ctx, c, mark)
 	})
 	if err == nil {
 		l.next = f.end
+		in.marked = last
 	}
 	l.wmu.Unlock()
 	if err != nil {

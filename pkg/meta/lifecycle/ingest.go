@@ -2,9 +2,14 @@ package lifecycle
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -89,6 +94,34 @@ func (e *IngestError) Unwrap() error { return e.Err }
 // which row to start from.
 var ErrUnfinishedIngest = errors.New("the last ingest into the log stopped partway")
 
+// ErrIngested is wrapped by the refusal to load again, without
+// SkipRowsGiven, the very source (same files, sizes and times) the last
+// ingest loaded in full: a rerun after a kill that came once it had
+// finished.
+var ErrIngested = errors.New("this source is loaded already")
+
+// fingerprint names a source by its files' paths, sizes and modification
+// times; "" when one input is stdin (a pipe is never the same twice).
+func fingerprint(inputs []source.Input) string {
+	var b strings.Builder
+	for _, in := range inputs {
+		if in.Path == "-" {
+			return ""
+		}
+		abs, err := filepath.Abs(in.Path)
+		if err != nil {
+			abs = in.Path
+		}
+		st, err := os.Stat(in.Path)
+		if err != nil {
+			return ""
+		}
+		fmt.Fprintf(&b, "%s\x00%d\x00%d\x00", abs, st.Size(), st.ModTime().UnixNano())
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:16])
+}
+
 // Ingest loads a source into the stream's current log, offline: it takes
 // the log's writer lock (naming the server's pid when it runs), refuses a
 // retired stream with its retirement's numbers, seals what a previous
@@ -115,13 +148,25 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 	}
 	lg := ses.lg
 	out := &Ingested{Stream: s.Name, Log: md.Current().Name}
-	if m, ok, err := lg.IngestMark(ctx); err != nil {
+	fp := fingerprint(o.Inputs)
+	m, marked, err := lg.IngestMark(ctx)
+	switch {
+	case err != nil:
 		return nil, err
-	} else if ok && !o.SkipRowsGiven {
-		return nil, fmt.Errorf("%s stream %q: the last ingest into its log %s stopped after %d rows of its source had landed (offsets [%d,%d)): %w; "+
+	case marked && !m.Done && !o.SkipRowsGiven:
+		same := "another source"
+		if fp != "" && m.Source == fp {
+			same = "this same source"
+		}
+		return nil, fmt.Errorf("%s stream %q: the last ingest into its log %s (%s) stopped after %d rows of its source had landed (offsets [%d,%d)): %w; "+
 			"to load the rest of that source, run the same ingest with --skip-rows %d; to load a source from its first row anyway, give --skip-rows 0",
-			what, s.Name, lg.Dir(), m.Position, m.Start, m.End, ErrUnfinishedIngest, m.Position)
-	} else if ok && o.SkipRows == 0 {
+			what, s.Name, lg.Dir(), same, m.Position, m.Start, m.End, ErrUnfinishedIngest, m.Position)
+	case marked && m.Done && fp != "" && m.Source == fp && !o.SkipRowsGiven:
+		return nil, fmt.Errorf("%s stream %q: these files, unchanged, were loaded in full by the last ingest, at offsets [%d,%d): %w; "+
+			"loading them again would hold their rows twice. To load them again anyway, give --skip-rows 0",
+			what, s.Name, m.Start, m.End, ErrIngested)
+	}
+	if marked && !m.Done && o.SkipRows == 0 {
 		if err := lg.ClearIngestMark(ctx); err != nil {
 			return nil, err
 		}
@@ -140,6 +185,7 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 	defer src.Close()
 	var lo logstore.IngestOptions
 	lo.Position = o.SkipRows
+	lo.Source = fp
 	if o.Progress != nil {
 		lo.Progress = func(p logstore.IngestProgress) {
 			o.Progress(IngestProgress{Rows: p.Taken, Landed: p.Recorded, Files: p.Files, BytesRead: src.BytesRead(), SourceSize: src.Size()})

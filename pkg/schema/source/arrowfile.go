@@ -9,7 +9,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
@@ -125,7 +124,7 @@ func openParquet(sch *schema.Schema, rs readSource) (_ batchReader, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("not a readable Parquet file: %w", err)
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: parquetBatch, Parallel: false}, memory.DefaultAllocator)
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: parquetBatch, Parallel: false}, alloc)
 	if err != nil {
 		pf.Close()
 		return nil, err
@@ -227,7 +226,7 @@ func openArrowFile(sch *schema.Schema, rs readSource) (_ batchReader, err error)
 		}
 		return openArrowStream(sch, readSource{r: rs.f, c: rs.c})
 	}
-	fr, err := ipc.NewFileReader(rs.f, ipc.WithAllocator(memory.DefaultAllocator))
+	fr, err := ipc.NewFileReader(rs.f, ipc.WithAllocator(alloc))
 	if err != nil {
 		return nil, fmt.Errorf("not a readable Arrow IPC file: %w", err)
 	}
@@ -259,7 +258,7 @@ type ipcStreamSource struct {
 
 func openArrowStream(sch *schema.Schema, rs readSource) (_ batchReader, err error) {
 	defer recovered(&err)
-	r, err := ipc.NewReader(rs.r, ipc.WithAllocator(memory.DefaultAllocator))
+	r, err := ipc.NewReader(rs.r, ipc.WithAllocator(alloc))
 	if err != nil {
 		return nil, fmt.Errorf("not a readable Arrow IPC stream: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -389,6 +390,45 @@ func (c *countingFile) Seek(off int64, whence int) (int64, error) { return c.f.S
 // recovered turns a panic in a decoder fed outside bytes into an error.
 func recovered(err *error) {
 	if p := recover(); p != nil {
+		if e, ok := p.(errTooLarge); ok {
+			*err = e
+			return
+		}
 		*err = fmt.Errorf("the file is damaged: decoding failed: %v", p)
 	}
 }
+
+// maxBuffer bounds one buffer a reader allocates for a batch. A damaged
+// file's lengths can ask for any size, and an allocation the machine
+// cannot make kills the process instead of failing; past this bound the
+// read fails with an error instead. A real batch needs far less: write
+// smaller batches (row groups) otherwise.
+const maxBuffer = 1 << 30
+
+// boundedAllocator is the default allocator with maxBuffer enforced.
+type boundedAllocator struct{ memory.Allocator }
+
+// errTooLarge is the panic a refused allocation raises inside the
+// decoder; recovered turns it into the read's error.
+type errTooLarge int
+
+func (e errTooLarge) Error() string {
+	return fmt.Sprintf("a batch asks for a buffer of %d bytes, more than the %d a batch may use: the file is damaged, or its batches (row groups) are too large; write smaller ones", int(e), maxBuffer)
+}
+
+func (a boundedAllocator) Allocate(size int) []byte {
+	if size > maxBuffer || size < 0 {
+		panic(errTooLarge(size))
+	}
+	return a.Allocator.Allocate(size)
+}
+
+func (a boundedAllocator) Reallocate(size int, b []byte) []byte {
+	if size > maxBuffer || size < 0 {
+		panic(errTooLarge(size))
+	}
+	return a.Allocator.Reallocate(size, b)
+}
+
+// alloc is the allocator every reader uses.
+var alloc memory.Allocator = boundedAllocator{memory.DefaultAllocator}
