@@ -339,15 +339,27 @@ func (in *ingestRun) take(ctx context.Context, rec arrow.RecordBatch) error {
 	for _, c := range cols {
 		c.Release()
 	}
-	in.pending = append(in.pending, out)
-	in.pendingBytes += parquetfile.ArrowBytes(out)
+	defer out.Release()
 	in.next += n
 	in.taken += n
+	// A batch larger than what the row group lacks is cut, so row groups
+	// keep their target whatever the source's batches.
+	target := in.groupTarget()
+	perRow := max(parquetfile.ArrowBytes(out)/n, 1)
+	for lo := int64(0); lo < n; {
+		k := min(n-lo, max((target-in.pendingBytes+perRow-1)/perRow, 1))
+		part := out.NewSlice(lo, lo+k)
+		in.pending = append(in.pending, part)
+		in.pendingBytes += k * perRow
+		lo += k
+		if in.pendingBytes >= target {
+			if err := in.flushGroup(ctx); err != nil {
+				return err
+			}
+		}
+	}
 	if in.o.Progress != nil {
 		in.o.Progress(in.progress())
-	}
-	if in.pendingBytes >= in.groupTarget() {
-		return in.flushGroup(ctx)
 	}
 	return nil
 }
