@@ -129,7 +129,7 @@ func fingerprint(inputs []source.Input) string {
 // with the next offsets (logstore.Log.Ingest) and, unless NoPublish,
 // publishes every row with a flush. A failure returns *IngestError.
 func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
-	const what = "ingest into"
+	const what = "ingest"
 	t0 := time.Now()
 	ses, err := resolve(ctx, s, o.Options, what)
 	if err != nil {
