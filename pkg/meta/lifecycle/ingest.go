@@ -197,7 +197,14 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 	out.Load = time.Since(t0)
 	if lerr != nil {
 		var re *source.RefusedError
-		return out, &IngestError{Ingested: *out, At: src.Where(), Err: fmt.Errorf("%s stream %q: %w", what, s.Name, lerr), Refused: errors.As(lerr, &re)}
+		refused := errors.As(lerr, &re)
+		// A refusal names the refused row; any other failure stops at the
+		// first row that did not land (the reader may have read ahead).
+		at := src.Where()
+		if !refused {
+			at = src.Locate(res.Position)
+		}
+		return out, &IngestError{Ingested: *out, At: at, Err: fmt.Errorf("%s stream %q: %w", what, s.Name, lerr), Refused: refused}
 	}
 	if o.NoPublish {
 		return out, nil

@@ -157,6 +157,26 @@ type Reader struct {
 	size      int64 // total bytes of the inputs when all are files; -1 otherwise
 	bytes     atomic.Int64
 	where     Location
+	starts    []fileStart // each input opened so far, and its first row's ordinal
+}
+
+// fileStart is where an input begins among the source's rows.
+type fileStart struct {
+	file  string
+	first int64
+}
+
+// Locate returns the file and row (1-based) of the source's row ordinal
+// pos (0-based, counting skipped rows), among the inputs opened so far:
+// where a load that landed pos rows goes on.
+func (r *Reader) Locate(pos int64) Location {
+	var at Location
+	for _, s := range r.starts {
+		if s.first <= pos {
+			at = Location{File: s.file, Row: pos - s.first + 1}
+		}
+	}
+	return at
 }
 
 // Open checks the inputs (each exists, each has a format, stdin only for
@@ -298,6 +318,7 @@ func (r *Reader) openNext() error {
 		rs = readSource{r: countingReader{r: f, n: &r.bytes}, f: &countingFile{f: f, n: &r.bytes}, c: f}
 	}
 	r.curFile = name
+	r.starts = append(r.starts, fileStart{file: name, first: r.delivered})
 	var (
 		br  batchReader
 		err error

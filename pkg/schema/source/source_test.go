@@ -398,3 +398,30 @@ func TestSkipRowsCountsAcrossInputs(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestLocateNamesTheFileAndRowOfAnOrdinal(t *testing.T) {
+	sch := mustSchema(t)
+	row := `{"id":1,"n32":1,"px":1,"sym":"s","ok":true}` + "\n"
+	a := writeFile(t, "a.ndjson", strings.Repeat(row, 5))
+	b := writeFile(t, "b.ndjson", strings.Repeat(row, 5))
+	r, err := Open(sch, []Input{{a, NDJSON}, {b, NDJSON}}, Options{SkipRows: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for {
+		rec, err := r.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	for pos, want := range map[int64]Location{0: {File: a, Row: 1}, 4: {File: a, Row: 5}, 5: {File: b, Row: 1}, 7: {File: b, Row: 3}} {
+		if got := r.Locate(pos); got != want {
+			t.Errorf("Locate(%d) = %+v; want %+v", pos, got, want)
+		}
+	}
+}
