@@ -409,12 +409,21 @@ func (in *ingestRun) flushGroup(ctx context.Context) error {
 		}
 	}
 	f := in.file
-	st, err := colstats.Compute(l.sch, rec.Columns()[2:])
+	// The statistics are computed beside the write, as seal does.
+	var st []byte
+	var stErr error
+	stDone := make(chan struct{})
+	go func() {
+		defer close(stDone)
+		st, stErr = colstats.Compute(l.sch, rec.Columns()[2:])
+	}()
+	err = f.w.WriteGroup(rec)
+	<-stDone
 	if err != nil {
-		return err
-	}
-	if err := f.w.WriteGroup(rec); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Join(l.dir, filesDir, f.tmp), err)
+	}
+	if stErr != nil {
+		return stErr
 	}
 	f.stats.Add(st)
 	n := rec.NumRows()
