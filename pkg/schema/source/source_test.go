@@ -425,3 +425,40 @@ func TestLocateNamesTheFileAndRowOfAnOrdinal(t *testing.T) {
 		}
 	}
 }
+
+func TestAStreamWithoutASchemaLoadsNDJSONOnly(t *testing.T) {
+	lines := `{"a":1}` + "\n" + `{"b":[true]}` + "\n"
+	got, err := readAnyRows(t, []Input{{writeFile(t, "a.ndjson", lines), NDJSON}})
+	if err != nil || strings.Join(got, "\n")+"\n" != lines {
+		t.Fatalf("got %q, %v; want the lines as they are", got, err)
+	}
+	if _, err := readAnyRows(t, []Input{{writeFile(t, "b.ndjson", "[1]\n"), NDJSON}}); err == nil {
+		t.Error("a line that is no JSON object was taken")
+	}
+	if _, err := Open(schema.Any(), []Input{{writeFile(t, "c.csv", "a\n1\n"), CSV}}, Options{}); err == nil || !strings.Contains(err.Error(), "NDJSON only") {
+		t.Errorf("CSV into a stream without a schema: %v; want a refusal", err)
+	}
+}
+
+func readAnyRows(t *testing.T, in []Input) ([]string, error) {
+	r, err := Open(schema.Any(), in, Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var rows []string
+	for {
+		rec, err := r.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return rows, nil
+		}
+		if err != nil {
+			return rows, err
+		}
+		col := rec.Column(0).(*array.String)
+		for i := range col.Len() {
+			rows = append(rows, col.Value(i))
+		}
+		rec.Release()
+	}
+}
