@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/streamcast/streamcast/internal/ndjson"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/schema/source"
 )
@@ -95,10 +96,16 @@ lock, naming its pid, and refuses a retired stream.`,
 			if err != nil {
 				return err
 			}
+			stdin := a.stdin
+			if f, ok := a.stdin.(*os.File); ok {
+				r, release := ndjson.Interruptible(f)
+				defer release()
+				stdin = r
+			}
 			prog := newIngestProgress(a.stderr, benchOnTerminal(a.stderr))
 			res, err := lifecycle.Ingest(cmd.Context(), tgt.stream, lifecycle.IngestOptions{
 				Inputs:        inputs,
-				Stdin:         a.stdin,
+				Stdin:         stdin,
 				SkipRows:      skipRows,
 				SkipRowsGiven: cmd.Flags().Changed("skip-rows"),
 				NoPublish:     noPublish,

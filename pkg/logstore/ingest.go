@@ -256,9 +256,12 @@ func (in *ingestRun) run(ctx context.Context, src IngestSource) (err error) {
 		in.releasePending()
 	}()
 	var srcErr error
+	ended := false // the source said io.EOF: nothing else is its end
 	for r := range ch {
 		if r.err != nil {
-			if !errors.Is(r.err, io.EOF) {
+			if errors.Is(r.err, io.EOF) {
+				ended = true
+			} else {
 				srcErr = r.err
 			}
 			break
@@ -272,6 +275,13 @@ func (in *ingestRun) run(ctx context.Context, src IngestSource) (err error) {
 		if err := ctx.Err(); err != nil {
 			srcErr = err
 			break
+		}
+	}
+	if srcErr == nil && !ended {
+		// The reader stopped for ctx before the source's end.
+		srcErr = ctx.Err()
+		if srcErr == nil {
+			srcErr = errors.New("the source stopped before its end")
 		}
 	}
 	// Record what was taken, refused source or not: those rows come

@@ -44,6 +44,11 @@ type rowsSource struct {
 
 func (s *rowsSource) Next(ctx context.Context) (arrow.RecordBatch, error) {
 	if s.fail != nil && s.batches == s.failAt {
+		if s.afterBatch != nil { // a quiet pipe: wait for the end
+			s.afterBatch()
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
 		return nil, s.fail
 	}
 	if s.sent == len(s.rows) {
@@ -184,5 +189,37 @@ func TestIngestFailureRecordsWhatWasTaken(t *testing.T) {
 		if strings.HasSuffix(n, ".partial") {
 			t.Errorf("%s is left behind", n)
 		}
+	}
+}
+
+// TestIngestInterruptedRecordsWhatWasTaken: a load whose ctx ends while
+// the source waits (a quiet pipe) records the rows taken and says it was
+// cut short: never an end of the source.
+func TestIngestInterruptedRecordsWhatWasTaken(t *testing.T) {
+	sch, err := schema.Compile([]byte(ingestSchemaDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := createLog(t, sch, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var rows [][]byte
+	for i := range 1000 {
+		rows = append(rows, ingestRow(i))
+	}
+	// The source waits (a quiet pipe) once both batches are taken, and
+	// the load is interrupted then.
+	taken := make(chan struct{})
+	src := &rowsSource{sch: sch, rows: rows, n: 100, failAt: 2, fail: errors.New("unused"), afterBatch: func() { <-taken; cancel() }}
+	res, err := l.Ingest(ctx, src, IngestOptions{Progress: func(p IngestProgress) {
+		if p.Taken == 200 && p.Recorded == 0 {
+			close(taken)
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || res.Rows != 200 || res.End != 201 {
+		t.Fatalf("Ingest = %+v, %v; want the 200 rows taken and context.Canceled", res, err)
+	}
+	if m, ok, _ := l.IngestMark(context.Background()); !ok || m.Done || m.Position != res.Rows {
+		t.Fatalf("the mark: %+v %v; want position %d, not done", m, ok, res.Rows)
 	}
 }

@@ -178,6 +178,12 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 	out.Sealed = sealed
 	o.after(StepSealed)
 
+	// A read of a quiet pipe blocks in the kernel; stdin that takes a
+	// deadline (see ndjson.Interruptible) is woken when ctx ends.
+	if d, ok := o.Stdin.(interface{ SetReadDeadline(time.Time) error }); ok {
+		stop := context.AfterFunc(ctx, func() { _ = d.SetReadDeadline(time.Now()) })
+		defer stop()
+	}
 	src, err := source.Open(lg.Schema(), o.Inputs, source.Options{Stdin: o.Stdin, SkipRows: o.SkipRows})
 	if err != nil {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
@@ -203,6 +209,9 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 		at := src.Where()
 		if !refused {
 			at = src.Locate(res.Position)
+		}
+		if errors.Is(lerr, context.Canceled) {
+			lerr = fmt.Errorf("interrupted before the end of the source: %w", lerr)
 		}
 		return out, &IngestError{Ingested: *out, At: at, Err: fmt.Errorf("%s stream %q: %w", what, s.Name, lerr), Refused: refused}
 	}
