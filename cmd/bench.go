@@ -22,6 +22,7 @@ func newBenchCmd(a *app) *cobra.Command {
 		idle   = loadgen.DefaultIdleConfig()
 		tsUnit string
 		asJSON bool
+		tlsFl  *clientTLS
 	)
 	cmd := &cobra.Command{
 		Use:   "bench URL",
@@ -39,12 +40,18 @@ the report is written: a table on a terminal, JSON with --json or when stdout
 is not a terminal.
 
 Run the server and bench on the same machine for latencies: both read the same
-clock.`,
+clock. A wss:// URL runs the load over TLS (--ca-file, --cert-file, --key-file
+and --insecure as for tail), /stats included.`,
 		Example: `  streamcast bench --publishers 8 --rows-per-frame 100 --duration 10s ws://127.0.0.1:8765/demo
   streamcast bench --publishers 1 --rate 20000 --subscribers 100 --json ws://127.0.0.1:8765/demo`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (rerr error) {
 			cfg.URL = args[0]
+			tc, err := tlsFl.config(a.logger)
+			if err != nil {
+				return err
+			}
+			cfg.Dial.TLS = tc
 			switch tsUnit {
 			case "us", "µs":
 			case "ns":
@@ -108,6 +115,7 @@ clock.`,
 	f.IntVar(&idle.Subscribers, "idle", 0, "instead of a load, hold `N` idle subscribers and report the server's RSS per subscriber (use a freshly started server)")
 	f.DurationVar(&idle.Settle, "idle-settle", idle.Settle, "with --idle, how long to wait before reading the server's RSS")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object, even on a terminal")
+	tlsFl = addClientTLSFlags(f)
 	_ = cmd.RegisterFlagCompletionFunc("ts-unit", cobra.FixedCompletions([]string{"us", "ns"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

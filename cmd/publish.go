@@ -18,6 +18,7 @@ func newPublishCmd(a *app) *cobra.Command {
 		opts           = ndjson.DefaultLoadOptions()
 		quarantinePath string
 		summaryPath    string
+		tlsFlags       *clientTLS
 	)
 	cmd := &cobra.Command{
 		Use:   "publish URL [FILE...]",
@@ -53,7 +54,12 @@ until SIGINT or SIGTERM, then waits for the acknowledgements and exits 0.
 A summary goes to stderr (lines read, rows published, duplicates skipped,
 quarantined, first and last offset, where the run resumed from, rows/s);
 --summary-json FILE also writes it as JSON. On a terminal, progress is shown
-while it runs.`,
+while it runs.
+
+A wss:// URL connects over TLS, verifying the server's certificate against
+the system's CAs and the one --ca-file names; --cert-file and --key-file
+present a client certificate to a server that requires one (mutual TLS).
+--insecure skips the verification, with a warning every time.`,
 		Example: `  streamcast publish ws://127.0.0.1:8765/demo trades.ndjson
   cat trades.ndjson | streamcast publish --batch-size 500 ws://127.0.0.1:8765/demo
   streamcast publish --publisher loader-1 --quarantine bad.ndjson --summary-json run.json ws://127.0.0.1:8765/demo day1.ndjson day2.ndjson
@@ -74,6 +80,11 @@ while it runs.`,
 			if err := opts.Validate(); err != nil {
 				return usageError{err}
 			}
+			tc, err := tlsFlags.config(a.logger)
+			if err != nil {
+				return err
+			}
+			opts.TLS = tc
 			if quarantinePath != "" {
 				q, err := os.Create(quarantinePath)
 				if err != nil {
@@ -119,6 +130,7 @@ while it runs.`,
 	f.BoolVar(&opts.Follow, "follow", false, "keep reading the last FILE as it grows, until SIGINT or SIGTERM")
 	f.DurationVar(&opts.PollEvery, "poll", opts.PollEvery, "with --follow, check the file for new lines every `DUR`")
 	f.StringVar(&summaryPath, "summary-json", "", "also write the run's summary as JSON to `FILE`")
+	tlsFlags = addClientTLSFlags(f)
 	_ = cmd.MarkFlagFilename("quarantine", "ndjson", "jsonl")
 	_ = cmd.MarkFlagFilename("summary-json", "json")
 	return cmd

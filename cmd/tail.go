@@ -20,6 +20,7 @@ func newTailCmd(a *app) *cobra.Command {
 		offset     string
 		where      string
 		cursorPath string
+		tlsFlags   *clientTLS
 	)
 	cmd := &cobra.Command{
 		Use:   "tail URL",
@@ -48,11 +49,17 @@ backoff and resumes one above the last row received, logging each reconnect.
 With --reconnect a server that is down or unreachable at start is waited for
 the same way, until SIGINT or SIGTERM.
 
+A wss:// URL connects over TLS, verifying the server's certificate against
+the system's CAs and the one --ca-file names; --cert-file and --key-file
+present a client certificate to a server that requires one (mutual TLS).
+--insecure skips the verification, with a warning every time.
+
 A refusal exits 1 with one line saying what to rerun with.`,
 		Example: `  streamcast tail ws://127.0.0.1:8765/demo
   streamcast tail --offset earliest --until-caught-up --rows ws://127.0.0.1:8765/demo > demo.ndjson
   streamcast tail --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo | ./consume
-  streamcast tail --where '{"symbol":"BTC-USD"}' --count 10 ws://127.0.0.1:8765/demo`,
+  streamcast tail --where '{"symbol":"BTC-USD"}' --count 10 ws://127.0.0.1:8765/demo
+  streamcast tail --ca-file ca.crt wss://broker.example.com:8765/demo`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if offset != "" {
@@ -79,6 +86,11 @@ A refusal exits 1 with one line saying what to rerun with.`,
 				opts.Cursor = c
 			}
 			opts.Logger = a.logger
+			tc, err := tlsFlags.config(a.logger)
+			if err != nil {
+				return err
+			}
+			opts.TLS = tc
 
 			// A reader that goes away (| head) is an ordinary end: get EPIPE
 			// from the write instead of dying of SIGPIPE, so the cursor is saved.
@@ -102,6 +114,7 @@ A refusal exits 1 with one line saying what to rerun with.`,
 	f.BoolVar(&opts.Reconnect, "reconnect", false, "on 1001, a network error or 4429, reconnect with backoff and resume after the last row")
 	f.BoolVar(&opts.Rows, "rows", false, "print only each row's object, not [offset,ts,row]")
 	f.StringVar(&cursorPath, "cursor", "", "keep the last offset finished with in `FILE`, and resume one above it")
+	tlsFlags = addClientTLSFlags(f)
 	_ = cmd.RegisterFlagCompletionFunc("offset", cobra.FixedCompletions([]string{"earliest"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

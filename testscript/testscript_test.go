@@ -17,6 +17,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/streamcast/streamcast/cmd"
+	"github.com/streamcast/streamcast/internal/tlstest"
 	"github.com/streamcast/streamcast/pkg/broker"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -49,6 +50,7 @@ func TestScripts(t *testing.T) {
 			"appendfile": appendFile,
 			"waitfile":   waitFile,
 			"ws":         wsRaw,
+			"gencerts":   genCerts,
 		},
 	}
 	for name, fn := range platformCmds() {
@@ -131,6 +133,20 @@ func waitFile(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// genCerts mints a CA and, signed by it, a server certificate for
+// 127.0.0.1 and a client certificate with the common name CN, into DIR:
+// ca.crt, server.crt, server.key, client.crt, client.key.
+//
+//	gencerts certs alice
+func genCerts(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: gencerts DIR CN")
+	}
+	dir := ts.MkAbs(args[0])
+	ts.Check(os.MkdirAll(dir, 0o755))
+	ts.Check(tlstest.WriteFiles(dir, args[1]))
 }
 
 // genRows writes N rows of the demo schema, in its canonical form (so a

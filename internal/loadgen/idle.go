@@ -15,7 +15,7 @@ import (
 // --idle`). Start from DefaultIdleConfig: Validate refuses a value out of
 // range rather than replacing it.
 type IdleConfig struct {
-	URL         string        // the stream, ws://host:port/name; a quiet one
+	URL         string        // the stream, ws:// or wss://host:port/name; a quiet one
 	Subscribers int           // idle connections to hold, 1 or more
 	Settle      time.Duration // how long to wait before reading the server's RSS
 	Dial        wire.DialOptions
@@ -78,7 +78,7 @@ func Idle(ctx context.Context, cfg IdleConfig) (IdleResult, error) {
 	}()
 	// A raw connection, not wire.Subscribe: the point is the server's cost
 	// per subscriber, so the client keeps its own buffers as small as it can.
-	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 256, WriteBufferSize: 256}
+	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 256, WriteBufferSize: 256, TLSClientConfig: cfg.Dial.TLS}
 	n := cfg.Subscribers
 	for i := 0; i < n; i++ {
 		c, _, err := d.DialContext(ctx, cfg.URL, cfg.Dial.Header)

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/internal/rusage"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -172,8 +172,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	statsURL := statsURLOf(cfg.URL)
-	cpu0, haveCPU := serverCPU(ctx, statsURL, cfg.Dial.Header)
-	client0, _ := broker.Rusage()
+	cpu0, haveCPU := serverCPU(ctx, statsURL, cfg.Dial)
+	client0, _ := rusage.Self()
 	start := time.Now()
 	for _, s := range subs {
 		subWG.Add(1)
@@ -220,8 +220,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for _, s := range subs {
 		delivered += s.frames.Load()
 	}
-	cpu1, haveCPU1 := serverCPU(ctx, statsURL, cfg.Dial.Header)
-	client1, _ := broker.Rusage()
+	cpu1, haveCPU1 := serverCPU(ctx, statsURL, cfg.Dial)
+	client1, _ := rusage.Self()
 
 	// Let subscribers catch up to the last acknowledged offset.
 	var lastAcked int64 = wire.Null

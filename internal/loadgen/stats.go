@@ -30,8 +30,9 @@ func statsURLOf(stream string) string {
 }
 
 // readStats fetches the server's /stats document, decoded with the server's
-// own type so the two cannot drift apart.
-func readStats(ctx context.Context, statsURL string, h http.Header) (broker.Stats, error) {
+// own type so the two cannot drift apart. dial's headers go with the
+// request, and its TLS configuration verifies an https server.
+func readStats(ctx context.Context, statsURL string, dial wire.DialOptions) (broker.Stats, error) {
 	var st broker.Stats
 	if statsURL == "" {
 		return st, fmt.Errorf("the stream's URL does not name a server whose /stats can be read")
@@ -42,10 +43,16 @@ func readStats(ctx context.Context, statsURL string, h http.Header) (broker.Stat
 	if err != nil {
 		return st, fmt.Errorf("read %s: %w", statsURL, err)
 	}
-	for k, v := range h {
+	for k, v := range dial.Header {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if dial.TLS != nil {
+		tr := &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: dial.TLS}
+		defer tr.CloseIdleConnections()
+		client = &http.Client{Transport: tr}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return st, fmt.Errorf("read %s: %w", statsURL, err)
 	}
@@ -61,8 +68,8 @@ func readStats(ctx context.Context, statsURL string, h http.Header) (broker.Stat
 
 // serverCPU reads process.cpu_seconds from /stats; ok is false when /stats
 // cannot be read, and the report then shows the server's CPU as unknown.
-func serverCPU(ctx context.Context, statsURL string, h http.Header) (float64, bool) {
-	st, err := readStats(ctx, statsURL, h)
+func serverCPU(ctx context.Context, statsURL string, dial wire.DialOptions) (float64, bool) {
+	st, err := readStats(ctx, statsURL, dial)
 	if err != nil {
 		return 0, false
 	}
@@ -72,7 +79,7 @@ func serverCPU(ctx context.Context, statsURL string, h http.Header) (float64, bo
 // serverMemory reads the process section of /stats, refusing a server that
 // reports no resident set size (there is nothing to measure then).
 func serverMemory(ctx context.Context, statsURL string, dial wire.DialOptions) (broker.ProcessStats, error) {
-	st, err := readStats(ctx, statsURL, dial.Header)
+	st, err := readStats(ctx, statsURL, dial)
 	if err != nil {
 		return broker.ProcessStats{}, err
 	}

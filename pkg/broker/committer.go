@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -21,13 +22,9 @@ type job struct {
 	pub   *publisher
 	reply *replySlot
 
-	// Exactly-once frames only (ps == nil on a plain one); see exactlyonce.go.
-	ps           *pubState
-	seq          int64  // seq of the frame's first row
-	n            int    // rows in the frame; rows holds the last n-skip
-	skip         int    // leading rows at or below the mark, not appended again
-	failed       string // set by admit: why the frame cannot be committed
-	prevAppended int64  // ps.appended before admit, for rollback
+	// eo is an exactly-once frame's state (zero on a plain one); see
+	// package marks.
+	eo marks.Frame
 }
 
 // inbox holds the jobs of a durable stream until its committer takes them.
@@ -173,11 +170,11 @@ func (s *stream) commit() {
 			taken += len(j.rows)
 		}
 		if s.marks != nil {
-			marks = s.marks.admit(jobs, next, marks)
+			marks = s.marks.Admit(jobs, next, marks)
 		}
 		rows := make([][]byte, 0, taken)
 		for _, j := range jobs {
-			if j.failed == "" {
+			if !j.eo.Failed() {
 				rows = append(rows, j.rows...)
 			}
 		}
@@ -191,7 +188,7 @@ func (s *stream) commit() {
 			switch {
 			case err != nil:
 				if s.marks != nil {
-					s.marks.rollback(jobs)
+					s.marks.Rollback(jobs)
 				}
 			case first != next && len(marks) > 0:
 				// Cannot happen with one appender; if it does, the marks
@@ -249,13 +246,13 @@ func (s *stream) deliverGroup(g committed, replies [][]byte) [][]byte {
 		replies = make([][]byte, len(g.jobs))
 	}
 	replies = replies[:len(g.jobs)]
-	s.marks.record(g.jobs, g.first, failed, replies)
+	s.marks.Record(g.jobs, g.first, failed, func(i int, a marks.Answer) { replies[i] = answerFrame(a) })
 	for i, j := range g.jobs {
 		j.pub.resolve(j.reply, replies[i])
 	}
 	// Settled only once answered: a superseded connection's replies are then
 	// queued ahead of its 4409.
-	s.marks.done(g.jobs)
+	s.marks.Done(g.jobs)
 	clear(replies)
 	s.inbox.release(g.taken)
 	return replies

@@ -2,7 +2,9 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -10,7 +12,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/broker/peerframe"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -44,7 +48,16 @@ type wsConn struct {
 	srv *Server
 	ws  *websocket.Conn
 	nc  net.Conn
-	st  *stream // nil while refusing a request for an unknown stream
+	// raw is the TCP connection under nc: nc itself, or the one a TLS
+	// connection runs over. abort closes raw, so that it returns at once
+	// (a TLS Close would first try to send its close alert to a peer that
+	// may not be reading).
+	raw net.Conn
+	// sealed is set over TLS, where each Write is sealed as records of its
+	// own: writeBatch copies frames into one buffer there instead of
+	// handing them to writev.
+	sealed bool
+	st     *stream // nil while refusing a request for an unknown stream
 
 	ctx    context.Context // cancelled when the connection ends (stops a replay)
 	cancel context.CancelFunc
@@ -75,9 +88,9 @@ type wsConn struct {
 
 	wg sync.WaitGroup // the writer goroutine
 
-	// out is the data frames queued or being written, in order (queue.go);
+	// out is the data frames queued or being written, in order (package backlog);
 	// guarded by mu.
-	out frameQueue
+	out backlog.Queue
 
 	mu         sync.Mutex
 	ctrl       [][]byte // the server's pings, written before out
@@ -93,9 +106,12 @@ type wsConn struct {
 	dead       bool     // the socket failed: frames are dropped
 }
 
-func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerFrames, st *stream) *wsConn {
+func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream) *wsConn {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &wsConn{srv: srv, ws: ws, nc: nc, st: st, ctx: ctx, cancel: cancel}
+	c := &wsConn{srv: srv, ws: ws, nc: nc, raw: nc, st: st, ctx: ctx, cancel: cancel}
+	if tc, ok := nc.(*tls.Conn); ok {
+		c.raw, c.sealed = tc.NetConn(), true
+	}
 	// All writes go through the writer: answer pings and closes through it,
 	// never through gorilla's own control writes.
 	// A control frame proves the peer alive only while the server's own
@@ -116,7 +132,7 @@ func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerFrames, s
 			// frames it read tell the two apart. A close body starts
 			// with a 2-byte code (RFC 6455 §5.5.1), so one byte is a
 			// protocol error, answered 1002.
-			if frames != nil && frames.badClose() {
+			if frames != nil && frames.BadClose() {
 				c.close(websocket.CloseProtocolError, wire.CloseReason("protocol_error",
 					wire.Field{Key: "detail", Value: "a close frame's payload was 1 byte; it is empty, or a 2-byte code and a reason"}))
 				return nil
@@ -154,7 +170,7 @@ func (c *wsConn) enqueue(frames ...[]byte) {
 		return
 	}
 	for _, f := range frames {
-		c.out.push(f, 0)
+		c.out.Push(f, 0)
 	}
 	if c.canStartLocked() {
 		c.startWriterLocked()
@@ -249,8 +265,8 @@ func (c *wsConn) abort() {
 	c.ctrl, c.pong = nil, nil
 	released := c.dropQueueLocked()
 	c.mu.Unlock()
-	c.srv.reclaim.note(released)
-	_ = c.nc.Close()
+	c.srv.reclaim.Note(released)
+	_ = c.raw.Close()
 	if c.onDead != nil {
 		c.onDead()
 	}
@@ -292,14 +308,14 @@ func (c *wsConn) writeLoop() {
 			c.pong, c.absorbed = nil, 0
 		}
 		k := 0
-		if c.out.len() > 0 {
+		if c.out.Len() > 0 {
 			if iov == nil {
 				iov = iovPool.Get().(*[writevFrames][]byte)
 			}
-			k = c.out.peek(iov[:])
+			k = c.out.Peek(iov[:])
 		}
 		var closing []byte
-		if c.closing != nil && !c.closeSent && k == c.out.len() {
+		if c.closing != nil && !c.closeSent && k == c.out.Len() {
 			closing = c.closing
 			c.closeSent = true
 		}
@@ -324,7 +340,7 @@ func (c *wsConn) writeLoop() {
 			c.ctrl, c.pong = nil, nil
 			released := c.dropQueueLocked()
 			c.mu.Unlock()
-			c.srv.reclaim.note(released)
+			c.srv.reclaim.Note(released)
 			_ = c.nc.Close()
 			if c.onDead != nil {
 				c.onDead()
@@ -337,10 +353,10 @@ func (c *wsConn) writeLoop() {
 			var released int64
 			c.mu.Lock()
 			if !c.dead {
-				released = c.out.pop(k)
+				released = c.out.Pop(k)
 			}
 			c.mu.Unlock()
-			c.srv.reclaim.note(released)
+			c.srv.reclaim.Note(released)
 			if c.afterWrite != nil {
 				c.afterWrite(k)
 			}
@@ -359,8 +375,8 @@ var iovPool = sync.Pool{New: func() any { return new([writevFrames][]byte) }}
 // dropQueueLocked empties the data queue of a connection that is ending and
 // returns the bytes it pinned, for the server's reclaimer; c.mu is held.
 func (c *wsConn) dropQueueLocked() int64 {
-	released := c.out.bytes()
-	c.out.reset()
+	released := c.out.Bytes()
+	c.out.Reset()
 	return released
 }
 
@@ -369,8 +385,7 @@ func (c *wsConn) dropQueueLocked() int64 {
 func (c *wsConn) writeFrames(ctrl, batch [][]byte, closing []byte) error {
 	var total int64
 	if len(ctrl) > 0 {
-		bufs := net.Buffers(ctrl)
-		n, err := bufs.WriteTo(c.nc)
+		n, err := c.writeBatch(ctrl)
 		total += n
 		if err != nil {
 			return err
@@ -385,8 +400,7 @@ func (c *wsConn) writeFrames(ctrl, batch [][]byte, closing []byte) error {
 		// live peer make progress during a long backlog.
 		for len(batch) > 0 {
 			k := min(len(batch), writevFrames)
-			bufs := net.Buffers(batch[:k])
-			n, err := bufs.WriteTo(c.nc)
+			n, err := c.writeBatch(batch[:k])
 			total += n
 			c.written.Add(n)
 			if err != nil {
@@ -406,6 +420,65 @@ func (c *wsConn) writeFrames(ctrl, batch [][]byte, closing []byte) error {
 		c.st.bytesSent.Add(total)
 	}
 	return nil
+}
+
+// writeBatch writes frames in as few syscalls as the connection allows.
+// A plain TCP connection takes them all in one writev. A TLS connection
+// has no writev: net.Buffers would make each frame a record of its own,
+// sealed and written with a syscall of its own, so the frames are copied
+// into one buffer of up to sealChunk bytes first, which TLS seals as a few
+// records of 16 KiB. The copy costs less than the records and syscalls it
+// saves (BenchmarkWriteBatchTLS).
+func (c *wsConn) writeBatch(frames [][]byte) (int64, error) {
+	if !c.sealed {
+		bufs := net.Buffers(frames)
+		return bufs.WriteTo(c.nc)
+	}
+	return writeCoalesced(c.nc, frames)
+}
+
+// sealChunk bounds the buffer frames are copied into over TLS: four full
+// TLS records.
+const sealChunk = 64 << 10
+
+var sealBufs = sync.Pool{New: func() any { b := make([]byte, 0, sealChunk); return &b }}
+
+// writeCoalesced writes frames to w as buffers of up to sealChunk bytes;
+// a frame as large as a buffer is written as it is, uncopied.
+func writeCoalesced(w io.Writer, frames [][]byte) (int64, error) {
+	bp := sealBufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	defer func() {
+		*bp = b[:0]
+		sealBufs.Put(bp)
+	}()
+	var total int64
+	flush := func() error {
+		if len(b) == 0 {
+			return nil
+		}
+		n, err := w.Write(b)
+		total += int64(n)
+		b = b[:0]
+		return err
+	}
+	for _, f := range frames {
+		if len(b)+len(f) > sealChunk {
+			if err := flush(); err != nil {
+				return total, err
+			}
+		}
+		if len(f) >= sealChunk {
+			n, err := w.Write(f)
+			total += int64(n)
+			if err != nil {
+				return total, err
+			}
+			continue
+		}
+		b = append(b, f...)
+	}
+	return total, flush()
 }
 
 // writeDirect writes b from the goroutine that owns the socket (the replay).
@@ -468,10 +541,16 @@ func (c *wsConn) finish() {
 	c.cancel()
 	c.wg.Wait()
 	c.mu.Lock()
+	failed := c.dead
 	c.dead = true
 	c.ctrl, c.pong = nil, nil
 	released := c.dropQueueLocked()
 	c.mu.Unlock()
-	c.srv.reclaim.note(released)
+	c.srv.reclaim.Note(released)
+	if failed {
+		// A failed or aborted socket: over TLS, Close would first wait
+		// (up to 5 s) to send its close alert to a peer that is not reading.
+		_ = c.raw.Close()
+	}
 	_ = c.nc.Close()
 }

@@ -21,9 +21,11 @@
 // directory). publisher= is served on streams declared exactly_once (which
 // must be durable: the marks live in the log) and refused with 4412 elsewhere;
 // anonymous publishers still publish at least once on an exactly-once stream.
-// exactlyonce.go documents how frames are judged against a publisher's mark.
+// Package marks judges those frames against a publisher's mark, and says how.
 // Subscribers' frames are written by the server itself, straight to the
-// socket with writev; gorilla/websocket does the handshake and reads.
+// socket with writev (over TLS, copied into one buffer per write instead,
+// since TLS seals each write on its own); gorilla/websocket does the
+// handshake and reads.
 //
 // Run also supervises serve's maintenance children (package supervise): one
 // `streamcast maintain --role R` process per role the maintain: section
@@ -34,7 +36,7 @@
 // acknowledged row ends up sealed and published.
 //
 // Streams come and go while the server runs: they live in a registry
-// (registry.go), and Reload (reload.go) starts the streams a new config adds
+// (package registry), and Reload (reload.go) starts the streams a new config adds
 // and stops those it drops, the others serving on. Stopping a stream fences
 // its publishers, answers what they queued and closes them with 1001, drains
 // its committer, seals and publishes its log, closes its subscribers with
@@ -42,9 +44,15 @@
 // restarted over the new set of logs, which fences no stream's writes.
 // Server shutdown runs the same steps over every stream at once (teardown).
 //
-// Connections come in at one place (entry.go): the listener, then a chain of
-// HTTP middleware (the allowed_origins check, then Options.Middleware), then
-// the routes: /stats, /health and /<stream>.
+// Connections come in at one place (entry.go): the listener (TLS when the
+// tls: section is set, with the certificate reloaded on SIGHUP and on a
+// change on disk, tls.go), then a chain of HTTP middleware (the
+// allowed_origins check, then Options.Middleware), then the routes: /stats,
+// /health and /<stream>. PrincipalFromTLS names a mutual-TLS client.
+//
+// Its sub-packages each own one part and import neither broker nor each
+// other: config, frame, backlog (a connection's queued frames, I5),
+// peerframe, marks, registry and supervise.
 //
 // The package never validates rows on the committer (publishers' goroutines
 // do), never lets a subscriber's speed reach a publisher or another

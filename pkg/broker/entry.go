@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,8 @@ import (
 
 // This file is the one place connections come in: the listener, then a
 // chain of HTTP middleware, then the routes (/stats, /health, /<stream>).
-// Authentication, TLS and metrics plug in here.
+// Authentication, TLS (tls.go: the listener is wrapped in listen) and
+// metrics plug in here.
 
 // Middleware wraps the handler requests reach next. The server's own
 // middleware (the Origin check) runs first, then Options.Middleware in
@@ -77,6 +79,10 @@ func (s *Server) listen() (*entry, error) {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	if s.certs != nil {
+		// https and wss only: a plain request gets net/http's 400.
+		ln = tls.NewListener(ln, s.certs.listenerConfig())
 	}
 	e := &entry{
 		ln: ln,

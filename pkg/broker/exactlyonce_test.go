@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -189,7 +190,7 @@ func TestDuplicatesBeyondTheDedupeWindowHaveNullOffsets(t *testing.T) {
 	cfg := eoConfig(t)
 	srv := startServer(t, cfg)
 	p := dialEO(t, srv, "w")
-	const frames = dedupeWindow + 6
+	const frames = marks.DedupeWindow + 6
 	// Interleave another id so offsets differ from seqs.
 	other := dialEO(t, srv, "other")
 	for s := int64(1); s <= frames; s++ {
@@ -246,13 +247,8 @@ func holdFirstAppend(t *testing.T) (hook func(context.Context, *logstore.Log, []
 
 // pendingFrames is how many frames id has queued and not yet answered.
 func pendingFrames(srv *Server, stream, id string) int {
-	st := srv.reg.get(stream)
-	st.marks.mu.Lock()
-	defer st.marks.mu.Unlock()
-	if ps := st.marks.pubs[id]; ps != nil {
-		return ps.pending
-	}
-	return 0
+	ps, _ := srv.reg.Get(stream).marks.State(id)
+	return ps.Pending
 }
 
 // TestDuplicateOfQueuedRowsWaitsForTheirCommit: a frame repeating rows that
@@ -327,10 +323,8 @@ func TestFailedCommitRollsTheMarkBack(t *testing.T) {
 		}
 	}
 	waitFor(t, "frames queued", 5*time.Second, func() bool {
-		st := srv.reg.get("eo")
-		st.marks.mu.Lock()
-		defer st.marks.mu.Unlock()
-		return st.marks.pubs["f"].accepted == 6
+		ps, _ := srv.reg.Get("eo").marks.State("f")
+		return ps.Accepted == 6
 	})
 	failing.Store(false)
 	close(release)
@@ -371,11 +365,8 @@ func TestSupersededPublisherIsClosed4409AfterItsQueuedRowsCount(t *testing.T) {
 		}
 	}
 	waitFor(t, "the old connection queued rows", 5*time.Second, func() bool {
-		st := srv.reg.get("eo")
-		st.marks.mu.Lock()
-		defer st.marks.mu.Unlock()
-		ps := st.marks.pubs["dup"]
-		return ps.accepted >= 20*size && ps.pending >= 5
+		ps, _ := srv.reg.Get("eo").marks.State("dup")
+		return ps.Accepted >= 20*size && ps.Pending >= 5
 	})
 	newer := dialEO(t, srv, "dup")
 	mark := newer.g.Publisher

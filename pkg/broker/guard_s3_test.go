@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
@@ -38,11 +39,11 @@ func TestHistoryGuardChecksAHistoryOnlyThePublishedTableHolds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := lg.PublishAll(ctx); err != nil {
+			if _, err := tier.PublishAll(ctx, lg); err != nil {
 				t.Fatal(err)
 			}
 			for range 2 { // take the files out, then delete them after their grace
-				if _, err := lg.Clean(ctx); err != nil {
+				if _, err := tier.Clean(ctx, lg); err != nil {
 					t.Fatal(err)
 				}
 				later = later.Add(30 * 24 * time.Hour)
@@ -63,7 +64,7 @@ func TestHistoryGuardChecksAHistoryOnlyThePublishedTableHolds(t *testing.T) {
 			_ = srv.Close()
 
 			guard(&cfg, id, 4, rows[4])
-			wantGuardRefusal(t, cfg, checkKnownRow, "offset 4 holds "+string(rows[3]))
+			wantGuardRefusal(t, cfg, meta.CheckKnownRow, "offset 4 holds "+string(rows[3]))
 		})
 	}
 }

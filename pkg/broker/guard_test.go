@@ -67,12 +67,12 @@ func guard(cfg *config.Config, id string, offset int64, row []byte) {
 func wantGuardRefusal(t *testing.T, cfg config.Config, check string, want ...string) {
 	t.Helper()
 	err := refusedStart(t, cfg)
-	var ge *guardError
+	var ge *meta.GuardError
 	if !errors.As(err, &ge) {
 		t.Fatalf("serve's refusal is %v; want a history_guard refusal of the check %q", err, check)
 	}
-	if ge.check != check {
-		t.Fatalf("serve refused on the check %q; want %q (%v)", ge.check, check, err)
+	if ge.Check != check {
+		t.Fatalf("serve refused on the check %q; want %q (%v)", ge.Check, check, err)
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {
@@ -148,7 +148,7 @@ func TestHistoryGuardRefusesAnotherIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	guard(&cfg, other, 1, rows[0])
-	wantGuardRefusal(t, cfg, checkIdentity, id, other)
+	wantGuardRefusal(t, cfg, meta.CheckIdentity, id, other)
 }
 
 // TestHistoryGuardRefusesToStartAfresh: nothing of a protected stream
@@ -161,7 +161,7 @@ func TestHistoryGuardRefusesToStartAfresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	guard(&cfg, id, 1, rows[0])
-	wantGuardRefusal(t, cfg, checkIdentity, id, "afresh")
+	wantGuardRefusal(t, cfg, meta.CheckIdentity, id, "afresh")
 	if _, err := os.Stat(filepath.Join(cfg.Root, "trades")); !os.IsNotExist(err) {
 		t.Fatalf("the refused start created the stream's home: %v", err)
 	}
@@ -216,7 +216,7 @@ func TestHistoryGuardRefusesAMigratedStream(t *testing.T) {
 		}
 	})
 	guard(&cfg, id, 1, rows[0])
-	wantGuardRefusal(t, cfg, checkNoMigration, "2 logs", name, fmt.Sprintf("offset %d", end))
+	wantGuardRefusal(t, cfg, meta.CheckNoMigration, "2 logs", name, fmt.Sprintf("offset %d", end))
 }
 
 // TestHistoryGuardRefusesRetention: a retention window in the metadata
@@ -229,7 +229,7 @@ func TestHistoryGuardRefusesRetention(t *testing.T) {
 		m.Retention.MaxAge = &d
 	})
 	guard(&cfg, id, 1, rows[0])
-	wantGuardRefusal(t, cfg, checkNoRetention, "max_age 30d")
+	wantGuardRefusal(t, cfg, meta.CheckNoRetention, "max_age 30d")
 }
 
 // TestHistoryGuardRefusesALogNotStartingAtOne: a log created at offset 5
@@ -275,7 +275,7 @@ func TestHistoryGuardRefusesALogNotStartingAtOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	guard(&cfg, id, 5, row)
-	wantGuardRefusal(t, cfg, checkStart, "starts at offset 5")
+	wantGuardRefusal(t, cfg, meta.CheckStart, "starts at offset 5")
 }
 
 // TestHistoryGuardRefusesAHistoryWithAGap: rows below a floor set on the
@@ -298,7 +298,7 @@ func TestHistoryGuardRefusesAHistoryWithAGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	guard(&cfg, id, 4, rows[3])
-	wantGuardRefusal(t, cfg, checkDense, "earliest offset is 3")
+	wantGuardRefusal(t, cfg, meta.CheckDense, "earliest offset is 3")
 }
 
 // TestHistoryGuardRefusesAHistoryWithAHole: offsets recorded as skipped
@@ -323,7 +323,7 @@ func TestHistoryGuardRefusesAHistoryWithAHole(t *testing.T) {
 		t.Fatal(err)
 	}
 	guard(&cfg, id, 1, rows[0])
-	wantGuardRefusal(t, cfg, checkDense, "holds 3 rows in offsets [1, 5), not 4")
+	wantGuardRefusal(t, cfg, meta.CheckDense, "holds 3 rows in offsets [1, 5), not 4")
 }
 
 // TestHistoryGuardRefusesAnotherKnownRow: the row at known_offset differs
@@ -333,11 +333,11 @@ func TestHistoryGuardRefusesAnotherKnownRow(t *testing.T) {
 	id, rows := history(t, cfg, 3)
 	t.Run("other bytes", func(t *testing.T) {
 		guard(&cfg, id, 2, rows[0]) // offset 1's row, offset 2 named
-		wantGuardRefusal(t, cfg, checkKnownRow, "offset 2 holds "+string(rows[1]))
+		wantGuardRefusal(t, cfg, meta.CheckKnownRow, "offset 2 holds "+string(rows[1]))
 	})
 	t.Run("past the tail", func(t *testing.T) {
 		guard(&cfg, id, 4, rows[0])
-		wantGuardRefusal(t, cfg, checkKnownRow, "known_offset is 4", "ends at offset 3")
+		wantGuardRefusal(t, cfg, meta.CheckKnownRow, "known_offset is 4", "ends at offset 3")
 	})
 }
 
@@ -358,9 +358,9 @@ func TestHistoryGuardRefusesAStreamAddedByReload(t *testing.T) {
 	next.Streams = append([]config.Stream(nil), cfg.Streams...)
 	guard(&next, other, 1, rows[0])
 	err = srv.Reload(next)
-	var ge *guardError
-	if !errors.As(err, &ge) || ge.check != checkIdentity {
-		t.Fatalf("reload adding a protected stream with another identity: %v; want the %q check to fail", err, checkIdentity)
+	var ge *meta.GuardError
+	if !errors.As(err, &ge) || ge.Check != meta.CheckIdentity {
+		t.Fatalf("reload adding a protected stream with another identity: %v; want the %q check to fail", err, meta.CheckIdentity)
 	}
 	if _, _, err := dial(t, wsURL(srv, "/trades")); closeCode(err) != 4404 {
 		code := closeCode(err)
@@ -373,17 +373,4 @@ func TestHistoryGuardRefusesAStreamAddedByReload(t *testing.T) {
 func closeCode(err error) int {
 	code, _ := closeOf(err)
 	return code
-}
-
-// TestHistoryGuardAddedToARunningStreamWaitsForARestart: a reload that
-// adds a guard to a stream already serving says that it applies at the
-// next start (the guard checks before traffic is admitted).
-func TestHistoryGuardAddedToARunningStreamWaitsForARestart(t *testing.T) {
-	cfg := guardedConfig(t)
-	st := &stream{cfg: cfg.Streams[0], sch: schema.Any()}
-	next := cfg.Streams[0]
-	next.HistoryGuard = &config.HistoryGuard{StreamID: "5b0f4c1e-8f6a-4d2b-9a57-2f0c2d1e6b90", KnownOffset: 1, KnownRow: "{}"}
-	if why := declarationChange(st, next, schema.Any()); !strings.Contains(why, "history_guard") || !strings.Contains(why, "when serve restarts") {
-		t.Fatalf("a guard added by reload: %q; want it named as applying at the next start", why)
-	}
 }

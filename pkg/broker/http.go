@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/peerframe"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -26,12 +27,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	// The one parser of the protocol's query, shared with the client.
 	q, qerr := wire.ParseRequest(r.URL.Path, r.URL.RawQuery)
-	st := s.reg.get(q.Stream)
+	st := s.reg.Get(q.Stream)
 	up := &s.subUp
 	if qerr == nil && q.Publish && st != nil {
 		up = &s.pubUp
 	}
-	hj := &scanHijack{ResponseWriter: w}
+	hj := &peerframe.Hijack{ResponseWriter: w}
 	ws, err := up.Upgrade(hj, r, nil)
 	if err != nil {
 		s.untrack()
@@ -42,14 +43,14 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	// alive for the life of every idle subscriber.
 	go func() {
 		defer s.untrack()
-		s.serveConn(ws, hj.conn, &hj.scan.frames, st, q, qerr)
+		s.serveConn(ws, hj.Raw, &hj.Scan.Frames, st, q, qerr)
 	}()
 }
 
 // serveConn serves one upgraded connection until it ends. nc is the raw
-// connection the server writes to; gorilla reads ws through a scanConn
+// connection the server writes to; gorilla reads ws through a peerframe.Conn
 // whose frames it is.
-func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFrames, st *stream, q wire.Request, qerr error) {
+func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream, q wire.Request, qerr error) {
 	c := newConn(s, ws, nc, frames, st)
 	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce) && st.retirement() == nil
 	// Compile the filter before the connection is registered: keepalive
@@ -87,7 +88,7 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFrames, 
 		}
 		c.refuse(br)
 	case st == nil:
-		c.refuse(&wire.StreamNotFound{Serves: s.reg.serves()})
+		c.refuse(&wire.StreamNotFound{Serves: s.reg.Names()})
 	case q.Publish && st.retirement() != nil:
 		// A retired stream takes no rows, whatever its log would accept
 		// (its retirement may have been recovered by adoption).
@@ -148,7 +149,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveHealth(w)
 		}
 	default:
-		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(s.reg.serves())+"), and GET /stats and /health", http.StatusNotFound)
+		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(s.reg.Names())+"), and GET /stats and /health", http.StatusNotFound)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -219,16 +220,16 @@ func TestReplayedFramesAreByteIdentical(t *testing.T) {
 	check("buffer")
 
 	// Seal everything into a Parquet file and drop it from the buffer.
-	dir := srv.reg.get("trades").log.Dir()
+	dir := srv.reg.Get("trades").log.Dir()
 	m, err := logstore.Open(dir, logstore.Maintainer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if sealed, err := m.Seal(ctx, true); err != nil || sealed == 0 {
+	if sealed, err := tier.Seal(ctx, m, true); err != nil || sealed == 0 {
 		t.Fatalf("seal: %d %v", sealed, err)
 	}
-	if evicted, err := m.Evict(ctx); err != nil || evicted == 0 {
+	if evicted, err := tier.Evict(ctx, m); err != nil || evicted == 0 {
 		t.Fatalf("evict: %d %v", evicted, err)
 	}
 	if err := m.Close(); err != nil {

@@ -43,7 +43,7 @@ func TestServeKeepsAMovedLogsTableAndSaysSo(t *testing.T) {
 	cfg.Streams[0].Name = "quotes"
 	logs := &lockedBuffer{}
 	srv = startServer(t, cfg, Options{Logger: log.New(logs)})
-	loc, err := srv.reg.get("quotes").log.PublishedLocation()
+	loc, err := srv.reg.Get("quotes").log.PublishedLocation()
 	if err != nil || loc != filepath.Join(cfg.Root, "published", "trades", "trades") {
 		t.Fatalf("the moved log publishes to %s (%v), want <root>/published/trades/trades", loc, err)
 	}

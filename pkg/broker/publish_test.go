@@ -236,7 +236,7 @@ func TestWhereFiltersLiveAndReplayAlike(t *testing.T) {
 // stream.
 func publisherOf(t *testing.T, srv *Server, stream string) *publisher {
 	t.Helper()
-	st := srv.reg.get(stream)
+	st := srv.reg.Get(stream)
 	st.life.mu.Lock()
 	defer st.life.mu.Unlock()
 	for c := range st.life.conns {
@@ -329,7 +329,7 @@ func TestMaxInboundHoldsPublishersBack(t *testing.T) {
 			if e := streamStats(srv, "trades").EndOffset; *e != int64(1+pubs*frames*c.size) {
 				t.Fatalf("end_offset %d, want %d", *e, 1+pubs*frames*c.size)
 			}
-			in := &srv.reg.get("trades").inbox
+			in := &srv.reg.Get("trades").inbox
 			in.mu.Lock()
 			peak := in.peak
 			in.mu.Unlock()

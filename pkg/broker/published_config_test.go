@@ -24,8 +24,8 @@ func TestServeCreatesLogsWithTheConfiguredStorage(t *testing.T) {
 	cfg.Published = "file://" + pub
 	cfg.Tiers = config.Tiers{TargetSealBytes: 1 << 20, StagingRetention: 3 * time.Minute, DeleteGrace: 7 * time.Second}
 	srv := startServer(t, cfg)
-	got := srv.reg.get("trades").log.Config()
-	loc, err := srv.reg.get("trades").log.PublishedLocation()
+	got := srv.reg.Get("trades").log.Config()
+	loc, err := srv.reg.Get("trades").log.PublishedLocation()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestServeAcceptsTheDefaultPrefixSpelledOut(t *testing.T) {
 	_ = srv.Close()
 	cfg.Published = "file://" + filepath.Join(cfg.Root, "published")
 	srv = startServer(t, cfg)
-	if loc, _ := srv.reg.get("trades").log.PublishedLocation(); loc != filepath.Join(cfg.Root, "published", "trades", "trades") {
+	if loc, _ := srv.reg.Get("trades").log.PublishedLocation(); loc != filepath.Join(cfg.Root, "published", "trades", "trades") {
 		t.Fatalf("published location %s", loc)
 	}
 	_ = srv.Close()

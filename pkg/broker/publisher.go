@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -32,11 +33,10 @@ type publisher struct {
 	st  *stream
 	max int // max_in_flight
 
-	// Exactly-once connections (id != ""): ps is set by marks.claim and read
-	// by this connection's goroutines; queued is guarded by st.marks.mu.
-	id     string
-	ps     *pubState
-	queued int // frames this connection queued and not yet answered
+	// Exactly-once connections (id != ""): eo is set by claim and read by
+	// this connection's goroutines.
+	id string
+	eo *marks.Holder
 
 	mu         sync.Mutex
 	cond       sync.Cond    // the reader waits for in-flight room; shutdown waits for owed == 0
@@ -78,7 +78,7 @@ func (srv *Server) publish(p *publisher) {
 	var mark *wire.PublisherMark
 	if p.id != "" {
 		m, ok := p.claim()
-		defer st.marks.release(p)
+		defer st.marks.Release(p.eo)
 		if !ok {
 			st.life.pubReaders.Done()
 			c.close(wire.CloseSuperseded, (&wire.Superseded{Publisher: p.id}).Reason())
@@ -103,7 +103,7 @@ func (srv *Server) publish(p *publisher) {
 	case p.isSuperseded():
 		// The frames this connection queued are answered first, then 4409:
 		// its peer learns exactly which of them landed.
-		st.marks.waitQueued(p)
+		st.marks.WaitQueued(p.eo)
 		c.close(wire.CloseSuperseded, (&wire.Superseded{Publisher: p.id}).Reason())
 	}
 }
@@ -114,14 +114,12 @@ func (srv *Server) publish(p *publisher) {
 // them. It reports false when a newer connection took the id meanwhile.
 func (p *publisher) claim() (wire.PublisherMark, bool) {
 	marks := p.st.marks
-	if old := marks.claim(p); old != nil {
-		old.supersede()
-	}
+	p.eo = marks.Claim(p.id, p.supersede)
 	// Not reading the socket while settling: keepalive must not take the
 	// unread pongs for a dead peer.
 	p.c.holding.Store(true)
 	defer p.c.holding.Store(false)
-	return marks.settle(p)
+	return marks.Settle(p.eo)
 }
 
 // supersede stops the reader of a connection whose publisher id a newer
@@ -249,21 +247,22 @@ func (p *publisher) handle(typ int, data []byte) {
 	if j != nil {
 		rows = j.one[:0]
 	}
-	seq, rows, code, detail := p.decodeFrame(rows, data, p.ps != nil)
+	seq, rows, code, detail := p.decodeFrame(rows, data, p.eo != nil)
 	if code != "" {
 		p.resolve(slot, frame.ErrorReply(code, detail))
 		return
 	}
-	if p.ps != nil {
-		v, reply := st.marks.judge(p, j, seq, rows)
+	if p.eo != nil {
+		v, queue, a := st.marks.Judge(p.eo, &j.eo, seq, rows)
 		switch v {
-		case verdictReply:
-			p.resolve(slot, reply)
+		case marks.Reply:
+			p.resolve(slot, answerFrame(a))
 			return
-		case verdictDrop:
+		case marks.Drop:
 			p.resolve(slot, nil)
 			return
 		}
+		j.rows = queue
 	} else if j != nil {
 		j.rows = rows
 	}
@@ -273,8 +272,8 @@ func (p *publisher) handle(typ int, data []byte) {
 		p.c.holding.Store(false)
 		if !ok {
 			p.resolve(slot, frame.ErrorReply(wire.ReplyCommitFailed, "the server is stopping this stream; nothing was committed, so sending these rows again is safe"))
-			if j.ps != nil {
-				st.marks.unqueue(j)
+			if j.eo.Marked() {
+				st.marks.Unqueue(j)
 			}
 		}
 		return

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,99 +12,12 @@ import (
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
-// registry holds the streams the server serves. Streams come and go while
-// the others serve (Server.Reload), so every lookup goes through it. A
-// stream leaves the registry before it starts stopping: a connection that
-// arrives afterwards is refused 4404, never attached to a half-stopped
-// stream (see streamLife.register for one that looked it up just before).
-type registry struct {
-	mu      sync.RWMutex
-	byName  map[string]*stream
-	ordered []*stream // config order (streams added at run time go last)
-	names   []string  // sorted, for 4404's serves; replaced on change, never modified
-}
-
-func newRegistry() *registry {
-	return &registry{byName: map[string]*stream{}, names: []string{}}
-}
-
-// get returns the stream served at name, or nil.
-func (r *registry) get(name string) *stream {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.byName[name]
-}
-
-// list returns the streams in order; the slice is the caller's.
-func (r *registry) list() []*stream {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return slices.Clone(r.ordered)
-}
-
-// serves returns the sorted names of the streams served (shared: do not
-// modify it).
-func (r *registry) serves() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.names
-}
-
-// add puts st in the registry; from now on connections reach it.
-func (r *registry) add(st *stream) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.byName[st.name] = st
-	r.ordered = append(r.ordered, st)
-	r.renameLocked()
-}
-
-// remove takes the stream named name out of the registry and returns it
-// (nil when none): from now on a connection for it is refused 4404.
-func (r *registry) remove(name string) *stream {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := r.byName[name]
-	if st == nil {
-		return nil
-	}
-	delete(r.byName, name)
-	r.ordered = slices.DeleteFunc(slices.Clone(r.ordered), func(o *stream) bool { return o == st })
-	r.renameLocked()
-	return st
-}
-
-// reorder puts the streams in the order of names (those not named keep
-// their order, after them), so /stats follows the config file.
-func (r *registry) reorder(names []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rank := make(map[string]int, len(names))
-	for i, n := range names {
-		rank[n] = i
-	}
-	ordered := slices.Clone(r.ordered)
-	sort.SliceStable(ordered, func(i, j int) bool {
-		ri, iok := rank[ordered[i].name]
-		rj, jok := rank[ordered[j].name]
-		switch {
-		case iok && jok:
-			return ri < rj
-		default:
-			return iok && !jok
-		}
-	})
-	r.ordered = ordered
-}
-
-func (r *registry) renameLocked() {
-	names := make([]string, 0, len(r.byName))
-	for n := range r.byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	r.names = names
-}
+// The streams served live in Server.reg (package registry): streams come
+// and go while the others serve (Server.Reload), so every lookup goes
+// through it. A stream leaves the registry before it starts stopping: a
+// connection that arrives afterwards is refused 4404, never attached to a
+// half-stopped stream (see streamLife.register for one that looked it up
+// just before).
 
 // streamLife is what starting and stopping one stream takes, beside its
 // log and its fan-out set: the connections attached to it, its publisher

@@ -3,13 +3,9 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"reflect"
-	"slices"
-	"strings"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
-	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -18,9 +14,11 @@ import (
 // a stream the server serves and cfg no longer declares stops (see
 // stopStream for the order), each logged. A stream whose declaration
 // changed keeps serving as it was, and the log says why and what to do.
-// Every other section (listen, root, limits, maintain, published, s3,
-// tiers, allowed_origins) applies only at the next start; a change to one is
-// logged as such. A cfg that does not validate changes nothing. The
+// The tls: section's files are read again for new handshakes (open
+// connections keep theirs); turning TLS or mutual TLS on or off applies
+// only at the next start, as does every other section (listen, root,
+// limits, maintain, published, s3, tiers, allowed_origins); a change to
+// one is logged as such. A cfg that does not validate changes nothing. The
 // maintenance children are restarted over the new set of logs when it
 // changed. The error joins what could not be applied (a stream that
 // failed to open, children that did not restart); the rest was applied.
@@ -36,6 +34,14 @@ func (s *Server) Reload(cfg config.Config) error {
 	}
 	ctx := s.runCtx
 	s.logRestartOnly(cfg)
+	var errs []error
+	if s.certs != nil && cfg.TLS.Enabled() {
+		// New handshakes get the pair read now; open connections keep
+		// the keys they agreed on.
+		if err := s.certs.reload(cfg.TLS, "reload"); err != nil {
+			errs = append(errs, fmt.Errorf("reload the TLS certificate: %w", err))
+		}
+	}
 
 	declared := make(map[string]int, len(cfg.Streams))
 	names := make([]string, len(cfg.Streams))
@@ -48,27 +54,26 @@ func (s *Server) Reload(cfg config.Config) error {
 		conns []*wsConn
 	}
 	var stops []stopping
-	for _, st := range s.reg.list() {
+	for _, st := range s.reg.List() {
 		i, ok := declared[st.name]
 		if !ok {
 			// 1. Out of the registry (new connections get 4404), then
 			// fence and drain, so its log's end stops moving.
-			s.reg.remove(st.name)
+			s.reg.Remove(st.name)
 			conns := st.beginStop(wire.WhyStreamStopped)
 			st.fence(conns)
 			st.drain()
 			stops = append(stops, stopping{st, conns})
 			continue
 		}
-		if why := declarationChange(st, cfg.Streams[i], schemas[i]); why != "" {
+		if why := st.cfg.Change(st.sch, cfg.Streams[i], schemas[i]); why != "" {
 			s.logger.Warn("stream keeps serving as it was: "+why, "stream", st.name)
 		}
 	}
 
 	// 2. Start the streams added.
-	var errs []error
 	for i, sc := range cfg.Streams {
-		if s.reg.get(sc.Name) != nil {
+		if s.reg.Get(sc.Name) != nil {
 			continue
 		}
 		st := newStream(s, sc, schemas[i], s.cfg.Limits)
@@ -78,10 +83,10 @@ func (s *Server) Reload(cfg config.Config) error {
 			continue
 		}
 		st.start()
-		s.reg.add(st)
+		s.reg.Add(st.name, st)
 		s.logger.Info("stream added", "stream", sc.Name, "durable", sc.Durable)
 	}
-	s.reg.reorder(names)
+	s.reg.Reorder(names)
 
 	// 3. The children learn the new set of logs; no stream's writes wait.
 	if err := s.restartMaintenance(ctx); err != nil {
@@ -142,67 +147,10 @@ func (s *Server) finishStop(st *stream, conns []*wsConn) error {
 	return err
 }
 
-// declarationChange says how sc differs from the declaration st serves,
-// and what to do about it; "" when it does not.
-func declarationChange(st *stream, sc config.Stream, sch *schema.Schema) string {
-	old := st.cfg
-	schemaChanged := st.sch.IsAny() != sch.IsAny() || string(st.sch.JSON()) != string(sch.JSON())
-	if schemaChanged && old.Durable && sc.Durable {
-		return "its schema changed, and a durable stream's log keeps the schema it was created with, so the change cannot be applied in place; " +
-			"to serve rows of the new schema, stop the server and run streamcast migrate " + st.name + " (the stream continues in a new log from its end), " +
-			"or put the old schema back in the config"
-	}
-	var keys []string
-	if schemaChanged {
-		keys = append(keys, "schema")
-	}
-	if old.Durable != sc.Durable {
-		keys = append(keys, "durable")
-	}
-	if old.GroupCommit != sc.GroupCommit {
-		keys = append(keys, "group_commit")
-	}
-	if !reflect.DeepEqual(old.MaxReplay, sc.MaxReplay) {
-		keys = append(keys, "max_replay")
-	}
-	if old.ExactlyOnce != sc.ExactlyOnce {
-		keys = append(keys, "exactly_once")
-	}
-	if !slices.Equal(old.SortBy, sc.SortBy) {
-		keys = append(keys, "sort_by")
-	}
-	// A guard added to a running stream is checked when serve restarts:
-	// its traffic was admitted already.
-	if !reflect.DeepEqual(old.HistoryGuard, sc.HistoryGuard) {
-		keys = append(keys, "history_guard")
-	}
-	if len(keys) == 0 {
-		return ""
-	}
-	return "its declaration changed (" + strings.Join(keys, ", ") + "), which a running stream does not take; " +
-		"it applies when serve restarts, or remove the stream from the config, reload, and add it back " +
-		"(its clients are closed with 1001 and reconnect)"
-}
-
 // logRestartOnly logs each section of cfg that differs from the running
 // config and applies only when serve starts.
 func (s *Server) logRestartOnly(cfg config.Config) {
-	old := s.cfg
-	for _, k := range []struct {
-		key      string
-		was, now any
-	}{
-		{"listen", old.Listen, cfg.Listen},
-		{"root", old.Root, cfg.Root},
-		{"limits", old.Limits, cfg.Limits},
-		{"maintain", old.Maintain, cfg.Maintain},
-		{"published", old.Published, cfg.Published},
-		{"s3", old.S3, cfg.S3},
-		{"tiers", old.Tiers, cfg.Tiers},
-		{"allowed_origins", strings.Join(old.AllowedOrigins, " "), strings.Join(cfg.AllowedOrigins, " ")}, // nil and [] alike
-	} {
-		if !reflect.DeepEqual(k.was, k.now) {
-			s.logger.Warn(k.key+" changed in the config; it applies when serve restarts, and until then serve keeps the value it started with", "key", k.key)
-		}
+	for _, key := range s.cfg.RestartOnly(cfg) {
+		s.logger.Warn(key+" changed in the config; it applies when serve restarts, and until then serve keeps the value it started with", "key", key)
 	}
 }

@@ -20,8 +20,10 @@ import (
 
 	"github.com/streamcast/streamcast/internal/ratelog"
 	"github.com/streamcast/streamcast/internal/waitfor"
+	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/broker/registry"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
@@ -69,6 +71,11 @@ type Options struct {
 	// Middleware wraps every request after the server's own Origin check
 	// and before the routes, in order (the first is outermost).
 	Middleware []Middleware
+
+	// CertPollInterval is how often the tls: section's files are checked
+	// for a change on disk (a changed pair is loaded for new handshakes);
+	// 0 means DefaultCertPollInterval.
+	CertPollInterval time.Duration
 }
 
 // errorSummaryEvery is how often a failure that keeps repeating (a commit
@@ -90,7 +97,7 @@ type Server struct {
 	cfg    config.Config // as given to New; Reload changes only the streams served
 	opts   Options
 	logger *log.Logger
-	reg    *registry
+	reg    *registry.Registry[*stream]
 	chain  http.Handler // middleware, then routes (entry.go)
 
 	// commitErrs logs failed commits once per stream and interval, with a
@@ -129,8 +136,12 @@ type Server struct {
 	keepalive sync.WaitGroup // the keepalive and reclaimer goroutines
 
 	// reclaim gives memory back to the OS after connections holding large
-	// queues end (reclaim.go).
-	reclaim *reclaimer
+	// queues end (package backlog).
+	reclaim *backlog.Reclaimer
+
+	// certs is the TLS certificate new handshakes get (tls.go); nil when
+	// the server speaks plain http and ws.
+	certs *certs
 }
 
 // writeBufferPool gives gorilla a pool so it keeps no write buffer per
@@ -156,6 +167,9 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	if opts.ChildReadyTimeout <= 0 {
 		opts.ChildReadyTimeout = supervise.DefaultReadyTimeout
 	}
+	if opts.CertPollInterval <= 0 {
+		opts.CertPollInterval = DefaultCertPollInterval
+	}
 	if roles := cfg.Maintain.Roles(); len(roles) > 0 && opts.Executable == "" && slices.ContainsFunc(cfg.Streams, func(s config.Stream) bool { return s.Durable }) {
 		return nil, errNoExecutable(len(roles))
 	}
@@ -163,14 +177,19 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		cfg:         cfg,
 		opts:        opts,
 		logger:      opts.Logger,
-		reg:         newRegistry(),
+		reg:         registry.New[*stream](),
 		started:     time.Now(),
 		startedWall: time.Now(),
 		ready:       make(chan struct{}),
 		conns:       map[*wsConn]struct{}{},
-		reclaim:     newReclaimer(opts.Logger),
+		reclaim:     backlog.NewReclaimer(opts.Logger),
 	}
 	s.commitErrs = ratelog.New(slog.New(opts.Logger), errorSummaryEvery, opts.Clock.Now)
+	if cfg.TLS.Enabled() {
+		if s.certs, err = newCerts(cfg.TLS, opts.Logger); err != nil {
+			return nil, err
+		}
+	}
 	s.chain = s.handler()
 	pool := &writeBufferPool{}
 	// Origins are checked by the middleware (allowed_origins), before the
@@ -179,7 +198,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	s.subUp = websocket.Upgrader{ReadBufferSize: 512, WriteBufferPool: pool, CheckOrigin: anyOrigin, HandshakeTimeout: 10 * time.Second}
 	s.pubUp = websocket.Upgrader{ReadBufferSize: 64 << 10, WriteBufferPool: pool, CheckOrigin: anyOrigin, HandshakeTimeout: 10 * time.Second}
 	for i, sc := range cfg.Streams {
-		s.reg.add(newStream(s, sc, schemas[i], cfg.Limits))
+		s.reg.Add(sc.Name, newStream(s, sc, schemas[i], cfg.Limits))
 	}
 	return s, nil
 }
@@ -231,11 +250,22 @@ func (s *Server) Run(ctx context.Context) error {
 		}()
 		go func() {
 			defer s.keepalive.Done()
-			s.reclaim.run(stopKeepalive)
+			s.reclaim.Run(stopKeepalive)
 		}()
+		if s.certs != nil {
+			s.keepalive.Add(1)
+			go func() {
+				defer s.keepalive.Done()
+				s.certs.watch(stopKeepalive, s.opts.CertPollInterval)
+			}()
+		}
 		s.state.Store(stateReady)
 		close(s.ready)
-		s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.list()), "root", s.cfg.Root)
+		if s.certs != nil {
+			s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.List()), "root", s.cfg.Root, "tls", s.cfg.TLS.Mode())
+		} else {
+			s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.List()), "root", s.cfg.Root)
+		}
 		if s.opts.OnReady != nil {
 			s.opts.OnReady(addr)
 		}
@@ -266,7 +296,7 @@ func (s *Server) start(ctx context.Context) error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
 	s.runCtx = ctx
-	streams := s.reg.list()
+	streams := s.reg.List()
 	for _, st := range streams {
 		if err := st.open(ctx, s.cfg.Root); err != nil {
 			return err
@@ -297,7 +327,7 @@ func (s *Server) teardown(ent *entry) error {
 	// 1. Stop accepting.
 	_ = ent.close()
 
-	streams := s.reg.list()
+	streams := s.reg.List()
 	conns := make([][]*wsConn, len(streams))
 	for i, st := range streams {
 		conns[i] = st.beginStop(wire.WhyServerStopping)
@@ -357,7 +387,7 @@ func (s *Server) teardown(ent *entry) error {
 // logs, fenced and wholly published (retire did both), so only the retain
 // child runs over them: their retention window still applies.
 func (s *Server) durableLogs() (live, retired []string, err error) {
-	for _, st := range s.reg.list() {
+	for _, st := range s.reg.List() {
 		if st.log == nil {
 			continue
 		}

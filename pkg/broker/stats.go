@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamcast/streamcast/internal/rusage"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -59,7 +60,7 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	now := time.Now()
 	mono := time.Since(s.started)
-	streams := s.reg.list()
+	streams := s.reg.List()
 	out := Stats{ServedAt: unixSeconds(now), Process: processStats(), Streams: make([]StreamStats, 0, len(streams)), Children: []supervise.ChildStats{}}
 	if sup := s.sup.Load(); sup != nil {
 		out.Children = sup.Stats()
@@ -111,11 +112,11 @@ func (ss *StreamStats) addTiers(l *logstore.Log) {
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 
-// processStats reads CPU time (Rusage) and the current RSS (/proc/self/statm,
-// falling back to the peak from Rusage where there is no /proc).
+// processStats reads CPU time (rusage.Self) and the current RSS (/proc/self/statm,
+// falling back to the peak from rusage.Self where there is no /proc).
 func processStats() ProcessStats {
 	p := ProcessStats{PID: os.Getpid(), Goroutines: runtime.NumGoroutine()}
-	p.CPUSeconds, p.RSSBytes = Rusage()
+	p.CPUSeconds, p.RSSBytes = rusage.Self()
 	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
 		f := strings.Fields(string(b))
 		if len(f) >= 2 {

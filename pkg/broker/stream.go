@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
@@ -44,7 +45,7 @@ type stream struct {
 
 	// marks is the exactly-once state of a stream declared exactly_once
 	// (nil otherwise); set by open, before the committer starts.
-	marks *marks
+	marks *marks.Marks[*job]
 
 	// mu is the fan-out lock. Advancing end and offering a commit's frames to
 	// every subscriber happen under it as one step, and so do adding a
@@ -125,8 +126,8 @@ func (s *stream) open(ctx context.Context, root string) error {
 	md := res.Metadata
 	var lg *logstore.Log
 	if md == nil {
-		if err := s.refuseNewProtected(store); err != nil {
-			return err
+		if g := s.historyGuard(); g != nil {
+			return g.RefuseNew(s.srv.cfg.Root, store.PublishedURI())
 		}
 		// Nothing of the stream anywhere: its first log, then the metadata
 		// naming it. A crash in between leaves a log without metadata,
@@ -147,9 +148,9 @@ func (s *stream) open(ctx context.Context, root string) error {
 		if err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
-		if md, err = s.firstMetadata(ctx, store, lg); err != nil {
+		if md, err = store.CommitFirst(ctx, lg); err != nil {
 			_ = lg.Close()
-			return err
+			return fmt.Errorf("stream %q: write its first metadata: %w", s.name, err)
 		}
 		s.srv.logger.Info("new stream: its identity is minted", "stream", s.name, "stream_id", md.StreamID, "metadata", store.PublishedURI())
 	} else {
@@ -200,9 +201,11 @@ func (s *stream) open(ctx context.Context, root string) error {
 		return fmt.Errorf("stream %q: read the extent of %s: %w", s.name, dir, err)
 	}
 	// A protected stream is checked before any traffic reaches it.
-	if err := s.checkGuard(ctx, md, lg, earliest, end); err != nil {
-		_ = lg.Close()
-		return err
+	if g := s.historyGuard(); g != nil {
+		if err := g.Check(ctx, md, lg, earliest, end); err != nil {
+			_ = lg.Close()
+			return err
+		}
 	}
 	if s.cfg.ExactlyOnce {
 		stored, err := lg.Marks(ctx)
@@ -210,7 +213,7 @@ func (s *stream) open(ctx context.Context, root string) error {
 			_ = lg.Close()
 			return fmt.Errorf("stream %q: read the exactly-once marks of %s: %w", s.name, dir, err)
 		}
-		s.marks = newMarks(stored)
+		s.marks = marks.New[*job](stored)
 	}
 	s.log = lg
 	s.end = end
@@ -240,27 +243,6 @@ func (s *stream) checkStoredFirst(lay meta.Layout) error {
 	return nil
 }
 
-// firstMetadata commits the first metadata of a new stream, naming its
-// first log lg (starting at offset 1) under a newly minted stream id.
-func (s *stream) firstMetadata(ctx context.Context, store *meta.Store, lg *logstore.Log) (*meta.Metadata, error) {
-	md, err := meta.New(s.name)
-	if err != nil {
-		return nil, fmt.Errorf("stream %q: %w", s.name, err)
-	}
-	d, err := meta.DescribeLog(lg, 1)
-	if err != nil {
-		return nil, fmt.Errorf("stream %q: %w", s.name, err)
-	}
-	if err := md.AddLog(d, lg.Schema()); err != nil {
-		return nil, fmt.Errorf("stream %q: %w", s.name, err)
-	}
-	md, err = store.Commit(ctx, md)
-	if err != nil {
-		return nil, fmt.Errorf("stream %q: write its first metadata: %w", s.name, err)
-	}
-	return md, nil
-}
-
 // retirement returns the stream's retirement, or nil while it takes rows.
 func (s *stream) retirement() *meta.Retirement {
 	if s.meta == nil {
@@ -277,6 +259,16 @@ func (s *stream) closeLog() error {
 	err := s.log.Close()
 	s.log = nil
 	return err
+}
+
+// historyGuard is the stream's history_guard as meta checks it (package
+// meta, Guard); nil when the stream has none.
+func (s *stream) historyGuard() *meta.Guard {
+	g := s.cfg.HistoryGuard
+	if g == nil {
+		return nil
+	}
+	return &meta.Guard{Stream: s.name, StreamID: g.StreamID, KnownOffset: g.KnownOffset, KnownRow: string(g.KnownRow)}
 }
 
 // clip shortens s for an error message.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -35,7 +36,7 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 	}
 	// The queue counts the frames the writer is writing too: at most
 	// max_backlog frames are held for sub, queued or in write (I5).
-	room := sub.maxBacklog - c.out.len()
+	room := sub.maxBacklog - c.out.Len()
 	added := false
 	for i, f := range frames {
 		if match != nil && !match[i] {
@@ -50,13 +51,13 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 			c.closeLocked(wire.CloseTooSlow, (&wire.TooSlow{Offset: resume, Behind: behind}).Reason())
 			// Its queue is let go once written or dropped: tell the
 			// reclaimer (an estimate, O(1) under the fan-out lock).
-			c.srv.reclaim.note(int64(c.out.len()) * int64(slotBytes+len(f)))
+			c.srv.reclaim.Note(int64(c.out.Len()) * int64(backlog.SlotBytes+len(f)))
 			// A subscriber that stopped reading may never take its prefix:
 			// bound the wait so its connection ends.
 			_ = c.nc.SetWriteDeadline(time.Now().Add(dropGrace))
 			return
 		}
-		c.out.push(f, sub.maxBacklog)
+		c.out.Push(f, sub.maxBacklog)
 		room--
 		added = true
 	}

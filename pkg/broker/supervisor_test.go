@@ -25,6 +25,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
 )
 
 // The supervision tests run real processes, and read /proc and the
@@ -347,7 +348,7 @@ func TestGracefulStopLeavesEveryAckedRowSealedAndPublished(t *testing.T) {
 	}
 	defer l.Close()
 	ctx := context.Background()
-	if _, err := l.Evict(ctx); err != nil { // only rows a file holds leave the buffer
+	if _, err := tier.Evict(ctx, l); err != nil { // only rows a file holds leave the buffer
 		t.Fatal(err)
 	}
 	st, err := l.Status(ctx)

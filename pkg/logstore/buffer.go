@@ -174,7 +174,7 @@ func initBuffer(dir string, sch *schema.Schema, cfg Config, created time.Time) e
 		{"next_offset", cfg.Start},
 		{"start_offset", cfg.Start},
 		{"created_us", created.UnixMicro()},
-		{"log_id", newToken()},
+		{"log_id", NewToken()},
 	} {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES (?, ?)`, kv[0], kv[1]); err != nil {
 			return fmt.Errorf("write buffer.db meta: %w", err)

@@ -59,12 +59,12 @@ func countRows(ctx context.Context, tx *sql.Tx, tiers bool, from, to int64) (int
 	// range the tiers above it do not hold as one run reaching the top:
 	// the buffer usually holds the top, local files the part below, the
 	// published table the rest, so each record is read about once.
-	var runs []span
+	var runs []Span
 	hi := to
-	take := func(r []span) {
+	take := func(r []Span) {
 		runs = append(runs, r...)
-		if len(r) == 1 && r[0].end == hi {
-			hi = r[0].start
+		if len(r) == 1 && r[0].End == hi {
+			hi = r[0].Start
 		}
 	}
 	// The buffer is dense from its first group to the next offset: seal
@@ -75,8 +75,8 @@ func countRows(ctx context.Context, tx *sql.Tx, tiers bool, from, to int64) (int
 		return 0, fmt.Errorf("read the buffer's extent: %w", err)
 	}
 	if gmin.Valid && gend.Valid {
-		if s := (span{max(gmin.Int64, from), min(gend.Int64, hi)}); s.start < s.end {
-			take([]span{s})
+		if s := (Span{max(gmin.Int64, from), min(gend.Int64, hi)}); s.Start < s.End {
+			take([]Span{s})
 		}
 	}
 	tables := []string{"files"}
@@ -96,16 +96,16 @@ func countRows(ctx context.Context, tx *sql.Tx, tiers bool, from, to int64) (int
 	runs = union(runs)
 	var n int64
 	for _, r := range runs {
-		n += r.end - r.start
+		n += r.End - r.Start
 	}
 	if hasHoles > 0 && n > 0 {
-		holes, err := intentRanges(ctx, tx, fmt.Sprintf(`SELECT start_offset, end_offset FROM holes WHERE end_offset > %d AND start_offset < %d`, from, to))
+		holes, err := Spans(ctx, tx, fmt.Sprintf(`SELECT start_offset, end_offset FROM holes WHERE end_offset > %d AND start_offset < %d`, from, to))
 		if err != nil {
 			return 0, fmt.Errorf("read holes: %w", err)
 		}
 		for _, h := range holes {
 			for _, r := range runs {
-				if lo, hi := max(h.start, r.start), min(h.end, r.end); lo < hi {
+				if lo, hi := max(h.Start, r.Start), min(h.End, r.End); lo < hi {
 					n -= hi - lo
 				}
 			}
@@ -118,7 +118,7 @@ func countRows(ctx context.Context, tx *sql.Tx, tiers bool, from, to int64) (int
 // table (files or published) hold, as sorted disjoint runs. Records in one
 // table never overlap, so when their clipped lengths add up to the span
 // from the first to the last, they hold it all, and one aggregate answers.
-func fileRuns(ctx context.Context, tx *sql.Tx, table string, from, to int64) ([]span, error) {
+func fileRuns(ctx context.Context, tx *sql.Tx, table string, from, to int64) ([]Span, error) {
 	// Only the first record can start before from and only the last end
 	// after to, so the clipped sum is the plain sum less two overhangs.
 	var cnt, sum int64
@@ -134,9 +134,9 @@ func fileRuns(ctx context.Context, tx *sql.Tx, table string, from, to int64) ([]
 	sum -= max(0, from-lo.Int64) + max(0, hi.Int64-to)
 	lo.Int64, hi.Int64 = max(lo.Int64, from), min(hi.Int64, to)
 	if sum == hi.Int64-lo.Int64 {
-		return []span{{lo.Int64, hi.Int64}}, nil
+		return []Span{{lo.Int64, hi.Int64}}, nil
 	}
-	recs, err := intentRanges(ctx, tx, fmt.Sprintf(`SELECT max(start_offset, %d), min(end_offset, %d) FROM %s WHERE end_offset > %d AND start_offset < %d ORDER BY start_offset`, from, to, table, from, to))
+	recs, err := Spans(ctx, tx, fmt.Sprintf(`SELECT max(start_offset, %d), min(end_offset, %d) FROM %s WHERE end_offset > %d AND start_offset < %d ORDER BY start_offset`, from, to, table, from, to))
 	if err != nil {
 		return nil, fmt.Errorf("read %s records: %w", table, err)
 	}
@@ -144,19 +144,40 @@ func fileRuns(ctx context.Context, tx *sql.Tx, table string, from, to int64) ([]
 }
 
 // union merges runs into sorted disjoint ones.
-func union(runs []span) []span {
+func union(runs []Span) []Span {
 	if len(runs) < 2 {
 		return runs
 	}
-	slices.SortFunc(runs, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	slices.SortFunc(runs, func(a, b Span) int { return cmp.Compare(a.Start, b.Start) })
 	out := runs[:1]
 	for _, r := range runs[1:] {
 		last := &out[len(out)-1]
-		if r.start <= last.end {
-			last.end = max(last.end, r.end)
+		if r.Start <= last.End {
+			last.End = max(last.End, r.End)
 			continue
 		}
 		out = append(out, r)
 	}
 	return out
+}
+
+// Span is an offset range [Start, End).
+type Span struct{ Start, End int64 }
+
+// Spans runs query, which selects start and end offsets, and returns them.
+func Spans(ctx context.Context, q Querier, query string) ([]Span, error) {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("read intents: %w", err)
+	}
+	defer rows.Close()
+	var out []Span
+	for rows.Next() {
+		var r Span
+		if err := rows.Scan(&r.Start, &r.End); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/streamcast/streamcast/pkg/logstore/colstats"
@@ -82,10 +81,11 @@ func (d *fileData) release() {
 	}
 }
 
-// errFileGone reports a data file that is no longer where its record said
+// ErrFileGone reports a data file that is no longer where its record said
 // when the file list was read: maintenance moved its rows to another tier
-// or file since. The reader reloads the records and tries again.
-var errFileGone = errors.New("data file is gone")
+// or file since. A scan reloads the records and tries again; a merge
+// (EachRowGroup) gives up and plans afresh.
+var ErrFileGone = errors.New("data file is gone")
 
 // rowGroup is the offset range of one row group, from the file's footer.
 type rowGroup struct {
@@ -113,7 +113,7 @@ func (df *dataFile) close() {
 
 // openData opens a data file and checks its footer: row groups tile the
 // recorded range, each a contiguous offset range. A file that is not there
-// returns errFileGone; one that disagrees with its record an error wrapping
+// returns ErrFileGone; one that disagrees with its record an error wrapping
 // ErrCorrupt; a published file that cannot be fetched the I/O error.
 func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error) {
 	where := fr.where(l)
@@ -136,7 +136,7 @@ func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error)
 		r, err = pt.OpenFile(fr.path)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("published file %s: %w", where, errFileGone)
+				return nil, fmt.Errorf("published file %s: %w", where, ErrFileGone)
 			}
 			return nil, fmt.Errorf("open published file %s (offsets [%d,%d)): %w", where, fr.start, fr.end, err)
 		}
@@ -144,7 +144,7 @@ func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error)
 		f, err := os.Open(where)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("file %s: %w", where, errFileGone)
+				return nil, fmt.Errorf("file %s: %w", where, ErrFileGone)
 			}
 			return nil, l.corrupt(fr, "%v", err)
 		}
@@ -161,7 +161,7 @@ func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error)
 	next, rows := fr.start, int64(0)
 	for i := range md.NumRowGroups() {
 		rg := md.RowGroup(i)
-		lo, hi, err := offsetRange(rg)
+		lo, hi, err := parquetfile.MinMaxInt64(rg, 0)
 		if err != nil {
 			return nil, l.readErr(df, "row group %d: %v", i, err)
 		}
@@ -176,24 +176,6 @@ func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error)
 		return nil, l.readErr(df, "it holds offsets [%d,%d) in %d rows where [%d,%d) was recorded", fr.start, next, rows, fr.start, fr.end)
 	}
 	return df, nil
-}
-
-// offsetRange returns the smallest and largest streamcast_offset of a row
-// group from its footer statistics, which every file streamcast writes has.
-func offsetRange(rg *metadata.RowGroupMetaData) (lo, hi int64, err error) {
-	cc, err := rg.ColumnChunk(0)
-	if err != nil {
-		return 0, 0, err
-	}
-	st, err := cc.Statistics()
-	if err != nil {
-		return 0, 0, err
-	}
-	is, ok := st.(*metadata.Int64Statistics)
-	if !ok || !is.HasMinMax() {
-		return 0, 0, fmt.Errorf("its %s column has no min/max statistics", OffsetColumn)
-	}
-	return is.Min(), is.Max(), nil
 }
 
 // corrupt returns the error for a file whose bytes cannot be trusted.
@@ -321,4 +303,13 @@ func (l *Log) readGroup(ctx context.Context, df *dataFile, ar *pqarrow.FileReade
 		}
 	}
 	return d, nil
+}
+
+// EachRowGroup reads the local file name, recorded as offsets [start, end)
+// in rows rows, and calls fn with each of its row groups in offset order,
+// checked as a scan checks them (I4). A file that is gone returns an error
+// wrapping ErrFileGone; rec is released when fn returns.
+func (l *Log) EachRowGroup(ctx context.Context, name string, start, end, rows int64, fn func(rec arrow.RecordBatch) error) error {
+	fr := fileRec{start: start, end: end, name: name, rows: rows}
+	return l.eachGroup(ctx, fr, start, end, func(d *fileData, _, _ int64) error { return fn(d.rec) })
 }

@@ -130,13 +130,13 @@ func testDeleteBelow(t *testing.T, b backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pubsBefore, _ := publishedFiles(ctx, l.rdb)
+	pubsBefore := recordedFiles(t, l, "published")
 
 	if _, err := l.DeleteBelow(ctx, 300); err == nil {
 		t.Fatal("DeleteBelow above the floor set was accepted")
 	}
 	// A floor inside a local (and published) file, which must stay.
-	var straddling localFile
+	var straddling fileRange
 	for _, f := range localRanges(t, l) {
 		if f.start > 250 && f.end-f.start > 2 {
 			straddling = f
@@ -174,7 +174,7 @@ func testDeleteBelow(t *testing.T, b backend) {
 	if len(locals) == 0 || locals[0].name != straddling.name {
 		t.Fatalf("the local file [%d,%d) straddling the floor %d went", straddling.start, straddling.end, floor)
 	}
-	pubs, _ := publishedFiles(ctx, l.rdb)
+	pubs := recordedFiles(t, l, "published")
 	for _, p := range pubs[:len(pubs)-1] {
 		if p.end <= floor {
 			t.Errorf("published file [%d,%d) is wholly below the floor", p.start, p.end)

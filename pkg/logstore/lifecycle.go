@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 )
 
 // Fence closes the log to writes for good and returns its end, the offset
@@ -74,71 +73,4 @@ func (l *Log) ImportMarks(ctx context.Context, marks []Mark) error {
 		return fmt.Errorf("import %d marks into log %s: %w", len(marks), l.dir, err)
 	}
 	return nil
-}
-
-// PublishAll seals every buffered row and publishes every file, and
-// returns the log's end once the published table holds every offset from
-// the log's first up to it. It is the offline form of a flush, for a
-// command run while the server is stopped: it holds the seal, compact and
-// publish role locks for its whole run, and fails at once with ErrBusy,
-// naming the holder's pid, while a maintenance process holds one. Each
-// pass is the role's own (intent, file, completion), so a run killed at
-// any point is finished by the next. Rows appended meanwhile through this
-// handle are published too, up to the end read after the last pass.
-func (l *Log) PublishAll(ctx context.Context) (end int64, err error) {
-	if err := l.checkOpen(); err != nil {
-		return 0, err
-	}
-	if l.mode == ReadOnly {
-		return 0, fmt.Errorf("publish all of log %s: %w", l.dir, ErrReadOnly)
-	}
-	// The in-process mutexes first, in one order, then the files.
-	for _, mu := range []*sync.Mutex{&l.sealMu, &l.compactMu, &l.publishMu} {
-		mu.Lock()
-		defer mu.Unlock()
-	}
-	for _, role := range []string{"seal", "compact", "publish"} {
-		lk, err := l.roleLock(role)
-		if err != nil {
-			return 0, fmt.Errorf("publish all of log %s: a maintenance process is running (stop the server and its maintain children first): %w", l.dir, err)
-		}
-		defer lk.release()
-	}
-	pt, err := l.published()
-	if err != nil {
-		return 0, err
-	}
-	for {
-		_, end, err = l.Extent(ctx)
-		if err != nil {
-			return 0, err
-		}
-		through, err := publishedThrough(ctx, l.rdb)
-		if err != nil {
-			return 0, fmt.Errorf("publish all of log %s: %w", l.dir, err)
-		}
-		if through+1 >= end || end == l.cfg.Start {
-			return end, nil
-		}
-		if err := l.recoverSeals(ctx); err != nil {
-			return 0, fmt.Errorf("publish all of log %s: %w", l.dir, err)
-		}
-		if _, err := l.sealAll(ctx, true); err != nil {
-			return 0, fmt.Errorf("publish all of log %s: %w", l.dir, err)
-		}
-		if err := l.atCrashPoint("publish-all:sealed"); err != nil {
-			return 0, err
-		}
-		n, err := l.publishPass(ctx, pt, true)
-		if err != nil {
-			return 0, fmt.Errorf("publish all of log %s: %w", l.dir, err)
-		}
-		if n == 0 {
-			// A flush pass that publishes nothing while rows are missing
-			// from the table would loop for ever: say what is missing.
-			if through2, err := publishedThrough(ctx, l.rdb); err == nil && through2+1 < end {
-				return 0, fmt.Errorf("publish all of log %s: the table holds offsets through %d of [%d,%d), and a flush pass published nothing more: %w", l.dir, through2, l.cfg.Start, end, ErrCorrupt)
-			}
-		}
-	}
 }

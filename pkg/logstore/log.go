@@ -29,11 +29,11 @@ type Mode int
 const (
 	// ReadOnly handles take no lock and never write.
 	ReadOnly Mode = iota
-	// Maintainer handles may Seal and Evict (bookkeeping writes in
-	// buffer.db, each step under its own role lock) but never Append.
+	// Maintainer handles may run the steps of pkg/logstore/tier (writes
+	// in buffer.db, each step under its own role lock) but never Append.
 	Maintainer
 	// Writer is the one appending handle (I7): it holds an exclusive flock
-	// on <log>/lock for its whole life. It may also Seal and Evict.
+	// on <log>/lock for its whole life. It may also run the steps.
 	Writer
 )
 
@@ -73,11 +73,7 @@ type Log struct {
 
 	rdb *sql.DB // reads: scans, extents, seal input
 
-	sealMu     sync.Mutex // one seal at a time within this process
-	evictMu    sync.Mutex // one evict (and clean) at a time within this process
-	compactMu  sync.Mutex // one compaction at a time within this process
-	publishMu  sync.Mutex // one publish at a time within this process
-	cleanPubMu sync.Mutex // one clean-published at a time within this process
+	roleMus [5]sync.Mutex // one pass of each maintenance role at a time within this process (Acquire)
 
 	// pol is cfg with the policy overrides of the maintenance process
 	// (WithOverride); guarded by polMu.
@@ -264,7 +260,7 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 				return err
 			}
 			if l.logID == "" {
-				l.logID = newToken()
+				l.logID = NewToken()
 				if _, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO meta(k, v) VALUES ('log_id', ?)`, l.logID); err != nil {
 					return err
 				}

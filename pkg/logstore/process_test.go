@@ -118,7 +118,7 @@ func helperMain(role, dir, tag string) error {
 		if err != nil {
 			return err
 		}
-		lk, err := l.roleLock(tag)
+		lk, err := l.roleLock(Role(tag))
 		if err != nil {
 			return err
 		}

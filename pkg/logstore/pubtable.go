@@ -65,20 +65,6 @@ func (l *Log) icebergSchema() (*iceberg.Schema, table.SortOrder, error) {
 		_, err := table.ArrowSchemaToIcebergWithFreshIDs(fileSchema(l.sch), false)
 		return nil, table.SortOrder{}, fmt.Errorf("the log's columns have no Iceberg equivalent: %w", err)
 	}
-	if len(l.cfg.SortBy) == 0 {
-		return sc, table.UnsortedSortOrder, nil
-	}
-	var fields []table.SortField
-	for _, name := range l.cfg.SortBy {
-		f, ok := sc.FindFieldByName(name)
-		if !ok {
-			return nil, table.SortOrder{}, fmt.Errorf("sort_by column %q is not in the table schema", name)
-		}
-		fields = append(fields, table.SortField{SourceIDs: []int{f.ID}, Transform: iceberg.IdentityTransform{}, Direction: table.SortASC, NullOrder: table.NullsFirst})
-	}
-	order, err := table.NewSortOrder(1, fields)
-	if err != nil {
-		return nil, table.SortOrder{}, fmt.Errorf("sort order %v: %w", l.cfg.SortBy, err)
-	}
-	return sc, order, nil
+	order, err := warehouse.SortOrder(sc, l.cfg.SortBy)
+	return sc, order, err
 }

@@ -49,7 +49,7 @@ func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 			earliest = v.Int64
 		}
 	}
-	// Rows below the floor may linger in a tier until DeleteBelow takes
+	// Rows below the floor may linger in a tier until tier.DeleteBelow takes
 	// them; they are never served.
 	return min(max(earliest, floor), end), end, nil
 }
@@ -223,7 +223,7 @@ func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 				err := l.eachGroup(ctx, fr, next, hi, func(d *fileData, lo, hi int64) error {
 					return onFile(fr, d, lo, hi)
 				})
-				if errors.Is(err, errFileGone) {
+				if errors.Is(err, ErrFileGone) {
 					if reloaded && gone == fr {
 						// Still recorded, still missing: not a move but a loss.
 						return l.corrupt(fr, "the file is missing")
@@ -308,14 +308,8 @@ func (l *Log) tierFiles(ctx context.Context, from, to int64) (tierSet, error) {
 	return t, nil
 }
 
-// querier is what *sql.DB, *sql.Tx and *sql.Conn share.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // queryFiles runs a query yielding start, end, name, rows, stats, path.
-func queryFiles(ctx context.Context, q querier, query string, published bool, args ...any) ([]fileRec, error) {
+func queryFiles(ctx context.Context, q Querier, query string, published bool, args ...any) ([]fileRec, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err

@@ -353,13 +353,9 @@ func testPublishFlush(t *testing.T, b backend) {
 }
 
 // localRanges returns the local files' ranges and sizes in offset order.
-func localRanges(t testing.TB, l *Log) []localFile {
+func localRanges(t testing.TB, l *Log) []fileRange {
 	t.Helper()
-	files, err := localFiles(context.Background(), l.rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
+	return recordedFiles(t, l, "files")
 }
 
 func TestCompactionMergesSmallFilesAndPublishSwapsThemIn(t *testing.T) {

@@ -20,6 +20,11 @@
 // sits below this package and calls the pass through a hook that cmd
 // fills (maintain.Options.Retain), so the runner never imports meta.
 //
+// It also checks a protected stream's history against its history_guard
+// (Guard): serve asks it, before admitting traffic, whether the metadata and
+// the current log are still the history the stream's consumers read from
+// offset 1, and refuses the stream (GuardError) when they are not.
+//
 // It may import logstore (to describe and check a log) and schema, and
 // must never import broker, wire or cmd. It never appends rows and never
 // opens a log as its Writer: retention works on logs as a Maintainer, and

@@ -278,6 +278,25 @@ func (s *Store) upgrade(ctx context.Context, logs []string) (*Metadata, error) {
 	return s.Commit(ctx, m)
 }
 
+// CommitFirst commits the first metadata of a new stream, naming lg, just
+// created, as its first log (starting at offset 1) under a newly minted
+// stream id. The caller has asked Resolve and found nothing of the stream
+// anywhere (I8).
+func (s *Store) CommitFirst(ctx context.Context, lg *logstore.Log) (*Metadata, error) {
+	m, err := New(s.stream)
+	if err != nil {
+		return nil, err
+	}
+	d, err := DescribeLog(lg, 1)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.AddLog(d, lg.Schema()); err != nil {
+		return nil, err
+	}
+	return s.Commit(ctx, m)
+}
+
 // DescribeLog describes the open log lg as a stream's live log starting
 // at offset start: its name (its directory's), id, schema, sort order and
 // table location.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
@@ -91,7 +92,7 @@ type Retained struct {
 	// Moved reports that the pass published a new floor.
 	Moved bool
 	// Deleted sums what the pass deleted below the floor.
-	Deleted logstore.Deleted
+	Deleted tier.Deleted
 	// Pending is how many deletions wait for their grace after the pass.
 	Pending int
 }
@@ -116,7 +117,7 @@ func (r Retained) Taken() int64 {
 //     writes the live log refuses below it at its next subscribe
 //     (4416 evicted, earliest = the floor).
 //  2. Delete what waited its grace: each pending deletion whose time has
-//     come runs logstore.DeleteBelow on its log and leaves the metadata.
+//     come runs tier.DeleteBelow on its log and leaves the metadata.
 //     A file that straddles the floor stays until a later floor passes
 //     it; a file DeleteBelow leaves for now (not yet published, or busy)
 //     goes at the pass after the floor next moves.
@@ -286,8 +287,8 @@ func deleteDue(ctx context.Context, st *Store, m *Metadata, logs *logSet, now ti
 		}
 		lg, err := logs.get(pd.Log)
 		if err == nil {
-			var d logstore.Deleted
-			d, err = lg.DeleteBelow(ctx, pd.Below)
+			var d tier.Deleted
+			d, err = tier.DeleteBelow(ctx, lg, pd.Below)
 			out.Deleted.BufferedRows += d.BufferedRows
 			out.Deleted.LocalFiles += d.LocalFiles
 			out.Deleted.PublishedFiles += d.PublishedFiles

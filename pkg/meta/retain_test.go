@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -72,10 +73,10 @@ func agedStream(t testing.TB, e testEnv, stream string) (*Store, *testClock, str
 	}
 	cut := func() {
 		t.Helper()
-		if _, err := lg.Seal(ctx, true); err != nil {
+		if _, err := tier.Seal(ctx, lg, true); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := lg.Publish(ctx, true); err != nil {
+		if _, err := tier.Publish(ctx, lg, true); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -33,17 +35,28 @@ type DialOptions struct {
 	Header    http.Header       // extra handshake headers (e.g. Authorization)
 	Dialer    *websocket.Dialer // nil: a dialer with 64 KiB buffers and a 10 s handshake timeout
 	ReadLimit int64             // largest frame accepted; 0 = DefaultReadLimit
+	// TLS configures wss:// connections: the CAs trusted (RootCAs), a
+	// client certificate for mutual TLS (Certificates). nil verifies the
+	// server against the system's CAs. It is the Dialer's TLSClientConfig
+	// unless the Dialer has one of its own.
+	TLS *tls.Config
 }
 
 func (o *DialOptions) dialer() *websocket.Dialer {
 	if o.Dialer != nil {
-		return o.Dialer
+		if o.TLS == nil || o.Dialer.TLSClientConfig != nil {
+			return o.Dialer
+		}
+		d := *o.Dialer
+		d.TLSClientConfig = o.TLS
+		return &d
 	}
 	return &websocket.Dialer{
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: 10 * time.Second,
 		ReadBufferSize:   64 << 10,
 		WriteBufferSize:  64 << 10,
+		TLSClientConfig:  o.TLS,
 	}
 }
 
@@ -106,9 +119,12 @@ func dial(ctx context.Context, u *url.URL, req Request, o *DialOptions) (*websoc
 			case http.StatusForbidden:
 				return nil, nil, fmt.Errorf("connect %s: the server refused these credentials for stream %q (403)", redact(u), req.Stream)
 			}
+			if u.Scheme == "ws" && resp.StatusCode == http.StatusBadRequest && plainToTLS(resp) {
+				return nil, nil, fmt.Errorf("connect %s: the server speaks TLS only; use wss:// (or https://) in the URL", redact(u))
+			}
 			return nil, nil, fmt.Errorf("connect %s: the server answered HTTP %d, not a WebSocket upgrade; is this a streamcast URL?", redact(u), resp.StatusCode)
 		}
-		return nil, nil, fmt.Errorf("connect %s: %w", redact(u), err)
+		return nil, nil, fmt.Errorf("connect %s: %w", redact(u), tlsHint(err))
 	}
 	limit := o.ReadLimit
 	if limit <= 0 {
@@ -126,6 +142,39 @@ func dial(ctx context.Context, u *url.URL, req Request, o *DialOptions) (*websoc
 		return nil, nil, err
 	}
 	return conn, g, nil
+}
+
+// plainToTLS reports whether resp is a Go server's answer to plain HTTP
+// sent to its TLS port.
+func plainToTLS(resp *http.Response) bool {
+	if resp.Body == nil {
+		return false
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	return strings.Contains(string(b), "HTTPS server")
+}
+
+// tlsHint adds the way out to the TLS failures a user can fix from the
+// client's side; other errors are returned as they are.
+func tlsHint(err error) error {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var rec tls.RecordHeaderError
+	// A peer's alert reaches the client as text only (crypto/tls keeps
+	// its alert type unexported).
+	msg := err.Error()
+	switch {
+	case errors.As(err, &unknown):
+		return fmt.Errorf("%w; the server's certificate is signed by a CA this client does not trust: give that CA's certificate (--ca-file)", err)
+	case errors.As(err, &host):
+		return fmt.Errorf("%w; connect by a name or address the server's certificate lists", err)
+	case errors.As(err, &rec):
+		return fmt.Errorf("%w; the server does not speak TLS: use ws:// (or http://) in the URL", err)
+	case strings.Contains(msg, "remote error: tls: certificate required"), strings.Contains(msg, "remote error: tls: bad certificate"),
+		strings.Contains(msg, "remote error: tls: unknown certificate authority"):
+		return fmt.Errorf("%w; the server requires a client certificate signed by a CA it trusts (mutual TLS)", err)
+	}
+	return err
 }
 
 // watch makes a blocked read on conn return when ctx ends; stop undoes it.

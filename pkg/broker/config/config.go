@@ -89,6 +89,9 @@ type Config struct {
 	// client, any non-browser client) is not a browser's cross-site request
 	// and is always served; this is no authentication.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// TLS makes serve speak https and wss only, with the certificate and
+	// key it names; with a client CA, clients must present certificates.
+	TLS TLS `yaml:"tls"`
 	// Log is how every command logs: level and format.
 	Log Log `yaml:"log"`
 
@@ -265,9 +268,10 @@ func (s *Stream) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // Validate checks the whole configuration before anything is opened: the
-// log: section, limits of at least 1, the maintain:, published:, s3: and
-// tiers: sections, stream names valid and distinct, every schema compiling,
-// sort_by naming columns, and each history_guard against its stream
+// log: section, limits of at least 1, the maintain:, published:, s3:,
+// tiers: and tls: sections (the certificate and key must load), stream
+// names valid and distinct, every schema compiling, sort_by naming
+// columns, and each history_guard against its stream
 // (durable, exactly_once, max_replay null, known_row canonical).
 // `streamcast serve` and `streamcast config` run exactly this. An error
 // is a *Error naming the key and, for a Config from Load, where its value
@@ -324,6 +328,9 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 	}
 	if err := validateOrigins(c.AllowedOrigins); err != nil {
 		return nil, badKey("allowed_origins", "%v", err)
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return nil, err
 	}
 	if len(c.Streams) == 0 {
 		return nil, badKey("streams", "streams is empty; declare at least one stream (name, schema, …)")

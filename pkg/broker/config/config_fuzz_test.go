@@ -11,6 +11,8 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("published: s3://b/p\ns3: {endpoint: http://127.0.0.1:1, secret: x}\ntiers: {target_file_bytes: 1GB}\n"))
 	f.Add([]byte("streams:\n  - name: x\n    schema: '{\"type\":\"object\",\"properties\":{\"s\":{\"type\":[\"string\",\"null\"]}}}'\n    sort_by: [s]\n"))
 	f.Add([]byte("maintain: false\nstreams: ~\n"))
+	f.Add([]byte("tls: {cert_file: a.crt, key_file: a.key, client_ca_file: ca.crt}\n"))
+	f.Add([]byte("tls: {client_ca_file: ca.crt}\n"))
 	f.Add([]byte("- just\n- a list\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data, t.TempDir())

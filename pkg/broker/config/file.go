@@ -51,8 +51,8 @@ func Parse(data []byte, dir string) (Config, error) {
 // override laid over that, in order (the environment's before the flags':
 // a later one wins). A key the file leaves out keeps base's value; streams:
 // with no stream in it keeps base's streams (Embedded's demo stream,
-// for serve). Relative schema_file paths are resolved against the file's
-// directory.
+// for serve). Relative schema_file and tls: paths the file gives are
+// resolved against the file's directory.
 //
 // It refuses what cannot be decoded: a document that is not YAML, an unknown
 // key, a key given twice, a key that looks like a credential, a value of the
@@ -80,6 +80,9 @@ func load(base Config, file, dir string, data []byte, overrides []Override) (Con
 				s.SchemaFile = filepath.Join(dir, s.SchemaFile)
 			}
 		}
+	}
+	if dir != "" {
+		cfg.TLS.resolve(dir, origin.InFile)
 	}
 	cfg.origin = origin
 	return cfg, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
 )
 
 // How serve treats its maintenance children (docs/design.md §5).
@@ -285,7 +286,7 @@ func (s *Group) child(role maintain.Role) *roleChild {
 func (s *Group) finalSeal(logs []*logstore.Log) {
 	for _, l := range logs {
 		ctx, cancel := context.WithTimeout(context.Background(), s.waits.FinalSeal)
-		n, err := retryBusy(ctx, func() (int64, error) { return l.Seal(ctx, true) })
+		n, err := retryBusy(ctx, func() (int64, error) { return tier.Seal(ctx, l, true) })
 		cancel()
 		switch {
 		case err != nil:
@@ -324,7 +325,7 @@ func (s *Group) finalPublish(logs []*logstore.Log, deadline time.Time) {
 		}
 		if time.Until(deadline) > 0 {
 			ctx, cancel := context.WithDeadline(context.Background(), deadline)
-			n, err := retryBusy(ctx, func() (int64, error) { return l.Publish(ctx, true) })
+			n, err := retryBusy(ctx, func() (int64, error) { return tier.Publish(ctx, l, true) })
 			cancel()
 			switch {
 			case err != nil:
@@ -390,14 +391,14 @@ func retryBusy(ctx context.Context, step func() (int64, error)) (int64, error) {
 // maintenance child that holds a role lock is waited for (retryBusy).
 func FlushLog(l *logstore.Log, waits StopWaits) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), waits.FinalSeal)
-	_, err := retryBusy(ctx, func() (int64, error) { return l.Seal(ctx, true) })
+	_, err := retryBusy(ctx, func() (int64, error) { return tier.Seal(ctx, l, true) })
 	cancel()
 	if err != nil {
 		return -1, err
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), waits.Publish)
 	defer cancel()
-	if _, err := retryBusy(ctx, func() (int64, error) { return l.Publish(ctx, true) }); err != nil {
+	if _, err := retryBusy(ctx, func() (int64, error) { return tier.Publish(ctx, l, true) }); err != nil {
 		return -1, err
 	}
 	st, err := l.Status(ctx)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -99,7 +100,7 @@ func TestStopSealsAndPublishesItselfWhenTheChildrenDoNot(t *testing.T) {
 			t.Errorf("child %s (pid %d) survived the stop", k.Role, *k.PID)
 		}
 	}
-	if _, err := l.Evict(ctx); err != nil {
+	if _, err := tier.Evict(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	st, err := l.Status(ctx)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/ratelog"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
 )
 
 // Defaults of the Options left at zero.
@@ -378,23 +379,23 @@ func (r *runner) step(ctx context.Context, l *logstore.Log, st *logState, flush,
 	}()
 	start := time.Now() // a stopwatch, not the clock: how long the step took
 	var n int64
-	var cleaned logstore.Cleaned
+	var cleaned tier.Cleaned
 	var err error
 	switch r.role {
 	case RoleSeal:
-		n, err = l.Seal(ctx, flush)
+		n, err = tier.Seal(ctx, l, flush)
 	case RoleCompact:
-		n, err = l.Compact(ctx, forced)
+		n, err = tier.Compact(ctx, l, forced)
 	case RolePublish:
 		flush, err = r.publishFlush(ctx, l, st, flush)
 		if err == nil {
-			n, err = l.Publish(ctx, flush)
+			n, err = tier.Publish(ctx, l, flush)
 		}
 	case RoleClean:
-		cleaned, err = l.Clean(ctx)
+		cleaned, err = tier.Clean(ctx, l)
 		n = cleaned.BufferRows + int64(cleaned.LocalFiles+cleaned.Deleted)
 	case RoleCleanPublished:
-		cleaned, err = l.CleanPublished(ctx)
+		cleaned, err = tier.CleanPublished(ctx, l)
 		n = int64(cleaned.Expired + cleaned.Deleted)
 	case RoleRetain:
 		n, err = r.retain(ctx, l)

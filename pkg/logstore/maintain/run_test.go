@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -262,10 +263,10 @@ func TestRunDeletesWhatCameDueWhileTheLogIdled(t *testing.T) {
 	// No room for local files: clean takes a published one out at once.
 	l := newLog(t, logstore.Config{StagingMaxBytes: 1, LocalDeleteGrace: time.Hour}, logstore.WithClock(clock))
 	appendRows(t, l, "x", 10)
-	if _, err := l.Seal(ctx, true); err != nil {
+	if _, err := tier.Seal(ctx, l, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Publish(ctx, true); err != nil {
+	if _, err := tier.Publish(ctx, l, true); err != nil {
 		t.Fatal(err)
 	}
 	runInBackground(t, RoleClean, []string{l.Dir()}, Options{Every: 5 * time.Millisecond, Clock: clock, MaxOpen: 1})
@@ -320,7 +321,7 @@ func TestRunHoldsAtMostMaxOpenLogsOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Seal(context.Background(), false); err != nil {
+	if _, err := tier.Seal(context.Background(), m, false); err != nil {
 		t.Fatal(err)
 	}
 	perLog := fds() - base

@@ -101,6 +101,25 @@ func GroupSpan(rg *metadata.RowGroupMetaData) (off, n int64) {
 	return lo, hi - lo
 }
 
+// MinMaxInt64 returns the smallest and largest value of the int64 column
+// col of a row group, from its footer statistics: for streamcast_offset,
+// which every file streamcast writes keeps them for, its offset range.
+func MinMaxInt64(rg *metadata.RowGroupMetaData, col int) (lo, hi int64, err error) {
+	cc, err := rg.ColumnChunk(col)
+	if err != nil {
+		return 0, 0, err
+	}
+	st, err := cc.Statistics()
+	if err != nil {
+		return 0, 0, err
+	}
+	is, ok := st.(*metadata.Int64Statistics)
+	if !ok || !is.HasMinMax() {
+		return 0, 0, fmt.Errorf("its %s column has no min/max statistics", rg.Schema.Column(col).Name())
+	}
+	return is.Min(), is.Max(), nil
+}
+
 // NewReader opens the Parquet file r holds, reporting a decoder panic
 // on a damaged footer as an error.
 func NewReader(r parquet.ReaderAtSeeker) (rdr *file.Reader, err error) {

@@ -93,6 +93,27 @@ type Owner struct {
 	Columns func() (*iceberg.Schema, table.SortOrder, error)
 }
 
+// SortOrder returns the sort order of a table whose rows are sorted by the
+// columns sortBy of sc (unsorted when there are none).
+func SortOrder(sc *iceberg.Schema, sortBy []string) (table.SortOrder, error) {
+	if len(sortBy) == 0 {
+		return table.UnsortedSortOrder, nil
+	}
+	var fields []table.SortField
+	for _, name := range sortBy {
+		f, ok := sc.FindFieldByName(name)
+		if !ok {
+			return table.SortOrder{}, fmt.Errorf("sort_by column %q is not in the table schema", name)
+		}
+		fields = append(fields, table.SortField{SourceIDs: []int{f.ID}, Transform: iceberg.IdentityTransform{}, Direction: table.SortASC, NullOrder: table.NullsFirst})
+	}
+	order, err := table.NewSortOrder(1, fields)
+	if err != nil {
+		return table.SortOrder{}, fmt.Errorf("sort order %v: %w", sortBy, err)
+	}
+	return order, nil
+}
+
 // NewTable places the table of the log named stream/log under the
 // prefix p, reached through s3 when p is an s3:// URL.
 func NewTable(p Location, stream, log string, s3 S3) (*Table, error) {
@@ -103,7 +124,7 @@ func NewTable(p Location, stream, log string, s3 S3) (*Table, error) {
 		pt.warehouse = p.S3
 		// The hadoop catalog's commit is not atomic on an object store;
 		// it is safe here because commits to one table never overlap:
-		// they run under the log's commit.lock (see logstore's commitLock).
+		// they run under the log's commit.lock (see logstore's CommitLock).
 		pt.props["allow-unsafe-commits"] = "true"
 		pt.props[icebergio.S3ConnectTimeout] = "10"
 		if s3.Region != "" {

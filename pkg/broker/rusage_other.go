@@ -1,7 +1,0 @@
-//go:build !unix
-
-package broker
-
-// Rusage reports zeros where getrusage(2) does not exist; callers show the
-// CPU time and peak RSS as unknown rather than guess.
-func Rusage() (cpuSeconds float64, peakRSSBytes int64) { return 0, 0 }
