@@ -109,12 +109,17 @@ func (l *Log) Ingest(ctx context.Context, src IngestSource, o IngestOptions) (In
 	if l.mode != Writer {
 		return res, fmt.Errorf("ingest into log %s (open as %s): %w", l.dir, l.mode, ErrNotWriter)
 	}
-	end, err := l.beginStep("ingest into log", &l.sealMu, "seal")
-	if err != nil {
+	if err := l.checkOpen(); err != nil {
 		return res, err
 	}
-	defer end()
-	if err := l.recoverSeals(ctx); err != nil {
+	// Under the seal role: no sealer runs beside the load, and what a
+	// killed load left is recovered first.
+	release, err := l.Acquire(RoleSeal)
+	if err != nil {
+		return res, fmt.Errorf("ingest into log %s: %w", l.dir, err)
+	}
+	defer release()
+	if err := l.RecoverSeals(ctx); err != nil {
 		return res, fmt.Errorf("ingest into log %s: %w", l.dir, err)
 	}
 	l.wmu.Lock()
@@ -381,7 +386,7 @@ func (in *ingestRun) progress() IngestProgress {
 // groupTarget is the Arrow size of a row group: an eighth of the file
 // target, as compaction cuts them.
 func (in *ingestRun) groupTarget() int64 {
-	return max(in.l.policy().TargetFileBytes/fanout, minRowGroupBytes)
+	return in.l.policy().RowGroupBytes()
 }
 
 func (in *ingestRun) releasePending() {
@@ -399,14 +404,14 @@ func (in *ingestRun) flushGroup(ctx context.Context) error {
 		return nil
 	}
 	l := in.l
-	rec, err := concatRecords(l.fileSc, in.pending)
+	rec, err := parquetfile.Concat(l.fileSc, in.pending)
 	in.releasePending()
 	if err != nil {
 		return err
 	}
 	defer rec.Release()
 	if len(l.cfg.SortBy) > 0 {
-		sorted, err := parquetfile.Sort(rec, l.sortColumns())
+		sorted, err := parquetfile.Sort(rec, l.SortColumns())
 		if err != nil {
 			return err
 		}
@@ -463,7 +468,7 @@ func (in *ingestRun) openFile(ctx context.Context, offs *array.Int64) error {
 	for _, v := range offs.Int64Values() {
 		lo = min(lo, v)
 	}
-	tmp := fmt.Sprintf("%d-ingest-%s.parquet.partial", lo, newToken())
+	tmp := fmt.Sprintf("%d-ingest-%s.parquet.partial", lo, NewToken())
 	err := l.writeTx(ctx, func(c *sql.Conn) error {
 		_, err := c.ExecContext(ctx, `INSERT INTO seal_intents(name, start_offset, end_offset, created_us) VALUES (?, ?, ?, ?)`,
 			tmp, lo, lo, l.now().UnixMicro())
@@ -474,7 +479,7 @@ func (in *ingestRun) openFile(ctx context.Context, offs *array.Int64) error {
 	}
 	w, err := parquetfile.Create(filepath.Join(l.dir, filesDir, tmp), l.fileSc)
 	if err != nil {
-		_ = l.recoverSeals(context.WithoutCancel(ctx))
+		_ = l.RecoverSeals(context.WithoutCancel(ctx))
 		return fmt.Errorf("create a file from offset %d: %w", lo, err)
 	}
 	in.file = &ingestFile{tmp: tmp, start: lo, end: lo, w: w, stats: colstats.NewMerger(l.sch)}
@@ -499,7 +504,8 @@ func (in *ingestRun) closeFile(ctx context.Context, last bool) error {
 	if err := l.atCrashPoint("ingest:written"); err != nil {
 		return err
 	}
-	name, _ := newFileName(f.start, f.end)
+	// Named as seal and compaction name files, so recovery knows them.
+	name := fmt.Sprintf("%d-%d-%s.parquet", f.start, f.end, NewToken())
 	// The final name's intent before the rename, so a crash after it
 	// leaves a file an intent names.
 	err = l.writeTx(ctx, func(c *sql.Conn) error {
@@ -539,7 +545,8 @@ func (in *ingestRun) closeFile(ctx context.Context, last bool) error {
 				return err
 			}
 		}
-		if _, err := c.ExecContext(ctx, `INSERT INTO files(`+localFileCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := c.ExecContext(ctx, `INSERT INTO files(start_offset, end_offset, name, row_count, arrow_bytes, json_bytes, file_bytes, min_ts, max_ts, stats, sealed_us)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			f.start, f.end, name, f.rows, f.arrowBytes, 0, size, f.minTS, f.maxTS, string(stats), l.now().UnixMicro()); err != nil {
 			return err
 		}
@@ -576,7 +583,7 @@ func (in *ingestRun) abortFile(ctx context.Context) {
 	}
 	in.file.w.Abort()
 	in.file = nil
-	_ = in.l.recoverSeals(context.WithoutCancel(ctx))
+	_ = in.l.RecoverSeals(context.WithoutCancel(ctx))
 }
 
 // retype returns arr with type dt, which equals arr's type but for field

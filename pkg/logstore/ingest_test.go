@@ -125,10 +125,23 @@ func TestIngestedRowsReplayAsAppendedAndSealed(t *testing.T) {
 	checkFilesDir(t, ingested)
 	checkNoOverlap(t, ingested)
 
-	files, err := localFiles(ctx, ingested.rdb)
+	type fileRow struct {
+		start, end, rows, minTS int64
+		name, stats             string
+	}
+	var files []fileRow
+	recs, err := ingested.rdb.QueryContext(ctx, `SELECT start_offset, end_offset, row_count, min_ts, name, stats FROM files ORDER BY start_offset`)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for recs.Next() {
+		var f fileRow
+		if err := recs.Scan(&f.start, &f.end, &f.rows, &f.minTS, &f.name, &f.stats); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	recs.Close()
 	groups := 0
 	for _, f := range files[1:] { // the first is the sealed buffer
 		if f.stats == "" || f.stats == "{}" || f.minTS == 0 {

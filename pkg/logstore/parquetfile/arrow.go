@@ -234,3 +234,36 @@ func Take(rec arrow.RecordBatch, idx []int32) (arrow.RecordBatch, error) {
 	}
 	return array.NewRecordBatch(rec.Schema(), cols, int64(len(idx))), nil
 }
+
+// Concat concatenates records of one schema into one (a record alone is
+// returned retained, not copied).
+func Concat(sc *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if len(recs) == 1 {
+		recs[0].Retain()
+		return recs[0], nil
+	}
+	cols := make([]arrow.Array, sc.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	parts := make([]arrow.Array, len(recs))
+	for i := range cols {
+		for k, r := range recs {
+			parts[k] = r.Column(i)
+		}
+		c, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
+			return nil, fmt.Errorf("concatenate column %s: %w", sc.Field(i).Name, err)
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(sc, cols, n), nil
+}

@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -33,12 +31,7 @@ import (
 // 0.5 MiB seals), and fewer than fanout files of each class wait, locally
 // and in the published table: the file count stays bounded whatever the
 // rate of appends.
-const (
-	fanout = 8
-	// minRowGroupBytes is the smallest row group compaction cuts (Arrow
-	// bytes); it is target/8 otherwise.
-	minRowGroupBytes = 4 << 10
-)
+const fanout = 8
 
 // sizeClass returns the class of a file of size bytes against target.
 func sizeClass(size, target int64) int {
@@ -338,7 +331,7 @@ func writeMerged(ctx context.Context, l *logstore.Log, name string, run []localF
 		return out, err
 	}
 	stats := colstats.NewMerger(l.Schema())
-	rgTarget := max(l.Policy().TargetFileBytes/fanout, minRowGroupBytes)
+	rgTarget := l.Policy().RowGroupBytes()
 	sortCols := append(l.SortColumns(), 0) // sort_by, then offset
 	var pending []arrow.RecordBatch
 	var pendingBytes int64
@@ -363,7 +356,7 @@ func writeMerged(ctx context.Context, l *logstore.Log, name string, run []localF
 		if len(pending) == 0 {
 			return nil
 		}
-		rec, err := concatRecords(l.FileSchema(), pending)
+		rec, err := parquetfile.Concat(l.FileSchema(), pending)
 		release()
 		if err != nil {
 			return err
@@ -436,36 +429,4 @@ func writeMerged(ctx context.Context, l *logstore.Log, name string, run []localF
 	}
 	out.stats = string(enc)
 	return out, durable.SyncDir(filepath.Dir(path))
-}
-
-// concatRecords concatenates records of one schema into one.
-func concatRecords(sc *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
-	if len(recs) == 1 {
-		recs[0].Retain()
-		return recs[0], nil
-	}
-	cols := make([]arrow.Array, sc.NumFields())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	var n int64
-	for _, r := range recs {
-		n += r.NumRows()
-	}
-	parts := make([]arrow.Array, len(recs))
-	for i := range cols {
-		for k, r := range recs {
-			parts[k] = r.Column(i)
-		}
-		c, err := array.Concatenate(parts, memory.DefaultAllocator)
-		if err != nil {
-			return nil, fmt.Errorf("concatenate column %s: %w", sc.Field(i).Name, err)
-		}
-		cols[i] = c
-	}
-	return array.NewRecordBatch(sc, cols, n), nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/schema/source"
 )
 
@@ -171,7 +172,7 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 			return nil, err
 		}
 	}
-	sealed, err := lg.Seal(ctx, true)
+	sealed, err := tier.Seal(ctx, lg, true)
 	if err != nil {
 		return nil, ses.maintainErr(what, err)
 	}
@@ -219,7 +220,7 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 		return out, nil
 	}
 	t1 := time.Now()
-	if _, err := lg.PublishAll(ctx); err != nil {
+	if _, err := tier.PublishAll(ctx, lg); err != nil {
 		out.Publish = time.Since(t1)
 		return out, &IngestError{Ingested: *out, PublishFailed: true,
 			Err: fmt.Errorf("%s stream %q: all %d rows are loaded (offsets [%d,%d)), but publishing them failed: %w; do not ingest them again: "+

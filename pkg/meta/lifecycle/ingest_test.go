@@ -27,6 +27,7 @@ import (
 	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/internal/soak"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/schema/source"
@@ -269,7 +270,7 @@ func TestIngestThenPublishKeepsOffsetsDense(t *testing.T) {
 	}
 	defer lg.Close()
 	appendRows(t, lg, 107, 10, false)
-	if _, err := lg.PublishAll(context.Background()); err != nil {
+	if _, err := tier.PublishAll(context.Background(), lg); err != nil {
 		t.Fatal(err)
 	}
 	got := scanRows(t, lg, 1, 118)
