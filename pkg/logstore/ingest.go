@@ -102,8 +102,8 @@ const ingestMarkKey = "ingest_progress"
 // batch), so what landed is exactly the source's first rows.
 //
 // Ingest needs the Writer handle (the server stopped, I7) and a buffer
-// whose rows are all in files (ErrUnsealed otherwise). It runs under
-// seal.lock, so no sealer runs beside it.
+// whose rows are all in files (ErrUnsealed otherwise). It holds the seal
+// role (Acquire(RoleSeal)), so no sealer runs beside it.
 func (l *Log) Ingest(ctx context.Context, src IngestSource, o IngestOptions) (IngestResult, error) {
 	res := IngestResult{Position: o.Position}
 	if l.mode != Writer {
