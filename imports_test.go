@@ -23,6 +23,7 @@ const module = "github.com/streamcast/streamcast"
 // another, except auth, which sits between config and broker.
 var layer = map[string]int{
 	"pkg/schema":               0,
+	"pkg/schema/source":        2, // above schema (it imports it), below logstore: ingest's readers and type rules; logstore never imports it
 	"pkg/logstore/colstats":    5, // below logstore: logstore imports it
 	"pkg/logstore/parquetfile": 5, // below logstore: logstore imports it
 	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it

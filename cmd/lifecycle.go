@@ -23,7 +23,8 @@ type lifecycleTarget struct {
 
 // lifecycleTarget finds name among the config's streams, after the checks
 // serve runs, and refuses a stream that has no log (live-only) or is
-// protected (command names the refusing command).
+// protected (command names the refusing command; "" for a command that
+// only appends, which a history_guard allows).
 func (a *app) lifecycleTarget(name, command string) (lifecycleTarget, error) {
 	cfg := a.cfg
 	schemas, err := cfg.Compile()
@@ -47,8 +48,10 @@ func (a *app) lifecycleTarget(name, command string) (lifecycleTarget, error) {
 	if !st.Durable {
 		return lifecycleTarget{}, fmt.Errorf("stream %q is live-only (durable: false): it has no log", name)
 	}
-	if err := st.ProtectedError(command); err != nil {
-		return lifecycleTarget{}, err
+	if command != "" {
+		if err := st.ProtectedError(command); err != nil {
+			return lifecycleTarget{}, err
+		}
 	}
 	lay, err := meta.NewLayout(cfg.Root, cfg.Published)
 	if err != nil {

@@ -131,6 +131,7 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 		newMigrateCmd(a),
 		newRetireCmd(a),
 		newRetainCmd(a),
+		newIngestCmd(a),
 	)
 
 	root.InitDefaultCompletionCmd() // now, so the man pages and strictArgs see it

@@ -132,6 +132,11 @@ type S3Config struct {
 }
 
 // withDefaults fills zero fields with their defaults.
+// RowGroupBytes is the Arrow size of one row group of a file of the
+// compaction target: an eighth of TargetFileBytes, at least 4 KiB.
+// Compaction and ingest cut row groups at it.
+func (c Config) RowGroupBytes() int64 { return max(c.TargetFileBytes/8, 4<<10) }
+
 func (c Config) withDefaults() Config {
 	if c.Start == 0 {
 		c.Start = 1

@@ -22,6 +22,11 @@
 // reading the buffer for a seal (ReadBuffered) and recovering a seal that
 // crashed between its intent and its completion (RecoverSeals).
 //
+// Ingest (ingest.go) is an append, not a maintenance step: a bulk load
+// written straight to files takes the writer's next offsets, so it lives
+// here beside Append, where the next offset is kept (I1). It needs the
+// Writer handle and takes the seal role, so no sealer runs beside it.
+//
 // It never validates rows (callers hand it canonical bytes pkg/schema
 // accepted), never finds a file by listing a directory, and knows nothing
 // of the wire, subscribers or the server. It keeps no mutable state of its

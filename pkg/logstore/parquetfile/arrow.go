@@ -171,7 +171,8 @@ func columnCompare(a arrow.Array) (compareFunc, error) {
 }
 
 // Sort returns rec's rows ordered by the given columns, ties kept in
-// their current (offset) order.
+// their current (offset) order: rec itself (retained) when they are in
+// that order already.
 func Sort(rec arrow.RecordBatch, cols []int) (arrow.RecordBatch, error) {
 	cmps := make([]compareFunc, len(cols))
 	for k, c := range cols {
@@ -182,18 +183,28 @@ func Sort(rec arrow.RecordBatch, cols []int) (arrow.RecordBatch, error) {
 		cmps[k] = f
 	}
 	n := int(rec.NumRows())
-	perm := make([]int32, n)
-	for i := range perm {
-		perm[i] = int32(i)
-	}
-	slices.SortStableFunc(perm, func(x, y int32) int {
+	cmp := func(x, y int) int {
 		for _, f := range cmps {
-			if c := f(int(x), int(y)); c != 0 {
+			if c := f(x, y); c != 0 {
 				return c
 			}
 		}
 		return 0
-	})
+	}
+	// Rows already in order (a source sorted by time, say) need no copy.
+	sorted := true
+	for i := 1; i < n && sorted; i++ {
+		sorted = cmp(i-1, i) <= 0
+	}
+	if sorted {
+		rec.Retain()
+		return rec, nil
+	}
+	perm := make([]int32, n)
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	slices.SortStableFunc(perm, func(x, y int32) int { return cmp(int(x), int(y)) })
 	return Take(rec, perm)
 }
 
@@ -222,4 +233,37 @@ func Take(rec arrow.RecordBatch, idx []int32) (arrow.RecordBatch, error) {
 		cols[i] = c
 	}
 	return array.NewRecordBatch(rec.Schema(), cols, int64(len(idx))), nil
+}
+
+// Concat concatenates records of one schema into one (a record alone is
+// returned retained, not copied).
+func Concat(sc *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if len(recs) == 1 {
+		recs[0].Retain()
+		return recs[0], nil
+	}
+	cols := make([]arrow.Array, sc.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	parts := make([]arrow.Array, len(recs))
+	for i := range cols {
+		for k, r := range recs {
+			parts[k] = r.Column(i)
+		}
+		c, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
+			return nil, fmt.Errorf("concatenate column %s: %w", sc.Field(i).Name, err)
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(sc, cols, n), nil
 }

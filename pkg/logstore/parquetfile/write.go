@@ -3,6 +3,7 @@ package parquetfile
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -18,50 +19,110 @@ import (
 // one row group, with the Arrow schema stored so every type reads back
 // exactly, and fsyncs the file and its directory. It returns the file size.
 func Write(path string, rec arrow.RecordBatch) (int64, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	w, err := Create(path, rec.Schema())
 	if err != nil {
 		return 0, err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := w.WriteGroup(rec); err != nil {
+		w.Abort()
+		return 0, err
+	}
+	return w.Close()
+}
+
+// Writer writes one Parquet file a row group at a time, with the
+// properties every file of a log has (zstd, statistics, no dictionaries,
+// the Arrow schema stored), and makes it durable on Close. Seal writes one
+// row group per file; ingest streams many into a file of the compaction
+// target, holding one row group in memory at a time.
+type Writer struct {
+	path string
+	f    *os.File
+	cw   countingWriter
+	bw   *bufio.Writer
+	fw   *pqarrow.FileWriter
+}
+
+// countingWriter counts the bytes that reached the file's buffer.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Create creates path (which must not exist) for a file of schema sc.
+func Create(path string, sc *arrow.Schema) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{path: path, f: f}
+	w.cw.w = f
+	w.bw = bufio.NewWriterSize(&w.cw, 1<<20)
 	props := parquet.NewWriterProperties(
 		parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithCompressionLevel(1),
-		parquet.WithMaxRowGroupLength(rec.NumRows()+1),
+		// Each WriteGroup call is one row group, whatever its length.
+		parquet.WithMaxRowGroupLength(1<<62),
 		parquet.WithStats(true),
 		parquet.WithDictionaryDefault(false),
 	)
-	fw, err := pqarrow.NewFileWriter(rec.Schema(), bw, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	w.fw, err = pqarrow.NewFileWriter(sc, w.bw, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// WriteGroup writes rec as one row group.
+func (w *Writer) WriteGroup(rec arrow.RecordBatch) error {
+	return w.fw.Write(rec)
+}
+
+// Size returns the bytes written so far, footer excluded: about the
+// file's size once closed.
+func (w *Writer) Size() int64 { return w.cw.n + int64(w.bw.Buffered()) }
+
+// Close writes the footer, fsyncs the file and its directory, and
+// returns the file's size. After an error the file may be partial: the
+// caller's record of it (an intent) says to delete it.
+func (w *Writer) Close() (int64, error) {
+	ok := false
+	defer func() {
+		if !ok {
+			w.f.Close()
+		}
+	}()
+	if err := w.fw.Close(); err != nil {
 		return 0, err
 	}
-	if err := fw.Write(rec); err != nil {
-		fw.Close()
+	if err := w.bw.Flush(); err != nil {
 		return 0, err
 	}
-	if err := fw.Close(); err != nil {
-		return 0, err
-	}
-	if err := bw.Flush(); err != nil {
-		return 0, err
-	}
-	if err := f.Sync(); err != nil {
+	if err := w.f.Sync(); err != nil {
 		return 0, fmt.Errorf("fsync: %w", err)
 	}
-	st, err := f.Stat()
+	st, err := w.f.Stat()
 	if err != nil {
 		return 0, err
 	}
 	ok = true
-	if err := f.Close(); err != nil {
+	if err := w.f.Close(); err != nil {
 		return 0, err
 	}
-	return st.Size(), durable.SyncDir(filepath.Dir(path))
+	return st.Size(), durable.SyncDir(filepath.Dir(w.path))
+}
+
+// Abort closes the file without finishing it; the caller deletes it.
+func (w *Writer) Abort() {
+	_ = w.fw.Close()
+	_ = w.f.Close()
 }
 
 // ArrowBytes sums the buffer sizes of a record's columns.

@@ -1,7 +1,6 @@
 package tier
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -11,11 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/streamcast/streamcast/internal/durable"
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -33,12 +27,7 @@ import (
 // 0.5 MiB seals), and fewer than fanout files of each class wait, locally
 // and in the published table: the file count stays bounded whatever the
 // rate of appends.
-const (
-	fanout = 8
-	// minRowGroupBytes is the smallest row group compaction cuts (Arrow
-	// bytes); it is target/8 otherwise.
-	minRowGroupBytes = 4 << 10
-)
+const fanout = 8
 
 // sizeClass returns the class of a file of size bytes against target.
 func sizeClass(size, target int64) int {
@@ -319,26 +308,18 @@ func writeMerged(ctx context.Context, l *logstore.Log, name string, run []localF
 		out.maxTS = max(out.maxTS, f.maxTS)
 		out.sealedUS = max(out.sealedUS, f.sealedUS)
 	}
-	path := filepath.Join(l.FilesDir(), name)
-	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	w, err := parquetfile.Create(filepath.Join(l.FilesDir(), name), l.FileSchema())
 	if err != nil {
 		return out, err
 	}
-	defer fh.Close()
-	bw := bufio.NewWriterSize(fh, 1<<20)
-	props := parquet.NewWriterProperties(
-		parquet.WithCompression(compress.Codecs.Zstd),
-		parquet.WithCompressionLevel(1),
-		parquet.WithMaxRowGroupLength(1<<62),
-		parquet.WithStats(true),
-		parquet.WithDictionaryDefault(false),
-	)
-	fw, err := pqarrow.NewFileWriter(l.FileSchema(), bw, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-	if err != nil {
-		return out, err
-	}
+	closed := false
+	defer func() {
+		if !closed {
+			w.Abort() // the intent's recovery deletes the partial file
+		}
+	}()
 	stats := colstats.NewMerger(l.Schema())
-	rgTarget := max(l.Policy().TargetFileBytes/fanout, minRowGroupBytes)
+	rgTarget := l.Policy().RowGroupBytes()
 	sortCols := append(l.SortColumns(), 0) // sort_by, then offset
 	var pending []arrow.RecordBatch
 	var pendingBytes int64
@@ -357,13 +338,13 @@ func writeMerged(ctx context.Context, l *logstore.Log, name string, run []localF
 		stats.Add(st)
 		out.rows += rec.NumRows()
 		out.arrowBytes += parquetfile.ArrowBytes(rec)
-		return fw.Write(rec)
+		return w.WriteGroup(rec)
 	}
 	flushPending := func() error {
 		if len(pending) == 0 {
 			return nil
 		}
-		rec, err := concatRecords(l.FileSchema(), pending)
+		rec, err := parquetfile.Concat(l.FileSchema(), pending)
 		release()
 		if err != nil {
 			return err
@@ -398,74 +379,29 @@ func writeMerged(ctx context.Context, l *logstore.Log, name string, run []localF
 			return nil
 		})
 		if errors.Is(err, logstore.ErrFileGone) {
-			fw.Close()
 			return out, errCompactionVoid
 		}
 		if err != nil {
-			fw.Close()
 			return out, err
 		}
 	}
 	if err := flushPending(); err != nil {
-		fw.Close()
-		return out, err
-	}
-	if err := fw.Close(); err != nil {
 		return out, err
 	}
 	if out.rows != out.end-out.start {
 		return out, fmt.Errorf("merged %d rows for [%d,%d): %w", out.rows, out.start, out.end, logstore.ErrCorrupt)
 	}
-	if err := bw.Flush(); err != nil {
-		return out, err
-	}
-	if err := fh.Sync(); err != nil {
-		return out, fmt.Errorf("fsync %s: %w", name, err)
-	}
-	st, err := fh.Stat()
+	// The footer, then the file and its directory fsynced.
+	closed = true
+	size, err := w.Close()
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("write %s: %w", name, err)
 	}
-	out.fileBytes = st.Size()
-	if err := fh.Close(); err != nil {
-		return out, err
-	}
+	out.fileBytes = size
 	enc, err := stats.Encode()
 	if err != nil {
 		return out, err
 	}
 	out.stats = string(enc)
-	return out, durable.SyncDir(filepath.Dir(path))
-}
-
-// concatRecords concatenates records of one schema into one.
-func concatRecords(sc *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
-	if len(recs) == 1 {
-		recs[0].Retain()
-		return recs[0], nil
-	}
-	cols := make([]arrow.Array, sc.NumFields())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	var n int64
-	for _, r := range recs {
-		n += r.NumRows()
-	}
-	parts := make([]arrow.Array, len(recs))
-	for i := range cols {
-		for k, r := range recs {
-			parts[k] = r.Column(i)
-		}
-		c, err := array.Concatenate(parts, memory.DefaultAllocator)
-		if err != nil {
-			return nil, fmt.Errorf("concatenate column %s: %w", sc.Field(i).Name, err)
-		}
-		cols[i] = c
-	}
-	return array.NewRecordBatch(sc, cols, n), nil
+	return out, nil
 }

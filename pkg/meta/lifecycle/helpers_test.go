@@ -50,7 +50,11 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	if op := os.Getenv(childEnv); op != "" {
+	if op := os.Getenv(childEnv); op == "ingest" {
+		os.Exit(runIngestChild())
+	} else if op == "ingest-large" {
+		os.Exit(runLargeChild())
+	} else if op != "" {
 		os.Exit(runChild(op))
 	}
 	os.Exit(m.Run())
