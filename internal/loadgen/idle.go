@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -90,7 +91,7 @@ func Idle(ctx context.Context, cfg IdleConfig) (IdleResult, error) {
 			return res, fmt.Errorf("idle subscriber %d of %d: read greeting: %w", i+1, n, err)
 		}
 	}
-	if !sleepCtx(ctx, cfg.Settle) {
+	if !waitfor.Sleep(ctx, cfg.Settle) {
 		return res, ctx.Err()
 	}
 	after, err := serverMemory(ctx, statsURL, cfg.Dial)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"time"
+
+	"github.com/streamcast/streamcast/internal/waitfor"
 )
 
 // pacer releases a publisher's frames on a schedule: one frame every
@@ -18,7 +20,7 @@ type pacer struct {
 }
 
 func newPacer(start time.Time, rate float64, rows int, now func() time.Time) *pacer {
-	p := &pacer{due: start, now: now, sleep: sleepCtx}
+	p := &pacer{due: start, now: now, sleep: waitfor.Sleep}
 	if rate > 0 {
 		// Rounded up to the nanosecond, so the schedule never runs ahead
 		// of the rate.
@@ -47,15 +49,4 @@ func (p *pacer) next(ctx context.Context, deadline time.Time) (now time.Time, ok
 		return now, false
 	}
 	return now, true
-}
-
-// sleepCtx waits d, reporting false when ctx ended first. (Since Go 1.23
-// an unstopped time.After timer is collected once unreferenced.)
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-time.After(d):
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -469,7 +470,7 @@ func (l *loader) read(ctx context.Context, files []io.Reader, out chan<- loadChu
 				}
 				idleSent = true
 			}
-			if !sleepCtx(ctx, poll) {
+			if !waitfor.Sleep(ctx, poll) {
 				return
 			}
 		}

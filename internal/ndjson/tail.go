@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -204,7 +205,7 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 				what = "connect failed; retrying"
 			}
 			log.Warn(what, "in", backoff, "at", offsetText(next), "err", serr)
-			if !sleepCtx(ctx, backoff) {
+			if !waitfor.Sleep(ctx, backoff) {
 				return res, nil
 			}
 			backoff = min(2*backoff, maxB)
@@ -260,7 +261,7 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 		next = resume
 		res.Reconnects++
 		log.Info("reconnecting", "in", backoff, "at", offsetText(next), "reason", rerr)
-		if !sleepCtx(ctx, backoff) {
+		if !waitfor.Sleep(ctx, backoff) {
 			return res, nil
 		}
 		backoff = min(2*backoff, maxB)
@@ -430,18 +431,6 @@ func offsetText(o int64) string {
 		return "live"
 	}
 	return strconv.FormatInt(o, 10)
-}
-
-// sleepCtx waits d, reporting false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // tailWriter moves lines from the reading goroutine to out in batches: the

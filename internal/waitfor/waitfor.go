@@ -1,12 +1,26 @@
-// Package waitfor bounds a wait on a sync.WaitGroup, for shutdowns that
-// must not hang on a peer that never lets go. It imports nothing of the
-// module, so every layer may use it.
+// Package waitfor bounds waits: on a sync.WaitGroup, for shutdowns that
+// must not hang on a peer that never lets go, and a sleep that a context
+// cuts short, for retry loops. It imports nothing of the module, so every
+// layer may use it.
 package waitfor
 
 import (
+	"context"
 	"sync"
 	"time"
 )
+
+// Sleep waits d, reporting false when ctx ended first.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
 
 // Group waits for wg, reporting false when d passed first. On a timeout the
 // goroutine that waits on wg lives on until wg is done: callers use it only

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -243,7 +244,7 @@ func (r *receiver) run(ctx context.Context, sub *wire.Subscription) {
 					return
 				}
 				r.notice("inbox reconnect failed; retrying", "subscriber", r.subscriber, "in", backoff, "err", err)
-				if !sleep(ctx, backoff) {
+				if !waitfor.Sleep(ctx, backoff) {
 					continue
 				}
 				backoff = min(2*backoff, r.maxBackoff)
@@ -281,7 +282,7 @@ func (r *receiver) run(ctx context.Context, sub *wire.Subscription) {
 			// A connection that ends while receiving is not a pause:
 			// reconnect at once (with backoff), paused stays false.
 			r.notice("inbox connection ended; reconnecting", "subscriber", r.subscriber, "at", r.last.Load()+1, "in", backoff, "err", err)
-			if !sleep(ctx, backoff) {
+			if !waitfor.Sleep(ctx, backoff) {
 				continue
 			}
 			backoff = min(2*backoff, r.maxBackoff)
@@ -500,14 +501,3 @@ type landError struct{ err error }
 
 func (e *landError) Error() string { return e.err.Error() }
 func (e *landError) Unwrap() error { return e.err }
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
