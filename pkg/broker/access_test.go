@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -259,7 +260,7 @@ func TestStatsAreFilteredByGrant(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &doc); err != nil {
 			t.Fatalf("/stats: %v: %s", err, body)
 		}
-		var st Stats
+		var st stats.Stats
 		_ = json.Unmarshal([]byte(body), &st)
 		var names []string
 		for _, s := range st.Streams {
