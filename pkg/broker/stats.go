@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
@@ -82,8 +83,8 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 // (process, children) only with stats on "*". A principal with stats on
 // nothing is refused (401 without credentials, 403 with).
 func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
-	a := accessOf(r)
-	if a.policy != nil && !a.policy.AllowsAny(a.who, config.ActionStats) {
+	a := auth.AccessOf(r)
+	if a.Policy != nil && !a.Policy.AllowsAny(a.Who, config.ActionStats) {
 		s.refuseAccess(w, a, "read /stats")
 		return
 	}
@@ -92,14 +93,14 @@ func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	st := s.Stats()
-	if a.everywhere(config.ActionStats) {
+	if a.Everywhere(config.ActionStats) {
 		_ = enc.Encode(st)
 		return
 	}
 	// Without stats on "*": the streams granted, and no process figures.
 	shown := st.Streams[:0]
 	for _, ss := range st.Streams {
-		if a.allows(config.ActionStats, ss.Name) {
+		if a.Allows(config.ActionStats, ss.Name) {
 			shown = append(shown, ss)
 		}
 	}
@@ -109,7 +110,7 @@ func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
 // streamStatsOnly is /stats for a principal without stats on "*": the
 // document's shape without its process-wide parts.
 type streamStatsOnly struct {
-	ServedAt float64       `json:"served_at"`
+	ServedAt float64             `json:"served_at"`
 	Streams  []stats.StreamStats `json:"streams"`
 }
 
