@@ -11,6 +11,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/peerframe"
+	"github.com/streamcast/streamcast/pkg/broker/replay"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -106,7 +107,7 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 	case isPub:
 		s.publish(c.pub)
 	default:
-		req := offsetRequest{given: q.Offset != wire.Null, offset: q.Offset}
+		req := replay.Request{Given: q.Offset != wire.Null, Offset: q.Offset}
 		sub = s.subscribe(c, st, req, filter, echo)
 	}
 	c.readLoop()
