@@ -1,6 +1,6 @@
 //go:build windows
 
-package logstore
+package filelock
 
 import (
 	"errors"

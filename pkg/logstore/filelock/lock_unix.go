@@ -1,6 +1,6 @@
 //go:build unix
 
-package logstore
+package filelock
 
 import (
 	"errors"
