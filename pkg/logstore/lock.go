@@ -14,8 +14,8 @@ type fileLock = filelock.Lock
 // in the file.
 func tryLock(path string) (*fileLock, error) {
 	lk, err := filelock.Try(path)
-	if held := (*filelock.HeldError)(nil); errors.As(err, &held) {
-		return nil, &LockedError{Path: held.Path, PID: held.PID}
+	if errors.Is(err, filelock.ErrHeld) {
+		return nil, &LockedError{Path: path, PID: filelock.Holder(path)}
 	}
 	return lk, err
 }

@@ -8,8 +8,9 @@ import (
 	"strings"
 )
 
-// errLockHeld is what flockExclusive returns when another holder has the lock.
-var errLockHeld = errors.New("lock held by another process")
+// ErrHeld is what Try returns when another open file description holds
+// the lock; Holder names the holder.
+var ErrHeld = errors.New("lock held by another process")
 
 // Lock is an exclusive flock held on one file. The kernel drops it when
 // the process dies, so a crashed holder never leaves a stale lock behind;
@@ -18,22 +19,8 @@ type Lock struct {
 	f *os.File
 }
 
-// HeldError reports that another open file description holds the lock.
-type HeldError struct {
-	Path string // the lock file
-	PID  int    // the holder's pid as written in the lock file; 0 when unreadable
-}
-
-func (e *HeldError) Error() string {
-	if e.PID > 0 {
-		return fmt.Sprintf("%s is held by pid %d", e.Path, e.PID)
-	}
-	return fmt.Sprintf("%s is held by another process", e.Path)
-}
-
 // Try takes an exclusive flock on path without waiting. When another open
-// file description holds it, Try returns a *HeldError carrying the pid
-// found in the file.
+// file description holds it, Try returns ErrHeld.
 func Try(path string) (*Lock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -41,8 +28,8 @@ func Try(path string) (*Lock, error) {
 	}
 	if err = flockExclusive(f); err != nil {
 		f.Close()
-		if errors.Is(err, errLockHeld) {
-			return nil, &HeldError{Path: path, PID: readPID(path)}
+		if errors.Is(err, ErrHeld) {
+			return nil, ErrHeld
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
@@ -54,8 +41,9 @@ func Try(path string) (*Lock, error) {
 	return &Lock{f: f}, nil
 }
 
-// readPID returns the pid written in a lock file, or 0.
-func readPID(path string) int {
+// Holder returns the pid the holder of a lock wrote in its file, or 0 when
+// there is none to read.
+func Holder(path string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0

@@ -8,7 +8,7 @@ import (
 )
 
 // TestTryRefusesASecondHolderUntilRelease: while a lock is held, another
-// Try on the file fails at once with a *HeldError naming the holder's pid;
+// Try on the file fails at once with ErrHeld, and Holder names the pid;
 // once released, the next Try takes it.
 func TestTryRefusesASecondHolderUntilRelease(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lock")
@@ -16,10 +16,8 @@ func TestTryRefusesASecondHolderUntilRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Try(path)
-	var held *HeldError
-	if !errors.As(err, &held) || held.PID != os.Getpid() || held.Path != path {
-		t.Fatalf("second Try: %v, want a HeldError naming pid %d", err, os.Getpid())
+	if _, err = Try(path); !errors.Is(err, ErrHeld) || Holder(path) != os.Getpid() {
+		t.Fatalf("second Try: %v, holder %d; want ErrHeld and pid %d", err, Holder(path), os.Getpid())
 	}
 	first.Release()
 	first.Release() // a second Release does nothing
