@@ -20,11 +20,14 @@ const module = "github.com/streamcast/streamcast"
 // The ranks leave room between them: a sub-package of a layer sits wholly
 // below its parent (a rank under the parent's) or wholly above it. The
 // sub-packages of broker sit below it and share a rank: none imports
-// another, except auth, which sits between config and broker.
+// another, except auth, certs and streamlog, which sit between config and
+// broker, and stats, between supervise and broker.
 var layer = map[string]int{
 	"pkg/schema":               0,
 	"pkg/schema/source":        2, // above schema (it imports it), below logstore: ingest's readers and type rules; logstore never imports it
+	"pkg/logstore/activity":    5, // below logstore: logstore imports it
 	"pkg/logstore/colstats":    5, // below logstore: logstore imports it
+	"pkg/logstore/filelock":    5, // below logstore: logstore imports it
 	"pkg/logstore/parquetfile": 5, // below logstore: logstore imports it
 	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it
 	"pkg/logstore":             10,
@@ -41,9 +44,14 @@ var layer = map[string]int{
 	"pkg/broker/marks":         25,
 	"pkg/broker/metrics":       25,
 	"pkg/broker/peerframe":     25,
+	"pkg/broker/pubframe":      25,
 	"pkg/broker/registry":      25,
+	"pkg/broker/replay":        25,
 	"pkg/broker/supervise":     25,
 	"pkg/broker/auth":          27, // above config: it compiles the auth: section
+	"pkg/broker/certs":         27, // above config: it loads the tls: section's files
+	"pkg/broker/stats":         27, // above supervise: /stats carries its children's figures
+	"pkg/broker/streamlog":     27, // above config: it opens a log as the config declares it
 	"pkg/broker":               30,
 	"cmd":                      40,
 }

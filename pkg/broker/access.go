@@ -1,14 +1,11 @@
 package broker
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -21,42 +18,6 @@ import (
 // section's users and grants, checked before any stream lookup, query
 // parsing or WebSocket upgrade (docs/design.md §3.2). Without an auth:
 // section every request is let through as it always was.
-
-// challenge is the WWW-Authenticate value of every 401.
-const challenge = `Basic realm="streamcast"`
-
-// access is who a request was admitted as, under which policy; a nil
-// policy admits everyone to everything.
-type access struct {
-	policy *auth.Policy
-	who    auth.Principal
-}
-
-type accessKey struct{}
-
-// accessOf is the access the middleware admitted r with.
-func accessOf(r *http.Request) access {
-	a, _ := r.Context().Value(accessKey{}).(access)
-	return a
-}
-
-// allows reports whether the admitted principal holds action on stream.
-func (a access) allows(action, stream string) bool {
-	return a.policy == nil || a.policy.Allows(a.who, action, stream)
-}
-
-// everywhere reports whether it holds action on "*".
-func (a access) everywhere(action string) bool {
-	return a.policy == nil || a.policy.AllowsEverywhere(a.who, action)
-}
-
-// filter keeps the names on which it holds action.
-func (a access) filter(action string, names []string) []string {
-	if a.policy == nil {
-		return names
-	}
-	return a.policy.Filter(a.who, action, names)
-}
 
 // checkAuth authenticates every request but /health and, for a WebSocket
 // upgrade, checks the grant for the stream and action asked before any
@@ -75,30 +36,16 @@ func (s *Server) checkAuth(next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		a := access{policy: pol, who: who}
+		a := auth.Access{Policy: pol, Who: who}
 		if websocket.IsWebSocketUpgrade(r) {
-			stream, action := streamAction(r)
-			if !a.allows(action, stream) {
+			stream, action := auth.StreamAction(r)
+			if !a.Allows(action, stream) {
 				s.refuseAccess(w, a, fmt.Sprintf("%s stream %q", action, stream))
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), accessKey{}, a)))
+		next.ServeHTTP(w, r.WithContext(auth.WithAccess(r.Context(), a)))
 	})
-}
-
-// streamAction is the stream an upgrade asks for and whether it reads or
-// publishes, read exactly as wire.ParseRequest will read them (same path
-// rule, same query decoder), so the grant checked is the one used. A query
-// that does not decode is refused 4400 after the upgrade whatever it
-// asked, so it needs only read.
-func streamAction(r *http.Request) (stream, action string) {
-	stream = strings.TrimPrefix(r.URL.Path, "/")
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if _, pub := q["publish"]; err == nil && pub {
-		return stream, config.ActionPublish
-	}
-	return stream, config.ActionRead
 }
 
 // authenticate returns the principal r's credentials name (auth.Anonymous
@@ -116,7 +63,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, pol *auth.
 		}
 		return auth.Anonymous, true
 	}
-	addr := remoteHost(r)
+	addr := auth.RemoteHost(r)
 	user, password, ok := auth.ParseBasic(h)
 	if ok && pol.Cached(user, password) {
 		return user, true
@@ -124,7 +71,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, pol *auth.
 	if wait := s.backoff.Wait(addr); wait > 0 {
 		secs := int(math.Ceil(wait.Seconds()))
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		http.Error(w, fmt.Sprintf("too many failed logins from %s; retry in %d s with the right user name and password", addr, secs), http.StatusTooManyRequests)
+		http.Error(w, auth.BackoffRefusal(addr, secs), http.StatusTooManyRequests)
 		return "", false
 	}
 	if ok {
@@ -138,12 +85,8 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, pol *auth.
 		}
 	}
 	s.authFailed(addr, user, ok, pol)
-	w.Header().Set("WWW-Authenticate", challenge)
-	msg := "unknown user or wrong password; check the user name and password"
-	if !ok {
-		msg = "the Authorization header is not HTTP Basic credentials; send Basic with a user name and password"
-	}
-	http.Error(w, msg+" (401)", http.StatusUnauthorized)
+	w.Header().Set("WWW-Authenticate", auth.Challenge)
+	http.Error(w, auth.LoginRefusal(ok), http.StatusUnauthorized)
 	return "", false
 }
 
@@ -157,36 +100,19 @@ func (s *Server) authFailed(addr, user string, parsed bool, pol *auth.Policy) {
 	if !f.Log {
 		return
 	}
-	args := []any{"remote", addr, "failures_in_a_row", f.InARow}
-	switch {
-	case !parsed:
-		args = append(args, "why", "not Basic credentials")
-	case pol.IsUser(user):
-		args = append(args, "user", user, "why", "wrong password")
-	default:
-		args = append(args, "why", "unknown user")
-	}
-	if f.Delay > 0 {
-		args = append(args, "backoff", f.Delay.String())
-	}
-	if f.Unlogged > 0 {
-		args = append(args, "not_logged_since_last_line", f.Unlogged)
-	}
-	s.logger.Warn("authentication failed", args...)
+	s.logger.Warn("authentication failed", auth.FailureLog(addr, user, parsed, pol, f)...)
 }
 
 // refuseAccess answers a request whose principal lacks the grant for
 // what: 401 with a challenge when it sent no credentials (it may have some
 // that would do), 403 when it did.
-func (s *Server) refuseAccess(w http.ResponseWriter, a access, what string) {
-	if a.who == auth.Anonymous {
-		s.RecordAuthFailure(http.StatusUnauthorized)
-		w.Header().Set("WWW-Authenticate", challenge)
-		http.Error(w, "authentication required to "+what+"; send a user name and password (HTTP Basic) (401)", http.StatusUnauthorized)
-		return
+func (s *Server) refuseAccess(w http.ResponseWriter, a auth.Access, what string) {
+	status, msg := auth.Refusal(a, what)
+	s.RecordAuthFailure(status)
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", auth.Challenge)
 	}
-	s.RecordAuthFailure(http.StatusForbidden)
-	http.Error(w, fmt.Sprintf("user %q may not %s; ask the server's operator for a grant in its auth: section (403)", a.who, what), http.StatusForbidden)
+	http.Error(w, msg, status)
 }
 
 // AuthorizeMetrics is the access rule of GET /metrics, for its route:
@@ -195,8 +121,8 @@ func (s *Server) refuseAccess(w http.ResponseWriter, a access, what string) {
 // or 403 itself and returns false when the route must not serve r. With
 // no auth: section everyone may.
 func (s *Server) AuthorizeMetrics(w http.ResponseWriter, r *http.Request, public bool) bool {
-	a := accessOf(r)
-	if public || a.everywhere(config.ActionStats) {
+	a := auth.AccessOf(r)
+	if public || a.Everywhere(config.ActionStats) {
 		return true
 	}
 	s.refuseAccess(w, a, `read /metrics (it needs stats on "*")`)
@@ -206,16 +132,6 @@ func (s *Server) AuthorizeMetrics(w http.ResponseWriter, r *http.Request, public
 // AuthFailures counts failed logins since the server started: bad or
 // unparsable credentials, not requests refused for lack of a grant.
 func (s *Server) AuthFailures() int64 { return s.authFailures.Load() }
-
-// remoteHost is the address a request came from, without its port: the
-// key of the failure backoff. Proxy headers are not trusted.
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
 
 // newPolicy compiles a validated auth: section; nil for none.
 func newPolicy(a *config.Auth, clock func() time.Time) *auth.Policy {

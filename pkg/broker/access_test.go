@@ -19,7 +19,9 @@ import (
 	"github.com/charmbracelet/log"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -259,7 +261,7 @@ func TestStatsAreFilteredByGrant(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &doc); err != nil {
 			t.Fatalf("/stats: %v: %s", err, body)
 		}
-		var st Stats
+		var st stats.Stats
 		_ = json.Unmarshal([]byte(body), &st)
 		var names []string
 		for _, s := range st.Streams {
@@ -305,22 +307,22 @@ func TestMetricsAccessRule(t *testing.T) {
 		{"anonymous", false, 401},
 		{"anonymous", true, 200},
 	} {
-		r := httptestRequest(access{policy: pol, who: c.who})
+		r := httptestRequest(auth.Access{Policy: pol, Who: c.who})
 		w := &statusRecorder{header: http.Header{}, status: 200}
 		if srv.AuthorizeMetrics(w, r, c.public) != (c.want == 200) || w.status != c.want {
 			t.Errorf("%s, public %v: HTTP %d, want %d", c.who, c.public, w.status, c.want)
 		}
 	}
 	// Without auth: everyone.
-	r := httptestRequest(access{})
+	r := httptestRequest(auth.Access{})
 	if !srv.AuthorizeMetrics(&statusRecorder{header: http.Header{}}, r, false) {
 		t.Error("without an auth: section /metrics is refused")
 	}
 }
 
-func httptestRequest(a access) *http.Request {
+func httptestRequest(a auth.Access) *http.Request {
 	r, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1/metrics", nil)
-	return r.WithContext(context.WithValue(r.Context(), accessKey{}, a))
+	return r.WithContext(auth.WithAccess(r.Context(), a))
 }
 
 type statusRecorder struct {

@@ -46,10 +46,15 @@
 //
 // Connections come in at one place (entry.go): the listener (TLS when the
 // tls: section is set, with the certificate reloaded on SIGHUP and on a
-// change on disk, tls.go), then a chain of HTTP middleware (the
+// change on disk, package certs), then a chain of HTTP middleware (the
 // allowed_origins check, authentication and grants when auth: is set
-// (access.go), then Options.Middleware), then the routes: /stats, /health,
-// /metrics and /<stream>. PrincipalFromTLS names a mutual-TLS client.
+// (access.go over package auth), then Options.Middleware), then the
+// routes: /stats (its document is package stats), /health, /metrics and
+// /<stream>. PrincipalFromTLS names a mutual-TLS client. A publisher's
+// frames are decoded by package pubframe on its reader goroutine; where a
+// subscriber starts, or why it is refused (I6), is package replay's
+// decision; a durable stream's log is opened under its metadata by package
+// streamlog (I8).
 //
 // /metrics (metrics.go, package metrics) reads, at scrape time, counters
 // the hot path keeps with atomic adds per group or per write, never a lock:
@@ -57,8 +62,8 @@
 //
 // Its sub-packages each own one part and import neither broker nor each
 // other: config, frame, backlog (a connection's queued frames, I5),
-// peerframe, marks, registry, metrics and supervise; auth sits above
-// config.
+// peerframe, pubframe, replay, marks, registry, metrics and supervise;
+// auth, certs and streamlog sit above config, and stats above supervise.
 //
 // The package never validates rows on the committer (publishers' goroutines
 // do), never lets a subscriber's speed reach a publisher or another

@@ -82,7 +82,7 @@ func (s *Server) listen() (*entry, error) {
 	}
 	if s.certs != nil {
 		// https and wss only: a plain request gets net/http's 400.
-		ln = tls.NewListener(ln, s.certs.listenerConfig())
+		ln = tls.NewListener(ln, s.certs.ListenerConfig())
 	}
 	e := &entry{
 		ln: ln,

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -308,11 +309,11 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-func streamStats(srv *Server, name string) StreamStats {
+func streamStats(srv *Server, name string) stats.StreamStats {
 	for _, s := range srv.Stats().Streams {
 		if s.Name == name {
 			return s
 		}
 	}
-	return StreamStats{}
+	return stats.StreamStats{}
 }

@@ -8,8 +8,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/peerframe"
+	"github.com/streamcast/streamcast/pkg/broker/replay"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -43,7 +45,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	// Serve the connection on a goroutine of its own and return: net/http's
 	// goroutine would otherwise keep its request buffers (about 10 KiB)
 	// alive for the life of every idle subscriber.
-	acc := accessOf(r)
+	acc := auth.AccessOf(r)
 	go func() {
 		defer s.untrack()
 		s.serveConn(ws, hj.Raw, &hj.Scan.Frames, st, q, qerr, acc)
@@ -54,7 +56,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 // connection the server writes to; gorilla reads ws through a peerframe.Conn
 // whose frames it is. acc is who the connection was admitted as: it keeps
 // that access for its life, whatever a reload changes.
-func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream, q wire.Request, qerr error, acc access) {
+func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream, q wire.Request, qerr error, acc auth.Access) {
 	c := newConn(s, ws, nc, frames, st)
 	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce) && st.retirement() == nil
 	// Compile the filter before the connection is registered: keepalive
@@ -94,7 +96,7 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 	case st == nil:
 		// Only the streams this principal may read: the list must not
 		// tell anyone what else the server holds.
-		c.refuse(&wire.StreamNotFound{Serves: acc.filter(config.ActionRead, s.reg.Names())})
+		c.refuse(&wire.StreamNotFound{Serves: acc.Filter(config.ActionRead, s.reg.Names())})
 	case q.Publish && st.retirement() != nil:
 		// A retired stream takes no rows, whatever its log would accept
 		// (its retirement may have been recovered by adoption).
@@ -105,7 +107,7 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 	case isPub:
 		s.publish(c.pub)
 	default:
-		req := offsetRequest{given: q.Offset != wire.Null, offset: q.Offset}
+		req := replay.Request{Given: q.Offset != wire.Null, Offset: q.Offset}
 		sub = s.subscribe(c, st, req, filter, echo)
 	}
 	c.readLoop()
@@ -166,7 +168,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.metrics != nil {
 			also = "GET /stats, /health and /metrics"
 		}
-		names := accessOf(r).filter(config.ActionRead, s.reg.Names())
+		names := auth.AccessOf(r).Filter(config.ActionRead, s.reg.Names())
 		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(names)+"), and "+also, http.StatusNotFound)
 	}
 }

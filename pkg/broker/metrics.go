@@ -1,30 +1,23 @@
 package broker
 
 import (
-	"io"
-	stdlog "log"
 	"net/http"
 	"sync"
 	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/streamcast/streamcast/pkg/broker/metrics"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 )
 
-// serverMetrics is what /metrics needs beside each stream's counters: a
-// registry the server owns (never Prometheus's global one, so a process
-// may run several servers), the counters of requests no stream took, and
+// serverMetrics is what /metrics needs beside each stream's counters: its
+// handler (package metrics), the counters of requests no stream took, and
 // the restarts of children that were replaced.
 type serverMetrics struct {
 	handler  http.Handler
 	unrouted metrics.Stream // refusals of requests no served stream took
 
-	unauthenticated, forbidden atomic.Int64 // RecordAuthFailure
-	public                     atomic.Bool  // metrics.public; Reload changes it
+	authFailures metrics.AuthFailures // RecordAuthFailure
+	public       atomic.Bool          // metrics.public; Reload changes it
 
 	// supMu makes folding a replaced Group's restarts into restarts and
 	// swapping s.sup one step for a scrape, so the restart counters never
@@ -33,20 +26,11 @@ type serverMetrics struct {
 	restarts map[string]int64 // restarts of the children of replaced Groups, by role
 }
 
-// newServerMetrics builds the registry and handler of s's /metrics.
+// newServerMetrics builds the handler of s's /metrics.
 func newServerMetrics(s *Server) *serverMetrics {
 	m := &serverMetrics{restarts: map[string]int64{}}
 	m.public.Store(s.cfg.Metrics.Public)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		metrics.NewCollector(s.sampleMetrics),
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:      stdlog.New(io.Discard, "", 0),
-		ErrorHandling: promhttp.ContinueOnError,
-	})
+	m.handler = metrics.Handler(s.sampleMetrics)
 	return m
 }
 
@@ -55,15 +39,8 @@ func newServerMetrics(s *Server) *serverMetrics {
 // streamcast_auth_failures_total; other statuses are not counted. Safe
 // from any goroutine; it does nothing while metrics are disabled.
 func (s *Server) RecordAuthFailure(status int) {
-	m := s.metrics
-	if m == nil {
-		return
-	}
-	switch status {
-	case http.StatusUnauthorized:
-		m.unauthenticated.Add(1)
-	case http.StatusForbidden:
-		m.forbidden.Add(1)
+	if m := s.metrics; m != nil {
+		m.authFailures.Record(status)
 	}
 }
 
@@ -80,12 +57,8 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 // as /stats reads them; everything else is an atomic load.
 func (s *Server) sampleMetrics() metrics.Sample {
 	m := s.metrics
-	out := metrics.Sample{
-		Unrouted:        &m.unrouted,
-		Unauthenticated: m.unauthenticated.Load(),
-		Forbidden:       m.forbidden.Load(),
-		Restarts:        s.childRestarts(),
-	}
+	out := metrics.Sample{Unrouted: &m.unrouted, Restarts: s.childRestarts()}
+	out.Unauthenticated, out.Forbidden = m.authFailures.Load()
 	for _, st := range s.reg.List() {
 		ss := metrics.StreamSample{
 			Name:        st.name,

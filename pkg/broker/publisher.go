@@ -1,12 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +8,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/marks"
-	"github.com/streamcast/streamcast/pkg/schema"
+	"github.com/streamcast/streamcast/pkg/broker/pubframe"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -48,15 +42,15 @@ type publisher struct {
 	superseded bool         // a newer connection took the publisher id: read no more frames
 	connDead   bool         // the writer failed: owed will never drain
 
-	row schema.Row // reused across frames
-	buf []byte     // reused read buffer
+	dec pubframe.Decoder // reused across frames
+	buf []byte           // reused read buffer
 }
 
 // newPublisher makes c a publisher connection of st; id is its exactly-once
 // publisher id ("" for a plain publisher).
 func newPublisher(c *wsConn, st *stream, id string) *publisher {
 	// owed starts at 1: the greeting counts until it is written.
-	p := &publisher{c: c, st: st, max: st.limits.MaxInFlight, owed: 1, id: id}
+	p := &publisher{c: c, st: st, max: st.limits.MaxInFlight, owed: 1, id: id, dec: pubframe.Decoder{Schema: st.sch}}
 	p.cond.L = &p.mu
 	c.pub = p
 	c.afterWrite = p.written
@@ -165,7 +159,7 @@ func (p *publisher) readFrames() (stopping bool) {
 			return p.stopped()
 		}
 		c.reads.Add(1)
-		data, tooBig, err := readMessage(r, p.buf, limit)
+		data, tooBig, err := pubframe.ReadMessage(r, p.buf, limit)
 		p.buf = data[:0]
 		if err != nil {
 			return p.stopped()
@@ -183,40 +177,6 @@ func (p *publisher) stopped() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stop
-}
-
-// readMessage reads one message into buf (reused), reporting tooBig when it
-// exceeds limit bytes (the rest is left for gorilla to skip).
-func readMessage(r io.Reader, buf []byte, limit int) ([]byte, bool, error) {
-	buf = buf[:0]
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) > limit {
-				return buf[:0], true, nil
-			}
-			n := 2*cap(buf) + 512
-			if n > limit+1 {
-				n = limit + 1
-			}
-			if n <= cap(buf) {
-				n = cap(buf) + 1
-			}
-			nb := make([]byte, len(buf), n)
-			copy(nb, buf)
-			buf = nb
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if len(buf) > limit {
-			return buf[:0], true, nil
-		}
-		if err == io.EOF {
-			return buf, false, nil
-		}
-		if err != nil {
-			return buf[:0], false, err
-		}
-	}
 }
 
 // handle validates one frame and queues it for commit (durable) or delivers
@@ -251,7 +211,7 @@ func (p *publisher) handle(typ int, data []byte) {
 	if j != nil {
 		rows = j.one[:0]
 	}
-	seq, rows, code, detail := p.decodeFrame(rows, data, p.eo != nil)
+	seq, rows, code, detail := p.dec.Decode(rows, data, p.eo != nil)
 	if code != "" {
 		p.resolve(slot, frame.ErrorReply(code, detail))
 		return
@@ -291,230 +251,6 @@ func (p *publisher) handle(typ int, data []byte) {
 		st.m.AckLatency.Observe(time.Since(read))
 	}
 	p.resolve(slot, frame.OKReply(wire.Null, len(rows)))
-}
-
-// hasSeq reports whether a frame looks like an exactly-once frame: a list
-// whose first element is a number.
-func hasSeq(data []byte) bool {
-	b := trimSpace(data)
-	if len(b) < 2 || b[0] != '[' {
-		return false
-	}
-	b = trimSpace(b[1:])
-	return len(b) > 0 && (b[0] == '-' || (b[0] >= '0' && b[0] <= '9'))
-}
-
-// decodeFrame decodes a publish frame: [seq, row] or [seq, [rows…]] from an
-// exactly-once publisher, else a row or a list of rows. On failure it
-// returns the reply's error code and detail. Whether the frame is valid JSON
-// at all is asked only then, so a valid frame is parsed once; a frame that
-// is not is a bad_frame saying where it stops being JSON.
-func (p *publisher) decodeFrame(rows [][]byte, data []byte, exactlyOnce bool) (seq int64, _ [][]byte, code, detail string) {
-	if exactlyOnce {
-		seq, rows, code, detail = p.decodeSeq(rows, data)
-	} else {
-		rows, code, detail = p.decode(rows, data)
-	}
-	if code == "" {
-		return seq, rows, "", ""
-	}
-	switch msg := syntaxError(data); {
-	case msg != "":
-		detail = msg
-		code = wire.ReplyBadFrame
-	case !exactlyOnce && code == wire.ReplyBadFrame && hasSeq(data):
-		detail = "publish frame starts with a number, like an exactly-once [seq, row] frame, but this connection " +
-			"has no publisher id; send the row(s) without a seq, or connect with &publisher=ID to a stream with exactly_once: true"
-	}
-	return 0, nil, code, detail
-}
-
-// decode splits and validates a publish frame into canonical rows (one
-// allocation holds them all). On failure it returns the reply's error code
-// and detail.
-func (p *publisher) decode(rows [][]byte, data []byte) ([][]byte, string, string) {
-	sch := p.st.sch
-	b := trimSpace(data)
-	if len(b) == 0 {
-		return nil, wire.ReplyBadFrame, "publish frame is empty; send a row (a JSON object) or a list of rows"
-	}
-	switch b[0] {
-	case '{':
-		if err := sch.Decode(&p.row, b); err != nil {
-			return nil, rowErrorCode(err, b), rowErrorDetail(-1, err, b)
-		}
-		row := append([]byte(nil), p.row.Canonical...)
-		return append(rows, row), "", ""
-	case '[':
-		elems, err := splitArray(b)
-		if err != nil {
-			return nil, wire.ReplyBadFrame, "publish frame is not JSON: " + err.Error()
-		}
-		if len(elems) == 0 {
-			return nil, wire.ReplyBadFrame, "publish frame is an empty list; send a row or a list of rows"
-		}
-		var arena []byte
-		ends := make([]int, 0, len(elems))
-		for i, e := range elems {
-			if e[0] != '{' {
-				return nil, wire.ReplyBadFrame, fmt.Sprintf("publish frame holds %s at position %d, not a row (a JSON object)", jsonKind(e[0]), i)
-			}
-			if err := sch.Decode(&p.row, e); err != nil {
-				return nil, rowErrorCode(err, e), rowErrorDetail(i, err, e)
-			}
-			if arena == nil {
-				arena = make([]byte, 0, len(p.row.Canonical)*len(elems)+64)
-			}
-			arena = append(arena, p.row.Canonical...)
-			ends = append(ends, len(arena))
-		}
-		start := 0
-		for _, end := range ends {
-			rows = append(rows, arena[start:end:end])
-			start = end
-		}
-		return rows, "", ""
-	default:
-		return nil, wire.ReplyBadFrame, fmt.Sprintf("publish frame is %s, not a row (a JSON object) or a list of rows", jsonKind(b[0]))
-	}
-}
-
-// syntaxError says where data stops being valid JSON, with the byte
-// position, or "" when it is valid JSON. JSON that encoding/json gives up
-// on for its nesting (past 10,000 levels) counts as valid here: it is, and
-// the decoder's answer (nested deeper than the schema package reads, with
-// the limit) is the one that helps.
-func syntaxError(data []byte) string {
-	err := json.Unmarshal(data, new(json.RawMessage))
-	if err == nil {
-		return ""
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) && strings.HasSuffix(se.Error(), "exceeded max depth") {
-		return ""
-	}
-	if errors.As(err, &se) {
-		return fmt.Sprintf(notJSONPrefix+"%s at byte %d of %d; send a row (a JSON object) or a list of rows", se, se.Offset, len(data))
-	}
-	return notJSONPrefix + err.Error()
-}
-
-// notJSONPrefix starts the detail of a frame that is not valid JSON.
-const notJSONPrefix = "publish frame is not valid JSON: "
-
-// rowErrorCode maps a decode error: a row the schema refuses is "rejected";
-// a row that is not JSON at all is "bad_frame" (checked only on this error
-// path, so valid rows are parsed once).
-func rowErrorCode(err error, row []byte) string {
-	var re *schema.RowError
-	if errors.As(err, &re) && syntaxError(row) == "" {
-		return wire.ReplyRejected
-	}
-	return wire.ReplyBadFrame
-}
-
-func rowErrorDetail(i int, err error, row []byte) string {
-	msg := err.Error()
-	if rowErrorCode(err, row) == wire.ReplyBadFrame {
-		msg = "publish frame is not JSON: " + msg
-	}
-	if i >= 0 {
-		return "row " + strconv.Itoa(i) + " of the batch: " + msg + "; nothing in the batch was committed"
-	}
-	return msg
-}
-
-// jsonKind names the JSON value starting with c, for a person.
-func jsonKind(c byte) string {
-	switch c {
-	case '{':
-		return "an object"
-	case '[':
-		return "a list"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	default:
-		if c == '-' || (c >= '0' && c <= '9') {
-			return "a number"
-		}
-		return "something that is not JSON"
-	}
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && isSpace(b[0]) {
-		b = b[1:]
-	}
-	for len(b) > 0 && isSpace(b[len(b)-1]) {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-// splitArray returns the top-level elements of the JSON array b (trimmed).
-// It checks structure only (brackets, strings); each element is validated by
-// the schema.
-func splitArray(b []byte) ([][]byte, error) {
-	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
-		return nil, errors.New("a list must start with [ and end with ]")
-	}
-	inner := b[1 : len(b)-1]
-	var elems [][]byte
-	depth := 0
-	start := 0
-	inStr := false
-	for i := 0; i < len(inner); i++ {
-		ch := inner[i]
-		if inStr {
-			switch ch {
-			case '\\':
-				i++
-			case '"':
-				inStr = false
-			}
-			continue
-		}
-		switch ch {
-		case '"':
-			inStr = true
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth < 0 {
-				return nil, fmt.Errorf("unbalanced %q at byte %d", ch, i+1)
-			}
-		case ',':
-			if depth == 0 {
-				e := trimSpace(inner[start:i])
-				if len(e) == 0 {
-					return nil, fmt.Errorf("empty element before byte %d", i+1)
-				}
-				elems = append(elems, e)
-				start = i + 1
-			}
-		}
-	}
-	if inStr {
-		return nil, errors.New("unterminated string")
-	}
-	if depth != 0 {
-		return nil, errors.New("unbalanced brackets")
-	}
-	e := trimSpace(inner[start:])
-	if len(e) == 0 {
-		if len(elems) > 0 {
-			return nil, errors.New("trailing comma")
-		}
-		return nil, nil
-	}
-	return append(elems, e), nil
 }
 
 // resolve answers slot and queues every reply now answerable in send order.

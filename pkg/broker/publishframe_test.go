@@ -1,12 +1,10 @@
 package broker
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -59,38 +57,4 @@ func TestFramesThatAreNotJSONSayWhereTheyStop(t *testing.T) {
 	if r := p.roundTrip(trade(1)); r.Error != "" {
 		t.Fatalf("the connection is unusable after bad frames: %+v", r)
 	}
-}
-
-// FuzzPublishFrame feeds arbitrary frames to a publisher's decoder, plain
-// and exactly-once. It must never panic, a frame that is not valid JSON
-// (other than by its depth) is always a bad_frame saying so, and accepted rows are valid JSON.
-func FuzzPublishFrame(f *testing.F) {
-	for _, s := range []string{trade(1), batch(1, 3), `not json`, `{"a":`, `[1, not json]`, `[1,` + trade(2) + `]`, `nul`, `[]`, `"x"`} {
-		f.Add([]byte(s))
-	}
-	sch, err := schema.Compile([]byte(config.DemoSchema))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, sc := range []*schema.Schema{sch, schema.Any()} {
-			p := &publisher{st: &stream{sch: sc}}
-			_, rows, code, detail := p.decodeFrame(nil, data, false)
-			_, seqRows, seqCode, seqDetail := p.decodeFrame(nil, data, true)
-			// JSON that encoding/json gives up on for its depth alone is
-			// answered as too deep, not as "not JSON".
-			if err := json.Unmarshal(data, new(json.RawMessage)); err != nil && !strings.HasSuffix(err.Error(), "exceeded max depth") {
-				for _, got := range [][2]string{{code, detail}, {seqCode, seqDetail}} {
-					if got[0] != wire.ReplyBadFrame || !strings.HasPrefix(got[1], notJSONPrefix) {
-						t.Fatalf("invalid JSON %q answered %s %q", data, got[0], got[1])
-					}
-				}
-			}
-			for _, r := range append(rows, seqRows...) {
-				if !json.Valid(r) {
-					t.Fatalf("frame %q gave the row %q, which is not JSON", data, r)
-				}
-			}
-		}
-	})
 }

@@ -42,7 +42,7 @@ func (s *Server) Reload(cfg config.Config) error {
 	if s.certs != nil && cfg.TLS.Enabled() {
 		// New handshakes get the pair read now; open connections keep
 		// the keys they agreed on.
-		if err := s.certs.reload(cfg.TLS, "reload"); err != nil {
+		if err := s.certs.Reload(cfg.TLS, "reload"); err != nil {
 			errs = append(errs, fmt.Errorf("reload the TLS certificate: %w", err))
 		}
 	}

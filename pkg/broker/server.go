@@ -22,6 +22,7 @@ import (
 	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/backlog"
+	"github.com/streamcast/streamcast/pkg/broker/certs"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/registry"
@@ -147,9 +148,9 @@ type Server struct {
 	// queues end (package backlog).
 	reclaim *backlog.Reclaimer
 
-	// certs is the TLS certificate new handshakes get (tls.go); nil when
+	// certs is the TLS certificate new handshakes get (package certs); nil when
 	// the server speaks plain http and ws.
-	certs *certs
+	certs *certs.Certs
 
 	// metrics serves /metrics; nil when metrics.enabled is false, and then
 	// nothing on the hot path reads a clock for it.
@@ -203,7 +204,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	}
 	s.commitErrs = ratelog.New(slog.New(opts.Logger), errorSummaryEvery, opts.Clock.Now)
 	if cfg.TLS.Enabled() {
-		if s.certs, err = newCerts(cfg.TLS, opts.Logger); err != nil {
+		if s.certs, err = certs.New(cfg.TLS, opts.Logger); err != nil {
 			return nil, err
 		}
 	}
@@ -273,7 +274,7 @@ func (s *Server) Run(ctx context.Context) error {
 			s.keepalive.Add(1)
 			go func() {
 				defer s.keepalive.Done()
-				s.certs.watch(stopKeepalive, s.opts.CertPollInterval)
+				s.certs.Watch(stopKeepalive, s.opts.CertPollInterval)
 			}()
 		}
 		s.state.Store(stateReady)

@@ -2,12 +2,8 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,10 +12,9 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/broker/metrics"
+	"github.com/streamcast/streamcast/pkg/broker/streamlog"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
-	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -89,12 +84,9 @@ func newStream(srv *Server, cfg config.Stream, sch *schema.Schema, limits config
 }
 
 // open opens a durable stream's current log for writing and reads its
-// frontier; a live-only stream has nothing to open. Which log is current
-// comes from the stream's metadata, resolved without ever minting an
-// identity over history that exists (meta.Resolve, I8): a stream with
-// nothing anywhere gets its first log and its first metadata (published
-// copy first); otherwise the log the metadata names is opened, never
-// created. The metadata is read here, once, and cached for every greeting.
+// frontier (package streamlog: the metadata decides which log, I8); a
+// live-only stream has nothing to open. The metadata is read here, once,
+// and cached for every greeting.
 func (s *stream) open(ctx context.Context, root string) error {
 	if !s.cfg.Durable {
 		if s.cfg.ExactlyOnce {
@@ -105,125 +97,16 @@ func (s *stream) open(ctx context.Context, root string) error {
 		s.endOffset.Store(wire.Null)
 		return nil
 	}
-	srvCfg := &s.srv.cfg
-	lay, err := meta.NewLayout(root, srvCfg.Published)
-	if err != nil {
-		return fmt.Errorf("stream %q: %w", s.name, config.PublishedError(err))
-	}
-	// A log already here must publish where the config says, and reach S3
-	// as it says, before its stream's metadata is looked for there: the
-	// metadata is read and written at the configured prefix.
-	if err := s.checkStoredFirst(lay); err != nil {
-		return err
-	}
-	store, err := meta.NewStore(ctx, lay, s.name, warehouse.S3(srvCfg.S3))
+	o, err := streamlog.Open(ctx, root, streamlog.Spec{Stream: s.cfg, Schema: s.sch, Server: &s.srv.cfg, Clock: s.srv.opts.Clock, Logger: s.srv.logger})
 	if err != nil {
 		return err
 	}
-	res, err := meta.Resolve(ctx, store)
-	if err != nil {
-		return err
-	}
-	if res.Warning != nil {
-		s.srv.logger.Warn("the stream serves from its home's metadata; its published copy is not current", "stream", s.name, "err", res.Warning)
-	}
-	if res.Outcome != meta.Found && res.Outcome != meta.Absent {
-		s.srv.logger.Info("stream metadata "+res.Outcome.String(), "stream", s.name, "stream_id", res.Metadata.StreamID, "metadata", store.PublishedURI())
-	}
-	clock := logstore.WithClock(s.srv.opts.Clock)
-	var wal logstore.Option // nil: SQLite checkpoints after commits
-	if s.cfg.Replicate {
-		wal = logstore.WithReplicatedWAL() // the replicator checkpoints (docs/design.md §4.9)
-	}
-	md := res.Metadata
-	var lg *logstore.Log
-	if md == nil {
-		if g := s.historyGuard(); g != nil {
-			return g.RefuseNew(s.srv.cfg.Root, store.PublishedURI())
-		}
-		// Nothing of the stream anywhere: its first log, then the metadata
-		// naming it. A crash in between leaves a log without metadata,
-		// which the next start records (meta.Upgraded).
-		name := meta.LogName(s.name, 1)
-		dir := lay.LogDir(s.name, name)
-		// A new log stores where it publishes, how to reach S3 and its
-		// tier settings, for its life and for every process that
-		// maintains it: serve's children read them from the log.
-		lc, err := srvCfg.LogSettings(s.cfg, name)
-		if err != nil {
-			return fmt.Errorf("stream %q: %w", s.name, err)
-		}
-		if err := os.MkdirAll(lay.StreamDir(s.name), 0o755); err != nil {
-			return fmt.Errorf("stream %q: %w", s.name, err)
-		}
-		lg, err = logstore.Create(dir, s.sch, lc, clock, wal)
-		if err != nil {
-			return fmt.Errorf("stream %q: %w", s.name, err)
-		}
-		if md, err = store.CommitFirst(ctx, lg); err != nil {
-			_ = lg.Close()
-			return fmt.Errorf("stream %q: write its first metadata: %w", s.name, err)
-		}
-		s.srv.logger.Info("new stream: its identity is minted", "stream", s.name, "stream_id", md.StreamID, "metadata", store.PublishedURI())
-	} else {
-		if in := md.Intent; in != nil && (in.Kind == lifecycle.KindMigrate || in.Kind == lifecycle.KindRetire) {
-			// The current log may be fenced and its successor half made:
-			// the command that recorded the intent finishes it, offline.
-			return fmt.Errorf("stream %q: a %s of it was interrupted (its intent is recorded in metadata version %d); run `streamcast %s %s` to finish it, then serve again",
-				s.name, in.Kind, md.Version, in.Kind, s.name)
-		}
-		cur := md.Current()
-		if cur == nil {
-			return fmt.Errorf("stream %q: its metadata %s (version %d) names no log; restore the stream's home directory from a backup", s.name, store.HomeURI(), md.Version)
-		}
-		dir := lay.LogDir(s.name, cur.Name)
-		lg, err = logstore.Open(dir, logstore.Writer, clock, wal)
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("stream %q: its metadata %s (version %d) names log %s as current, but %s holds no log; "+
-				"a log is never created afresh under metadata that names it (docs/design.md I8): restore that directory from a backup",
-				s.name, store.HomeURI(), md.Version, cur.Name, dir)
-		}
-		if err != nil {
-			return fmt.Errorf("stream %q: %w", s.name, err)
-		}
-		if err := md.CheckLive(lg); err != nil {
-			_ = lg.Close()
-			return err
-		}
-	}
-	dir := lg.Dir()
-	if got, want := string(lg.Schema().JSON()), string(s.sch.JSON()); got != want || lg.Schema().IsAny() != s.sch.IsAny() {
-		_ = lg.Close()
-		return fmt.Errorf("stream %q: the log at %s was created with another schema than the config declares; "+
-			"a log's schema never changes: stop the server and run streamcast migrate %s to continue the stream in a new log with the new schema, "+
-			"or put the schema the log was created with back in the config (log has %s, config has %s)", s.name, dir, s.name, clip(got, 200), clip(want, 200))
-	}
-	warns, err := srvCfg.CheckStored(s.cfg, dir, lg.Config())
-	if err != nil {
-		_ = lg.Close()
-		return fmt.Errorf("stream %q: %w", s.name, err)
-	}
-	if len(warns) > 0 {
-		s.srv.logger.Warn("the log keeps the sizes and sort order it was created with; the config's retention and grace settings still apply through serve's maintain children",
-			"stream", s.name, "log", dir, "differences", strings.Join(warns, "; "))
-	}
-	earliest, end, err := lg.Extent(ctx)
-	if err != nil {
-		_ = lg.Close()
-		return fmt.Errorf("stream %q: read the extent of %s: %w", s.name, dir, err)
-	}
-	// A protected stream is checked before any traffic reaches it.
-	if g := s.historyGuard(); g != nil {
-		if err := g.Check(ctx, md, lg, earliest, end); err != nil {
-			_ = lg.Close()
-			return err
-		}
-	}
+	lg, end, md := o.Log, o.End, o.Meta
 	if s.cfg.ExactlyOnce {
 		stored, err := lg.Marks(ctx)
 		if err != nil {
 			_ = lg.Close()
-			return fmt.Errorf("stream %q: read the exactly-once marks of %s: %w", s.name, dir, err)
+			return fmt.Errorf("stream %q: read the exactly-once marks of %s: %w", s.name, lg.Dir(), err)
 		}
 		s.marks = marks.New[*job](stored)
 	}
@@ -231,27 +114,7 @@ func (s *stream) open(ctx context.Context, root string) error {
 	s.end = end
 	s.endOffset.Store(end)
 	s.meta = md
-	s.metaURI, s.hintURI = store.PublishedURI(), store.PublishedHintURI()
-	return nil
-}
-
-// checkStoredFirst refuses the config when the newest log in the
-// stream's home stores another published prefix or other S3 settings
-// (config.CheckStored); the warnings wait for the open of the current log.
-func (s *stream) checkStoredFirst(lay meta.Layout) error {
-	logs, err := meta.LocalLogs(lay, s.name)
-	if err != nil || len(logs) == 0 {
-		return err
-	}
-	dir := lay.LogDir(s.name, logs[len(logs)-1])
-	lg, err := logstore.Open(dir, logstore.ReadOnly)
-	if err != nil {
-		return fmt.Errorf("stream %q: %w", s.name, err)
-	}
-	defer lg.Close()
-	if _, err := s.srv.cfg.CheckStored(s.cfg, dir, lg.Config()); err != nil {
-		return fmt.Errorf("stream %q: %w", s.name, err)
-	}
+	s.metaURI, s.hintURI = o.MetaURI, o.HintURI
 	return nil
 }
 
@@ -271,24 +134,6 @@ func (s *stream) closeLog() error {
 	err := s.log.Close()
 	s.log = nil
 	return err
-}
-
-// historyGuard is the stream's history_guard as meta checks it (package
-// meta, Guard); nil when the stream has none.
-func (s *stream) historyGuard() *meta.Guard {
-	g := s.cfg.HistoryGuard
-	if g == nil {
-		return nil
-	}
-	return &meta.Guard{Stream: s.name, StreamID: g.StreamID, KnownOffset: g.KnownOffset, KnownRow: string(g.KnownRow)}
-}
-
-// clip shortens s for an error message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // deliver publishes committed (or, on a live-only stream, validated) rows to

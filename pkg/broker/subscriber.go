@@ -8,6 +8,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/broker/replay"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -66,105 +67,36 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 	}
 }
 
-// offsetRequest is what a subscribe asked for.
-type offsetRequest struct {
-	given  bool  // ?offset= was present
-	offset int64 // the offset asked for; 0 = earliest
-}
-
-// extent is a log's offsets as a subscribe reads them before the fan-out
-// lock: [earliest, end) held, and start, the log's first offset.
-type extent struct{ earliest, end, start int64 }
-
-// heldRows is a count of the rows the log holds in [from, to), taken
-// outside the fan-out lock for a subscribe the offset distance would refuse
-// (max_replay counts rows, not offsets). zero: not counted.
-type heldRows struct{ from, to, n int64 }
-
-// resolveStart decides where a subscription starts, or why it cannot be
-// served exactly (I6). ext is the log's extent (read just before the fan-out
-// lock was taken), frontier the stream's end read under it, maxReplay the
-// stream's bound (-1: unbounded), held a count of the rows in the replay
-// window when one was taken. replay reports whether the greeting carries a
-// replay window.
-func resolveStart(req offsetRequest, durable bool, ext extent, frontier, maxReplay int64, held heldRows) (start int64, replay bool, refusal *wire.NotReplayable) {
-	earliest, logEnd := ext.earliest, ext.end
-	if !req.given {
-		return frontier, false, nil
-	}
-	if !durable {
-		return 0, false, &wire.NotReplayable{Why: wire.WhyNotDurable, Offset: req.offset, Earliest: wire.Null, EndOffset: wire.Null, MaxReplay: wire.Null}
-	}
-	nr := func(why string) *wire.NotReplayable {
-		mr := maxReplay
-		if mr < 0 {
-			mr = wire.Null
-		}
-		return &wire.NotReplayable{Why: why, Offset: req.offset, Earliest: earliest, EndOffset: frontier, MaxReplay: mr}
-	}
-	start = req.offset
-	if req.offset == 0 {
-		// Earliest. A log that never held a row is not refused: the
-		// subscriber gets every row from the first one. A log whose rows
-		// have all gone (retention) has nothing to replay, and saying so
-		// beats silently starting at the frontier.
-		if earliest == logEnd && logEnd > ext.start && earliest >= frontier {
-			return 0, false, nr(wire.WhyEmpty)
-		}
-		start = earliest
-	}
-	if start > frontier {
-		if req.offset == 0 {
-			// earliest past the frontier cannot happen with one writer;
-			// refuse rather than guess.
-			return 0, false, nr(wire.WhyEvicted)
-		}
-		return 0, false, nr(wire.WhyAhead)
-	}
-	if maxReplay >= 0 && frontier-start > maxReplay {
-		// The distance costs nothing and bounds the count from above; only
-		// a window it refuses is counted (holes hold no rows). Rows
-		// committed since the count are dense, so they add their distance.
-		if held.to == 0 || held.from != start || held.to > frontier || held.n+(frontier-held.to) > maxReplay {
-			return 0, false, nr(wire.WhyTooOld)
-		}
-	}
-	if start < earliest {
-		return 0, false, nr(wire.WhyEvicted)
-	}
-	return start, true, nil
-}
-
 // subscribe attaches c to st (I2), greets it and starts the goroutine that
 // replays [start, frontier) and then writes the live queue. It returns the
 // subscriber to detach when the connection ends, or nil when the request was
 // refused (c is closing).
-func (srv *Server) subscribe(c *wsConn, st *stream, req offsetRequest, filter *schema.Filter, where []byte) *subscriber {
-	ext := extent{earliest: wire.Null, end: wire.Null, start: 1}
-	if req.given && st.log != nil {
+func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *schema.Filter, where []byte) *subscriber {
+	ext := replay.Extent{Earliest: wire.Null, End: wire.Null, Start: 1}
+	if req.Given && st.log != nil {
 		var err error
-		ext.earliest, ext.end, err = st.log.Extent(c.ctx)
+		ext.Earliest, ext.End, err = st.log.Extent(c.ctx)
 		if err != nil {
 			srv.logger.Error("read log extent", "stream", st.name, "err", err)
 			c.close(closeInternal, internalReason("the log could not be read; retry later"))
 			return nil
 		}
-		ext.start = st.log.Config().Start
+		ext.Start = st.log.Config().Start
 	}
 	sub := &subscriber{c: c, st: st, filter: filter, idx: -1, maxBacklog: st.limits.MaxBacklog}
 
 	st.mu.Lock()
 	frontier := st.end
-	start, replay, refusal := resolveStart(req, st.cfg.Durable, ext, frontier, st.maxReplay(), heldRows{})
+	start, hasWindow, refusal := replay.Start(req, st.cfg.Durable, ext, frontier, st.maxReplay(), replay.Held{})
 	if refusal != nil && refusal.Why == wire.WhyTooOld && st.log != nil {
 		// The offset distance refuses; count the rows actually held, from
 		// the tier records, outside the fan-out lock (a count must never
 		// stall publishers, I5), then decide again against the frontier
 		// as it is then.
 		st.mu.Unlock()
-		from := req.offset
+		from := req.Offset
 		if from == 0 {
-			from = ext.earliest
+			from = ext.Earliest
 		}
 		n, err := st.log.CountRows(c.ctx, from, frontier)
 		if err != nil {
@@ -173,9 +105,9 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req offsetRequest, filter *s
 			return nil
 		}
 		st.mu.Lock()
-		held := heldRows{from: from, to: frontier, n: n}
+		held := replay.Held{From: from, To: frontier, N: n}
 		frontier = st.end
-		start, replay, refusal = resolveStart(req, st.cfg.Durable, ext, frontier, st.maxReplay(), held)
+		start, hasWindow, refusal = replay.Start(req, st.cfg.Durable, ext, frontier, st.maxReplay(), held)
 	}
 	closing := false
 	if refusal == nil {
@@ -205,13 +137,13 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req offsetRequest, filter *s
 	}
 
 	var rg *wire.Range
-	if replay {
+	if hasWindow {
 		rg = &wire.Range{Start: start, End: frontier}
 	}
 	greet := st.greeting(frontier, rg, where)
 	go func() {
 		defer c.wg.Done()
-		if replay && start < frontier {
+		if hasWindow && start < frontier {
 			sub.replay(greet, start, frontier)
 		} else if err := c.writeDirect(greet); err != nil {
 			c.abort()

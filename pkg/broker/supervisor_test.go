@@ -23,6 +23,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
@@ -95,14 +96,14 @@ func (s *syncBuffer) String() string {
 }
 
 // getStats reads /stats over HTTP.
-func getStats(t *testing.T, addr string) Stats {
+func getStats(t *testing.T, addr string) stats.Stats {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/stats")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st Stats
+	var st stats.Stats
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestSupervisorRestartsAKilledChildAndReportsIt(t *testing.T) {
 		return s.BufferedRows != nil && *s.BufferedRows == 0 && s.LocalFiles != nil && *s.LocalFiles >= 1
 	})
 	st := getStats(t, srv.Addr().String())
-	var trades, live StreamStats
+	var trades, live stats.StreamStats
 	for _, s := range st.Streams {
 		switch s.Name {
 		case "trades":

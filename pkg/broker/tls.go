@@ -1,167 +1,17 @@
 package broker
 
 import (
-	"crypto/tls"
 	"net/http"
-	"os"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/charmbracelet/log"
-
-	"github.com/streamcast/streamcast/pkg/broker/config"
 )
 
-// This file is the server's TLS (the tls: section): the certificate every
-// new handshake gets, reloaded on SIGHUP and when its files change, and the
+// This file is the server's TLS (the tls: section) as the broker sees it:
+// package certs holds the certificate every new handshake gets; here is the
 // principal a client certificate names.
 
 // DefaultCertPollInterval is how often the tls: files are checked for a
 // change on disk when Options.CertPollInterval is 0.
 const DefaultCertPollInterval = 2 * time.Second
-
-// certs holds the TLS configuration new handshakes get. A handshake reads
-// it once (GetConfigForClient), so a reload changes what the next client
-// sees and nothing about a connection already open: its keys were agreed
-// with the old certificate and stay valid.
-type certs struct {
-	logger *log.Logger
-	cur    atomic.Pointer[tls.Config]
-
-	// mu serialises loads (a SIGHUP and the watcher may both try one) and
-	// guards what follows.
-	mu    sync.Mutex
-	files config.TLS
-	// seen is the state of the files when they were last read, loaded or
-	// refused: the watcher tries again only once they change.
-	seen []fileStamp
-}
-
-// fileStamp is what the watcher compares to notice a file changed: a
-// rename over it (the usual way to replace a certificate) changes the
-// modification time or the size, and so does a write in place.
-type fileStamp struct {
-	mod  time.Time
-	size int64
-	err  bool
-}
-
-// newCerts loads the tls: section's files; the server does not start with
-// a pair that does not load.
-func newCerts(files config.TLS, logger *log.Logger) (*certs, error) {
-	c := &certs{logger: logger}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.loadLocked(files); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// listenerConfig is the configuration the listener is built with; each
-// handshake takes the loaded one.
-func (c *certs) listenerConfig() *tls.Config {
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return c.cur.Load(), nil
-		},
-	}
-}
-
-// loadLocked reads files and, when they load, makes them what new
-// handshakes get; c.mu is held.
-func (c *certs) loadLocked(files config.TLS) error {
-	c.files, c.seen = files, stamps(files)
-	cert, pool, err := files.Load()
-	if err != nil {
-		return err
-	}
-	tc := &tls.Config{
-		MinVersion:   tls.VersionTLS12, // Go's default cipher suites above it
-		Certificates: []tls.Certificate{*cert},
-		// WebSocket upgrades are HTTP/1.1 requests; offering h2 would
-		// let a browser pick a protocol that cannot upgrade.
-		NextProtos: []string{"http/1.1"},
-	}
-	if pool != nil {
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
-		tc.ClientCAs = pool
-	}
-	c.cur.Store(tc)
-	return nil
-}
-
-// reload reads files again and makes them what new handshakes get; a pair
-// that does not load is refused and logged, and the loaded one keeps
-// serving. why says what asked for it, for the log.
-func (c *certs) reload(files config.TLS, why string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.reloadLocked(files, why)
-}
-
-func (c *certs) reloadLocked(files config.TLS, why string) error {
-	if err := c.loadLocked(files); err != nil {
-		c.logger.Error("TLS certificate refused; new connections still get the one loaded before", "why", why, "err", err)
-		return err
-	}
-	leaf := c.cur.Load().Certificates[0].Leaf
-	if leaf != nil {
-		c.logger.Info("TLS certificate loaded", "why", why, "subject", leaf.Subject.String(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
-	} else {
-		c.logger.Info("TLS certificate loaded", "why", why)
-	}
-	return nil
-}
-
-// poll reloads the files when they changed since they were last read,
-// once they have stayed the same between two polls: a pair being replaced
-// file by file is read once, whole, not once per file. prev is what the
-// previous poll saw; poll returns what this one saw.
-func (c *certs) poll(prev []fileStamp) []fileStamp {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := stamps(c.files)
-	if slices.Equal(now, c.seen) || !slices.Equal(now, prev) {
-		return now
-	}
-	_ = c.reloadLocked(c.files, "the files changed on disk")
-	return now
-}
-
-// watch polls the files every interval until stop is closed.
-func (c *certs) watch(stop <-chan struct{}, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	var prev []fileStamp
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			prev = c.poll(prev)
-		}
-	}
-}
-
-func stamps(files config.TLS) []fileStamp {
-	var out []fileStamp
-	for _, p := range []string{files.CertFile, files.KeyFile, files.ClientCAFile} {
-		if p == "" {
-			continue
-		}
-		fi, err := os.Stat(p)
-		if err != nil {
-			out = append(out, fileStamp{err: true})
-			continue
-		}
-		out = append(out, fileStamp{mod: fi.ModTime(), size: fi.Size()})
-	}
-	return out
-}
 
 // PrincipalFromTLS returns the principal a request's client certificate
 // names: the common name of the verified leaf, when the server runs mutual

@@ -284,7 +284,7 @@ func TestSealRefusesWhileAnotherSealerHoldsTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lk.release()
+	defer lk.Release()
 	if _, err := l.Seal(context.Background(), true); !errors.Is(err, ErrBusy) {
 		t.Fatalf("Seal while seal.lock is held: %v, want ErrBusy", err)
 	}

@@ -9,7 +9,8 @@
 // It guarantees dense, ordered, never-reused offsets, committed in one
 // transaction per batch (I1); its half of I3 (rows are fsynced before
 // Append returns); rows read back byte-identical from any tier (I4); one
-// appending process per log, through an exclusive lock file (I7); and that
+// appending process per log, through an exclusive lock file (I7, package
+// filelock takes it); and that
 // a log never publishes into a table another log created (I8). A log's
 // life (a start offset, a fence, a retention floor; docs/design.md §4) is
 // the same records, so no step can skip an offset or serve one twice.
@@ -26,6 +27,9 @@
 // written straight to files takes the writer's next offsets, so it lives
 // here beside Append, where the next offset is kept (I1). It needs the
 // Writer handle and takes the seal role, so no sealer runs beside it.
+//
+// ReadActivity (package activity) fingerprints a log's stored state
+// without opening it, so the maintenance loop skips logs with no work.
 //
 // It never validates rows (callers hand it canonical bytes pkg/schema
 // accepted), never finds a file by listing a directory, and knows nothing

@@ -2,65 +2,20 @@ package logstore
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
+
+	"github.com/streamcast/streamcast/pkg/logstore/filelock"
 )
 
-// errLockHeld is what flockExclusive returns when another holder has the lock.
-var errLockHeld = errors.New("lock held by another process")
+// fileLock is an exclusive lock held on one file (package filelock).
+type fileLock = filelock.Lock
 
-// fileLock is an exclusive flock held on one file. The kernel drops it when
-// the process dies, so a crashed holder never leaves a stale lock behind;
-// the pid written into the file only serves error messages.
-type fileLock struct {
-	f *os.File
-}
-
-// tryLock takes an exclusive flock on path without waiting. When another
-// open file description holds it, tryLock returns a *LockedError carrying the
-// pid found in the file.
+// tryLock takes an exclusive lock on path without waiting. When another
+// process holds it, tryLock returns a *LockedError carrying the pid found
+// in the file.
 func tryLock(path string) (*fileLock, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open lock file: %w", err)
+	lk, err := filelock.Try(path)
+	if errors.Is(err, filelock.ErrHeld) {
+		return nil, &LockedError{Path: path, PID: filelock.Holder(path)}
 	}
-	if err = flockExclusive(f); err != nil {
-		f.Close()
-		if errors.Is(err, errLockHeld) {
-			return nil, &LockedError{Path: path, PID: readPID(path)}
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	// The pid is advisory: written after the lock is held so a reader that
-	// fails to take the lock finds the holder's pid (or, briefly, nothing).
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return &fileLock{f: f}, nil
-}
-
-// readPID returns the pid written in a lock file, or 0.
-func readPID(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return 0
-	}
-	return pid
-}
-
-// release drops the lock. The file stays: removing it would let a process
-// that opened the old inode and one that creates a new one both "hold" it.
-func (l *fileLock) release() {
-	if l == nil || l.f == nil {
-		return
-	}
-	_ = unlockFile(l.f)
-	_ = l.f.Close()
-	l.f = nil
+	return lk, err
 }

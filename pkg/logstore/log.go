@@ -150,7 +150,7 @@ func Create(dir string, sch *schema.Schema, cfg Config, opts ...Option) (*Log, e
 	// Another Create may have raced us into the empty directory; the lock
 	// decides, and the loser finds buffer.db.
 	if _, err := os.Stat(filepath.Join(dir, bufferFile)); err == nil {
-		lk.release()
+		lk.Release()
 		return nil, fmt.Errorf("create log %s: a log already exists there; open it instead", dir)
 	}
 	// From here on everything in dir is ours: undo it on failure, so a
@@ -159,7 +159,7 @@ func Create(dir string, sch *schema.Schema, cfg Config, opts ...Option) (*Log, e
 		for _, name := range []string{bufferFile, bufferFile + "-wal", bufferFile + "-shm", filesDir} {
 			_ = os.RemoveAll(filepath.Join(dir, name))
 		}
-		lk.release()
+		lk.Release()
 		_ = os.Remove(filepath.Join(dir, lockFile))
 		return nil, fmt.Errorf("create log %s: %w", dir, err)
 	}
@@ -200,7 +200,7 @@ func Open(dir string, mode Mode, opts ...Option) (*Log, error) {
 	}
 	l, err := open(dir, mode, lk, newOptions(opts))
 	if err != nil {
-		lk.release()
+		lk.Release()
 		return nil, err
 	}
 	return l, nil
@@ -307,7 +307,7 @@ func (l *Log) Close() error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	err := l.closeDBs()
-	l.lock.release()
+	l.lock.Release()
 	l.pubMu.Lock()
 	l.pub.Close()
 	l.pubMu.Unlock()

@@ -122,7 +122,7 @@ func helperMain(role, dir, tag string) error {
 		if err != nil {
 			return err
 		}
-		defer lk.release()
+		defer lk.Release()
 		fmt.Fprintln(out, "ready")
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		return nil

@@ -75,7 +75,7 @@ func (l *Log) Acquire(roles ...Role) (release func(), err error) {
 			release()
 			return nil, err
 		}
-		held = append(held, func() { lk.release(); mu.Unlock() })
+		held = append(held, func() { lk.Release(); mu.Unlock() })
 	}
 	return release, nil
 }
@@ -109,7 +109,7 @@ func (l *Log) CommitLock(ctx context.Context) (release func(), err error) {
 	for {
 		lk, err := tryLock(path)
 		if err == nil {
-			return lk.release, nil
+			return lk.Release, nil
 		}
 		var le *LockedError
 		if !errors.As(err, &le) {

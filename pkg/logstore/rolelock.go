@@ -23,5 +23,5 @@ func LockRole(dir, role string) (release func(), err error) {
 		}
 		return nil, err
 	}
-	return lk.release, nil
+	return lk.Release, nil
 }

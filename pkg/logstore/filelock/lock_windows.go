@@ -1,6 +1,6 @@
 //go:build windows
 
-package logstore
+package filelock
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ func flockExclusive(f *os.File) error {
 	err := windows.LockFileEx(windows.Handle(f.Fd()),
 		windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, &ol)
 	if errors.Is(err, windows.ERROR_LOCK_VIOLATION) {
-		return errLockHeld
+		return ErrHeld
 	}
 	return err
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package logstore
+package filelock
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ func flockExclusive(f *os.File) error {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.EWOULDBLOCK):
-			return errLockHeld
+			return ErrHeld
 		}
 		return err
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package logstore
+package activity
 
 import (
 	"errors"

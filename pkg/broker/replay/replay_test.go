@@ -1,0 +1,64 @@
+package replay
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// TestStartRefusesEveryWhy covers the decisions that need a log state
+// the server cannot reach on its own (rows evicted by retention).
+func TestStartRefusesEveryWhy(t *testing.T) {
+	req := func(o int64) Request { return Request{Given: true, Offset: o} }
+	cases := []struct {
+		name                         string
+		req                          Request
+		durable                      bool
+		earliest, logEnd, front, max int64
+		start                        int64
+		replay                       bool
+		why                          string
+		logStart                     int64
+		held                         Held
+	}{
+		{"live from the frontier", Request{}, true, 1, 1, 50, -1, 50, false, "", 1, Held{}},
+		{"not durable", req(3), false, wire.Null, wire.Null, wire.Null, -1, 0, false, wire.WhyNotDurable, 1, Held{}},
+		{"earliest on a log that never held a row", req(0), true, 1, 1, 1, 100, 1, true, "", 1, Held{}},
+		{"earliest while the first commit lands", req(0), true, 1, 1, 3, 100, 1, true, "", 1, Held{}},
+		{"earliest on a log whose rows all went", req(0), true, 40, 40, 40, 100, 0, false, wire.WhyEmpty, 1, Held{}},
+		{"at the frontier", req(40), true, 1, 40, 40, 100, 40, true, "", 1, Held{}},
+		{"ahead", req(41), true, 1, 40, 40, 100, 0, false, wire.WhyAhead, 1, Held{}},
+		{"too old", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, Held{}},
+		{"unbounded replay", req(5), true, 1, 200, 200, -1, 5, true, "", 1, Held{}},
+		{"evicted", req(5), true, 10, 40, 40, 100, 0, false, wire.WhyEvicted, 1, Held{}},
+		{"earliest after eviction", req(0), true, 10, 40, 40, 100, 10, true, "", 1, Held{}},
+		{"earliest on an empty log started at 500", req(0), true, 500, 500, 500, 100, 500, true, "", 500, Held{}},
+		{"earliest on a log started at 500 whose rows all went", req(0), true, 600, 600, 600, 100, 0, false, wire.WhyEmpty, 500, Held{}},
+		{"too old by distance, few rows held", req(5), true, 1, 200, 200, 100, 5, true, "", 1, Held{5, 200, 90}},
+		{"too old by distance, rows committed since the count", req(5), true, 1, 200, 200, 100, 5, true, "", 1, Held{5, 190, 90}},
+		{"too old by count once new rows are added", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, Held{5, 180, 90}},
+		{"too old by count", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, Held{5, 200, 101}},
+		{"a count of another window is not used", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, Held{6, 200, 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start, replay, nr := Start(tc.req, tc.durable, Extent{tc.earliest, tc.logEnd, tc.logStart}, tc.front, tc.max, tc.held)
+			if tc.why != "" {
+				if nr == nil || nr.Why != tc.why {
+					t.Fatalf("got %+v, want refusal %s", nr, tc.why)
+				}
+				if len(nr.Reason()) > wire.MaxReasonBytes || !strings.Contains(nr.Reason(), tc.why) {
+					t.Fatalf("reason %s", nr.Reason())
+				}
+				return
+			}
+			if nr != nil {
+				t.Fatalf("refused %+v", nr)
+			}
+			if start != tc.start || replay != tc.replay {
+				t.Fatalf("start %d replay %v, want %d %v", start, replay, tc.start, tc.replay)
+			}
+		})
+	}
+}
