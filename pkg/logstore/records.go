@@ -312,3 +312,62 @@ func NewToken() string {
 	_, _ = rand.Read(tok[:])
 	return hex.EncodeToString(tok[:])
 }
+
+// ErrUnsealed is wrapped by IngestStart's refusal while the buffer holds
+// rows no file holds yet (a seal with flush puts them in files).
+var ErrUnsealed = errors.New("the buffer holds rows that are not in files yet")
+
+// IngestStart returns the offset a bulk load written straight to files
+// (tier.Ingest) starts at: the writer's next offset, once every row below
+// it is in a file (ErrUnsealed otherwise) and the log is not fenced
+// (*FencedError). The caller holds the seal role and ran RecoverSeals.
+func (l *Log) IngestStart(ctx context.Context) (int64, error) {
+	l.wmu.Lock()
+	next, fenced := l.next, l.fenced
+	l.wmu.Unlock()
+	if fenced != 0 {
+		return 0, &FencedError{Dir: l.dir, End: fenced}
+	}
+	sealed, ok, err := sealedEnd(ctx, l.rdb, l.tiers)
+	if err != nil {
+		return 0, fmt.Errorf("ingest into log %s: %w", l.dir, err)
+	} else if !ok {
+		sealed = l.cfg.Start
+	}
+	if sealed != next {
+		return 0, fmt.Errorf("ingest into log %s: offsets [%d,%d) are buffered but in no file: %w; seal them first", l.dir, sealed, next, ErrUnsealed)
+	}
+	return next, nil
+}
+
+// AdvanceNext runs fn, which records a file of offsets [start, end) a bulk
+// load wrote, in one write transaction that also moves the next offset
+// from start to end, in buffer.db and in the writer's memory (I1). It
+// refuses, wrapping ErrCorrupt, when the files or the next offset no
+// longer end at start: another process wrote to the log.
+func (l *Log) AdvanceNext(ctx context.Context, start, end int64, fn func(tx *Tx) error) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	err := l.writeTxLocked(ctx, func(c *sql.Conn) error {
+		var next int64
+		sealed, ok, err := sealedEnd(ctx, c, l.tiers)
+		if err == nil {
+			err = c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'next_offset'`).Scan(&next)
+		}
+		if err != nil {
+			return err
+		}
+		if (ok && sealed != start) || next != start {
+			return fmt.Errorf("the files now end at %d and the next offset is %d, not %d: another process wrote to the log: %w", sealed, next, start, ErrCorrupt)
+		}
+		if err := fn(&Tx{c: c}); err != nil {
+			return err
+		}
+		_, err = c.ExecContext(ctx, `UPDATE meta SET v = ? WHERE k = 'next_offset'`, end)
+		return err
+	})
+	if err == nil {
+		l.next = end
+	}
+	return err
+}
