@@ -313,20 +313,17 @@ func NewToken() string {
 	return hex.EncodeToString(tok[:])
 }
 
-// ErrUnsealed is wrapped by IngestStart's refusal while the buffer holds
-// rows no file holds yet (a seal with flush puts them in files).
+// ErrUnsealed is wrapped by IngestStart's refusal: rows buffered in no file.
 var ErrUnsealed = errors.New("the buffer holds rows that are not in files yet")
 
-// IngestStart returns the offset a bulk load written straight to files
-// (tier.Ingest) starts at: the writer's next offset, once every row below
-// it is in a file (ErrUnsealed otherwise) and the log is not fenced
-// (*FencedError). The caller holds the seal role and ran RecoverSeals.
+// IngestStart returns the writer's next offset, where a bulk load written
+// straight to files starts (tier.Ingest), once the log is not fenced and
+// every row below it is in a file. The caller holds RoleSeal and recovered.
 func (l *Log) IngestStart(ctx context.Context) (int64, error) {
 	l.wmu.Lock()
-	next, fenced := l.next, l.fenced
-	l.wmu.Unlock()
-	if fenced != 0 {
-		return 0, &FencedError{Dir: l.dir, End: fenced}
+	defer l.wmu.Unlock()
+	if l.fenced != 0 {
+		return 0, &FencedError{Dir: l.dir, End: l.fenced}
 	}
 	sealed, ok, err := sealedEnd(ctx, l.rdb, l.tiers)
 	if err != nil {
@@ -334,18 +331,20 @@ func (l *Log) IngestStart(ctx context.Context) (int64, error) {
 	} else if !ok {
 		sealed = l.cfg.Start
 	}
-	if sealed != next {
-		return 0, fmt.Errorf("ingest into log %s: offsets [%d,%d) are buffered but in no file: %w; seal them first", l.dir, sealed, next, ErrUnsealed)
+	if sealed != l.next {
+		return 0, fmt.Errorf("ingest into log %s: offsets [%d,%d) are buffered but in no file: %w; seal them first", l.dir, sealed, l.next, ErrUnsealed)
 	}
-	return next, nil
+	return l.next, nil
 }
 
-// AdvanceNext runs fn, which records a file of offsets [start, end) a bulk
-// load wrote, in one write transaction that also moves the next offset
-// from start to end, in buffer.db and in the writer's memory (I1). It
-// refuses, wrapping ErrCorrupt, when the files or the next offset no
-// longer end at start: another process wrote to the log.
+// AdvanceNext runs fn (which records a file of offsets [start, end) a bulk
+// load wrote) in one transaction that moves the next offset from start to
+// end, in buffer.db and the Writer's memory (I1); ErrCorrupt when files or
+// the next offset no longer end at start: another process wrote to the log.
 func (l *Log) AdvanceNext(ctx context.Context, start, end int64, fn func(tx *Tx) error) error {
+	if l.mode != Writer {
+		return fmt.Errorf("record ingested offsets in log %s (open as %s): %w", l.dir, l.mode, ErrNotWriter)
+	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	err := l.writeTxLocked(ctx, func(c *sql.Conn) error {

@@ -67,8 +67,9 @@ type IngestResult struct {
 }
 
 // IngestMark is the progress of the last ingest, as buffer.db records it
-// in the transaction that records each of its files, and once more when
-// it reaches the end of its source (Done). A mark that is not Done means
+// (the ingest_progress entry of its meta table, docs/design.md §4.10) in
+// the transaction that records each of its files, and once more when it
+// reaches the end of its source (Done). A mark that is not Done means
 // the ingest stopped partway (refused, failed or killed) after Position
 // rows of its source had landed.
 type IngestMark struct {
@@ -98,8 +99,13 @@ const ingestMarkKey = "ingest_progress"
 // batch), so what landed is exactly the source's first rows.
 //
 // Ingest needs the Writer handle (the server stopped, I7) and a buffer
-// whose rows are all in files (ErrUnsealed otherwise). It holds the seal
-// role (Acquire(RoleSeal)), so no sealer runs beside it.
+// whose rows are all in files (logstore.ErrUnsealed otherwise). It holds
+// the seal role (logstore.RoleSeal), so no sealer runs beside it.
+//
+// The run lives here, beside Seal, and works through the record API; the
+// writer's next offset stays in pkg/logstore (I1), which takes the fence
+// and unsealed checks (Log.IngestStart) and moves the offset in the
+// transaction that records each file (Log.AdvanceNext).
 func Ingest(ctx context.Context, l *logstore.Log, src IngestSource, o IngestOptions) (IngestResult, error) {
 	res := IngestResult{Position: o.Position}
 	if l.Mode() != logstore.Writer {
