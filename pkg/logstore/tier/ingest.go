@@ -454,11 +454,7 @@ func (in *ingestRun) openFile(ctx context.Context, offs *array.Int64) error {
 		lo = min(lo, v)
 	}
 	tmp := fmt.Sprintf("%d-ingest-%s.parquet.partial", lo, logstore.NewToken())
-	err := l.Update(ctx, func(c *logstore.Tx) error {
-		_, err := c.ExecContext(ctx, `INSERT INTO seal_intents(name, start_offset, end_offset, created_us) VALUES (?, ?, ?, ?)`,
-			tmp, lo, lo, l.Now().UnixMicro())
-		return err
-	})
+	err := addSealIntent(ctx, l, tmp, lo, lo)
 	if err != nil {
 		return fmt.Errorf("record the intent to write a file from offset %d: %w", lo, err)
 	}
@@ -493,11 +489,7 @@ func (in *ingestRun) closeFile(ctx context.Context, last bool) error {
 	name := fmt.Sprintf("%d-%d-%s.parquet", f.start, f.end, logstore.NewToken())
 	// The final name's intent before the rename, so a crash after it
 	// leaves a file an intent names.
-	err = l.Update(ctx, func(c *logstore.Tx) error {
-		_, err := c.ExecContext(ctx, `INSERT INTO seal_intents(name, start_offset, end_offset, created_us) VALUES (?, ?, ?, ?)`,
-			name, f.start, f.end, l.Now().UnixMicro())
-		return err
-	})
+	err = addSealIntent(ctx, l, name, f.start, f.end)
 	if err != nil {
 		return fmt.Errorf("record the intent to name %s: %w", name, err)
 	}
