@@ -21,12 +21,8 @@
 // transaction on buffer.db (Update), the published table handle and the
 // test hooks. This package keeps what an Open must settle on its own:
 // reading the buffer for a seal (ReadBuffered) and recovering a seal that
-// crashed between its intent and its completion (RecoverSeals).
-//
-// Ingest (ingest.go) is an append, not a maintenance step: a bulk load
-// written straight to files takes the writer's next offsets, so it lives
-// here beside Append, where the next offset is kept (I1). It needs the
-// Writer handle and takes the seal role, so no sealer runs beside it.
+// crashed between its intent and its completion (RecoverSeals). A bulk
+// load (tier.Ingest) takes the next offsets by IngestStart and AdvanceNext.
 //
 // ReadActivity (package activity) fingerprints a log's stored state
 // without opening it, so the maintenance loop skips logs with no work.

@@ -312,3 +312,61 @@ func NewToken() string {
 	_, _ = rand.Read(tok[:])
 	return hex.EncodeToString(tok[:])
 }
+
+// ErrUnsealed is wrapped by IngestStart's refusal: rows buffered in no file.
+var ErrUnsealed = errors.New("the buffer holds rows that are not in files yet")
+
+// IngestStart returns the writer's next offset, where a bulk load written
+// straight to files starts (tier.Ingest), once the log is not fenced and
+// every row below it is in a file. The caller holds RoleSeal and recovered.
+func (l *Log) IngestStart(ctx context.Context) (int64, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.fenced != 0 {
+		return 0, &FencedError{Dir: l.dir, End: l.fenced}
+	}
+	sealed, ok, err := sealedEnd(ctx, l.rdb, l.tiers)
+	if err != nil {
+		return 0, fmt.Errorf("ingest into log %s: %w", l.dir, err)
+	} else if !ok {
+		sealed = l.cfg.Start
+	}
+	if sealed != l.next {
+		return 0, fmt.Errorf("ingest into log %s: offsets [%d,%d) are buffered but in no file: %w; seal them first", l.dir, sealed, l.next, ErrUnsealed)
+	}
+	return l.next, nil
+}
+
+// AdvanceNext runs fn (which records a file of offsets [start, end) a bulk
+// load wrote) in one transaction that moves the next offset from start to
+// end, in buffer.db and the Writer's memory (I1); ErrCorrupt when files or
+// the next offset no longer end at start: another process wrote to the log.
+func (l *Log) AdvanceNext(ctx context.Context, start, end int64, fn func(tx *Tx) error) error {
+	if l.mode != Writer {
+		return fmt.Errorf("record ingested offsets in log %s (open as %s): %w", l.dir, l.mode, ErrNotWriter)
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	err := l.writeTxLocked(ctx, func(c *sql.Conn) error {
+		var next int64
+		sealed, ok, err := sealedEnd(ctx, c, l.tiers)
+		if err == nil {
+			err = c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'next_offset'`).Scan(&next)
+		}
+		if err != nil {
+			return err
+		}
+		if (ok && sealed != start) || next != start {
+			return fmt.Errorf("the files now end at %d and the next offset is %d, not %d: another process wrote to the log: %w", sealed, next, start, ErrCorrupt)
+		}
+		if err := fn(&Tx{c: c}); err != nil {
+			return err
+		}
+		_, err = c.ExecContext(ctx, `UPDATE meta SET v = ? WHERE k = 'next_offset'`, end)
+		return err
+	})
+	if err == nil {
+		l.next = end
+	}
+	return err
+}

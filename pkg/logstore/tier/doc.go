@@ -3,8 +3,9 @@
 // Compact (small files merged into larger ones), Publish (files into the
 // Iceberg table), Evict and Clean (buffered rows and local files that a
 // lower tier holds), CleanPublished (expired snapshots and unreferenced
-// objects), DeleteBelow (everything below a retention floor) and
-// PublishAll (the offline flush of seal and publish together).
+// objects), DeleteBelow (everything below a retention floor),
+// PublishAll (the offline flush of seal and publish together) and Ingest
+// (a bulk load written straight to files with the log's next offsets).
 //
 // The cut runs between the log and what is done to it: pkg/logstore is
 // one log (its buffer, its records, its scans and its lifecycle), and

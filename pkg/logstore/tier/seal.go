@@ -114,11 +114,7 @@ func sealFile(ctx context.Context, l *logstore.Log, in logstore.Buffered) error 
 	defer func() { <-statsDone }()
 	name := newFileName(in.Start, in.End)
 	// 1. The intent: the range and the name, before the file exists.
-	err := l.Update(ctx, func(c *logstore.Tx) error {
-		_, err := c.ExecContext(ctx, `INSERT INTO seal_intents(name, start_offset, end_offset, created_us) VALUES (?, ?, ?, ?)`,
-			name, in.Start, in.End, l.Now().UnixMicro())
-		return err
-	})
+	err := addSealIntent(ctx, l, name, in.Start, in.End)
 	if err != nil {
 		return fmt.Errorf("record intent to seal [%d,%d): %w", in.Start, in.End, err)
 	}
@@ -192,6 +188,16 @@ func sealStart(ctx context.Context, l *logstore.Log) (start int64, ratio float64
 		ratio = float64(arrowB.Int64) / float64(jsonB.Int64)
 	}
 	return start, ratio, nil
+}
+
+// addSealIntent records the intent to create name under files/ for
+// [start, end), before the file exists; seal recovery undoes it.
+func addSealIntent(ctx context.Context, l *logstore.Log, name string, start, end int64) error {
+	return l.Update(ctx, func(c *logstore.Tx) error {
+		_, err := c.ExecContext(ctx, `INSERT INTO seal_intents(name, start_offset, end_offset, created_us) VALUES (?, ?, ?, ?)`,
+			name, start, end, l.Now().UnixMicro())
+		return err
+	})
 }
 
 // newFileName names a sealed or merged file by its range and a fresh

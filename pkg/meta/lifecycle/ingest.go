@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/schema/source"
 )
@@ -127,7 +126,7 @@ func fingerprint(inputs []source.Input) string {
 // the log's writer lock (naming the server's pid when it runs), refuses a
 // retired stream with its retirement's numbers, seals what a previous
 // server left in the buffer, then writes the source straight to files
-// with the next offsets (logstore.Log.Ingest) and, unless NoPublish,
+// with the next offsets (tier.Ingest) and, unless NoPublish,
 // publishes every row with a flush. A failure returns *IngestError.
 func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 	const what = "ingest"
@@ -150,7 +149,7 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 	lg := ses.lg
 	out := &Ingested{Stream: s.Name, Log: md.Current().Name}
 	fp := fingerprint(o.Inputs)
-	m, marked, err := lg.IngestMark(ctx)
+	m, marked, err := tier.ReadIngestMark(ctx, lg)
 	switch {
 	case err != nil:
 		return nil, err
@@ -168,7 +167,7 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 			what, s.Name, m.Start, m.End, ErrIngested)
 	}
 	if marked && !m.Done && o.SkipRows == 0 {
-		if err := lg.ClearIngestMark(ctx); err != nil {
+		if err := tier.ClearIngestMark(ctx, lg); err != nil {
 			return nil, err
 		}
 	}
@@ -190,15 +189,15 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
 	defer src.Close()
-	var lo logstore.IngestOptions
+	var lo tier.IngestOptions
 	lo.Position = o.SkipRows
 	lo.Source = fp
 	if o.Progress != nil {
-		lo.Progress = func(p logstore.IngestProgress) {
+		lo.Progress = func(p tier.IngestProgress) {
 			o.Progress(IngestProgress{Rows: p.Taken, Landed: p.Recorded, Files: p.Files, BytesRead: src.BytesRead(), SourceSize: src.Size()})
 		}
 	}
-	res, lerr := lg.Ingest(ctx, src, lo)
+	res, lerr := tier.Ingest(ctx, lg, src, lo)
 	out.Rows, out.Files, out.FileBytes, out.Start, out.End, out.Position = res.Rows, res.Files, res.FileBytes, res.Start, res.End, res.Position
 	out.SourceBytes = src.BytesRead()
 	out.Load = time.Since(t0)

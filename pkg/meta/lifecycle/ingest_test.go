@@ -482,14 +482,14 @@ func mkLog(t *testing.T, f *fixture, cfg logstore.Config) {
 }
 
 // ingestMark reads the log's ingest mark through a read-only handle.
-func ingestMark(t *testing.T, f *fixture) (logstore.IngestMark, bool) {
+func ingestMark(t *testing.T, f *fixture) (tier.IngestMark, bool) {
 	t.Helper()
 	lg, err := logstore.Open(f.lay.LogDir(stream, stream), logstore.ReadOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lg.Close()
-	m, ok, err := lg.IngestMark(context.Background())
+	m, ok, err := tier.ReadIngestMark(context.Background(), lg)
 	if err != nil {
 		t.Fatal(err)
 	}

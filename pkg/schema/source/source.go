@@ -143,7 +143,7 @@ type batchReader interface {
 }
 
 // Reader reads a load's inputs in order, as one source. It implements
-// logstore.IngestSource.
+// tier.IngestSource (pkg/logstore/tier).
 type Reader struct {
 	sch    *schema.Schema
 	inputs []Input

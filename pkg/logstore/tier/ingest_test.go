@@ -1,10 +1,11 @@
-package logstore
+package tier
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,7 +14,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -77,7 +81,7 @@ func TestIngestedRowsReplayAsAppendedAndSealed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{SortBy: []string{"sym"}, TargetFileBytes: 64 << 10}
+	cfg := logstore.Config{SortBy: []string{"sym"}, TargetFileBytes: 64 << 10}
 	ingested, appended := createLog(t, sch, cfg), createLog(t, sch, cfg)
 	ctx := context.Background()
 	const buffered, n = 40, 20000
@@ -85,32 +89,32 @@ func TestIngestedRowsReplayAsAppendedAndSealed(t *testing.T) {
 	for i := range buffered + n {
 		rows = append(rows, ingestRow(i))
 	}
-	for _, l := range []*Log{ingested, appended} {
+	for _, l := range []*logstore.Log{ingested, appended} {
 		if _, err := l.Append(ctx, rows[:buffered], 1, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Ingest refuses while rows are buffered in no file.
-	if _, err := ingested.Ingest(ctx, &rowsSource{sch: sch, rows: rows[buffered:], n: 1000}, IngestOptions{}); !errors.Is(err, ErrUnsealed) {
+	if _, err := Ingest(ctx, ingested, &rowsSource{sch: sch, rows: rows[buffered:], n: 1000}, IngestOptions{}); !errors.Is(err, logstore.ErrUnsealed) {
 		t.Fatalf("ingest over unsealed rows: %v; want ErrUnsealed", err)
 	}
-	if _, err := ingested.Seal(ctx, true); err != nil {
+	if _, err := Seal(ctx, ingested, true); err != nil {
 		t.Fatal(err)
 	}
-	res, err := ingested.Ingest(ctx, &rowsSource{sch: sch, rows: rows[buffered:], n: 777}, IngestOptions{Source: "x"})
+	res, err := Ingest(ctx, ingested, &rowsSource{sch: sch, rows: rows[buffered:], n: 777}, IngestOptions{Source: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Rows != n || res.Start != buffered+1 || res.End != buffered+n+1 || res.Files < 2 {
 		t.Fatalf("Ingest = %+v; want %d rows at [%d,%d) in several files", res, n, buffered+1, buffered+n+1)
 	}
-	if m, ok, err := ingested.IngestMark(ctx); err != nil || !ok || !m.Done || m.Position != n || m.Start != buffered+1 || m.End != buffered+n+1 || m.Source != "x" {
+	if m, ok, err := ReadIngestMark(ctx, ingested); err != nil || !ok || !m.Done || m.Position != n || m.Start != buffered+1 || m.End != buffered+n+1 || m.Source != "x" {
 		t.Fatalf("the mark after a whole load: %+v %v %v", m, ok, err)
 	}
 	if _, err := appended.Append(ctx, rows[buffered:], 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := appended.Seal(ctx, true); err != nil {
+	if _, err := Seal(ctx, appended, true); err != nil {
 		t.Fatal(err)
 	}
 	a, b := scanAll(t, ingested, 1, buffered+n+1), scanAll(t, appended, 1, buffered+n+1)
@@ -118,19 +122,18 @@ func TestIngestedRowsReplayAsAppendedAndSealed(t *testing.T) {
 		t.Fatalf("ingested %d rows, appended %d; want %d", len(a), len(b), buffered+n)
 	}
 	for i := range a {
-		if a[i].off != b[i].off || string(a[i].row) != string(b[i].row) {
+		if a[i].off != b[i].off || a[i].row != b[i].row {
 			t.Fatalf("offset %d: ingested %s, appended %s", b[i].off, a[i].row, b[i].row)
 		}
 	}
-	checkFilesDir(t, ingested)
-	checkNoOverlap(t, ingested)
+	checkFiles(t, ingested)
 
 	type fileRow struct {
 		start, end, rows, minTS int64
 		name, stats             string
 	}
 	var files []fileRow
-	recs, err := ingested.rdb.QueryContext(ctx, `SELECT start_offset, end_offset, row_count, min_ts, name, stats FROM files ORDER BY start_offset`)
+	recs, err := ingested.Records().QueryContext(ctx, `SELECT start_offset, end_offset, row_count, min_ts, name, stats FROM files ORDER BY start_offset`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,16 +150,13 @@ func TestIngestedRowsReplayAsAppendedAndSealed(t *testing.T) {
 		if f.stats == "" || f.stats == "{}" || f.minTS == 0 {
 			t.Errorf("file %s has no statistics: %+v", f.name, f)
 		}
-		fr := fileRec{start: f.start, end: f.end, name: f.name, rows: f.rows}
-		err := ingested.eachGroup(ctx, fr, f.start, f.end, func(d *fileData, lo, hi int64) error {
+		err := eachGroup(filepath.Join(ingested.FilesDir(), f.name), func(offs []int64, syms []string) error {
 			groups++
-			syms := d.rec.Column(3).(*array.String)
-			offs := d.rec.Column(0).(*array.Int64)
-			for i := 1; i < syms.Len(); i++ {
-				c := strings.Compare(syms.Value(i-1), syms.Value(i))
-				if c > 0 || (c == 0 && offs.Value(i-1) >= offs.Value(i)) {
+			for i := 1; i < len(syms); i++ {
+				c := strings.Compare(syms[i-1], syms[i])
+				if c > 0 || (c == 0 && offs[i-1] >= offs[i]) {
 					return fmt.Errorf("file %s: row %d (%s, %d) comes before (%s, %d): not ordered by sym then offset",
-						f.name, i, syms.Value(i-1), offs.Value(i-1), syms.Value(i), offs.Value(i))
+						f.name, i, syms[i-1], offs[i-1], syms[i], offs[i])
 				}
 			}
 			return nil
@@ -178,18 +178,18 @@ func TestIngestFailureRecordsWhatWasTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := createLog(t, sch, Config{})
+	l := createLog(t, sch, logstore.Config{})
 	ctx := context.Background()
 	var rows [][]byte
 	for i := range 1000 {
 		rows = append(rows, ingestRow(i))
 	}
 	refused := errors.New("refused")
-	res, err := l.Ingest(ctx, &rowsSource{sch: sch, rows: rows, n: 100, failAt: 3, fail: refused}, IngestOptions{Position: 50})
+	res, err := Ingest(ctx, l, &rowsSource{sch: sch, rows: rows, n: 100, failAt: 3, fail: refused}, IngestOptions{Position: 50})
 	if !errors.Is(err, refused) || res.Rows != 300 || res.Start != 1 || res.End != 301 || res.Position != 350 {
 		t.Fatalf("Ingest = %+v, %v; want 300 rows at [1,301), position 350, and the source's error", res, err)
 	}
-	if m, ok, _ := l.IngestMark(ctx); !ok || m.Done || m.Position != 350 || m.End != 301 {
+	if m, ok, _ := ReadIngestMark(ctx, l); !ok || m.Done || m.Position != 350 || m.End != 301 {
 		t.Fatalf("the mark: %+v %v; want position 350, not done", m, ok)
 	}
 	first, err := l.Append(ctx, [][]byte{ingestRow(300)}, time.Now().UnixMicro(), nil)
@@ -197,7 +197,7 @@ func TestIngestFailureRecordsWhatWasTaken(t *testing.T) {
 		t.Fatalf("append after a failed load: %d, %v; want 301", first, err)
 	}
 	// No file left behind that no record names.
-	names, _ := filepath.Glob(filepath.Join(l.Dir(), filesDir, "*"))
+	names, _ := filepath.Glob(filepath.Join(l.FilesDir(), "*"))
 	for _, n := range names {
 		if strings.HasSuffix(n, ".partial") {
 			t.Errorf("%s is left behind", n)
@@ -213,7 +213,7 @@ func TestIngestInterruptedRecordsWhatWasTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := createLog(t, sch, Config{})
+	l := createLog(t, sch, logstore.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var rows [][]byte
@@ -224,7 +224,7 @@ func TestIngestInterruptedRecordsWhatWasTaken(t *testing.T) {
 	// the load is interrupted then.
 	taken := make(chan struct{})
 	src := &rowsSource{sch: sch, rows: rows, n: 100, failAt: 2, fail: errors.New("unused"), afterBatch: func() { <-taken; cancel() }}
-	res, err := l.Ingest(ctx, src, IngestOptions{Progress: func(p IngestProgress) {
+	res, err := Ingest(ctx, l, src, IngestOptions{Progress: func(p IngestProgress) {
 		if p.Taken == 200 && p.Recorded == 0 {
 			close(taken)
 		}
@@ -232,7 +232,104 @@ func TestIngestInterruptedRecordsWhatWasTaken(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || res.Rows != 200 || res.End != 201 {
 		t.Fatalf("Ingest = %+v, %v; want the 200 rows taken and context.Canceled", res, err)
 	}
-	if m, ok, _ := l.IngestMark(context.Background()); !ok || m.Done || m.Position != res.Rows {
+	if m, ok, _ := ReadIngestMark(context.Background(), l); !ok || m.Done || m.Position != res.Rows {
 		t.Fatalf("the mark: %+v %v; want position %d, not done", m, ok, res.Rows)
 	}
+}
+
+func createLog(t testing.TB, sch *schema.Schema, cfg logstore.Config) *logstore.Log {
+	t.Helper()
+	l, err := logstore.Create(filepath.Join(t.TempDir(), "s", "log"), sch, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+type scanned struct {
+	off int64
+	row string
+}
+
+func scanAll(t testing.TB, l *logstore.Log, from, to int64) []scanned {
+	t.Helper()
+	var out []scanned
+	err := l.Scan(context.Background(), from, to, nil, func(off, _ int64, row []byte) error {
+		out = append(out, scanned{off, string(row)})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkFiles fails unless every name under files/ is a recorded file and
+// the recorded files do not overlap.
+func checkFiles(t testing.TB, l *logstore.Log) {
+	t.Helper()
+	known, err := logstore.NameSet(context.Background(), l.Records(), `SELECT name FROM files`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(l.FilesDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !known[e.Name()] {
+			t.Errorf("%s is in files/ but no record names it", e.Name())
+		}
+	}
+	spans, err := logstore.Spans(context.Background(), l.Records(), `SELECT start_offset, end_offset FROM files ORDER BY start_offset`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(spans); i++ {
+		if spans[i].Start != spans[i-1].End {
+			t.Errorf("file [%d,%d) follows [%d,%d)", spans[i].Start, spans[i].End, spans[i-1].Start, spans[i-1].End)
+		}
+	}
+}
+
+// eachGroup calls fn with the offsets and syms (column 3) of each row
+// group of the Parquet file at path.
+func eachGroup(path string, fn func(offs []int64, syms []string) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	pq, err := parquetfile.NewReader(f)
+	if err != nil {
+		return err
+	}
+	defer pq.Close()
+	ar, err := pqarrow.NewFileReader(pq, pqarrow.ArrowReadProperties{BatchSize: 1 << 20}, memory.DefaultAllocator)
+	if err != nil {
+		return err
+	}
+	for i := range pq.NumRowGroups() {
+		tbl, err := parquetfile.ReadRowGroup(context.Background(), ar, i)
+		if err != nil {
+			return err
+		}
+		var offs []int64
+		var syms []string
+		for _, c := range tbl.Column(0).Data().Chunks() {
+			offs = append(offs, c.(*array.Int64).Int64Values()...)
+		}
+		for _, c := range tbl.Column(3).Data().Chunks() {
+			s := c.(*array.String)
+			for j := range s.Len() {
+				syms = append(syms, s.Value(j))
+			}
+		}
+		tbl.Release()
+		if err := fn(offs, syms); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package logstore
+package tier
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/streamcast/streamcast/internal/durable"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/colstats"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 )
@@ -66,8 +67,9 @@ type IngestResult struct {
 }
 
 // IngestMark is the progress of the last ingest, as buffer.db records it
-// in the transaction that records each of its files, and once more when
-// it reaches the end of its source (Done). A mark that is not Done means
+// (the ingest_progress entry of its meta table, docs/design.md §4.10) in
+// the transaction that records each of its files, and once more when it
+// reaches the end of its source (Done). A mark that is not Done means
 // the ingest stopped partway (refused, failed or killed) after Position
 // rows of its source had landed.
 type IngestMark struct {
@@ -77,11 +79,6 @@ type IngestMark struct {
 	End      int64  `json:"end"`      // offset after the last row landed
 	Done     bool   `json:"done"`     // the whole source has landed
 }
-
-// ErrUnsealed is wrapped by the refusal to ingest into a log whose buffer
-// holds rows no file holds yet: they must take their offsets' place in
-// files first (Seal with flush).
-var ErrUnsealed = errors.New("the buffer holds rows that are not in files yet")
 
 const ingestMarkKey = "ingest_progress"
 
@@ -102,46 +99,36 @@ const ingestMarkKey = "ingest_progress"
 // batch), so what landed is exactly the source's first rows.
 //
 // Ingest needs the Writer handle (the server stopped, I7) and a buffer
-// whose rows are all in files (ErrUnsealed otherwise). It holds the seal
-// role (Acquire(RoleSeal)), so no sealer runs beside it.
-func (l *Log) Ingest(ctx context.Context, src IngestSource, o IngestOptions) (IngestResult, error) {
+// whose rows are all in files (logstore.ErrUnsealed otherwise). It holds
+// the seal role (logstore.RoleSeal), so no sealer runs beside it.
+//
+// The run lives here, beside Seal, and works through the record API; the
+// writer's next offset stays in pkg/logstore (I1), which takes the fence
+// and unsealed checks (Log.IngestStart) and moves the offset in the
+// transaction that records each file (Log.AdvanceNext).
+func Ingest(ctx context.Context, l *logstore.Log, src IngestSource, o IngestOptions) (IngestResult, error) {
 	res := IngestResult{Position: o.Position}
-	if l.mode != Writer {
-		return res, fmt.Errorf("ingest into log %s (open as %s): %w", l.dir, l.mode, ErrNotWriter)
-	}
-	if err := l.checkOpen(); err != nil {
-		return res, err
+	if l.Mode() != logstore.Writer {
+		return res, fmt.Errorf("ingest into log %s (open as %s): %w", l.Dir(), l.Mode(), logstore.ErrNotWriter)
 	}
 	// Under the seal role: no sealer runs beside the load, and what a
 	// killed load left is recovered first.
-	release, err := l.Acquire(RoleSeal)
+	release, err := begin(l, "ingest into log", logstore.RoleSeal)
 	if err != nil {
-		return res, fmt.Errorf("ingest into log %s: %w", l.dir, err)
+		return res, err
 	}
 	defer release()
 	if err := l.RecoverSeals(ctx); err != nil {
-		return res, fmt.Errorf("ingest into log %s: %w", l.dir, err)
+		return res, fmt.Errorf("ingest into log %s: %w", l.Dir(), err)
 	}
-	l.wmu.Lock()
-	next, fenced := l.next, l.fenced
-	l.wmu.Unlock()
-	if fenced != 0 {
-		return res, &FencedError{Dir: l.dir, End: fenced}
-	}
-	sealed, ok, err := sealedEnd(ctx, l.rdb, l.tiers)
+	next, err := l.IngestStart(ctx)
 	if err != nil {
-		return res, fmt.Errorf("ingest into log %s: %w", l.dir, err)
-	}
-	if !ok {
-		sealed = l.cfg.Start
-	}
-	if sealed != next {
-		return res, fmt.Errorf("ingest into log %s: offsets [%d,%d) are buffered but in no file: %w; seal them first", l.dir, sealed, next, ErrUnsealed)
+		return res, err
 	}
 	res.Start, res.End = next, next
 	in := &ingestRun{l: l, o: o, res: &res, next: next}
 	in.markStart = next
-	if m, ok, err := l.IngestMark(ctx); err != nil {
+	if m, ok, err := ReadIngestMark(ctx, l); err != nil {
 		return res, err
 	} else if ok && !m.Done && m.End == next && o.Position > 0 {
 		in.markStart = m.Start // a resumed source: its range goes on
@@ -150,30 +137,28 @@ func (l *Log) Ingest(ctx context.Context, src IngestSource, o IngestOptions) (In
 	return res, err
 }
 
-// IngestMark returns the progress the last ingest recorded; ok is false
-// when none is recorded (no ingest landed a row, or ClearIngestMark).
-func (l *Log) IngestMark(ctx context.Context) (m IngestMark, ok bool, err error) {
-	if err := l.checkOpen(); err != nil {
-		return m, false, err
-	}
+// ReadIngestMark returns the progress the last ingest into l recorded; ok
+// is false when none is recorded (no ingest landed a row, or
+// ClearIngestMark).
+func ReadIngestMark(ctx context.Context, l *logstore.Log) (m IngestMark, ok bool, err error) {
 	var raw []byte
-	err = l.rdb.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = ?`, ingestMarkKey).Scan(&raw)
+	err = l.Records().QueryRowContext(ctx, `SELECT v FROM meta WHERE k = ?`, ingestMarkKey).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, false, nil
 	}
 	if err != nil {
-		return m, false, fmt.Errorf("read the ingest progress of log %s: %w", l.dir, err)
+		return m, false, fmt.Errorf("read the ingest progress of log %s: %w", l.Dir(), err)
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return m, false, fmt.Errorf("the ingest progress buffer.db records for log %s is not valid JSON: %w", l.dir, err)
+		return m, false, fmt.Errorf("the ingest progress buffer.db records for log %s is not valid JSON: %w", l.Dir(), err)
 	}
 	return m, true, nil
 }
 
 // ClearIngestMark forgets the last ingest's progress: the caller loads
 // another source, or gave up on the rest of the last one.
-func (l *Log) ClearIngestMark(ctx context.Context) error {
-	return l.writeTx(ctx, func(c *sql.Conn) error {
+func ClearIngestMark(ctx context.Context, l *logstore.Log) error {
+	return l.Update(ctx, func(c *logstore.Tx) error {
 		_, err := c.ExecContext(ctx, `DELETE FROM meta WHERE k = ?`, ingestMarkKey)
 		return err
 	})
@@ -181,7 +166,7 @@ func (l *Log) ClearIngestMark(ctx context.Context) error {
 
 // ingestRun is one Ingest's state.
 type ingestRun struct {
-	l         *Log
+	l         *logstore.Log
 	o         IngestOptions
 	res       *IngestResult
 	next      int64 // next offset to assign (in memory until a file is recorded)
@@ -200,7 +185,7 @@ func (in *ingestRun) mark(end, position int64, done bool) IngestMark {
 }
 
 // setMark records m in buffer.db's meta table.
-func setMark(ctx context.Context, c *sql.Conn, m IngestMark) error {
+func setMark(ctx context.Context, c *logstore.Tx, m IngestMark) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -304,7 +289,7 @@ func (in *ingestRun) run(ctx context.Context, src IngestSource) (err error) {
 	if srcErr == nil && !in.marked {
 		// The source ended with no file open: mark it done on its own.
 		mark := in.mark(in.res.End, in.o.Position+in.res.Rows, true)
-		if err := in.l.writeTx(wctx, func(c *sql.Conn) error { return setMark(wctx, c, mark) }); err != nil {
+		if err := in.l.Update(wctx, func(c *logstore.Tx) error { return setMark(wctx, c, mark) }); err != nil {
 			return fmt.Errorf("record the end of the ingest: %w", err)
 		}
 	}
@@ -319,9 +304,9 @@ func (in *ingestRun) take(ctx context.Context, rec arrow.RecordBatch) error {
 	if n == 0 {
 		return nil
 	}
-	fields := l.fileSc.Fields()
+	fields := l.FileSchema().Fields()
 	if int(rec.NumCols()) != len(fields)-2 {
-		return fmt.Errorf("ingest into log %s: a batch of %d columns where the log has %d", l.dir, rec.NumCols(), len(fields)-2)
+		return fmt.Errorf("ingest into log %s: a batch of %d columns where the log has %d", l.Dir(), rec.NumCols(), len(fields)-2)
 	}
 	mem := memory.DefaultAllocator
 	ob := array.NewInt64Builder(mem)
@@ -331,7 +316,7 @@ func (in *ingestRun) take(ctx context.Context, rec arrow.RecordBatch) error {
 	}
 	offs := ob.NewArray()
 	ob.Release()
-	ts := l.now().UnixMicro()
+	ts := l.Now().UnixMicro()
 	tb := array.NewInt64Builder(mem)
 	tb.Reserve(int(n))
 	for range n {
@@ -346,11 +331,11 @@ func (in *ingestRun) take(ctx context.Context, rec arrow.RecordBatch) error {
 		if !arrow.TypeEqual(c.DataType(), want) {
 			offs.Release()
 			tss.Release()
-			return fmt.Errorf("ingest into log %s: column %s is %s in the batch where the log stores %s", l.dir, fields[k+2].Name, c.DataType(), want)
+			return fmt.Errorf("ingest into log %s: column %s is %s in the batch where the log stores %s", l.Dir(), fields[k+2].Name, c.DataType(), want)
 		}
 		cols = append(cols, retype(c, want))
 	}
-	out := array.NewRecordBatch(l.fileSc, cols, n)
+	out := array.NewRecordBatch(l.FileSchema(), cols, n)
 	for _, c := range cols {
 		c.Release()
 	}
@@ -386,7 +371,7 @@ func (in *ingestRun) progress() IngestProgress {
 // groupTarget is the Arrow size of a row group: an eighth of the file
 // target, as compaction cuts them.
 func (in *ingestRun) groupTarget() int64 {
-	return in.l.policy().RowGroupBytes()
+	return in.l.Policy().RowGroupBytes()
 }
 
 func (in *ingestRun) releasePending() {
@@ -404,13 +389,13 @@ func (in *ingestRun) flushGroup(ctx context.Context) error {
 		return nil
 	}
 	l := in.l
-	rec, err := parquetfile.Concat(l.fileSc, in.pending)
+	rec, err := parquetfile.Concat(l.FileSchema(), in.pending)
 	in.releasePending()
 	if err != nil {
 		return err
 	}
 	defer rec.Release()
-	if len(l.cfg.SortBy) > 0 {
+	if len(l.Config().SortBy) > 0 {
 		sorted, err := parquetfile.Sort(rec, l.SortColumns())
 		if err != nil {
 			return err
@@ -430,12 +415,12 @@ func (in *ingestRun) flushGroup(ctx context.Context) error {
 	stDone := make(chan struct{})
 	go func() {
 		defer close(stDone)
-		st, stErr = colstats.Compute(l.sch, rec.Columns()[2:])
+		st, stErr = colstats.Compute(l.Schema(), rec.Columns()[2:])
 	}()
 	err = f.w.WriteGroup(rec)
 	<-stDone
 	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(l.dir, filesDir, f.tmp), err)
+		return fmt.Errorf("write %s: %w", filepath.Join(l.FilesDir(), f.tmp), err)
 	}
 	if stErr != nil {
 		return stErr
@@ -452,7 +437,7 @@ func (in *ingestRun) flushGroup(ctx context.Context) error {
 	f.rows += n
 	f.end = f.start + f.rows
 	f.arrowBytes += parquetfile.ArrowBytes(rec)
-	if f.w.Size() >= l.policy().TargetFileBytes {
+	if f.w.Size() >= l.Policy().TargetFileBytes {
 		return in.closeFile(ctx, false)
 	}
 	return nil
@@ -468,21 +453,17 @@ func (in *ingestRun) openFile(ctx context.Context, offs *array.Int64) error {
 	for _, v := range offs.Int64Values() {
 		lo = min(lo, v)
 	}
-	tmp := fmt.Sprintf("%d-ingest-%s.parquet.partial", lo, NewToken())
-	err := l.writeTx(ctx, func(c *sql.Conn) error {
-		_, err := c.ExecContext(ctx, `INSERT INTO seal_intents(name, start_offset, end_offset, created_us) VALUES (?, ?, ?, ?)`,
-			tmp, lo, lo, l.now().UnixMicro())
-		return err
-	})
+	tmp := fmt.Sprintf("%d-ingest-%s.parquet.partial", lo, logstore.NewToken())
+	err := addSealIntent(ctx, l, tmp, lo, lo)
 	if err != nil {
 		return fmt.Errorf("record the intent to write a file from offset %d: %w", lo, err)
 	}
-	w, err := parquetfile.Create(filepath.Join(l.dir, filesDir, tmp), l.fileSc)
+	w, err := parquetfile.Create(filepath.Join(l.FilesDir(), tmp), l.FileSchema())
 	if err != nil {
 		_ = l.RecoverSeals(context.WithoutCancel(ctx))
 		return fmt.Errorf("create a file from offset %d: %w", lo, err)
 	}
-	in.file = &ingestFile{tmp: tmp, start: lo, end: lo, w: w, stats: colstats.NewMerger(l.sch)}
+	in.file = &ingestFile{tmp: tmp, start: lo, end: lo, w: w, stats: colstats.NewMerger(l.Schema())}
 	return nil
 }
 
@@ -496,23 +477,19 @@ func (in *ingestRun) closeFile(ctx context.Context, last bool) error {
 		return nil
 	}
 	l := in.l
-	dir := filepath.Join(l.dir, filesDir)
+	dir := l.FilesDir()
 	size, err := f.w.Close()
 	if err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Join(dir, f.tmp), err)
 	}
-	if err := l.atCrashPoint("ingest:written"); err != nil {
+	if err := l.AtCrashPoint("ingest:written"); err != nil {
 		return err
 	}
 	// Named as seal and compaction name files, so recovery knows them.
-	name := fmt.Sprintf("%d-%d-%s.parquet", f.start, f.end, NewToken())
+	name := fmt.Sprintf("%d-%d-%s.parquet", f.start, f.end, logstore.NewToken())
 	// The final name's intent before the rename, so a crash after it
 	// leaves a file an intent names.
-	err = l.writeTx(ctx, func(c *sql.Conn) error {
-		_, err := c.ExecContext(ctx, `INSERT INTO seal_intents(name, start_offset, end_offset, created_us) VALUES (?, ?, ?, ?)`,
-			name, f.start, f.end, l.now().UnixMicro())
-		return err
-	})
+	err = addSealIntent(ctx, l, name, f.start, f.end)
 	if err != nil {
 		return fmt.Errorf("record the intent to name %s: %w", name, err)
 	}
@@ -527,19 +504,9 @@ func (in *ingestRun) closeFile(ctx context.Context, last bool) error {
 		return err
 	}
 	mark := in.mark(f.end, in.o.Position+in.res.Rows+f.rows, last)
-	l.wmu.Lock()
-	err = l.writeTxLocked(ctx, func(c *sql.Conn) error {
-		end, ok, err := sealedEnd(ctx, c, l.tiers)
-		if err != nil {
-			return err
-		}
-		var next int64
-		if err := c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'next_offset'`).Scan(&next); err != nil {
-			return err
-		}
-		if (ok && end != f.start) || next != f.start {
-			return fmt.Errorf("the files now end at %d and the next offset is %d, not %d: another process wrote to the log: %w", end, next, f.start, ErrCorrupt)
-		}
+	// One transaction records the file, advances the next offset past it
+	// and sets the mark; AdvanceNext refuses when another process wrote.
+	err = l.AdvanceNext(ctx, f.start, f.end, func(c *logstore.Tx) error {
 		for _, n := range []string{f.tmp, name} {
 			if _, err := c.ExecContext(ctx, `DELETE FROM seal_intents WHERE name = ?`, n); err != nil {
 				return err
@@ -547,19 +514,14 @@ func (in *ingestRun) closeFile(ctx context.Context, last bool) error {
 		}
 		if _, err := c.ExecContext(ctx, `INSERT INTO files(start_offset, end_offset, name, row_count, arrow_bytes, json_bytes, file_bytes, min_ts, max_ts, stats, sealed_us)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			f.start, f.end, name, f.rows, f.arrowBytes, 0, size, f.minTS, f.maxTS, string(stats), l.now().UnixMicro()); err != nil {
-			return err
-		}
-		if _, err := c.ExecContext(ctx, `UPDATE meta SET v = ? WHERE k = 'next_offset'`, f.end); err != nil {
+			f.start, f.end, name, f.rows, f.arrowBytes, 0, size, f.minTS, f.maxTS, string(stats), l.Now().UnixMicro()); err != nil {
 			return err
 		}
 		return setMark(ctx, c, mark)
 	})
 	if err == nil {
-		l.next = f.end
 		in.marked = last
 	}
-	l.wmu.Unlock()
 	if err != nil {
 		return fmt.Errorf("record %s for offsets [%d,%d): %w", name, f.start, f.end, err)
 	}
