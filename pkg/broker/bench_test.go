@@ -39,7 +39,16 @@ func publishPipelined(b *testing.B, p *pubConn, frames, rowsPerFrame, window int
 }
 
 func BenchmarkPublishOneRowFrames(b *testing.B) {
-	srv := startServer(b, testConfig(b))
+	benchOneRowFrames(b, startServer(b, testConfig(b)))
+}
+
+func BenchmarkPublish8x100RowFrames(b *testing.B) {
+	bench8x100(b, startServer(b, testConfig(b)))
+}
+
+// benchOneRowFrames publishes b.N single-row frames to srv's trades, 64
+// in flight, and reports rows/s.
+func benchOneRowFrames(b *testing.B, srv *Server) {
 	p := dialPublisher(b, srv, "trades")
 	b.ResetTimer()
 	start := time.Now()
@@ -47,8 +56,9 @@ func BenchmarkPublishOneRowFrames(b *testing.B) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
 }
 
-func BenchmarkPublish8x100RowFrames(b *testing.B) {
-	srv := startServer(b, testConfig(b))
+// bench8x100 publishes about b.N rows to srv's trades from 8 publishers
+// in 100-row frames, 64 in flight each, and reports rows/s.
+func bench8x100(b *testing.B, srv *Server) {
 	var ps []*pubConn
 	for i := 0; i < 8; i++ {
 		ps = append(ps, dialPublisher(b, srv, "trades"))

@@ -28,30 +28,11 @@ func replicatedConfig(b *testing.B) config.Config {
 }
 
 func BenchmarkPublishOneRowFramesReplicated(b *testing.B) {
-	srv := startServer(b, replicatedConfig(b), Options{Executable: streamcastExe(b)})
-	p := dialPublisher(b, srv, "trades")
-	b.ResetTimer()
-	start := time.Now()
-	publishPipelined(b, p, b.N, 1, 64)
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
+	benchOneRowFrames(b, startServer(b, replicatedConfig(b), Options{Executable: streamcastExe(b)}))
 }
 
 func BenchmarkPublish8x100RowFramesReplicated(b *testing.B) {
-	srv := startServer(b, replicatedConfig(b), Options{Executable: streamcastExe(b)})
-	var ps []*pubConn
-	for range 8 {
-		ps = append(ps, dialPublisher(b, srv, "trades"))
-	}
-	frames := b.N/800 + 1
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for _, p := range ps {
-		wg.Add(1)
-		go func() { defer wg.Done(); publishPipelined(b, p, frames, 100, 64) }()
-	}
-	wg.Wait()
-	b.ReportMetric(float64(frames*800)/time.Since(start).Seconds(), "rows/s")
+	bench8x100(b, startServer(b, replicatedConfig(b), Options{Executable: streamcastExe(b)}))
 }
 
 // BenchmarkReplicationLag publishes single-row frames (64 in flight) for
