@@ -34,9 +34,10 @@ const closeGrace = 5 * time.Second
 // either way; the limit stops the CPU a flood would cost.
 const maxAbsorbedControl = 1024
 
-// dropGrace bounds how long a subscriber dropped for falling behind (4429) has
-// to take its contiguous prefix and the close frame.
-const dropGrace = 10 * time.Second
+// DefaultDropGrace is Options.DropGrace's default: how long a subscriber
+// dropped for falling behind (4429) has to take its contiguous prefix and
+// the close frame.
+const DefaultDropGrace = 10 * time.Second
 
 // wsConn is one upgraded connection. gorilla/websocket did the handshake and
 // reads frames; every write goes through this type's queue and is made by at

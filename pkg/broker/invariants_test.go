@@ -244,7 +244,10 @@ func TestReplayedFramesAreByteIdentical(t *testing.T) {
 func TestStalledSubscriberIsIsolatedAndResumes(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Limits.MaxBacklog = 3000 // a reading subscriber keeps up, even under -race
-	srv := startServer(t, cfg)
+	// The stalled subscriber starts reading only once every row is
+	// published, which under -race on a loaded machine can take longer
+	// than the default grace a dropped subscriber gets.
+	srv := startServer(t, cfg, Options{DropGrace: 2 * time.Minute})
 	pad := strings.Repeat("x", 8000)
 	row := func(i int) string {
 		return fmt.Sprintf(`{"event_ts":%d,"symbol":"%s","price":1.0,"amount":1.0,"side":0}`, i, pad)

@@ -37,6 +37,10 @@ import (
 type Options struct {
 	// Logger receives the server's log; nil discards it.
 	Logger *log.Logger
+	// DropGrace bounds how long a subscriber dropped for falling behind
+	// (4429) has to take its contiguous prefix and the close frame before
+	// its connection is cut; 0 means DefaultDropGrace.
+	DropGrace time.Duration
 	// PingInterval is how often every connection is pinged; a peer that
 	// sends nothing (not even a pong) and takes none of the bytes queued for
 	// it for two intervals is dropped. 0 means 20 s.
@@ -173,6 +177,9 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = log.New(io.Discard)
+	}
+	if opts.DropGrace <= 0 {
+		opts.DropGrace = DefaultDropGrace
 	}
 	if opts.PingInterval <= 0 {
 		opts.PingInterval = 20 * time.Second

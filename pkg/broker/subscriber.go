@@ -55,7 +55,7 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 			c.srv.reclaim.Note(int64(c.out.Len()) * int64(backlog.SlotBytes+len(f)))
 			// A subscriber that stopped reading may never take its prefix:
 			// bound the wait so its connection ends.
-			_ = c.nc.SetWriteDeadline(time.Now().Add(dropGrace))
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.DropGrace))
 			return
 		}
 		c.out.Push(f, sub.maxBacklog)
