@@ -409,7 +409,9 @@ func (in *ingestRun) flushGroup(ctx context.Context) error {
 		}
 	}
 	f := in.file
-	// The statistics are computed beside the write, as seal does.
+	// The statistics are computed beside the write, as seal does; both
+	// read rec, so its lazily cached null counts are settled first.
+	parquetfile.SettleNullCounts(rec)
 	var st []byte
 	var stErr error
 	stDone := make(chan struct{})

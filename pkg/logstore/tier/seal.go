@@ -104,6 +104,9 @@ func sealAll(ctx context.Context, l *logstore.Log, flush bool) (sealed int64, er
 // statistics are computed beside the write.
 func sealFile(ctx context.Context, l *logstore.Log, in logstore.Buffered) error {
 	rec := in.Rec
+	// The writer and the statistics both read rec: settle the null
+	// counts arrow-go would otherwise cache on first read.
+	parquetfile.SettleNullCounts(rec)
 	var stats []byte
 	var statsErr error
 	statsDone := make(chan struct{})
