@@ -128,7 +128,11 @@ func (s *Subscription) Recv(ctx context.Context) (*Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if ctx != s.watchCtx {
+	// Close clears watchCtx under watchMu, maybe while this Recv reads.
+	s.watchMu.Lock()
+	watched := ctx == s.watchCtx
+	s.watchMu.Unlock()
+	if !watched {
 		s.watch(ctx)
 	}
 	typ, r, err := s.conn.NextReader()
