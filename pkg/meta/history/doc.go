@@ -1,0 +1,22 @@
+// Package history reads a stream's whole history as one table: every log
+// of the stream (the migrated ones included), from the published Iceberg
+// tables and, where a fixed point asks for it, the unpublished tail from a
+// running server. Columns are unioned by name across logs; a column a log
+// lacks reads as null; streamcast_offset and streamcast_ts are ordinary
+// columns.
+//
+// A Reader resolves the stream's metadata once, outside any cache, and pins
+// every table's snapshot for its life, so one read sees one cut of the
+// history. It refuses rather than answering short (I6, docs/design.md):
+// a range no tier holds, rows below the retention floor, a metadata file
+// whose stream_id differs from the one expected, and a retired log whose
+// table holds fewer rows than at retirement are errors naming the numbers.
+//
+// Bounds passed to Scan only skip logs, files and row groups whose
+// statistics prove them empty; Scan never drops a row for failing a bound.
+// Callers that filter rows (SQLite, the where= filter code) check every row
+// they are given, so results never depend on what was skipped.
+//
+// It sits above pkg/meta, pkg/logstore and pkg/wire and below cmd; it never
+// writes: not the metadata, not a table, not a log.
+package history
