@@ -157,7 +157,9 @@ func trade(i int64) []byte {
 
 // load publishes to ws base/stream at about perSecond rows a second, in
 // batches every 10 ms, until the returned stop is called; stop returns
-// how many rows it published. Rows are numbered from first.
+// how many rows were acknowledged (a batch cancelled in flight may commit
+// unacknowledged: /stats's end offset is the count). Rows are numbered
+// from first.
 func load(t *testing.T, base, stream string, perSecond int, first int64) (stop func() int64) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
