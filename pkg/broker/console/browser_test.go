@@ -80,7 +80,7 @@ next:
 // test and returns a context driving one tab, and the tab's errors. The
 // background-networking flags keep Chromium from dialling Google's hosts,
 // which a closed network refuses.
-func startBrowser(t *testing.T) (context.Context, *jsErrors) {
+func startBrowser(t testing.TB) (context.Context, *jsErrors) {
 	t.Helper()
 	path := chromiumPath(t)
 	opts := []chromedp.ExecAllocatorOption{
@@ -160,7 +160,7 @@ func trade(i int64) []byte {
 // how many rows were acknowledged (a batch cancelled in flight may commit
 // unacknowledged: /stats's end offset is the count). Rows are numbered
 // from first.
-func load(t *testing.T, base, stream string, perSecond int, first int64) (stop func() int64) {
+func load(t testing.TB, base, stream string, perSecond int, first int64) (stop func() int64) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pub, err := wire.Publish(ctx, base+"/"+stream, wire.PublishOptions{})
@@ -212,7 +212,7 @@ func load(t *testing.T, base, stream string, perSecond int, first int64) (stop f
 }
 
 // statsOf reads the broker's /stats.
-func statsOf(t *testing.T, httpBase string) stats.Stats {
+func statsOf(t testing.TB, httpBase string) stats.Stats {
 	t.Helper()
 	res, err := http.Get(httpBase + "/stats")
 	if err != nil {
@@ -226,7 +226,7 @@ func statsOf(t *testing.T, httpBase string) stats.Stats {
 	return st
 }
 
-func endOffset(t *testing.T, httpBase, stream string) int64 {
+func endOffset(t testing.TB, httpBase, stream string) int64 {
 	t.Helper()
 	for _, s := range statsOf(t, httpBase).Streams {
 		if s.Name == stream && s.EndOffset != nil {
@@ -239,7 +239,7 @@ func endOffset(t *testing.T, httpBase, stream string) int64 {
 
 // waitJS evaluates expr every 20 ms until it returns true, failing the
 // test after limit with what it last saw of describe (a JS expression).
-func waitJS(t *testing.T, ctx context.Context, limit time.Duration, what, expr, describe string) time.Duration {
+func waitJS(t testing.TB, ctx context.Context, limit time.Duration, what, expr, describe string) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {
