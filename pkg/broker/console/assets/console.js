@@ -169,6 +169,7 @@ class StreamsView {
 <td class="${maintCls}">${esc(maint)}</td></tr>`);
     }
     $("#streams tbody").innerHTML = rows.join("");
+    $("#streams").dataset.servedAt = doc.served_at;
     $("#streams-empty").hidden = doc.streams.length > 0;
     for (const name of this.hist.keys()) {
       if (!doc.streams.some((s) => s.name === name)) this.hist.delete(name);
