@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
 	"net/http/httptest"
 	"testing"
@@ -21,9 +22,19 @@ type moduleState struct {
 
 const readModule = `({got: window.got || [], errors: window.errors || [], resumes: window.resumes || [], greetings: window.greetings || 0})`
 
-// checkEveryOffsetOnce fails unless got is exactly 1, 2, …, n.
-func checkEveryOffsetOnce(t *testing.T, got []int64, n int64) {
+// allDelivered waits until the module page delivered n rows, and fails
+// unless its subscription is alive and delivered offsets 1, 2, …, n.
+func allDelivered(t *testing.T, ctx context.Context, n int64) moduleState {
 	t.Helper()
+	waitJS(t, ctx, 15*time.Second, fmt.Sprintf("all %d rows delivered", n), fmt.Sprintf(`(window.got || []).length >= %d || (window.errors || []).length > 0`, n), `({got: window.got.length, errors: window.errors, resumes: window.resumes})`)
+	st, err := chromedp.Run(ctx, chromedp.Evaluate[moduleState](readModule))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Errors) > 0 {
+		t.Fatalf("the subscription ended with errors: %q", st.Errors)
+	}
+	got := st.Got
 	for i, o := range got {
 		if o != int64(i)+1 {
 			t.Fatalf("row %d of %d delivered has offset %d, want %d: an offset was missed or repeated", i, len(got), o, i+1)
@@ -32,6 +43,7 @@ func checkEveryOffsetOnce(t *testing.T, got []int64, n int64) {
 	if int64(len(got)) != n {
 		t.Fatalf("delivered %d rows, want %d", len(got), n)
 	}
+	return st
 }
 
 // TestStreamcastJSResumesAcrossAServerRestart runs a page of another
@@ -68,16 +80,7 @@ func TestStreamcastJSResumesAcrossAServerRestart(t *testing.T) {
 	})
 	stop2()
 	n = endOffset(t, "http://"+addr, "trades") - 1
-	waitJS(t, ctx, 15*time.Second, fmt.Sprintf("all %d rows delivered", n), fmt.Sprintf(`(window.got || []).length >= %d`, n), `({got: window.got.length, errors: window.errors, resumes: window.resumes})`)
-
-	st, err := chromedp.Run(ctx, chromedp.Evaluate[moduleState](readModule))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Errors) > 0 {
-		t.Fatalf("the subscription ended with errors: %q", st.Errors)
-	}
-	checkEveryOffsetOnce(t, st.Got, n)
+	st := allDelivered(t, ctx, n)
 	if st.Greetings < 2 || len(st.Resumes) == 0 {
 		t.Fatalf("the page saw %d greetings and resumes %v; want a reconnect after the restart", st.Greetings, st.Resumes)
 	}
@@ -109,15 +112,7 @@ func TestStreamcastJSResumesAfterTooSlow(t *testing.T) {
 	waitJS(t, ctx, 10*time.Second, "two 4429 drops and 1,000 rows", `(window.resumes || []).filter((c) => c === 4429).length >= 2 && window.got.length >= 1000`, `({got: window.got.length, resumes: window.resumes})`)
 	stop()
 	n := endOffset(t, "http://"+addr, "trades") - 1
-	waitJS(t, ctx, 15*time.Second, fmt.Sprintf("all %d rows delivered", n), fmt.Sprintf(`(window.got || []).length >= %d`, n), `({got: window.got.length, errors: window.errors, resumes: window.resumes})`)
-	st, err := chromedp.Run(ctx, chromedp.Evaluate[moduleState](readModule))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Errors) > 0 {
-		t.Fatalf("the subscription ended with errors: %q", st.Errors)
-	}
-	checkEveryOffsetOnce(t, st.Got, n)
+	st := allDelivered(t, ctx, n)
 	t.Logf("%d rows, %d greetings, %d resumes", n, st.Greetings, len(st.Resumes))
 	if e := errs.List(); len(e) > 0 {
 		t.Fatalf("the page logged errors: %q", e)
