@@ -397,7 +397,10 @@ class StreamView {
     tail.dataset.kept = this.kept;
     tail.dataset.first = firstRow ? firstRow.offset : "";
     tail.dataset.last = lastRow ? lastRow.offset : "";
-    const state = this.paused ? "paused" : this.sub ? this.sub.state : "stopped";
+    let state = this.paused ? "paused" : this.sub ? this.sub.state : "stopped";
+    if (this.sub && this.sub.attempts > 1 && state !== "open" && state !== "closed") {
+      state += ` (attempt ${this.sub.attempts}: the server is unreachable, or refuses this user the stream)`;
+    }
     $("#tail-status").textContent = `${state} · ${fmtInt(this.received)} rows received` +
       (this.kept ? ` · showing offsets ${firstRow.offset ?? "–"}–${lastRow.offset ?? "–"} (${fmtInt(this.kept)} kept)` : "");
   }

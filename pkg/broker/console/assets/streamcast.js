@@ -149,6 +149,12 @@ function parseReason(raw) {
  * (detail: an Error; the subscription has ended). Rows go to onRow, one
  * call per row, in offset order.
  *
+ * Properties: greeting (the last greeting), next (the offset the next
+ * connection asks for; null: live), rows (rows delivered), state, and
+ * attempts (connections tried since the last greeting; a browser does not
+ * tell a page why a WebSocket handshake failed, so a refused login or a
+ * missing grant shows only as attempts that keep failing).
+ *
  * Options: offset (a number; omit for live, 0 for the earliest row), where
  * (an object or a JSON string), onRow(row), minDelay and maxDelay (the
  * reconnect backoff, ms; 250 and 10000), WebSocket (a constructor, for
@@ -168,7 +174,7 @@ export class Subscription extends EventTarget {
     this.state = "connecting";
     this.rows = 0;
     this._WS = options.WebSocket ?? globalThis.WebSocket;
-    this._attempt = 0;
+    this.attempts = 0;
     this._ws = null;
     this._timer = null;
     this._closed = false;
@@ -247,7 +253,7 @@ export class Subscription extends EventTarget {
       throw new Error("the server's first frame is not a protocol 4 greeting");
     }
     this.greeting = g;
-    this._attempt = 0;
+    this.attempts = 0;
     // A subscriber that started live and has received nothing resumes at
     // the frontier it attached at: rows committed while it reconnects are
     // still delivered. A live-only stream has no offsets to resume at.
@@ -293,9 +299,9 @@ export class Subscription extends EventTarget {
   _retry(now) {
     if (this._closed) return;
     this._setState("waiting");
-    const base = Math.min(this.maxDelay, this.minDelay * 2 ** Math.min(this._attempt, 16));
-    this._attempt++;
-    const delay = now && this._attempt === 1 ? 0 : base * (0.5 + Math.random() / 2);
+    const base = Math.min(this.maxDelay, this.minDelay * 2 ** Math.min(this.attempts, 16));
+    this.attempts++;
+    const delay = now && this.attempts === 1 ? 0 : base * (0.5 + Math.random() / 2);
     this._timer = setTimeout(() => this._connect(), delay);
   }
 
