@@ -70,7 +70,8 @@ type tail struct {
 // offsets, and between two samples the tail's last offset moved by
 // exactly the number of rows it received (none missing, none twice);
 // pause and resume lose nothing; a where filter narrows the rows to those
-// it names; an offset past the end is refused in words with the numbers.
+// it names; an offset past the end is refused in words with the numbers;
+// a live-only stream's rows show without offsets.
 func TestConsoleTailShowsEveryRowInOffsetOrder(t *testing.T) {
 	ctx, errs := startBrowser(t)
 	base := brokertest.Start(t, tradesConfig("127.0.0.1:0", t.TempDir()))
@@ -167,6 +168,16 @@ func TestConsoleTailShowsEveryRowInOffsetOrder(t *testing.T) {
 	}
 	want := fmt.Sprintf("4416 not replayable: offset %d is past %d, the next offset this stream will assign", ahead, end)
 	waitJS(t, ctx, 5*time.Second, "the 4416 refusal", `document.querySelector("#tail-error").textContent.startsWith(`+strconv.Quote(want)+`)`, `document.querySelector("#tail-error").textContent`)
+
+	// A live-only stream has no offsets: its rows show without one, and
+	// pausing says what resuming cannot bring back.
+	if err := chromedp.Do(ctx, chromedp.Navigate(httpBase+"/#/s/live")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, 5*time.Second, "the live stream's greeting", `document.querySelector("#greeting").textContent.startsWith("live-only")`, `document.querySelector("#greeting").textContent`)
+	load(t, base, "live", 1000, 0)
+	waitJS(t, ctx, 5*time.Second, "live rows shown without offsets", `Number(document.querySelector("#tail").dataset.received) >= 50 &&
+		[...document.querySelectorAll(".tail-rows .trow .o")].every((c) => c.textContent === "–")`, `document.querySelector("#tail-status").textContent`)
 
 	if e := errs.List(); len(e) > 0 {
 		t.Fatalf("the page logged errors: %q", e)

@@ -204,6 +204,10 @@ class StreamView {
     };
     $("#tail-pause").onclick = () => (this.paused ? this.resume() : this.pause());
     $(".tail-body").addEventListener("scroll", this.onScroll);
+    // Each stream starts live and unfiltered: an offset or filter typed
+    // for another stream means nothing here.
+    $("#tail-offset").value = "";
+    $("#tail-where").value = "";
     this.drawHead();
     this.subscribe();
   }
@@ -214,6 +218,9 @@ class StreamView {
     $(".tail-body").removeEventListener("scroll", this.onScroll);
     $("#stream-view").hidden = true;
     $("#schema tbody").innerHTML = "";
+    $("#greeting").textContent = "";
+    $("#tail-status").textContent = "";
+    Object.assign($("#tail").dataset, { received: 0, kept: 0, first: "", last: "" });
     $("#tail-log").innerHTML = "";
     $(".tail-rows").innerHTML = "";
     $("#tail-error").hidden = true;
