@@ -42,6 +42,7 @@ var layer = map[string]int{
 	"pkg/meta/sqlview":         23, // above history: SQLite virtual table over its scans
 	"pkg/broker/backlog":       25, // below broker: broker imports them
 	"pkg/broker/config":        25,
+	"pkg/broker/console":       25, // below broker: static files the routes serve; it imports nothing of the module
 	"pkg/broker/frame":         25,
 	"pkg/broker/marks":         25,
 	"pkg/broker/metrics":       25,

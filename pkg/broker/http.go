@@ -148,6 +148,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if path == "/metrics" && s.metrics == nil {
 		path = "" // metrics.enabled: false
 	}
+	if name, ok := s.consoleFile(path); ok {
+		s.serveConsole(w, r, name)
+		return
+	}
 	switch path {
 	case "/stats", "/health", "/metrics":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -169,7 +173,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			also = "GET /stats, /health and /metrics"
 		}
 		names := auth.AccessOf(r).Filter(config.ActionRead, s.reg.Names())
-		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(names)+"), and "+also, http.StatusNotFound)
+		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(names)+"), "+also+", and its web console at "+s.consolePath(), http.StatusNotFound)
 	}
 }
 
