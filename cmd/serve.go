@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -76,6 +75,11 @@ curl -o cpu.pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=20'`,
   streamcast serve --pprof 127.0.0.1:6060                        # profile it: go tool pprof http://127.0.0.1:6060/debug/pprof/profile`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := a.cfg // read once by setup; a reload reads anew with loadServeConfig
+			if pprofAddr != "" {
+				if err := checkLoopback(pprofAddr); err != nil {
+					return usageError{err}
+				}
+			}
 			if err := a.checkServeConfig(&cfg); err != nil {
 				return err
 			}
@@ -87,10 +91,11 @@ curl -o cpu.pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=20'`,
 				return err
 			}
 			if pprofAddr != "" {
-				stop, err := servePprof(pprofAddr, a.logger)
+				addr, stop, err := servePprof(pprofAddr)
 				if err != nil {
 					return err
 				}
+				a.logger.Info("serving the profiler", "url", "http://"+addr.String()+"/debug/pprof/")
 				defer stop()
 			}
 			srv, err := broker.New(cfg, broker.Options{
@@ -126,15 +131,15 @@ curl -o cpu.pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=20'`,
 
 // servePprof serves net/http/pprof's handlers on a listener of their own
 // at addr, which must be a loopback address: the profiler has no auth, and
-// a profile shows the server's internals. It returns the function that
-// stops the listener and waits for its goroutine.
-func servePprof(addr string, logger *log.Logger) (stop func(), err error) {
+// a profile shows the server's internals. It returns the address listened
+// on and the function that stops the listener and waits for its goroutine.
+func servePprof(addr string) (net.Addr, func(), error) {
 	if err := checkLoopback(addr); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--pprof: listen on %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("--pprof: listen on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -146,12 +151,9 @@ func servePprof(addr string, logger *log.Logger) (stop func(), err error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("--pprof listener stopped", "err", err)
-		}
+		_ = hs.Serve(ln) // ends with ErrServerClosed when stopped
 	}()
-	logger.Info("serving the profiler", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
-	return func() {
+	return ln.Addr(), func() {
 		_ = hs.Close() // a profile in progress is cut off: serve is exiting
 		<-done
 	}, nil
