@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"sync"
+	"time"
 
 	"github.com/charmbracelet/log"
 	"github.com/spf13/cobra"
@@ -16,7 +19,7 @@ import (
 )
 
 func newServeCmd(a *app) *cobra.Command {
-	var addrFile string
+	var addrFile, pprofAddr string
 	def := config.Default()
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -58,13 +61,25 @@ warning at start when it listens on an address other than loopback.
 
 SIGTERM or SIGINT stops accepting, commits and acknowledges what publishers
 sent, closes every connection with 1001, has seal and publish flush (so the
-published table holds every acknowledged row), stops the children and exits 0.`,
+published table holds every acknowledged row), stops the children and exits 0.
+
+--pprof ADDR serves Go's profiler (net/http/pprof, under /debug/pprof/) on a
+listener of its own, apart from the streams' one and without auth, so it
+only accepts a loopback address (127.0.0.1:6060, [::1]:6060, localhost:6060).
+Off by default. A CPU profile to attach to a performance report:
+curl -o cpu.pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=20'`,
 		Example: `  streamcast serve
   streamcast serve --config streamcast.yaml --listen :8765
   streamcast serve --listen 127.0.0.1:0 --addr-file /tmp/addr   # tests: find the port
-  streamcast serve --no-maintain                                 # run the maintain roles yourself`,
+  streamcast serve --no-maintain                                 # run the maintain roles yourself
+  streamcast serve --pprof 127.0.0.1:6060                        # profile it: go tool pprof http://127.0.0.1:6060/debug/pprof/profile`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := a.cfg // read once by setup; a reload reads anew with loadServeConfig
+			if pprofAddr != "" {
+				if err := checkLoopback(pprofAddr); err != nil {
+					return usageError{err}
+				}
+			}
 			if err := a.checkServeConfig(&cfg); err != nil {
 				return err
 			}
@@ -74,6 +89,14 @@ published table holds every acknowledged row), stops the children and exits 0.`,
 			}
 			if err := a.logServeConfig(cfg); err != nil {
 				return err
+			}
+			if pprofAddr != "" {
+				addr, stop, err := servePprof(pprofAddr)
+				if err != nil {
+					return err
+				}
+				a.logger.Info("serving the profiler", "url", "http://"+addr.String()+"/debug/pprof/")
+				defer stop()
 			}
 			srv, err := broker.New(cfg, broker.Options{
 				Logger:     a.logger,
@@ -97,12 +120,59 @@ published table holds every acknowledged row), stops the children and exits 0.`,
 	f.String("listen", def.Listen, "serve on this `ADDR` (host:port; :0 picks a free port)")
 	f.String("root", def.Root, "keep durable streams' logs under this `DIR`")
 	f.StringVar(&addrFile, "addr-file", "", "once serving, write the address listened on to `FILE` (for scripts and tests)")
+	f.StringVar(&pprofAddr, "pprof", "", "serve Go's profiler (net/http/pprof) on this loopback `ADDR`, apart from the streams (off by default)")
 	f.Bool("no-maintain", false, "run no maintenance child (as maintain: false); run streamcast maintain yourself")
 	configFlag(f, "listen", "listen")
 	configFlag(f, "root", "root")
 	configSwitch(f, "no-maintain", "maintain", "false")
 	_ = cmd.MarkFlagDirname("root")
 	return cmd
+}
+
+// servePprof serves net/http/pprof's handlers on a listener of their own
+// at addr, which must be a loopback address: the profiler has no auth, and
+// a profile shows the server's internals. It returns the address listened
+// on and the function that stops the listener and waits for its goroutine.
+func servePprof(addr string) (net.Addr, func(), error) {
+	if err := checkLoopback(addr); err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--pprof: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(ln) // ends with ErrServerClosed when stopped
+	}()
+	return ln.Addr(), func() {
+		_ = hs.Close() // a profile in progress is cut off: serve is exiting
+		<-done
+	}, nil
+}
+
+// checkLoopback refuses an address whose host is not a loopback IP or
+// "localhost" (an empty host, ":6060", would listen on every interface).
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--pprof %q: %w; give host:port, as 127.0.0.1:6060", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("--pprof %q: the profiler has no authentication, so it listens on loopback only; give 127.0.0.1:PORT or [::1]:PORT and reach it remotely through an SSH tunnel", addr)
 }
 
 // loadServeConfig reads the configuration anew, as setup did at start (the

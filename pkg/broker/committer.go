@@ -22,6 +22,11 @@ type job struct {
 	one   [1][]byte // storage for rows of a one-row frame
 	pub   *publisher
 	reply *replySlot
+	slot  replySlot // storage for reply: one allocation per frame, not two
+
+	// answer is the reply the deliverer built for this frame, on its way
+	// to the publisher's slot (see publisher.answerJobs).
+	answer []byte
 
 	// eo is an exactly-once frame's state (zero on a plain one); see
 	// package marks.
@@ -148,9 +153,9 @@ func (s *stream) commit() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var replies [][]byte
+		var d delivery
 		for g := range groups {
-			replies = s.deliverGroup(g, replies)
+			s.deliverGroup(g, &d)
 		}
 	}()
 	defer func() {
@@ -225,10 +230,22 @@ func (s *stream) appendGroup(ctx context.Context, rows [][]byte, ts int64, marks
 	return s.log.Append(ctx, rows, ts, marks)
 }
 
+// delivery is the deliverer goroutine's scratch space, reused across
+// groups.
+type delivery struct {
+	replies [][]byte     // exactly-once answers, by job
+	pubs    []*publisher // the publishers answered in this group
+}
+
+// okReplyBytes is about the size of one single-row ack frame, to size the
+// buffer a group's acks share.
+const okReplyBytes = 24
+
 // deliverGroup fans a committed group out and acknowledges it (or answers
-// commit_failed for every frame of a group that failed). replies is scratch
-// space, returned for reuse.
-func (s *stream) deliverGroup(g committed, replies [][]byte) [][]byte {
+// commit_failed for every frame of a group that failed). Each publisher's
+// replies of the group are queued at once, so its writer sends them with
+// one write rather than one per frame.
+func (s *stream) deliverGroup(g committed, d *delivery) {
 	failed := ""
 	if g.err != nil {
 		// Keyed by stream: one line per stream and interval, with a count,
@@ -247,32 +264,57 @@ func (s *stream) deliverGroup(g committed, replies [][]byte) [][]byte {
 	}
 	s.observeAcks(g.jobs)
 	if s.marks == nil {
-		off := g.first
-		for _, j := range g.jobs {
-			if failed != "" {
-				j.pub.resolve(j.reply, frame.ErrorReply(wire.ReplyCommitFailed, failed))
-				continue
+		if failed != "" {
+			// Immutable once built: every frame of the group shares it.
+			reply := frame.ErrorReply(wire.ReplyCommitFailed, failed)
+			for _, j := range g.jobs {
+				j.answer = reply
 			}
-			j.pub.resolve(j.reply, frame.OKReply(off, len(j.rows)))
-			off += int64(len(j.rows))
+		} else {
+			off := g.first
+			buf := make([]byte, 0, len(g.jobs)*okReplyBytes)
+			for _, j := range g.jobs {
+				buf, j.answer = frame.AppendOKReply(buf, off, len(j.rows))
+				off += int64(len(j.rows))
+			}
 		}
+		d.pubs = answerJobs(g.jobs, d.pubs)
 		s.inbox.release(g.taken)
-		return replies
+		return
 	}
-	if cap(replies) < len(g.jobs) {
-		replies = make([][]byte, len(g.jobs))
+	if cap(d.replies) < len(g.jobs) {
+		d.replies = make([][]byte, len(g.jobs))
 	}
-	replies = replies[:len(g.jobs)]
+	replies := d.replies[:len(g.jobs)]
 	s.marks.Record(g.jobs, g.first, failed, func(i int, a marks.Answer) { replies[i] = answerFrame(a) })
 	for i, j := range g.jobs {
-		j.pub.resolve(j.reply, replies[i])
+		j.answer = replies[i]
 	}
+	d.pubs = answerJobs(g.jobs, d.pubs)
 	// Settled only once answered: a superseded connection's replies are then
 	// queued ahead of its 4409.
 	s.marks.Done(g.jobs)
 	clear(replies)
 	s.inbox.release(g.taken)
-	return replies
+}
+
+// answerJobs hands each job's answer to its publisher, one call per
+// publisher for all of its jobs in the group. pubs is scratch space,
+// returned for reuse. Only the stream's deliverer calls it (it owns every
+// publisher's answered list).
+func answerJobs(jobs []*job, pubs []*publisher) []*publisher {
+	for _, j := range jobs {
+		p := j.pub
+		if len(p.answered) == 0 {
+			pubs = append(pubs, p)
+		}
+		p.answered = append(p.answered, j)
+	}
+	for _, p := range pubs {
+		p.answerJobs()
+	}
+	clear(pubs)
+	return pubs[:0]
 }
 
 // observeAcks records the ack latency of a group's frames, from each

@@ -44,6 +44,11 @@ type publisher struct {
 
 	dec pubframe.Decoder // reused across frames
 	buf []byte           // reused read buffer
+
+	// answered is the jobs of this publisher whose answers the stream's
+	// deliverer has built in the group it delivers; only the deliverer
+	// touches it (answerJobs).
+	answered []*job
 }
 
 // newPublisher makes c a publisher connection of st; id is its exactly-once
@@ -192,7 +197,7 @@ func (p *publisher) handle(typ int, data []byte) {
 	var slot *replySlot
 	if st.log != nil {
 		j = &job{pub: p, read: read}
-		j.reply = &replySlot{}
+		j.reply = &j.slot
 		slot = j.reply
 	} else {
 		slot = &replySlot{}
@@ -260,6 +265,27 @@ func (p *publisher) resolve(slot *replySlot, frame []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	slot.frame, slot.done = frame, true
+	p.queueAnsweredLocked()
+}
+
+// answerJobs answers the slots of p.answered with their jobs' answers and
+// queues the replies now answerable, all with one lock and one hand-off to
+// the writer: the replies of a commit group go out in one write.
+func (p *publisher) answerJobs() {
+	p.mu.Lock()
+	for _, j := range p.answered {
+		j.reply.frame, j.reply.done = j.answer, true
+		j.answer = nil
+	}
+	p.queueAnsweredLocked()
+	p.mu.Unlock()
+	clear(p.answered)
+	p.answered = p.answered[:0]
+}
+
+// queueAnsweredLocked queues the replies of the answered slots at the head
+// of p.slots, in send order; p.mu is held.
+func (p *publisher) queueAnsweredLocked() {
 	k := 0
 	for k < len(p.slots) && p.slots[k].done {
 		if f := p.slots[k].frame; f != nil {

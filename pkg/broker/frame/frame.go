@@ -141,6 +141,24 @@ func Reply(sizeHint int, build func([]byte) []byte) []byte {
 	return b[reserve-h:]
 }
 
+// AppendOKReply appends OKReply(first, n) to buf and returns buf and the
+// frame, a slice of it. The replies of a commit group share one buffer this
+// way, one allocation per group instead of one per frame; the frames stay
+// valid after buf grows, as append never writes below len(buf).
+func AppendOKReply(buf []byte, first int64, n int) (grown, frame []byte) {
+	// A 10-row ack ({"ok":[first,...,+9]} of 12-digit offsets) passes the
+	// 125 bytes of a 2-byte header; reserve the longest header and start
+	// the frame where its actual header does.
+	const reserve = 10
+	start := len(buf)
+	buf = append(buf, make([]byte, reserve)...)
+	buf = wire.AppendOK(buf, first, n)
+	payload := len(buf) - start - reserve
+	at := start + reserve - headerLen(payload)
+	appendHeader(buf[at:at], opText, payload)
+	return buf, buf[at:len(buf):len(buf)]
+}
+
 // OKReply is the reply acknowledging n rows committed from offset first.
 func OKReply(first int64, n int) []byte {
 	return Reply(8+n*12, func(b []byte) []byte { return wire.AppendOK(b, first, n) })
