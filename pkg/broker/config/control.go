@@ -36,6 +36,10 @@ type Control struct {
 	MaxBytes int `yaml:"max_bytes"`
 	// Profiles are the storage a registered stream may name, by name.
 	Profiles map[string]Profile `yaml:"profiles"`
+	// Protected names registered streams whose consumers rebuild their
+	// state from offset 1: the API refuses to retire or migrate them (403),
+	// as the offline commands refuse a stream with a history_guard.
+	Protected []string `yaml:"protected"`
 }
 
 // Profile is one named storage for registered streams: the root its logs
