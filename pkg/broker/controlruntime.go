@@ -33,7 +33,7 @@ func (s *Server) bootControl(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctl := control.New(&s.cfg, reg, ctlRuntime{s}, control.Options{Logger: s.logger, AfterCommit: s.opts.ControlAfterCommit})
+	ctl := control.New(&s.cfg, reg, ctlRuntime{s}, control.Options{Logger: s.logger, AfterCommit: s.opts.ControlAfterCommit, BeforeRun: s.opts.ControlBeforeRun})
 	serves, err := ctl.Boot(ctx)
 	if err != nil {
 		_ = reg.Close()

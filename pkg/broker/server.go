@@ -83,6 +83,9 @@ type Options struct {
 	// mutation commits and before its answer is written (package control,
 	// Options.AfterCommit): a crash test kills the process there.
 	ControlAfterCommit func()
+	// ControlBeforeRun, when set (tests only), is called with a control
+	// operation's kind once it is marked running (Options.BeforeRun).
+	ControlBeforeRun func(kind string)
 
 	// CertPollInterval is how often the tls: section's files are checked
 	// for a change on disk (a changed pair is loaded for new handshakes);

@@ -299,10 +299,10 @@ func (c *Controller) readMutation(w http.ResponseWriter, r *http.Request, name, 
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	if err := CheckContentType(r.Header.Get("Content-Type")); err != nil {
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
 		return nil, err
 	}
-	key, err := CheckIdempotencyKey(r.Header.Values("Idempotency-Key"))
+	key, err := checkIdempotencyKey(r.Header.Values("Idempotency-Key"))
 	if err != nil {
 		return nil, err
 	}
@@ -318,11 +318,11 @@ func (c *Controller) readMutation(w http.ResponseWriter, r *http.Request, name, 
 		}
 		return nil, refuse(http.StatusBadRequest, "bad_request", "the body could not be read whole: %v", rerr)
 	}
-	if err := CheckJSON(body); err != nil {
+	if err := checkJSON(body); err != nil {
 		return nil, refuse(http.StatusBadRequest, "malformed_json", "%v", err)
 	}
 	m := &mutation{name: name, principal: auth.AccessOf(r).Who, key: key, body: body}
-	m.ifMatch, m.ifNone, err = CheckPreconditions(r.Header.Values("If-Match"), r.Header.Values("If-None-Match"))
+	m.ifMatch, m.ifNone, err = checkPreconditions(r.Header.Values("If-Match"), r.Header.Values("If-None-Match"))
 	if err != nil {
 		return nil, err
 	}
@@ -348,8 +348,8 @@ func checkName(name string) *apiError {
 	return nil
 }
 
-// CheckContentType refuses a mutation that is not application/json (415).
-func CheckContentType(ct string) *apiError {
+// checkContentType refuses a mutation that is not application/json (415).
+func checkContentType(ct string) *apiError {
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/json" {
 		return refuse(http.StatusUnsupportedMediaType, "unsupported_media_type", "a mutation's body is JSON: send Content-Type: application/json")
@@ -357,10 +357,10 @@ func CheckContentType(ct string) *apiError {
 	return nil
 }
 
-// CheckIdempotencyKey returns the request's one Idempotency-Key: missing
+// checkIdempotencyKey returns the request's one Idempotency-Key: missing
 // is 428, and more than one, an empty one, one over 128 characters or one
 // with a character outside printable ASCII (or a space) is 400.
-func CheckIdempotencyKey(values []string) (string, *apiError) {
+func checkIdempotencyKey(values []string) (string, *apiError) {
 	switch {
 	case len(values) == 0:
 		return "", refuse(http.StatusPreconditionRequired, "idempotency_key_required", "a mutation needs an Idempotency-Key header (1 to 128 printable ASCII characters, no spaces); reuse it when you retry")
@@ -379,10 +379,10 @@ func CheckIdempotencyKey(values []string) (string, *apiError) {
 	return k, nil
 }
 
-// CheckPreconditions reads If-Match (one quoted decimal revision) and
+// checkPreconditions reads If-Match (one quoted decimal revision) and
 // If-None-Match (only *). Both at once, or either given twice, is 400; a
 // malformed If-Match is 412, as a stale one is.
-func CheckPreconditions(ifMatch, ifNone []string) (match string, none bool, err *apiError) {
+func checkPreconditions(ifMatch, ifNone []string) (match string, none bool, err *apiError) {
 	switch {
 	case len(ifMatch) > 0 && len(ifNone) > 0:
 		return "", false, refuse(http.StatusBadRequest, "bad_precondition", "give If-Match or If-None-Match, not both")

@@ -61,11 +61,11 @@ type desiredBody struct {
 // errors are about what it says (422).
 var errBadJSON = errors.New("malformed JSON")
 
-// CheckJSON refuses what encoding/json would let through silently: a key
+// checkJSON refuses what encoding/json would let through silently: a key
 // given twice in one object (the last would win), a number that is not
 // finite as a float64, and anything after the one value. It returns an
 // error wrapping errBadJSON.
-func CheckJSON(b []byte) error {
+func checkJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	if err := checkValue(dec, 0); err != nil {
@@ -133,7 +133,7 @@ func clip(s string) string {
 	return s
 }
 
-// decodeStrict decodes b into v refusing unknown keys; b passed CheckJSON.
+// decodeStrict decodes b into v refusing unknown keys; b passed checkJSON.
 func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -147,7 +147,7 @@ func decodeStrict(b []byte, v any) error {
 // empty, open_existing, group_commit true, max_replay 100000) for keys
 // left out. Unknown keys are refused.
 func ParseDeclaration(b []byte) (Declaration, error) {
-	if err := CheckJSON(b); err != nil {
+	if err := checkJSON(b); err != nil {
 		return Declaration{}, err
 	}
 	var raw map[string]json.RawMessage

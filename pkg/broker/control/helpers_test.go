@@ -29,7 +29,7 @@ import (
 const (
 	childRootEnv = "CONTROL_TEST_CHILD_ROOT" // the child serves this root
 	childAddrEnv = "CONTROL_TEST_CHILD_ADDR" // it writes its address here once ready
-	killAtEnv    = "CONTROL_TEST_KILL_AT"    // "after-commit": SIGKILL itself between a mutation's commit and its answer
+	killAtEnv    = "CONTROL_TEST_KILL_AT"    // "after-commit": SIGKILL itself between a mutation's commit and its answer; "before-run:KIND": once an operation of KIND is marked running
 )
 
 func TestMain(m *testing.M) {
@@ -53,8 +53,17 @@ func runChild(root, addrFile, killAt string) int {
 		_ = os.WriteFile(addrFile+".tmp", []byte(a.String()), 0o644)
 		_ = os.Rename(addrFile+".tmp", addrFile)
 	}}
-	if killAt == "after-commit" {
-		opts.ControlAfterCommit = func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	kill := func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	switch {
+	case killAt == "after-commit":
+		opts.ControlAfterCommit = kill
+	case strings.HasPrefix(killAt, "before-run:"):
+		kind := strings.TrimPrefix(killAt, "before-run:")
+		opts.ControlBeforeRun = func(k string) {
+			if k == kind {
+				kill()
+			}
+		}
 	}
 	srv, err := broker.New(serveConfig(root), opts)
 	if err != nil {
