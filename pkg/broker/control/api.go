@@ -523,11 +523,11 @@ func (c *Controller) putStream(w http.ResponseWriter, r *http.Request, name stri
 	if derr != nil {
 		return refuse(http.StatusBadRequest, "malformed_json", "%v", derr)
 	}
-	if _, derr := d.Check(c.cfg); derr != nil {
-		return refuse(http.StatusUnprocessableEntity, "unsupported_declaration", "%v", derr)
-	}
 	if c.rt.Static(name) {
 		return refuse(http.StatusConflict, "static_stream", "stream %q is in the server's config file (streams:), which the control API does not manage; a name can be only one", name)
+	}
+	if _, derr := d.Check(c.cfg); derr != nil {
+		return refuse(http.StatusUnprocessableEntity, "unsupported_declaration", "%v", derr)
 	}
 	return c.commit(w, r, m, func(t tx) (*change, *apiError) {
 		cur, err := t.stream(name)
