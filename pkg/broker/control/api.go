@@ -678,6 +678,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.body.Retryable {
 		w.Header().Set("Retry-After", "1")
 	}
+	if e.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", auth.Challenge)
+	}
 	writeJSON(w, e.status, map[string]any{"error": e.body})
 }
 

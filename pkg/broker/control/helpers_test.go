@@ -122,7 +122,14 @@ func start(t *testing.T) *fixture {
 // serve runs the server over root (its registry made already).
 func serve(t *testing.T, root string) *fixture {
 	t.Helper()
-	srv, err := broker.New(serveConfig(root), broker.Options{})
+	return serveWith(t, serveConfig(root))
+}
+
+// serveWith runs the server with cfg (its registry made already).
+func serveWith(t *testing.T, cfg config.Config) *fixture {
+	t.Helper()
+	root := cfg.Root
+	srv, err := broker.New(cfg, broker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
