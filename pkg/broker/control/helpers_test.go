@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -218,13 +219,13 @@ func do(t *testing.T, base string, q req) resp {
 	return resp{res.StatusCode, res.Header, b}
 }
 
-var keyN int
+// keyN numbers the idempotency keys mut makes (tests run it concurrently).
+var keyN atomic.Int64
 
 // mut is a mutation's headers: JSON, a fresh idempotency key, and the
 // precondition given ("*" for If-None-Match: *, else If-Match).
 func mut(pre string) map[string]string {
-	keyN++
-	h := map[string]string{"Content-Type": "application/json", "Idempotency-Key": fmt.Sprintf("k-%d-%d", time.Now().UnixNano(), keyN)}
+	h := map[string]string{"Content-Type": "application/json", "Idempotency-Key": fmt.Sprintf("k-%d-%d", time.Now().UnixNano(), keyN.Add(1))}
 	switch {
 	case pre == "*":
 		h["If-None-Match"] = "*"
