@@ -110,7 +110,7 @@ type fixture struct {
 }
 
 // start makes a registry under a new root and serves it.
-func start(t *testing.T) *fixture {
+func start(t testing.TB) *fixture {
 	t.Helper()
 	root := t.TempDir()
 	cfg := serveConfig(root)
@@ -121,13 +121,13 @@ func start(t *testing.T) *fixture {
 }
 
 // serve runs the server over root (its registry made already).
-func serve(t *testing.T, root string) *fixture {
+func serve(t testing.TB, root string) *fixture {
 	t.Helper()
 	return serveWith(t, serveConfig(root))
 }
 
 // serveWith runs the server with cfg (its registry made already).
-func serveWith(t *testing.T, cfg config.Config) *fixture {
+func serveWith(t testing.TB, cfg config.Config) *fixture {
 	t.Helper()
 	root := cfg.Root
 	srv, err := broker.New(cfg, broker.Options{})
@@ -172,7 +172,7 @@ type resp struct {
 	body   []byte
 }
 
-func (r resp) json(t *testing.T) map[string]any {
+func (r resp) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.body, &m); err != nil {
@@ -192,12 +192,12 @@ func (r resp) errCode() string {
 	return e.Error.Code
 }
 
-func (f *fixture) do(t *testing.T, q req) resp {
+func (f *fixture) do(t testing.TB, q req) resp {
 	t.Helper()
 	return do(t, f.base, q)
 }
 
-func do(t *testing.T, base string, q req) resp {
+func do(t testing.TB, base string, q req) resp {
 	t.Helper()
 	var body io.Reader
 	if q.body != "" {
@@ -240,7 +240,7 @@ func decl(init string) string {
 }
 
 // create declares name (create_if_absent) and waits for the operation.
-func (f *fixture) create(t *testing.T, name string) {
+func (f *fixture) create(t testing.TB, name string) {
 	t.Helper()
 	r := f.do(t, req{"PUT", "/control/v1/streams/" + name, decl("create_if_absent"), mut("*")})
 	if r.status != http.StatusAccepted {
@@ -250,7 +250,7 @@ func (f *fixture) create(t *testing.T, name string) {
 }
 
 // etag reads the stream's ETag.
-func (f *fixture) etag(t *testing.T, name string) string {
+func (f *fixture) etag(t testing.TB, name string) string {
 	t.Helper()
 	r := f.do(t, req{"GET", "/control/v1/streams/" + name, "", nil})
 	if r.status != http.StatusOK {
@@ -260,7 +260,7 @@ func (f *fixture) etag(t *testing.T, name string) string {
 }
 
 // setDesired sets the desired state and waits for its operation to end.
-func (f *fixture) setDesired(t *testing.T, name, state string) map[string]any {
+func (f *fixture) setDesired(t testing.TB, name, state string) map[string]any {
 	t.Helper()
 	r := f.do(t, req{"PUT", "/control/v1/streams/" + name + "/desired", `{"state":"` + state + `"}`, mut(f.etag(t, name))})
 	if r.status != http.StatusAccepted && r.status != http.StatusOK {
@@ -271,7 +271,7 @@ func (f *fixture) setDesired(t *testing.T, name, state string) map[string]any {
 
 // wait polls the operation an answer names until it ends, and fails the
 // test when it failed.
-func (f *fixture) wait(t *testing.T, r resp) map[string]any {
+func (f *fixture) wait(t testing.TB, r resp) map[string]any {
 	t.Helper()
 	loc := r.hdr.Get("Location")
 	if loc == "" {
@@ -295,7 +295,7 @@ func (f *fixture) wait(t *testing.T, r resp) map[string]any {
 
 // publish sends rows ids [from, to) to name as one batch and returns the
 // reply.
-func publish(t *testing.T, ws, name string, from, to int) map[string]any {
+func publish(t testing.TB, ws, name string, from, to int) map[string]any {
 	t.Helper()
 	c, _, err := websocket.DefaultDialer.Dial(ws+"/"+name+"?publish", nil)
 	if err != nil {
@@ -328,7 +328,7 @@ func publish(t *testing.T, ws, name string, from, to int) map[string]any {
 
 // refusedCode dials name and returns the close code the server refuses
 // it with (0 when it greets instead).
-func refusedCode(t *testing.T, ws, name string) int {
+func refusedCode(t testing.TB, ws, name string) int {
 	t.Helper()
 	c, _, err := websocket.DefaultDialer.Dial(ws+"/"+name, nil)
 	if err != nil {
@@ -340,4 +340,11 @@ func refusedCode(t *testing.T, ws, name string) int {
 		return ce.Code
 	}
 	return 0
+}
+
+// streamID reads the stream's bound id.
+func (f *fixture) streamID(t testing.TB, name string) string {
+	t.Helper()
+	id, _ := f.do(t, req{"GET", "/control/v1/streams/" + name, "", nil}).json(t)["stream_id"].(string)
+	return id
 }
