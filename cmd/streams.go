@@ -68,6 +68,22 @@ func (f *streamsFlags) client() (*control.Client, error) {
 	return &control.Client{Base: base, User: cred}, nil
 }
 
+// read reads the stream name, with the client and the context the
+// command goes on with; cancel is nil when err is not.
+func (f *streamsFlags) read(cmd *cobra.Command, name string) (*control.Client, context.Context, context.CancelFunc, *control.StreamView, error) {
+	c, err := f.client()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ctx, cancel := f.context(cmd)
+	v, err := c.Get(ctx, name)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, nil, err
+	}
+	return c, ctx, cancel, v, nil
+}
+
 func (f *streamsFlags) context(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(cmd.Context(), f.timeout)
 }
@@ -140,16 +156,11 @@ func newStreamsGetCmd(a *app, f *streamsFlags) *cobra.Command {
 		Example: `  streamcast streams get trades --server http://127.0.0.1:8765`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
+			_, _, cancel, v, err := f.read(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.context(cmd)
 			defer cancel()
-			v, err := c.Get(ctx, args[0])
-			if err != nil {
-				return err
-			}
 			if !benchOnTerminal(a.stdout) {
 				return a.printJSON(v)
 			}
@@ -273,16 +284,11 @@ func newStreamsDesiredCmd(a *app, f *streamsFlags, use, state, short string) *co
 		Example: "  streamcast streams " + use + " trades --server http://127.0.0.1:8765",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
+			c, ctx, cancel, v, err := f.read(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.context(cmd)
 			defer cancel()
-			v, err := c.Get(ctx, args[0])
-			if err != nil {
-				return err
-			}
 			acc, err := c.SetDesired(ctx, args[0], state, v.ETag)
 			if err != nil {
 				return err
@@ -306,10 +312,6 @@ exactly the old end (the seam). It needs the migrate grant.`,
 		Example: `  streamcast streams migrate trades --schema trades-v2.yaml --server http://127.0.0.1:8765`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
 			b, err := os.ReadFile(schemaFile)
 			if err != nil {
 				return err
@@ -322,12 +324,11 @@ exactly the old end (the seam). It needs the migrate grant.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", schemaFile, err)
 			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
-			v, err := c.Get(ctx, args[0])
+			c, ctx, cancel, v, err := f.read(cmd, args[0])
 			if err != nil {
 				return err
 			}
+			defer cancel()
 			if v.StreamID == nil {
 				return fmt.Errorf("stream %q has no log yet, so there is nothing to migrate; change its schema with streams apply", args[0])
 			}

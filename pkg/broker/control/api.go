@@ -590,14 +590,8 @@ func (c *Controller) putDesired(w http.ResponseWriter, r *http.Request, name str
 		return refuse(http.StatusForbidden, "protected", "stream %q is protected (control.protected): its consumers rebuild from offset 1, so it is never retired", name)
 	}
 	return c.commit(w, r, m, func(t tx) (*change, *apiError) {
-		cur, err := t.stream(name)
-		if err != nil {
-			return nil, c.internal(err)
-		}
-		if cur == nil {
-			return nil, notFound(name)
-		}
-		if ref := m.matches(cur); ref != nil {
+		cur, ref := c.existing(t, m)
+		if ref != nil {
 			return nil, ref
 		}
 		if cur.Desired == b.State {
@@ -631,14 +625,8 @@ func (c *Controller) postMigration(w http.ResponseWriter, r *http.Request, name 
 		return refuse(http.StatusForbidden, "protected", "stream %q is protected (control.protected): its consumers rebuild from offset 1, so it is never migrated", name)
 	}
 	return c.commit(w, r, m, func(t tx) (*change, *apiError) {
-		cur, err := t.stream(name)
-		if err != nil {
-			return nil, c.internal(err)
-		}
-		if cur == nil {
-			return nil, notFound(name)
-		}
-		if ref := m.matches(cur); ref != nil {
+		cur, ref := c.existing(t, m)
+		if ref != nil {
 			return nil, ref
 		}
 		switch {
@@ -661,6 +649,22 @@ func (c *Controller) postMigration(w http.ResponseWriter, r *http.Request, name 
 		next.Revision++
 		return &change{rec: &next, kind: KindMigrate, target: mg}, nil
 	})
+}
+
+// existing reads the stream a mutation names, which must exist and match
+// its If-Match.
+func (c *Controller) existing(t tx, m *mutation) (*Record, *apiError) {
+	cur, err := t.stream(m.name)
+	if err != nil {
+		return nil, c.internal(err)
+	}
+	if cur == nil {
+		return nil, notFound(m.name)
+	}
+	if ref := m.matches(cur); ref != nil {
+		return nil, ref
+	}
+	return cur, nil
 }
 
 func notFound(name string) *apiError {

@@ -99,18 +99,27 @@ func (r *Registry) read(ctx context.Context, f func(t tx) error) error {
 }
 
 func (t tx) stream(name string) (*Record, error) {
-	var rec Record
-	var decl string
-	err := t.QueryRowContext(t.ctx, `SELECT name, declaration, desired, revision, stream_id FROM streams WHERE name = ?`, name).
-		Scan(&rec.Name, &decl, &rec.Desired, &rec.Revision, &rec.StreamID)
+	rec, err := scanRecord(t.QueryRowContext(t.ctx, `SELECT `+recordCols+` FROM streams WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
-	if err != nil {
+	return rec, err
+}
+
+const recordCols = `name, declaration, desired, revision, stream_id`
+
+// scanRecord reads one row of recordCols.
+func scanRecord(row interface{ Scan(...any) error }) (*Record, error) {
+	var rec Record
+	var decl string
+	if err := row.Scan(&rec.Name, &decl, &rec.Desired, &rec.Revision, &rec.StreamID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("control registry: read stream: %w", err)
 	}
 	if err := json.Unmarshal([]byte(decl), &rec.Declaration); err != nil {
-		return nil, fmt.Errorf("control registry: stream %q: its declaration does not decode: %w", name, err)
+		return nil, fmt.Errorf("control registry: stream %q: its declaration does not decode: %w", rec.Name, err)
 	}
 	return &rec, nil
 }
@@ -260,31 +269,19 @@ func (r *Registry) page(ctx context.Context, after string, limit int) (recs []Re
 		if rev, err = t.collection(); err != nil {
 			return err
 		}
-		rows, err := t.QueryContext(t.ctx, `SELECT name FROM streams WHERE name > ? ORDER BY name LIMIT ?`, after, limit)
+		rows, err := t.QueryContext(t.ctx, `SELECT `+recordCols+` FROM streams WHERE name > ? ORDER BY name LIMIT ?`, after, limit)
 		if err != nil {
 			return err
 		}
-		var names []string
+		defer rows.Close()
 		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				rows.Close()
-				return err
-			}
-			names = append(names, n)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, n := range names {
-			rec, err := t.stream(n)
+			rec, err := scanRecord(rows)
 			if err != nil {
 				return err
 			}
 			recs = append(recs, *rec)
 		}
-		return nil
+		return rows.Err()
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("control registry: list streams: %w", err)
