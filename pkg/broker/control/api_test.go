@@ -1,10 +1,14 @@
 package control_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/streamcast/streamcast/pkg/broker"
+	"github.com/streamcast/streamcast/pkg/broker/control"
 )
 
 // TestEveryEndpointAnswersItsStatuses drives each endpoint over raw HTTP
@@ -172,5 +176,47 @@ func TestPagesFollowTheCursorAndAMutationStalesIt(t *testing.T) {
 	f.create(t, "d")
 	if r := f.do(t, req{"GET", "/control/v1/streams?limit=2&cursor=" + cur, "", nil}); r.status != http.StatusConflict {
 		t.Errorf("a stale cursor: %d %s", r.status, r.body)
+	}
+}
+
+// TestPastMaxPendingIs429WithRetryAfter: with max_pending operations in
+// flight, the next mutation is refused 429, retryable, Retry-After: 1,
+// and nothing of it is recorded; once the queue moves it is accepted.
+func TestPastMaxPendingIs429WithRetryAfter(t *testing.T) {
+	root := t.TempDir()
+	cfg := serveConfig(root)
+	cfg.Control.MaxPending = 1
+	if _, err := control.Init(context.Background(), cfg.RegistryPath()); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	running := make(chan struct{}, 1)
+	f := serveOpts(t, cfg, broker.Options{ControlBeforeRun: func(string) {
+		select {
+		case running <- struct{}{}:
+		default:
+		}
+		<-release
+	}})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before the server's stop, which waits for the worker
+	first := f.do(t, req{"PUT", "/control/v1/streams/a", decl("create_if_absent"), mut("*")})
+	if first.status != http.StatusAccepted {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	<-running // the worker holds the operation: one in flight
+	h := mut("*")
+	r := f.do(t, req{"PUT", "/control/v1/streams/b", decl("create_if_absent"), h})
+	if r.status != http.StatusTooManyRequests || r.hdr.Get("Retry-After") != "1" || r.json(t)["error"].(map[string]any)["retryable"] != true {
+		t.Fatalf("past max_pending: %d %v %s; want 429, Retry-After: 1, retryable", r.status, r.hdr, r.body)
+	}
+	if g := f.do(t, req{"GET", "/control/v1/streams/b", "", nil}); g.status != http.StatusNotFound {
+		t.Errorf("the refused stream was recorded: %d %s", g.status, g.body)
+	}
+	unblock()
+	f.wait(t, first)
+	if r := f.do(t, req{"PUT", "/control/v1/streams/b", decl("create_if_absent"), h}); r.status != http.StatusAccepted {
+		t.Errorf("the retry under the same key once the queue moved: %d %s", r.status, r.body)
 	}
 }

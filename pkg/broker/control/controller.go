@@ -101,14 +101,15 @@ func (c *Controller) BootID() string { return c.bootID }
 // not among them and is observed failed (I8: it is never recreated); so
 // is one that shares its name with a static stream.
 func (c *Controller) Boot(ctx context.Context) ([]Serve, error) {
-	for {
-		op, err := c.reg.nextPending(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if op == nil || op.Kind == KindDesired {
-			// Starting and stopping wait for the server: Start runs them.
-			break
+	ops, err := c.reg.pendingOps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range ops {
+		if op.Kind == KindDesired {
+			// Starting and stopping wait for the server: the worker
+			// runs them once it serves.
+			continue
 		}
 		c.execute(ctx, op, true)
 	}

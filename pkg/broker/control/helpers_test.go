@@ -129,8 +129,14 @@ func serve(t testing.TB, root string) *fixture {
 // serveWith runs the server with cfg (its registry made already).
 func serveWith(t testing.TB, cfg config.Config) *fixture {
 	t.Helper()
+	return serveOpts(t, cfg, broker.Options{})
+}
+
+// serveOpts runs the server with cfg and opts.
+func serveOpts(t testing.TB, cfg config.Config, opts broker.Options) *fixture {
+	t.Helper()
 	root := cfg.Root
-	srv, err := broker.New(cfg, broker.Options{})
+	srv, err := broker.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

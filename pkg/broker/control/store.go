@@ -247,6 +247,37 @@ func (r *Registry) nextPending(ctx context.Context) (op *Operation, err error) {
 	return op, err
 }
 
+// pendingOps returns every unfinished operation, oldest first.
+func (r *Registry) pendingOps(ctx context.Context) (ops []*Operation, err error) {
+	err = r.read(ctx, func(t tx) error {
+		var ids []string
+		rows, err := t.QueryContext(t.ctx, `SELECT id FROM operations WHERE status IN (?, ?) ORDER BY seq`, StatusAccepted, StatusRunning)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			op, err := t.oneOp(`SELECT `+opCols+` FROM operations WHERE id = ?`, id)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, op)
+		}
+		return nil
+	})
+	return ops, err
+}
+
 // setStatus records how far an operation got; msg is the failure's.
 func (t tx) setStatus(id, status, msg string) error {
 	_, err := t.ExecContext(t.ctx, `UPDATE operations SET status = ?, error = ?, updated = ? WHERE id = ?`, status, msg, now(), id)
