@@ -213,6 +213,7 @@ func TestAKilledOperationFinishesAtTheNextStart(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each waits on its own child processes
 			root := newRoot(t)
 			c := startChild(t, root, "")
 			f := &fixture{base: c.base, ws: c.ws}
