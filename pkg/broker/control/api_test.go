@@ -2,10 +2,13 @@ package control_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker"
 	"github.com/streamcast/streamcast/pkg/broker/control"
@@ -218,5 +221,28 @@ func TestPastMaxPendingIs429WithRetryAfter(t *testing.T) {
 	f.wait(t, first)
 	if r := f.do(t, req{"PUT", "/control/v1/streams/b", decl("create_if_absent"), h}); r.status != http.StatusAccepted {
 		t.Errorf("the retry under the same key once the queue moved: %d %s", r.status, r.body)
+	}
+}
+
+// TestAClientGoneAfterSendingStillGetsItsChange: a client that sends a
+// mutation and hangs up at once does not cancel it: the change commits.
+func TestAClientGoneAfterSendingStillGetsItsChange(t *testing.T) {
+	f := start(t)
+	body := decl("create_if_absent")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "PUT /control/v1/streams/gone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nIdempotency-Key: gone-1\r\nIf-None-Match: *\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	_ = conn.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if r := f.do(t, req{"GET", "/control/v1/streams/gone", "", nil}); r.status == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the change of a client that hung up was not made")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
