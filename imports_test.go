@@ -55,6 +55,7 @@ var layer = map[string]int{
 	"pkg/broker/certs":         27, // above config: it loads the tls: section's files
 	"pkg/broker/stats":         27, // above supervise: /stats carries its children's figures
 	"pkg/broker/streamlog":     27, // above config: it opens a log as the config declares it
+	"pkg/broker/control":       28, // above auth: it checks the control and migrate grants
 	"pkg/broker":               30,
 	"cmd":                      40,
 }

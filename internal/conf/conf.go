@@ -175,7 +175,7 @@ func Keys(t reflect.Type) []string {
 			switch ft := deref(f.Type); {
 			case ft.Kind() == reflect.Struct:
 				walk(full, ft)
-			case isSectionList(ft):
+			case isSectionList(ft), isSectionMap(ft):
 				// from the file only
 			default:
 				out = append(out, full)
@@ -269,6 +269,14 @@ func isSectionList(t reflect.Type) bool {
 	return t.Kind() == reflect.Slice && deref(t.Elem()).Kind() == reflect.Struct
 }
 
+// isSectionMap reports whether t is a mapping of names to sections
+// (control.profiles): set from the file only, each value checked as its
+// struct.
+func isSectionMap(t reflect.Type) bool {
+	t = deref(t)
+	return t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && deref(t.Elem()).Kind() == reflect.Struct
+}
+
 // parser checks a config document against a struct type's yaml tags.
 type parser struct {
 	*Origins
@@ -303,6 +311,16 @@ func (p *parser) check(n *yaml.Node, path string, t reflect.Type) error {
 			p.scalar[full] = v.Kind != yaml.MappingNode && v.Kind != yaml.SequenceNode
 			p.keyAt[v.Line] = full // a key's children come after it: the deepest key of a line wins
 			if err := p.check(v, full, f.Type); err != nil {
+				return err
+			}
+		}
+	case isSectionMap(t) && n.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			kn, v := n.Content[i], n.Content[i+1]
+			full := joinKey(path, kn.Value)
+			p.lines[full] = v.Line
+			p.keyAt[v.Line] = full
+			if err := p.check(v, full, t.Elem()); err != nil {
 				return err
 			}
 		}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/control"
 	"github.com/streamcast/streamcast/pkg/broker/peerframe"
 	"github.com/streamcast/streamcast/pkg/broker/replay"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -145,6 +147,10 @@ func (c *wsConn) refuse(r wire.Refusal) {
 // serveHTTP answers plain HTTP requests.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
+	if ctl := s.control.Load(); ctl != nil && (path == control.Prefix || strings.HasPrefix(path, control.Prefix+"/")) {
+		ctl.ServeHTTP(w, r)
+		return
+	}
 	if path == "/metrics" && s.metrics == nil {
 		path = "" // metrics.enabled: false
 	}

@@ -63,6 +63,9 @@ func (s *Server) Reload(cfg config.Config) error {
 	}
 	var stops []stopping
 	for _, st := range s.reg.List() {
+		if st.storage != nil {
+			continue // registered: the control API's to start and stop
+		}
 		i, ok := declared[st.name]
 		if !ok {
 			// 1. Out of the registry (new connections get 4404), then
@@ -81,7 +84,10 @@ func (s *Server) Reload(cfg config.Config) error {
 
 	// 2. Start the streams added.
 	for i, sc := range cfg.Streams {
-		if s.reg.Get(sc.Name) != nil {
+		if st := s.reg.Get(sc.Name); st != nil {
+			if st.storage != nil {
+				s.logger.Error("stream not added: the control registry holds a stream of that name; a name can be only one", "stream", sc.Name)
+			}
 			continue
 		}
 		st := newStream(s, sc, schemas[i], s.cfg.Limits)

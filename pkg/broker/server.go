@@ -24,6 +24,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/broker/certs"
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/control"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/registry"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
@@ -77,6 +78,14 @@ type Options struct {
 	// Middleware wraps every request after the server's own Origin check
 	// and authentication, and before the routes, in order (the first is outermost).
 	Middleware []Middleware
+
+	// ControlAfterCommit, when set (tests only), is called after a control
+	// mutation commits and before its answer is written (package control,
+	// Options.AfterCommit): a crash test kills the process there.
+	ControlAfterCommit func()
+	// ControlBeforeRun, when set (tests only), is called with a control
+	// operation's kind once it is marked running (Options.BeforeRun).
+	ControlBeforeRun func(kind string)
 
 	// CertPollInterval is how often the tls: section's files are checked
 	// for a change on disk (a changed pair is loaded for new handshakes);
@@ -159,6 +168,12 @@ type Server struct {
 	// metrics serves /metrics; nil when metrics.enabled is false, and then
 	// nothing on the hot path reads a clock for it.
 	metrics *serverMetrics
+
+	// control serves /control/v1 and runs its operations (controlruntime.go);
+	// nil without a control: section, and until Run booted it. ctlReg is
+	// its registry, closed when Run ends.
+	control atomic.Pointer[control.Controller]
+	ctlReg  *control.Registry
 }
 
 // writeBufferPool gives gorilla a pool so it keeps no write buffer per
@@ -266,7 +281,10 @@ func (s *Server) Run(ctx context.Context) error {
 	// Listening already (so /health answers 503 while starting); open the
 	// logs and start the children, then serve until told to stop.
 	stopKeepalive := make(chan struct{})
-	runErr := s.start(ctx)
+	runErr := s.bootControl(ctx)
+	if runErr == nil {
+		runErr = s.start(ctx)
+	}
 	if runErr == nil {
 		s.keepalive.Add(2)
 		go func() {
@@ -285,6 +303,9 @@ func (s *Server) Run(ctx context.Context) error {
 			}()
 		}
 		s.state.Store(stateReady)
+		if ctl := s.control.Load(); ctl != nil {
+			ctl.Start()
+		}
 		close(s.ready)
 		if s.certs != nil {
 			s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.List()), "root", s.cfg.Root, "tls", s.cfg.TLS.Mode())
@@ -307,8 +328,14 @@ func (s *Server) Run(ctx context.Context) error {
 		s.logger.Info("stopped while starting")
 		runErr = nil
 	}
+	s.closeControl()
 	if err := s.teardown(ent); runErr == nil {
 		runErr = err
+	}
+	if s.ctlReg != nil {
+		if err := s.ctlReg.Close(); err != nil {
+			s.logger.Error("close the control registry", "err", err)
+		}
 	}
 	close(stopKeepalive)
 	s.keepalive.Wait()
@@ -322,12 +349,22 @@ func (s *Server) start(ctx context.Context) error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
 	s.runCtx = ctx
-	streams := s.reg.List()
-	for _, st := range streams {
-		if err := st.open(ctx, s.cfg.Root); err != nil {
+	for _, st := range s.reg.List() {
+		err := st.open(ctx, st.storageConfig().Root)
+		if st.storage != nil {
+			// A registered stream that cannot open is the controller's to
+			// report; the server and its other streams serve on.
+			if err != nil {
+				s.reg.Remove(st.name)
+			}
+			s.startedRegistered(ctx, st, err)
+			continue
+		}
+		if err != nil {
 			return err
 		}
 	}
+	streams := s.reg.List()
 	if err := s.restartMaintenance(ctx); err != nil {
 		return err
 	}

@@ -36,6 +36,11 @@ type stream struct {
 	meta             *meta.Metadata
 	metaURI, hintURI string
 
+	// storage is the config a registered stream's log lives by (its
+	// control profile's root, published, s3 and tiers); nil for a stream
+	// of the config's streams: list, which uses the server's.
+	storage *config.Config
+
 	inbox inbox      // durable streams: rows waiting for the committer
 	life  streamLife // its connections and committer, for starting and stopping it (registry.go)
 
@@ -97,7 +102,7 @@ func (s *stream) open(ctx context.Context, root string) error {
 		s.endOffset.Store(wire.Null)
 		return nil
 	}
-	o, err := streamlog.Open(ctx, root, streamlog.Spec{Stream: s.cfg, Schema: s.sch, Server: &s.srv.cfg, Clock: s.srv.opts.Clock, Logger: s.srv.logger})
+	o, err := streamlog.Open(ctx, root, streamlog.Spec{Stream: s.cfg, Schema: s.sch, Server: s.storageConfig(), Clock: s.srv.opts.Clock, Logger: s.srv.logger})
 	if err != nil {
 		return err
 	}
@@ -116,6 +121,14 @@ func (s *stream) open(ctx context.Context, root string) error {
 	s.meta = md
 	s.metaURI, s.hintURI = o.MetaURI, o.HintURI
 	return nil
+}
+
+// storageConfig is the config the stream's log lives by.
+func (s *stream) storageConfig() *config.Config {
+	if s.storage != nil {
+		return s.storage
+	}
+	return &s.srv.cfg
 }
 
 // retirement returns the stream's retirement, or nil while it takes rows.

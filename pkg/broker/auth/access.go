@@ -50,6 +50,11 @@ func (a Access) Everywhere(action string) bool {
 	return a.Policy == nil || a.Policy.AllowsEverywhere(a.Who, action)
 }
 
+// Any reports whether it holds action on at least one stream pattern.
+func (a Access) Any(action string) bool {
+	return a.Policy == nil || a.Policy.AllowsAny(a.Who, action)
+}
+
 // Filter keeps the names on which it holds action.
 func (a Access) Filter(action string, names []string) []string {
 	if a.Policy == nil {

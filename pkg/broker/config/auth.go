@@ -26,10 +26,14 @@ const (
 	ActionRead    = "read"    // subscribe to the stream
 	ActionPublish = "publish" // publish rows to it
 	ActionStats   = "stats"   // see it in /stats; on "*", the process figures and /metrics too
+	ActionControl = "control" // declare, start, stop and retire it over /control/v1, and read its registration
+	ActionMigrate = "migrate" // migrate it over /control/v1 (control alone does not)
 )
 
 // Actions lists the actions a grant may give.
-func Actions() []string { return []string{ActionRead, ActionPublish, ActionStats} }
+func Actions() []string {
+	return []string{ActionRead, ActionPublish, ActionStats, ActionControl, ActionMigrate}
+}
 
 // Auth is the auth: section: who may connect (users, checked with HTTP
 // Basic authentication against a bcrypt hash) and what each may do with
@@ -58,7 +62,7 @@ type Grant struct {
 	// Principals are user names, "*" (any authenticated user) or
 	// "anonymous" (a request without credentials, and so everyone).
 	Principals []string `yaml:"principals"`
-	// Actions are read, publish and stats.
+	// Actions are read, publish, stats, control and migrate.
 	Actions []string `yaml:"actions"`
 	// Streams are exact stream names, or a prefix followed by * ("fx.*",
 	// and "*" for every stream).

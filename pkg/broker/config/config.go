@@ -102,6 +102,9 @@ type Config struct {
 	Log Log `yaml:"log"`
 	// Metrics is the Prometheus endpoint, GET /metrics.
 	Metrics Metrics `yaml:"metrics"`
+	// Control, when set, serves the control API (/control/v1) over the
+	// streams its registry holds; nil serves only the streams: list.
+	Control *Control `yaml:"control,omitempty"`
 
 	// origin says where each key's value came from, for errors; nil for a
 	// Config built in code. Load sets it.
@@ -354,8 +357,11 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 	if err := c.Auth.validate(c.TLS.Mutual()); err != nil {
 		return nil, err
 	}
-	if len(c.Streams) == 0 {
-		return nil, badKey("streams", "streams is empty; declare at least one stream (name, schema, …)")
+	if err := c.Control.validate(c); err != nil {
+		return nil, err
+	}
+	if len(c.Streams) == 0 && c.Control == nil {
+		return nil, badKey("streams", "streams is empty; declare at least one stream (name, schema, …), or add a control: section to declare them over HTTP")
 	}
 	seen := map[string]int{} // by meta.Fold: names differing only in case share a directory
 	var names []string

@@ -114,6 +114,9 @@ func fieldType(t *testing.T, key string) reflect.Type {
 	t.Helper()
 	typ := reflect.TypeFor[Config]()
 	for part := range strings.SplitSeq(key, ".") {
+		if typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
 		f, ok := typ.FieldByNameFunc(func(name string) bool {
 			sf, _ := typ.FieldByName(name)
 			tag, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")

@@ -1,0 +1,373 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/streamcast/streamcast/internal/conf"
+	"github.com/streamcast/streamcast/pkg/broker/control"
+)
+
+// streamsFlags are the flags every streams subcommand shares.
+type streamsFlags struct {
+	server  string
+	wait    bool
+	timeout time.Duration
+}
+
+func newStreamsCmd(a *app) *cobra.Command {
+	f := &streamsFlags{}
+	cmd := &cobra.Command{
+		Use:   "streams",
+		Short: "Manage a running server's registered streams over its control API",
+		Long: `Declare, start, stop, migrate and retire streams on a running server,
+through its control API (/control/v1; the server's config needs a control:
+section and a registry made with "streamcast control init").
+
+Output is a table on a terminal and JSON when piped (one object per line).
+A change waits for its operation to succeed or fail (--wait=false returns
+once the server accepted it). Every change carries an Idempotency-Key made
+from the request itself, so running a command again after a lost answer
+gets the first answer back instead of acting twice.
+
+` + credentialsHelp,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.server, "server", "http://127.0.0.1:8765", "the server's `URL` (http or https)")
+	pf.BoolVar(&f.wait, "wait", true, "wait for each change's operation to end")
+	pf.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up waiting after this long")
+	cmd.AddCommand(
+		newStreamsListCmd(a, f),
+		newStreamsGetCmd(a, f),
+		newStreamsApplyCmd(a, f),
+		newStreamsDesiredCmd(a, f, "start", control.Serving, "Serve a registered stream"),
+		newStreamsDesiredCmd(a, f, "stop", control.Stopped, "Stop serving a registered stream (its publishers and subscribers get 1001)"),
+		newStreamsDesiredCmd(a, f, "retire", control.Retired, "Retire a registered stream for good: replay only, no more rows"),
+		newStreamsMigrateCmd(a, f),
+	)
+	return cmd
+}
+
+func (f *streamsFlags) client() (*control.Client, error) {
+	base, cred, err := streamURL(f.server)
+	if err != nil {
+		return nil, err
+	}
+	return &control.Client{Base: base, User: cred}, nil
+}
+
+// read reads the stream name, with the client and the context the
+// command goes on with; cancel is nil when err is not.
+func (f *streamsFlags) read(cmd *cobra.Command, name string) (*control.Client, context.Context, context.CancelFunc, *control.StreamView, error) {
+	c, err := f.client()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ctx, cancel := f.context(cmd)
+	v, err := c.Get(ctx, name)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, nil, err
+	}
+	return c, ctx, cancel, v, nil
+}
+
+func (f *streamsFlags) context(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(cmd.Context(), f.timeout)
+}
+
+func newStreamsListCmd(a *app, f *streamsFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Short:   "List the registered streams",
+		Example: `  streamcast streams list --server http://127.0.0.1:8765`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			var rows [][]string
+			cursor := ""
+			for {
+				p, err := c.List(ctx, cursor, 0)
+				if err != nil {
+					return err
+				}
+				for _, raw := range p.Streams {
+					if !benchOnTerminal(a.stdout) {
+						fmt.Fprintf(a.stdout, "%s\n", raw)
+						continue
+					}
+					var s struct {
+						Name     string           `json:"name"`
+						Desired  string           `json:"desired"`
+						Revision int64            `json:"revision"`
+						StreamID *string          `json:"stream_id"`
+						Observed control.Observed `json:"observed"`
+					}
+					_ = json.Unmarshal(raw, &s)
+					id := ""
+					if s.StreamID != nil {
+						id = *s.StreamID
+					}
+					rows = append(rows, []string{s.Name, s.Desired, s.Observed.State, strconv.FormatInt(s.Revision, 10), id})
+				}
+				if p.NextCursor == nil {
+					break
+				}
+				cursor = *p.NextCursor
+			}
+			if benchOnTerminal(a.stdout) {
+				return renderTable(a.stdout, []string{"name", "desired", "observed", "revision", "stream id"}, rows)
+			}
+			return nil
+		},
+	}
+}
+
+func renderTable(w io.Writer, header []string, rows [][]string) error {
+	t := tablewriter.NewWriter(w)
+	t.Header(header)
+	if err := t.Bulk(rows); err != nil {
+		return err
+	}
+	return t.Render()
+}
+
+func newStreamsGetCmd(a *app, f *streamsFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "get NAME",
+		Short:   "Show a registered stream: declaration, desired and observed state, revision",
+		Example: `  streamcast streams get trades --server http://127.0.0.1:8765`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, _, cancel, v, err := f.read(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			if !benchOnTerminal(a.stdout) {
+				return a.printJSON(v)
+			}
+			id := ""
+			if v.StreamID != nil {
+				id = *v.StreamID
+			}
+			decl, _ := json.Marshal(v.Declaration)
+			return renderTable(a.stdout, []string{"key", "value"}, [][]string{
+				{"name", v.Name}, {"desired", v.Desired}, {"observed", v.Observed.State},
+				{"revision", strconv.FormatInt(v.Revision, 10)}, {"etag", v.ETag}, {"stream id", id},
+				{"profile", v.Declaration.StorageProfile}, {"declaration", string(decl)},
+			})
+		},
+	}
+}
+
+func newStreamsApplyCmd(a *app, f *streamsFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "apply FILE...",
+		Short: "Create or replace registered streams from YAML or JSON declarations",
+		Long: `Apply the declarations in each FILE (YAML or JSON): a mapping with the
+stream's name and its declaration (schema, storage_profile, sort_by,
+initialization, exactly_once, max_replay, group_commit, limits), or a list
+of them. A stream that does not exist is created (stopped); one that does
+is replaced, which the server refuses unless the stream is stopped (a
+schema change of a stream with a log is a migration: streams migrate).
+A declaration equal to the server's changes nothing.`,
+		Example: `  streamcast streams apply trades.yaml --server http://127.0.0.1:8765`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			for _, file := range args {
+				decls, err := readDeclarations(file)
+				if err != nil {
+					return err
+				}
+				for _, d := range decls {
+					etag := ""
+					v, err := c.Get(ctx, d.name)
+					var ce *control.ClientError
+					switch {
+					case err == nil:
+						etag = v.ETag
+					case errors.As(err, &ce) && ce.Status == http.StatusNotFound:
+					default:
+						return err
+					}
+					acc, err := c.Put(ctx, d.name, d.body, etag)
+					if err != nil {
+						return fmt.Errorf("apply %s to stream %q: %w", file, d.name, err)
+					}
+					if err := a.finish(ctx, c, f, d.name, "apply", acc); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// declarationFile is one stream of an apply file.
+type declarationFile struct {
+	name string
+	body json.RawMessage
+}
+
+// readDeclarations reads a YAML or JSON file of declarations, keeping the
+// schema's key order (property order is column order).
+func readDeclarations(file string) ([]declarationFile, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil, fmt.Errorf("%s holds no declaration", file)
+	}
+	items := []*yaml.Node{doc.Content[0]}
+	if doc.Content[0].Kind == yaml.SequenceNode {
+		items = doc.Content[0].Content
+	}
+	var out []declarationFile
+	for _, n := range items {
+		js, err := conf.NodeJSON(nil, n)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		var m map[string]json.RawMessage
+		dec := json.NewDecoder(bytes.NewReader(js))
+		if err := dec.Decode(&m); err != nil {
+			return nil, fmt.Errorf("%s, line %d: a declaration is a mapping with name, schema, storage_profile, …", file, n.Line)
+		}
+		var name string
+		if err := json.Unmarshal(m["name"], &name); err != nil || name == "" {
+			return nil, fmt.Errorf("%s, line %d: the declaration has no name; give name: STREAM", file, n.Line)
+		}
+		delete(m, "name")
+		body, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, declarationFile{name, body})
+	}
+	return out, nil
+}
+
+func newStreamsDesiredCmd(a *app, f *streamsFlags, use, state, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:     use + " NAME",
+		Short:   short,
+		Example: "  streamcast streams " + use + " trades --server http://127.0.0.1:8765",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ctx, cancel, v, err := f.read(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			acc, err := c.SetDesired(ctx, args[0], state, v.ETag)
+			if err != nil {
+				return err
+			}
+			return a.finish(ctx, c, f, args[0], use, acc)
+		},
+	}
+}
+
+func newStreamsMigrateCmd(a *app, f *streamsFlags) *cobra.Command {
+	var schemaFile string
+	var sortBy []string
+	cmd := &cobra.Command{
+		Use:   "migrate NAME --schema FILE",
+		Short: "Migrate a registered stream to a new schema, online",
+		Long: `Move a registered stream to the schema in FILE (YAML or JSON) and the
+--sort-by columns, while the server runs: the stream's publishers are
+closed with 1001 once what they sent is acknowledged, its log is sealed,
+published and fenced, and the stream continues in a new log starting at
+exactly the old end (the seam). It needs the migrate grant.`,
+		Example: `  streamcast streams migrate trades --schema trades-v2.yaml --server http://127.0.0.1:8765`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := os.ReadFile(schemaFile)
+			if err != nil {
+				return err
+			}
+			var n yaml.Node
+			if err := yaml.Unmarshal(b, &n); err != nil || len(n.Content) == 0 {
+				return fmt.Errorf("%s is not a YAML or JSON schema", schemaFile)
+			}
+			sch, err := conf.NodeJSON(nil, n.Content[0])
+			if err != nil {
+				return fmt.Errorf("%s: %w", schemaFile, err)
+			}
+			c, ctx, cancel, v, err := f.read(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			if v.StreamID == nil {
+				return fmt.Errorf("stream %q has no log yet, so there is nothing to migrate; change its schema with streams apply", args[0])
+			}
+			if sortBy == nil {
+				sortBy = []string{}
+			}
+			acc, err := c.Migrate(ctx, args[0], control.Migration{StreamID: *v.StreamID, Schema: sch, SortBy: sortBy}, v.ETag)
+			if err != nil {
+				return err
+			}
+			return a.finish(ctx, c, f, args[0], "migrate", acc)
+		},
+	}
+	cmd.Flags().StringVar(&schemaFile, "schema", "", "the new JSON Schema, a YAML or JSON `FILE`")
+	cmd.Flags().StringSliceVar(&sortBy, "sort-by", nil, "the new sort_by `columns`")
+	_ = cmd.MarkFlagRequired("schema")
+	return cmd
+}
+
+// finish waits for an accepted change's operation (with --wait) and
+// reports it: a sentence on stderr, a JSON line on stdout.
+func (a *app) finish(ctx context.Context, c *control.Client, f *streamsFlags, name, what string, acc *control.Accepted) error {
+	status := acc.Status
+	if acc.HTTPStatus == http.StatusOK {
+		fmt.Fprintf(a.stderr, "stream %s: nothing to %s; the server already has it so (revision %d)\n", name, what, acc.Revision)
+	} else if f.wait {
+		op, err := c.Wait(ctx, acc.OperationID, 100*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		status = op.Status
+		fmt.Fprintf(a.stderr, "stream %s: %s succeeded (operation %s)\n", name, what, op.ID)
+	} else {
+		fmt.Fprintf(a.stderr, "stream %s: %s accepted (operation %s); poll it with GET /control/v1/operations/%s\n", name, what, acc.OperationID, acc.OperationID)
+	}
+	return a.printJSON(struct {
+		Name        string `json:"name"`
+		OperationID string `json:"operation_id"`
+		Status      string `json:"status"`
+		Revision    int64  `json:"revision"`
+	}{name, acc.OperationID, status, acc.Revision})
+}

@@ -1,0 +1,147 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/meta"
+)
+
+// Defaults of the control: section.
+const (
+	// DefaultControlMaxPending bounds the control operations in flight.
+	DefaultControlMaxPending = 32
+	// DefaultControlMaxBytes bounds a control request's body.
+	DefaultControlMaxBytes = 256 << 10
+)
+
+// Control is the control: section: it turns on the control API
+// (/control/v1), which declares, starts, stops, migrates and retires
+// streams while serve runs. The streams it manages live in a registry
+// (a SQLite file `streamcast control init` creates) beside the streams:
+// list, and never share a name with one. Everything that names a place
+// (a directory, a URL, a credential source) is in a profile here: a
+// request over HTTP names a profile, never a path.
+type Control struct {
+	// Registry is the registry's file; empty is
+	// <root>/_control/registry.db. serve never creates it.
+	Registry string `yaml:"registry"`
+	// MaxPending bounds the operations accepted and not yet finished;
+	// past it a mutation gets 429 with Retry-After: 1.
+	MaxPending int `yaml:"max_pending"`
+	// MaxBytes bounds a request's body; a larger one gets 413.
+	MaxBytes int `yaml:"max_bytes"`
+	// Profiles are the storage a registered stream may name, by name.
+	Profiles map[string]Profile `yaml:"profiles"`
+	// Protected names registered streams whose consumers rebuild their
+	// state from offset 1: the API refuses to retire or migrate them (403),
+	// as the offline commands refuse a stream with a history_guard.
+	Protected []string `yaml:"protected"`
+}
+
+// Profile is one named storage for registered streams: the root its logs
+// live under, where they publish, how to reach S3, the tier settings each
+// new log stores, and whether their WAL is replicated.
+type Profile struct {
+	// Root holds the streams' logs, as the top-level root: does; empty is
+	// the top-level root.
+	Root string `yaml:"root"`
+	// Published is the prefix their tables publish under, as the
+	// top-level published: is; empty is <root>/published.
+	Published string `yaml:"published"`
+	// S3 says how to reach an s3:// published prefix (credentials come
+	// from the AWS environment or profile, never config).
+	S3 logstore.S3Config `yaml:"s3"`
+	// Tiers are the tier settings each new log stores.
+	Tiers Tiers `yaml:"tiers"`
+	// Replicate ships each durable stream's WAL, as a stream's
+	// replicate: true does.
+	Replicate bool `yaml:"replicate"`
+}
+
+// RegistryPath returns the registry's file: control.registry, or
+// <root>/_control/registry.db.
+func (c *Config) RegistryPath() string {
+	if c.Control == nil {
+		return ""
+	}
+	if c.Control.Registry != "" {
+		return c.Control.Registry
+	}
+	return filepath.Join(c.Root, "_control", "registry.db")
+}
+
+// ProfileNames returns the profiles' names, sorted.
+func (c *Control) ProfileNames() []string {
+	if c == nil {
+		return nil
+	}
+	names := make([]string, 0, len(c.Profiles))
+	for n := range c.Profiles {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// ProfileConfig returns the server's config with the storage of profile
+// name in place of root, published, s3 and tiers: what a registered
+// stream's log is opened, created and checked with.
+func (c *Config) ProfileConfig(name string) (Config, error) {
+	if c.Control == nil {
+		return Config{}, fmt.Errorf("storage profile %q: the config has no control: section", name)
+	}
+	p, ok := c.Control.Profiles[name]
+	if !ok {
+		return Config{}, fmt.Errorf("storage profile %q is not one of the config's control.profiles (%s)", name, strings.Join(c.Control.ProfileNames(), ", "))
+	}
+	pc := *c
+	pc.Streams = nil
+	if p.Root != "" {
+		pc.Root = p.Root
+	}
+	pc.Published, pc.S3, pc.Tiers = p.Published, p.S3, p.Tiers
+	return pc, nil
+}
+
+// validate checks the section: bounds of at least 1, and each profile's
+// storage as the top-level storage is checked.
+func (c *Control) validate(top *Config) error {
+	if c == nil {
+		return nil
+	}
+	if c.MaxPending < 1 {
+		return badKey("control.max_pending", "control.max_pending is %d; it must be at least 1 (the default is %d)", c.MaxPending, DefaultControlMaxPending)
+	}
+	if c.MaxBytes < 1 {
+		return badKey("control.max_bytes", "control.max_bytes is %d; it must be at least 1 (the default is %d)", c.MaxBytes, DefaultControlMaxBytes)
+	}
+	for _, name := range c.ProfileNames() {
+		key := "control.profiles." + name
+		if err := meta.CheckName(name); err != nil {
+			return badKey(key, "%s: the profile's name %v", key, err)
+		}
+		pc, _ := top.ProfileConfig(name)
+		if strings.TrimSpace(pc.Root) == "" {
+			return badKey(key+".root", "%s.root is empty and so is root; give the directory its streams' logs live under", key)
+		}
+		if err := pc.validateStorage(); err != nil {
+			return badKey(key, "%s: %v", key, err)
+		}
+	}
+	return nil
+}
+
+// UnmarshalYAML fills the section on top of its defaults.
+func (c *Control) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain Control
+	p := plain{MaxPending: DefaultControlMaxPending, MaxBytes: DefaultControlMaxBytes}
+	if err := unmarshal(&p); err != nil {
+		return err
+	}
+	*c = Control(p)
+	return nil
+}

@@ -1,0 +1,708 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/streamcast/streamcast/pkg/broker/auth"
+	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/meta"
+)
+
+// Version is the control API's contract version.
+const Version = 1
+
+// Prefix is where the API is served.
+const Prefix = "/control/v1"
+
+// ErrorBody is the body of every refusal: {"error": ErrorBody}. Its
+// message never holds a path, a credential or a row.
+type ErrorBody struct {
+	Code        string  `json:"code"`
+	Message     string  `json:"message"`
+	Retryable   bool    `json:"retryable"`
+	OperationID *string `json:"operation_id"`
+}
+
+// apiError is a refusal with its status.
+type apiError struct {
+	status int
+	body   ErrorBody
+}
+
+func (e *apiError) Error() string { return e.body.Message }
+
+func refuse(status int, code, format string, a ...any) *apiError {
+	return &apiError{status: status, body: ErrorBody{Code: code, Message: fmt.Sprintf(format, a...), Retryable: status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable}}
+}
+
+// ServeHTTP serves the API under Prefix; the server's middleware has
+// authenticated the request (auth.AccessOf), and each route checks its
+// grant before it reads a body or looks a stream up.
+func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := c.route(w, r); err != nil {
+		writeError(w, err)
+	}
+}
+
+func (c *Controller) route(w http.ResponseWriter, r *http.Request) *apiError {
+	rest, ok := strings.CutPrefix(r.URL.Path, Prefix)
+	if !ok {
+		return refuse(http.StatusNotFound, "not_found", "no such resource")
+	}
+	parts := strings.Split(strings.TrimPrefix(rest, "/"), "/")
+	if rest == "" || rest == "/" {
+		parts = nil
+	}
+	method := r.Method
+	switch {
+	case len(parts) == 0:
+		return c.only(method, http.MethodGet, func() *apiError { return c.getRoot(w, r) })
+	case parts[0] == "streams" && len(parts) == 1:
+		return c.only(method, http.MethodGet, func() *apiError { return c.list(w, r) })
+	case parts[0] == "streams" && len(parts) == 2:
+		switch method {
+		case http.MethodGet, http.MethodHead:
+			return c.getStream(w, r, parts[1])
+		case http.MethodPut:
+			return c.putStream(w, r, parts[1])
+		}
+		w.Header().Set("Allow", "GET, PUT")
+		return refuse(http.StatusMethodNotAllowed, "method_not_allowed", "%s takes GET or PUT", r.URL.Path)
+	case parts[0] == "streams" && len(parts) == 3 && parts[2] == "desired":
+		return c.only(method, http.MethodPut, func() *apiError { return c.putDesired(w, r, parts[1]) })
+	case parts[0] == "streams" && len(parts) == 3 && parts[2] == "migrations":
+		return c.only(method, http.MethodPost, func() *apiError { return c.postMigration(w, r, parts[1]) })
+	case parts[0] == "operations" && len(parts) == 2:
+		return c.only(method, http.MethodGet, func() *apiError { return c.getOperation(w, r, parts[1]) })
+	}
+	return refuse(http.StatusNotFound, "not_found", "no such resource; the API serves %s, %s/streams, %s/streams/{name} and %s/operations/{id}", Prefix, Prefix, Prefix, Prefix)
+}
+
+func (c *Controller) only(method, want string, f func() *apiError) *apiError {
+	if method != want && !(want == http.MethodGet && method == http.MethodHead) {
+		return &apiError{status: http.StatusMethodNotAllowed, body: ErrorBody{Code: "method_not_allowed", Message: "this resource takes " + want}}
+	}
+	return f()
+}
+
+// grant checks the request's principal holds action on stream (on some
+// stream when stream is "").
+func grant(r *http.Request, action, stream string) *apiError {
+	a := auth.AccessOf(r)
+	ok := a.Allows(action, stream)
+	what := fmt.Sprintf("%s stream %q", action, stream)
+	if stream == "" {
+		ok, what = a.Any(action), "use the control API (it needs the "+action+" grant on some stream)"
+	}
+	if ok {
+		return nil
+	}
+	status, msg := auth.Refusal(a, what)
+	code := "forbidden"
+	if status == http.StatusUnauthorized {
+		code = "unauthenticated"
+	}
+	return refuse(status, code, "%s", msg)
+}
+
+// getRoot answers GET /control/v1: the contract and the server's bounds.
+func (c *Controller) getRoot(w http.ResponseWriter, r *http.Request) *apiError {
+	if err := grant(r, config.ActionControl, ""); err != nil {
+		return err
+	}
+	cc := c.cfg.Control
+	type profile struct {
+		Name      string `json:"name"`
+		Replicate bool   `json:"replicate"`
+	}
+	profiles := []profile{}
+	for _, n := range cc.ProfileNames() {
+		profiles = append(profiles, profile{n, cc.Profiles[n].Replicate})
+	}
+	protected := slices.Sorted(slices.Values(append([]string{}, cc.Protected...)))
+	writeJSON(w, http.StatusOK, map[string]any{
+		"version":   Version,
+		"broker_id": c.reg.BrokerID(),
+		"boot_id":   c.bootID,
+		"bounds": map[string]any{
+			"max_pending":       cc.MaxPending,
+			"max_bytes":         cc.MaxBytes,
+			"max_page":          maxPage,
+			"max_message_bytes": c.cfg.Limits.MaxMessageBytes,
+		},
+		"profiles":      profiles,
+		"protected":     protected,
+		"wire_versions": []int{4},
+	})
+	return nil
+}
+
+const (
+	defaultPage = 100
+	maxPage     = 1000
+)
+
+// list answers GET /control/v1/streams?limit=&cursor=: a page by name.
+func (c *Controller) list(w http.ResponseWriter, r *http.Request) *apiError {
+	if err := grant(r, config.ActionControl, ""); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	limit := defaultPage
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxPage {
+			return refuse(http.StatusBadRequest, "bad_request", "limit %q is not a number from 1 to %d", clipped(s), maxPage)
+		}
+		limit = n
+	}
+	after, rev := "", int64(-1)
+	if s := q.Get("cursor"); s != "" {
+		var ok bool
+		if rev, after, ok = parseCursor(s); !ok {
+			return refuse(http.StatusBadRequest, "bad_request", "cursor is not one this API issued; start from the first page (no cursor)")
+		}
+	}
+	recs, cur, err := c.reg.page(r.Context(), after, limit+1)
+	if err != nil {
+		return c.internal(err)
+	}
+	if rev >= 0 && rev != cur {
+		return refuse(http.StatusConflict, "stale_cursor", "the streams changed since this cursor was issued (revision %d, now %d); start again from the first page", rev, cur)
+	}
+	var next any
+	if len(recs) > limit {
+		recs = recs[:limit]
+		next = makeCursor(cur, recs[len(recs)-1].Name)
+	}
+	acc := auth.AccessOf(r)
+	items := []map[string]any{}
+	for _, rec := range recs {
+		if !acc.Allows(config.ActionControl, rec.Name) {
+			continue
+		}
+		items = append(items, map[string]any{
+			"name":      rec.Name,
+			"desired":   rec.Desired,
+			"revision":  rec.Revision,
+			"stream_id": nullable(rec.StreamID),
+			"observed":  c.observation(rec.Name),
+		})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"revision": cur, "streams": items, "next_cursor": next})
+	return nil
+}
+
+func makeCursor(rev int64, last string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(rev, 10) + ":" + last))
+}
+
+func parseCursor(s string) (int64, string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return 0, "", false
+	}
+	revs, last, ok := strings.Cut(string(b), ":")
+	rev, err := strconv.ParseInt(revs, 10, 64)
+	if !ok || err != nil || rev < 0 {
+		return 0, "", false
+	}
+	return rev, last, true
+}
+
+// getStream answers GET /control/v1/streams/{name}, with an ETag.
+func (c *Controller) getStream(w http.ResponseWriter, r *http.Request, name string) *apiError {
+	if err := grant(r, config.ActionControl, name); err != nil {
+		return err
+	}
+	var rec *Record
+	var pending *Operation
+	err := c.reg.read(r.Context(), func(t tx) (err error) {
+		if rec, err = t.stream(name); err != nil || rec == nil {
+			return err
+		}
+		pending, err = t.pendingOf(name)
+		return err
+	})
+	if err != nil {
+		return c.internal(err)
+	}
+	if rec == nil {
+		return notFound(name)
+	}
+	w.Header().Set("ETag", etag(rec.Revision))
+	p := c.cfg.Control.Profiles[rec.Declaration.StorageProfile]
+	writeJSON(w, http.StatusOK, map[string]any{
+		"name":              rec.Name,
+		"declaration":       rec.Declaration,
+		"desired":           rec.Desired,
+		"observed":          c.observation(name),
+		"revision":          rec.Revision,
+		"stream_id":         nullable(rec.StreamID),
+		"pending_operation": pending,
+		"profile":           map[string]any{"name": rec.Declaration.StorageProfile, "replicate": p.Replicate},
+	})
+	return nil
+}
+
+// getOperation answers GET /control/v1/operations/{id}.
+func (c *Controller) getOperation(w http.ResponseWriter, r *http.Request, id string) *apiError {
+	if err := grant(r, config.ActionControl, ""); err != nil {
+		return err
+	}
+	op, err := c.reg.Operation(r.Context(), id)
+	if err != nil {
+		return c.internal(err)
+	}
+	// An operation on a stream the principal may not control is as
+	// unknown as one that does not exist.
+	if op == nil || !auth.AccessOf(r).Allows(config.ActionControl, op.Stream) {
+		return refuse(http.StatusNotFound, "not_found", "no operation %q", clipped(id))
+	}
+	writeJSON(w, http.StatusOK, op)
+	return nil
+}
+
+// mutation is a request that changes the registry, read and checked up to
+// the point where the registry is consulted.
+type mutation struct {
+	name      string
+	principal string
+	key       string
+	hash      string
+	body      []byte
+	ifMatch   string // "" when absent
+	ifNone    bool   // If-None-Match: *
+}
+
+// readMutation applies the rules every mutation shares, in order: the
+// grant, Content-Type (415), Idempotency-Key (428, 400), the body's size
+// before it is read whole (413), its JSON (400) and the preconditions'
+// syntax (400 for both at once).
+func (c *Controller) readMutation(w http.ResponseWriter, r *http.Request, name, action string) (*mutation, *apiError) {
+	if err := grant(r, action, name); err != nil {
+		return nil, err
+	}
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		return nil, err
+	}
+	key, err := checkIdempotencyKey(r.Header.Values("Idempotency-Key"))
+	if err != nil {
+		return nil, err
+	}
+	max := int64(c.cfg.Control.MaxBytes)
+	if r.ContentLength > max {
+		return nil, tooLarge(max)
+	}
+	body, rerr := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if rerr != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(rerr, &mbe) {
+			return nil, tooLarge(max)
+		}
+		return nil, refuse(http.StatusBadRequest, "bad_request", "the body could not be read whole: %v", rerr)
+	}
+	if err := checkJSON(body); err != nil {
+		return nil, refuse(http.StatusBadRequest, "malformed_json", "%v", err)
+	}
+	m := &mutation{name: name, principal: auth.AccessOf(r).Who, key: key, body: body}
+	m.ifMatch, m.ifNone, err = checkPreconditions(r.Header.Values("If-Match"), r.Header.Values("If-None-Match"))
+	if err != nil {
+		return nil, err
+	}
+	var compact bytes.Buffer
+	_ = json.Compact(&compact, body)
+	h := sha256.New()
+	for _, part := range []string{r.Method, r.URL.Path, compact.String(), m.ifMatch, strconv.FormatBool(m.ifNone)} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	m.hash = hex.EncodeToString(h.Sum(nil))
+	return m, nil
+}
+
+func tooLarge(max int64) *apiError {
+	return refuse(http.StatusRequestEntityTooLarge, "too_large", "the body is over control.max_bytes, %d bytes; send a smaller declaration", max)
+}
+
+func checkName(name string) *apiError {
+	if err := meta.CheckName(name); err != nil {
+		return refuse(http.StatusBadRequest, "bad_name", "stream name %q %v", clipped(name), err)
+	}
+	return nil
+}
+
+// checkContentType refuses a mutation that is not application/json (415).
+func checkContentType(ct string) *apiError {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return refuse(http.StatusUnsupportedMediaType, "unsupported_media_type", "a mutation's body is JSON: send Content-Type: application/json")
+	}
+	return nil
+}
+
+// checkIdempotencyKey returns the request's one Idempotency-Key: missing
+// is 428, and more than one, an empty one, one over 128 characters or one
+// with a character outside printable ASCII (or a space) is 400.
+func checkIdempotencyKey(values []string) (string, *apiError) {
+	switch {
+	case len(values) == 0:
+		return "", refuse(http.StatusPreconditionRequired, "idempotency_key_required", "a mutation needs an Idempotency-Key header (1 to 128 printable ASCII characters, no spaces); reuse it when you retry")
+	case len(values) > 1:
+		return "", refuse(http.StatusBadRequest, "bad_idempotency_key", "give one Idempotency-Key header, not %d", len(values))
+	}
+	k := values[0]
+	if len(k) < 1 || len(k) > 128 {
+		return "", refuse(http.StatusBadRequest, "bad_idempotency_key", "the Idempotency-Key is %d characters; give 1 to 128", len(k))
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] <= 0x20 || k[i] >= 0x7f {
+			return "", refuse(http.StatusBadRequest, "bad_idempotency_key", "the Idempotency-Key has a character outside printable ASCII, or a space, at byte %d", i)
+		}
+	}
+	return k, nil
+}
+
+// checkPreconditions reads If-Match (one quoted decimal revision) and
+// If-None-Match (only *). Both at once, or either given twice, is 400; a
+// malformed If-Match is 412, as a stale one is.
+func checkPreconditions(ifMatch, ifNone []string) (match string, none bool, err *apiError) {
+	switch {
+	case len(ifMatch) > 0 && len(ifNone) > 0:
+		return "", false, refuse(http.StatusBadRequest, "bad_precondition", "give If-Match or If-None-Match, not both")
+	case len(ifMatch) > 1 || len(ifNone) > 1:
+		return "", false, refuse(http.StatusBadRequest, "bad_precondition", "give a precondition header once")
+	case len(ifNone) == 1:
+		if strings.TrimSpace(ifNone[0]) != "*" {
+			return "", false, refuse(http.StatusPreconditionFailed, "precondition_failed", "If-None-Match takes only *, to create a stream that does not exist")
+		}
+		return "", true, nil
+	case len(ifMatch) == 1:
+		return strings.TrimSpace(ifMatch[0]), false, nil
+	}
+	return "", false, nil
+}
+
+// matches checks If-Match against the stream's revision: missing is 428,
+// malformed or stale 412.
+func (m *mutation) matches(rec *Record) *apiError {
+	if m.ifNone {
+		return refuse(http.StatusPreconditionFailed, "precondition_failed", "stream %q exists already; GET it and send If-Match with its ETag to replace it", m.name)
+	}
+	if m.ifMatch == "" {
+		return refuse(http.StatusPreconditionRequired, "precondition_required", "this change needs If-Match with the stream's ETag (GET /control/v1/streams/%s)", m.name)
+	}
+	if m.ifMatch != etag(rec.Revision) {
+		return refuse(http.StatusPreconditionFailed, "precondition_failed", "If-Match %s is not the stream's ETag %s: it changed since you read it; GET it again", clipped(m.ifMatch), etag(rec.Revision))
+	}
+	return nil
+}
+
+func etag(rev int64) string { return `"` + strconv.FormatInt(rev, 10) + `"` }
+
+// answer is what a mutation answers, stored as its receipt.
+type answer struct {
+	status int
+	body   []byte
+	loc    string
+	etag   string
+}
+
+// commit runs the mutation's registry work in one transaction with its
+// operation and its receipt, and answers. f returns the answer of a
+// change (an operation to record, accepted) or of a no-op (succeeded at
+// once). An identical retry gets the receipt's answer before anything
+// else is checked; the same key with another request gets 409.
+func (c *Controller) commit(w http.ResponseWriter, r *http.Request, m *mutation, f func(t tx) (*change, *apiError)) *apiError {
+	var ans *answer
+	var refusal *apiError
+	err := c.reg.update(contextWithoutCancel(r), func(t tx) error {
+		rc, err := t.receipt(m.principal, m.key)
+		if err != nil {
+			return err
+		}
+		if rc != nil {
+			if rc.Hash != m.hash {
+				refusal = refuse(http.StatusConflict, "idempotency_key_reused", "this Idempotency-Key was used for another request; use a new key for a new request")
+				return errRollback
+			}
+			ans = &answer{rc.Status, rc.Body, rc.Location, rc.ETag}
+			return errRollback
+		}
+		ch, ref := f(t)
+		if ref != nil {
+			refusal = ref
+			return errRollback
+		}
+		status, opStatus := http.StatusAccepted, StatusAccepted
+		if ch.noop {
+			status, opStatus = http.StatusOK, StatusSucceeded
+		} else {
+			n, err := t.pending()
+			if err != nil {
+				return err
+			}
+			if n >= c.cfg.Control.MaxPending {
+				refusal = refuse(http.StatusTooManyRequests, "capacity", "%d operations are in flight, control.max_pending; retry in a second", n)
+				return errRollback
+			}
+			if err := t.putStream(ch.rec); err != nil {
+				return err
+			}
+			if err := t.bumpCollection(); err != nil {
+				return err
+			}
+		}
+		op, err := t.newOp(m.name, ch.kind, ch.rec.Revision, ch.target, opStatus)
+		if err != nil {
+			return err
+		}
+		body, _ := json.Marshal(map[string]any{"status": opStatus, "operation_id": op.ID, "revision": ch.rec.Revision, "name": m.name})
+		ans = &answer{status, body, Prefix + "/operations/" + op.ID, etag(ch.rec.Revision)}
+		return t.putReceipt(m.principal, m.key, &Receipt{Hash: m.hash, Status: ans.status, Body: ans.body, Location: ans.loc, ETag: ans.etag})
+	})
+	if refusal != nil {
+		return refusal
+	}
+	if err != nil && !errors.Is(err, errRollback) {
+		return c.internal(err)
+	}
+	if c.opts.AfterCommit != nil {
+		c.opts.AfterCommit()
+	}
+	c.poke()
+	w.Header().Set("Location", ans.loc)
+	w.Header().Set("ETag", ans.etag)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(ans.status)
+	_, _ = w.Write(ans.body)
+	return nil
+}
+
+// contextWithoutCancel is r's context without its cancellation: once a
+// mutation is read, a client that goes away does not cancel it.
+func contextWithoutCancel(r *http.Request) context.Context {
+	return context.WithoutCancel(r.Context())
+}
+
+// errRollback ends a transaction with nothing to commit.
+var errRollback = errors.New("rollback")
+
+// change is what a mutation does to a stream.
+type change struct {
+	rec    *Record // the stream after the change
+	kind   string
+	target any
+	noop   bool
+}
+
+// putStream answers PUT /control/v1/streams/{name}: create with
+// If-None-Match: *, replace with If-Match.
+func (c *Controller) putStream(w http.ResponseWriter, r *http.Request, name string) *apiError {
+	m, err := c.readMutation(w, r, name, config.ActionControl)
+	if err != nil {
+		return err
+	}
+	d, derr := ParseDeclaration(m.body)
+	if derr != nil {
+		return refuse(http.StatusBadRequest, "malformed_json", "%v", derr)
+	}
+	if c.rt.Static(name) {
+		return refuse(http.StatusConflict, "static_stream", "stream %q is in the server's config file (streams:), which the control API does not manage; a name can be only one", name)
+	}
+	if _, derr := d.Check(c.cfg); derr != nil {
+		return refuse(http.StatusUnprocessableEntity, "unsupported_declaration", "%v", derr)
+	}
+	return c.commit(w, r, m, func(t tx) (*change, *apiError) {
+		cur, err := t.stream(name)
+		if err != nil {
+			return nil, c.internal(err)
+		}
+		if cur == nil {
+			if m.ifMatch != "" {
+				return nil, refuse(http.StatusPreconditionFailed, "precondition_failed", "stream %q does not exist, so If-Match cannot match; create it with If-None-Match: *", name)
+			}
+			if !m.ifNone {
+				return nil, refuse(http.StatusPreconditionRequired, "precondition_required", "creating stream %q needs If-None-Match: *", name)
+			}
+			return &change{rec: &Record{Name: name, Declaration: d, Desired: Stopped, Revision: 1}, kind: KindCreate, target: d}, nil
+		}
+		if ref := m.matches(cur); ref != nil {
+			return nil, ref
+		}
+		if equalDecl(cur.Declaration, d) {
+			return &change{rec: cur, kind: KindReplace, target: d, noop: true}, nil
+		}
+		if cur.Desired == Retired {
+			return nil, refuse(http.StatusConflict, "retired", "stream %q is retired; its declaration no longer changes", name)
+		}
+		if cur.StreamID != "" && d.StorageProfile != cur.Declaration.StorageProfile {
+			return nil, refuse(http.StatusConflict, "profile_bound", "stream %q is bound to storage_profile %q; a bound stream's profile never changes", name, cur.Declaration.StorageProfile)
+		}
+		if cur.StreamID != "" && !equalDecl(withSchemaOf(d, cur.Declaration), d) {
+			return nil, refuse(http.StatusConflict, "needs_migration", "stream %q has a log: its schema and sort_by change only by a migration (POST /control/v1/streams/%s/migrations)", name, name)
+		}
+		if !sameButSchema(cur.Declaration, d) && (cur.Desired != Stopped || c.observation(name).State != ObservedStopped) {
+			return nil, refuse(http.StatusConflict, "not_stopped", "stream %q must be stopped (desired and observed) before its declaration changes; set desired to stopped, wait for the operation, then retry", name)
+		}
+		next := *cur
+		next.Declaration = d
+		next.Revision++
+		return &change{rec: &next, kind: KindReplace, target: d}, nil
+	})
+}
+
+func withSchemaOf(d, from Declaration) Declaration {
+	d.Schema, d.SortBy = from.Schema, from.SortBy
+	return d
+}
+
+// putDesired answers PUT /control/v1/streams/{name}/desired.
+func (c *Controller) putDesired(w http.ResponseWriter, r *http.Request, name string) *apiError {
+	m, err := c.readMutation(w, r, name, config.ActionControl)
+	if err != nil {
+		return err
+	}
+	var b desiredBody
+	if derr := decodeStrict(m.body, &b); derr != nil {
+		return refuse(http.StatusBadRequest, "malformed_json", "%v", derr)
+	}
+	if b.State != Serving && b.State != Stopped && b.State != Retired {
+		return refuse(http.StatusUnprocessableEntity, "bad_state", "state %q is not serving, stopped or retired", clipped(b.State))
+	}
+	if b.State == Retired && slices.Contains(c.cfg.Control.Protected, name) {
+		return refuse(http.StatusForbidden, "protected", "stream %q is protected (control.protected): its consumers rebuild from offset 1, so it is never retired", name)
+	}
+	return c.commit(w, r, m, func(t tx) (*change, *apiError) {
+		cur, ref := c.existing(t, m)
+		if ref != nil {
+			return nil, ref
+		}
+		if cur.Desired == b.State {
+			return &change{rec: cur, kind: KindDesired, target: b, noop: true}, nil
+		}
+		if cur.Desired == Retired {
+			return nil, refuse(http.StatusConflict, "retired", "stream %q is retired, which is terminal; it stays served for replay and takes no rows", name)
+		}
+		next := *cur
+		next.Desired = b.State
+		next.Revision++
+		return &change{rec: &next, kind: KindDesired, target: b}, nil
+	})
+}
+
+// postMigration answers POST /control/v1/streams/{name}/migrations.
+func (c *Controller) postMigration(w http.ResponseWriter, r *http.Request, name string) *apiError {
+	m, err := c.readMutation(w, r, name, config.ActionMigrate)
+	if err != nil {
+		return err
+	}
+	var mg Migration
+	if derr := decodeStrict(m.body, &mg); derr != nil {
+		return refuse(http.StatusBadRequest, "malformed_json", "%v", derr)
+	}
+	if mg.SortBy == nil {
+		mg.SortBy = []string{}
+	}
+	mg.Schema = compactJSON(mg.Schema)
+	if slices.Contains(c.cfg.Control.Protected, name) {
+		return refuse(http.StatusForbidden, "protected", "stream %q is protected (control.protected): its consumers rebuild from offset 1, so it is never migrated", name)
+	}
+	return c.commit(w, r, m, func(t tx) (*change, *apiError) {
+		cur, ref := c.existing(t, m)
+		if ref != nil {
+			return nil, ref
+		}
+		switch {
+		case cur.Desired == Retired:
+			return nil, refuse(http.StatusConflict, "retired", "stream %q is retired; a retired stream is never migrated", name)
+		case cur.StreamID == "":
+			return nil, refuse(http.StatusConflict, "unbound", "stream %q has no log yet; replace its declaration instead (PUT /control/v1/streams/%s)", name, name)
+		case mg.StreamID != cur.StreamID:
+			return nil, refuse(http.StatusConflict, "stream_id", "stream_id %q is not the stream's, %s; a migration names the identity it moves", clipped(mg.StreamID), cur.StreamID)
+		}
+		nd := cur.Declaration
+		nd.Schema, nd.SortBy = mg.Schema, mg.SortBy
+		if _, err := nd.Check(c.cfg); err != nil {
+			return nil, refuse(http.StatusUnprocessableEntity, "unsupported_declaration", "%v", err)
+		}
+		if equalDecl(nd, cur.Declaration) {
+			return &change{rec: cur, kind: KindMigrate, target: mg, noop: true}, nil
+		}
+		next := *cur
+		next.Revision++
+		return &change{rec: &next, kind: KindMigrate, target: mg}, nil
+	})
+}
+
+// existing reads the stream a mutation names, which must exist and match
+// its If-Match.
+func (c *Controller) existing(t tx, m *mutation) (*Record, *apiError) {
+	cur, err := t.stream(m.name)
+	if err != nil {
+		return nil, c.internal(err)
+	}
+	if cur == nil {
+		return nil, notFound(m.name)
+	}
+	if ref := m.matches(cur); ref != nil {
+		return nil, ref
+	}
+	return cur, nil
+}
+
+func notFound(name string) *apiError {
+	return refuse(http.StatusNotFound, "not_found", "no registered stream %q; create it with PUT and If-None-Match: *", name)
+}
+
+// internal hides an error from below (it may name a path) behind a
+// generic 503; the server's log is where an operator reads it.
+func (c *Controller) internal(err error) *apiError {
+	c.logger.Error("control: the registry failed", "err", err)
+	return refuse(http.StatusServiceUnavailable, "unavailable", "the control registry could not be read or written; retry in a second, and see the server's log if it persists")
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.body.Retryable {
+		w.Header().Set("Retry-After", "1")
+	}
+	if e.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", auth.Challenge)
+	}
+	writeJSON(w, e.status, map[string]any{"error": e.body})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"the answer could not be encoded","retryable":false,"operation_id":null}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func clipped(s string) string { return clip(strings.ToValidUTF8(s, "?")) }

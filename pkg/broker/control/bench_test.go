@@ -1,0 +1,152 @@
+package control_test
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// acceptedToSucceeded sends one mutation and returns how long its
+// operation took from the 202 to succeeded, polled every 200 µs.
+func acceptedToSucceeded(b *testing.B, f *fixture, q req) time.Duration {
+	t0 := time.Now()
+	hr, _ := http.NewRequest(q.method, f.base+q.path, strings.NewReader(q.body))
+	for k, v := range q.hdr {
+		hr.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusAccepted {
+		b.Fatalf("%s %s: %d", q.method, q.path, res.StatusCode)
+	}
+	t0 = time.Now()
+	loc := res.Header.Get("Location")
+	for {
+		r, err := http.Get(f.base + loc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var buf strings.Builder
+		_, _ = bufCopy(&buf, r)
+		switch {
+		case strings.Contains(buf.String(), `"status":"succeeded"`):
+			return time.Since(t0)
+		case strings.Contains(buf.String(), `"status":"failed"`):
+			b.Fatalf("operation failed: %s", buf.String())
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+func bufCopy(w *strings.Builder, r *http.Response) (int64, error) {
+	defer r.Body.Close()
+	var p [4096]byte
+	var n int64
+	for {
+		k, err := r.Body.Read(p[:])
+		w.Write(p[:k])
+		n += int64(k)
+		if err != nil {
+			return n, nil
+		}
+	}
+}
+
+// BenchmarkOperation measures, for an idle stream, how long a stop, a
+// start and a migration take from the 202 to succeeded (maintenance
+// children off: a start or stop with children also restarts them).
+func BenchmarkOperation(b *testing.B) {
+	v1 := tradeSchema
+	v2 := `{"type":"object","properties":{"id":{"type":"integer"},"sym":{"type":"string"},"px":{"type":["number","null"]}},"required":["id","sym"]}`
+	for _, kind := range []string{"stop", "start", "migrate"} {
+		b.Run(kind, func(b *testing.B) {
+			f := start(b)
+			f.create(b, "idle")
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				switch kind {
+				case "stop":
+					f.setDesired(b, "idle", "serving")
+					total += acceptedToSucceeded(b, f, req{"PUT", "/control/v1/streams/idle/desired", `{"state":"stopped"}`, mut(f.etag(b, "idle"))})
+				case "start":
+					f.setDesired(b, "idle", "stopped")
+					total += acceptedToSucceeded(b, f, req{"PUT", "/control/v1/streams/idle/desired", `{"state":"serving"}`, mut(f.etag(b, "idle"))})
+				case "migrate":
+					if i == 0 {
+						f.setDesired(b, "idle", "serving")
+					}
+					sch := []string{v2, v1}[i%2]
+					body := `{"stream_id":"` + f.streamID(b, "idle") + `","schema":` + sch + `}`
+					total += acceptedToSucceeded(b, f, req{"POST", "/control/v1/streams/idle/migrations", body, mut(f.etag(b, "idle"))})
+				}
+			}
+			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/op-202-to-succeeded")
+		})
+	}
+}
+
+// BenchmarkNeighbourAckDuringMigration reports the p99 of a neighbour's
+// publish acks (one row at a time) while another stream migrates back and
+// forth, and with nothing happening.
+func BenchmarkNeighbourAckDuringMigration(b *testing.B) {
+	v1 := tradeSchema
+	v2 := `{"type":"object","properties":{"id":{"type":"integer"},"sym":{"type":"string"},"px":{"type":["number","null"]}},"required":["id","sym"]}`
+	for _, busy := range []bool{false, true} {
+		name := "idle"
+		if busy {
+			name = "migrating"
+		}
+		b.Run(name, func(b *testing.B) {
+			f := start(b)
+			f.create(b, "mig")
+			f.setDesired(b, "mig", "serving")
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			if busy {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						sch := []string{v2, v1}[i%2]
+						body := `{"stream_id":"` + f.streamID(b, "mig") + `","schema":` + sch + `}`
+						acceptedToSucceeded(b, f, req{"POST", "/control/v1/streams/mig/migrations", body, mut(f.etag(b, "mig"))})
+					}
+				}()
+			}
+			c, _, err := websocket.DefaultDialer.Dial(f.ws+"/neighbour?publish", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			_, _, _ = c.ReadMessage()
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				_ = c.WriteMessage(websocket.TextMessage, []byte(`{"id":1,"sym":"n"}`))
+				if _, _, err := c.ReadMessage(); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			close(stop)
+			wg.Wait()
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}

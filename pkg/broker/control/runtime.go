@@ -1,0 +1,45 @@
+package control
+
+import (
+	"context"
+
+	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/schema"
+)
+
+// Runtime is what the controller needs of the running server: start and
+// stop one registered stream while every other stream serves on, and see
+// what it serves. pkg/broker implements it; the controller never touches
+// a connection or a log that is open for serving.
+type Runtime interface {
+	// StartStream opens the stream's log as storage says (the I8 checks
+	// apply: a log its metadata names is never created afresh) and serves
+	// it. It returns the stream's id.
+	StartStream(ctx context.Context, s Serve) (streamID string, err error)
+	// StopStream stops serving name: new connections are refused, its
+	// publishers are fenced and closed with 1001 once what they sent is
+	// committed and acknowledged, its subscribers get 1001, its log is
+	// flushed and closed. Stopping a stream that is not served does nothing.
+	StopStream(ctx context.Context, name string) error
+	// Serves reports what the server does with name now.
+	Serves(name string) Admission
+	// Static reports whether name is one of the config's streams: list,
+	// which the control API never manages.
+	Static(name string) bool
+}
+
+// Serve is a registered stream as the runtime serves it.
+type Serve struct {
+	Stream  config.Stream  // durable, with the declaration's settings
+	Schema  *schema.Schema // compiled
+	Limits  config.Limits  // the server's, with the declaration's laid over
+	Storage config.Config  // the server's config with the profile's storage (config.ProfileConfig)
+}
+
+// Admission is what the runtime lets through for one stream now.
+type Admission struct {
+	Served        bool // in the server's registry: connections reach it
+	Read          bool // subscribers are admitted
+	Write         bool // publishers are admitted (not retired, not fenced)
+	ChildrenReady bool // the maintenance children run over its log
+}

@@ -1,0 +1,151 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/control"
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// This file is the server's side of the control API (package control):
+// the registry opened at Run, the registered streams booted with the
+// config's, and the Runtime through which the controller starts and stops
+// one stream while every other stream serves on.
+
+// ctlRuntime is the Server as control.Runtime sees it.
+type ctlRuntime struct{ s *Server }
+
+var _ control.Runtime = ctlRuntime{}
+
+// bootControl opens the registry, replays what the last run left pending
+// and adds the registered streams to serve to the registry of streams,
+// before start opens every stream. Without a control: section it does
+// nothing.
+func (s *Server) bootControl(ctx context.Context) error {
+	if s.cfg.Control == nil {
+		return nil
+	}
+	reg, err := control.Open(ctx, s.cfg.RegistryPath())
+	if err != nil {
+		return err
+	}
+	ctl := control.New(&s.cfg, reg, ctlRuntime{s}, control.Options{Logger: s.logger, AfterCommit: s.opts.ControlAfterCommit, BeforeRun: s.opts.ControlBeforeRun})
+	serves, err := ctl.Boot(ctx)
+	if err != nil {
+		_ = reg.Close()
+		return fmt.Errorf("control: replay the pending operations: %w", err)
+	}
+	s.ctlReg = reg
+	for _, sv := range serves {
+		s.reg.Add(sv.Stream.Name, s.newRegistered(sv))
+	}
+	s.control.Store(ctl)
+	return nil
+}
+
+// newRegistered builds a registered stream: its log lives in its profile's
+// storage.
+func (s *Server) newRegistered(sv control.Serve) *stream {
+	st := newStream(s, sv.Stream, sv.Schema, sv.Limits)
+	storage := sv.Storage
+	st.storage = &storage
+	return st
+}
+
+// closeControl stops the controller's worker (an operation it was running
+// stays pending for the next boot) before teardown takes lifeMu, which
+// the worker's starts and stops take too.
+func (s *Server) closeControl() {
+	if ctl := s.control.Load(); ctl != nil {
+		ctl.Close()
+	}
+}
+
+// StartStream implements control.Runtime.
+func (r ctlRuntime) StartStream(_ context.Context, sv control.Serve) (string, error) {
+	s := r.s
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if s.state.Load() != stateReady {
+		return "", errors.New("the server is starting or stopping")
+	}
+	if st := s.reg.Get(sv.Stream.Name); st != nil {
+		return st.streamID(), nil
+	}
+	// Children and logs live as long as the server, not the operation.
+	ctx := s.runCtx
+	st := s.newRegistered(sv)
+	if err := st.open(ctx, st.storage.Root); err != nil {
+		return "", err
+	}
+	st.start()
+	s.reg.Add(st.name, st)
+	if err := s.restartMaintenance(ctx); err != nil {
+		// Rows stay safe in the log's buffer; the stream serves on.
+		s.logger.Error("the maintenance children did not restart over the new set of logs", "stream", st.name, "err", err)
+	}
+	s.logger.Info("stream started", "stream", st.name, "by", "control")
+	return st.streamID(), nil
+}
+
+// StopStream implements control.Runtime, in Reload's order: out of the
+// registry, fence and drain, the children told, then flush, 1001, close.
+func (r ctlRuntime) StopStream(_ context.Context, name string) error {
+	s := r.s
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	st := s.reg.Get(name)
+	if st == nil {
+		return nil
+	}
+	if st.storage == nil {
+		return fmt.Errorf("stream %q is in the config's streams: list; the control API does not stop it", name)
+	}
+	s.reg.Remove(name)
+	conns := st.beginStop(wire.WhyStreamStopped)
+	st.fence(conns)
+	st.drain()
+	if err := s.restartMaintenance(s.runCtx); err != nil {
+		s.logger.Error("the maintenance children did not restart over the new set of logs", "err", err)
+	}
+	return s.finishStop(st, conns)
+}
+
+// Serves implements control.Runtime.
+func (r ctlRuntime) Serves(name string) control.Admission {
+	s := r.s
+	st := s.reg.Get(name)
+	if st == nil {
+		return control.Admission{}
+	}
+	ready := len(s.cfg.Maintain.Roles()) == 0 || s.sup.Load() != nil
+	return control.Admission{Served: true, Read: true, Write: st.retirement() == nil, ChildrenReady: ready}
+}
+
+// Static implements control.Runtime.
+func (r ctlRuntime) Static(name string) bool {
+	if st := r.s.reg.Get(name); st != nil {
+		return st.storage == nil
+	}
+	return slices.ContainsFunc(r.s.cfg.Streams, func(sc config.Stream) bool { return sc.Name == name })
+}
+
+// streamID is the stream's id, "" for a live-only stream.
+func (st *stream) streamID() string {
+	if st.meta == nil {
+		return ""
+	}
+	return st.meta.StreamID
+}
+
+// startedRegistered tells the controller how the registered streams
+// Boot gave went: each open, or refused and out of the registry.
+func (s *Server) startedRegistered(ctx context.Context, st *stream, err error) {
+	if ctl := s.control.Load(); ctl != nil && st.storage != nil {
+		ctl.Started(ctx, st.name, st.streamID(), err)
+	}
+}
