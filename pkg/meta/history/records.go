@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -291,47 +290,73 @@ func partFilter(p *part, where json.RawMessage) (f *schema.Filter, skip bool, er
 			return nil, false, fmt.Errorf("where %s is not a JSON object of column to value: %w", where, err)
 		}
 		kept := map[string]json.RawMessage{}
+		changed := false
 		for col, v := range terms {
-			if len(p.fileSc.FieldIndices(col)) == 1 {
+			i := p.fileSc.FieldIndices(col)
+			switch {
+			case len(i) == 0:
+				if !listsNull(v) {
+					return nil, true, nil
+				}
+				changed = true
+			case !p.fileSc.Field(i[0]).Nullable && listsNull(v):
+				// Never null in this log: the null alternative matches
+				// nothing here, the others still may.
+				rest, ok := withoutNull(v)
+				if !ok {
+					return nil, true, nil
+				}
+				kept[col], changed = rest, true
+			default:
 				kept[col] = v
-				continue
-			}
-			if !listsNull(v) {
-				return nil, true, nil
 			}
 		}
-		if len(kept) != len(terms) {
+		if changed {
 			if where, err = json.Marshal(kept); err != nil {
 				return nil, false, err
 			}
 		}
 	}
 	f, err = p.sch.CompileFilter(where)
-	if err == nil {
-		return f, false, nil
+	if err != nil {
+		return nil, false, fmt.Errorf("log %s: %w", p.lg.Name, err)
 	}
-	var fe *schema.FilterError
-	if errors.As(err, &fe) && strings.Contains(fe.Problem, "never null") {
-		return nil, true, nil
-	}
-	return nil, false, fmt.Errorf("log %s: %w", p.lg.Name, err)
+	return f, false, nil
 }
 
 // listsNull reports whether a where value is null or a list holding null.
 func listsNull(v json.RawMessage) bool {
-	var one any
-	if json.Unmarshal(v, &one) != nil {
-		return false
-	}
-	if one == nil {
+	if string(bytes.TrimSpace(v)) == "null" {
 		return true
 	}
-	if l, ok := one.([]any); ok {
-		for _, x := range l {
-			if x == nil {
-				return true
-			}
+	var l []json.RawMessage
+	if json.Unmarshal(v, &l) != nil {
+		return false
+	}
+	for _, x := range l {
+		if string(bytes.TrimSpace(x)) == "null" {
+			return true
 		}
 	}
 	return false
+}
+
+// withoutNull is a where value with its null alternatives left out; false
+// when none is left.
+func withoutNull(v json.RawMessage) (json.RawMessage, bool) {
+	var l []json.RawMessage
+	if json.Unmarshal(v, &l) != nil {
+		return nil, false
+	}
+	var rest []json.RawMessage
+	for _, x := range l {
+		if string(bytes.TrimSpace(x)) != "null" {
+			rest = append(rest, x)
+		}
+	}
+	if len(rest) == 0 {
+		return nil, false
+	}
+	b, err := json.Marshal(rest)
+	return b, err == nil
 }
