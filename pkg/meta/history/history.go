@@ -77,6 +77,11 @@ type ScanRequest struct {
 	// Bounds let Scan skip logs, files and row groups whose statistics
 	// prove them empty. Rows are never filtered by them.
 	Bounds []Bound
+	// From and To, when not zero, restrict the rows exactly to offsets
+	// [From, To) (snapshot's --start-offset and --end-offset). A From
+	// below the stream's first held offset and a To past the cut's end
+	// are refused, naming both numbers.
+	From, To int64
 }
 
 // ScanStats counts what a Reader's scans opened and skipped, so tests
@@ -86,4 +91,3 @@ type ScanStats struct {
 	FilesOpened  int
 	FilesSkipped int
 }
-

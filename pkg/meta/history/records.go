@@ -26,6 +26,10 @@ func (r *Reader) Scan(ctx context.Context, req ScanRequest) (array.RecordReader,
 	if err != nil {
 		return nil, err
 	}
+	from, to, err := r.span(req.From, req.To)
+	if err != nil {
+		return nil, err
+	}
 	cols := req.Columns
 	if cols == nil {
 		for _, f := range r.schema.Fields() {
@@ -47,7 +51,7 @@ func (r *Reader) Scan(ctx context.Context, req ScanRequest) (array.RecordReader,
 	go func() {
 		defer close(sr.done)
 		defer close(sr.ch)
-		sr.err = r.produce(ctx, out, bs, func(rec arrow.RecordBatch) bool {
+		sr.err = r.produce(ctx, out, bs, from, to, func(rec arrow.RecordBatch) bool {
 			select {
 			case sr.ch <- rec:
 				return true
@@ -70,9 +74,12 @@ func fieldNames(sc *arrow.Schema) []string {
 
 // produce reads every part the bounds do not rule out and sends records of
 // schema out: each part's columns by name, a column it lacks as nulls.
-func (r *Reader) produce(ctx context.Context, out *arrow.Schema, bs []bound, send func(arrow.RecordBatch) bool) error {
+func (r *Reader) produce(ctx context.Context, out *arrow.Schema, bs []bound, from, to int64, send func(arrow.RecordBatch) bool) error {
 	errStopped := errors.New("scan released")
 	for _, p := range r.parts {
+		if p.end <= from || p.start >= to {
+			continue
+		}
 		if skipPart(p, bs) {
 			if p.start < p.end {
 				r.count(func(s *ScanStats) { s.LogsSkipped++ })
@@ -90,7 +97,7 @@ func (r *Reader) produce(ctx context.Context, out *arrow.Schema, bs []bound, sen
 				names = append(names, f.Name)
 			}
 		}
-		err := r.eachRecord(ctx, p, names, p.start, p.end, bs, true, func(rec arrow.RecordBatch) error {
+		err := r.eachRecord(ctx, p, names, from, to, bs, true, func(rec arrow.RecordBatch) error {
 			o, err := reshape(out, rec)
 			if err != nil {
 				return err
@@ -203,15 +210,13 @@ func (s *scanReader) Err() error {
 // that lacks a column where names holds no matching row (the column reads
 // null there). row is valid only during fn.
 //
-// A from below the stream's first held offset is refused (WhyBelowFloor),
-// as is a to past the cut's end (WhyUnpublished).
+// from and to are as ScanRequest's From and To: zero means the cut's
+// start or end, a from below the stream's first held offset is refused
+// (WhyBelowFloor), and so is a to past the cut's end (WhyUnpublished).
 func (r *Reader) Rows(ctx context.Context, from, to int64, where json.RawMessage, fn func(offset, ts int64, row []byte) error) error {
-	if from < r.start {
-		return &Refusal{Why: WhyBelowFloor, Msg: fmt.Sprintf("stream %q: offset %d is below %d, the first offset the stream still holds (its retention floor or first row); rows %d to %d were deleted; start at %d",
-			r.md.Stream, from, r.start, from, r.start-1, r.start)}
-	}
-	if to > r.end {
-		return &Refusal{Why: WhyUnpublished, Msg: fmt.Sprintf("stream %q: offsets up to %d were asked for, but the tables hold offsets below %d; ask for less, or read the rest from the server", r.md.Stream, to-1, r.end)}
+	from, to, err := r.span(from, to)
+	if err != nil {
+		return err
 	}
 	var buf []byte
 	for _, p := range r.parts {
@@ -359,4 +364,26 @@ func withoutNull(v json.RawMessage) (json.RawMessage, bool) {
 	}
 	b, err := json.Marshal(rest)
 	return b, err == nil
+}
+
+// span resolves a requested [from, to) against the cut: zero is the cut's
+// start or end; what the cut cannot hold is refused with both numbers.
+func (r *Reader) span(from, to int64) (int64, int64, error) {
+	if from == 0 {
+		from = r.start
+	}
+	if to == 0 {
+		to = r.end
+	}
+	switch {
+	case from < r.start:
+		return 0, 0, &Refusal{Why: WhyBelowFloor, Msg: fmt.Sprintf("stream %q: offset %d is below %d, the first offset the stream still holds (its retention floor or first row): rows %d to %d were deleted; start at %d, or leave the start out to read from there",
+			r.md.Stream, from, r.start, from, r.start-1, r.start)}
+	case to > r.end:
+		return 0, 0, &Refusal{Why: WhyUnpublished, Msg: fmt.Sprintf("stream %q: offsets up to %d were asked for, but this read holds offsets below %d (the published end, or the fixed point); end at %d, or read past the published end with --as-of-offset and --broker",
+			r.md.Stream, to-1, r.end, r.end)}
+	case to < from:
+		return 0, 0, fmt.Errorf("the end offset %d is below the start offset %d; give an end above the start", to, from)
+	}
+	return from, to, nil
 }
