@@ -161,16 +161,16 @@ func (r *Reader) cut(ctx context.Context) error {
 			r.end = n + 1
 			break
 		}
-		if r.opts.Broker == "" {
-			return &Refusal{Why: WhyUnpublished, Msg: fmt.Sprintf("stream %q: --as-of-offset %d is past the published end (the tables hold offsets below %d); rows %d to %d are only on the server: pass --broker ws://host:port/%s to read them from it (up to --max-tail rows), or give --as-of-offset %d or earlier",
-				stream, n, pubEnd, pubEnd, n, stream, pubEnd-1)}
-		}
 		if len(r.parts) == 0 {
 			return &Refusal{Why: WhyNoTier, Msg: fmt.Sprintf("stream %q has no log to read offsets up to %d from", stream, n)}
 		}
 		last := r.parts[len(r.parts)-1]
 		if last.lg.State != meta.Live {
 			return &Refusal{Why: WhyNoTier, Msg: fmt.Sprintf("stream %q is retired at offset %d: offset %d was never written; give --as-of-offset %d or earlier", stream, pubEnd, n, pubEnd-1)}
+		}
+		if r.opts.Broker == "" {
+			return &Refusal{Why: WhyUnpublished, Msg: fmt.Sprintf("stream %q: --as-of-offset %d is past the published end (the tables hold offsets below %d); rows %d to %d are only on the server: pass --broker ws://host:port/%s to read them from it (up to --max-tail rows), or give --as-of-offset %d or earlier",
+				stream, n, pubEnd, pubEnd, n, stream, pubEnd-1)}
 		}
 		rows, err := readTail(ctx, r.opts, stream, pubEnd, n)
 		if err != nil {
