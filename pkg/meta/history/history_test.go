@@ -4,12 +4,19 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/streamcast/streamcast/internal/brokertest"
+	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
+	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/history"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // migrated builds a stream of three logs, v1 [1,121), v2 [121,251),
@@ -146,5 +153,155 @@ func TestOpenRefusesAnotherStreamID(t *testing.T) {
 	_, err := f.tryOpen(history.Options{StreamID: "00000000-0000-4000-8000-000000000000"})
 	if !history.IsRefusal(err, history.WhyStreamID) || !strings.Contains(err.Error(), "00000000-0000-4000-8000-000000000000") {
 		t.Fatalf("another stream id: %v", err)
+	}
+}
+
+func TestRemoteReadWithOnlyTheS3MetadataURI(t *testing.T) {
+	f := migrated(t, true)
+	want := f.bruteForce(t, 0, 401, nil)
+	// The server's root is gone: only the bucket is left to read.
+	if err := os.Rename(f.root, f.root+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Rename(f.root+".gone", f.root) })
+	uri := "s3://" + s3test.Bucket + "/tables/" + stream + "/" + stream + ".metadata/version-hint.text"
+	r := f.open(t, history.Options{MetadataURI: uri})
+	sameRows(t, scanAll(t, r, history.ScanRequest{}), want)
+
+	var frames int
+	if err := r.Rows(context.Background(), 0, 0, nil, func(int64, int64, []byte) error { frames++; return nil }); err != nil || frames != 400 {
+		t.Fatalf("Rows over S3: %d rows, %v; want 400", frames, err)
+	}
+}
+
+// commit edits the stream's metadata as a lifecycle step would.
+func (f *fixture) commit(t *testing.T, edit func(m *meta.Metadata)) {
+	t.Helper()
+	st := f.store(t)
+	m, err := st.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = m.Clone()
+	edit(m)
+	if _, err := st.Commit(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadsBelowTheRetentionFloorAreRefused(t *testing.T) {
+	f := migrated(t, false)
+	floor := int64(100)
+	f.commit(t, func(m *meta.Metadata) { m.Retention.Floor = &floor })
+	r := f.open(t, history.Options{})
+	if start, end := r.Extent(); start != 100 || end != 401 {
+		t.Fatalf("extent [%d,%d), want [100,401)", start, end)
+	}
+	// The default read starts at the floor, never below it.
+	sameRows(t, scanAll(t, r, history.ScanRequest{}), f.bruteForce(t, 100, 401, nil))
+
+	err := r.Rows(context.Background(), 50, 0, nil, func(int64, int64, []byte) error { return nil })
+	if !history.IsRefusal(err, history.WhyBelowFloor) || !strings.Contains(err.Error(), "offset 50 is below 100") || !strings.Contains(err.Error(), "rows 50 to 99 were deleted") {
+		t.Fatalf("rows from 50: %v", err)
+	}
+	if _, err := r.Scan(context.Background(), history.ScanRequest{From: 99}); !history.IsRefusal(err, history.WhyBelowFloor) {
+		t.Fatalf("scan from 99: %v", err)
+	}
+	n := int64(99)
+	if _, err := f.tryOpen(history.Options{AsOfOffset: &n}); !history.IsRefusal(err, history.WhyBelowFloor) || !strings.Contains(err.Error(), "--as-of-offset 99 is below 100") {
+		t.Fatalf("as of 99: %v", err)
+	}
+}
+
+func TestARetiredLogWhoseTableLostRowsIsRefused(t *testing.T) {
+	f := newFixture(t, false)
+	f.create(t, schemaV1)
+	f.append(t, 50, true)  // the table holds 1..50
+	f.append(t, 30, false) // 51..80 never reach it
+	end := int64(81)
+	f.commit(t, func(m *meta.Metadata) {
+		m.Logs[0].State, m.Logs[0].EndOffset = meta.Retired, &end
+		m.Retirement = &meta.Retirement{At: baseTS, EndOffset: end}
+	})
+	r := f.open(t, history.Options{})
+	rr, err := r.Scan(context.Background(), history.ScanRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Release()
+	for rr.Next() {
+	}
+	err = rr.Err()
+	if !history.IsRefusal(err, history.WhyShortTable) || !strings.Contains(err.Error(), "retired log trades: its published table holds 50 of the 80 rows in offsets [1,81); rows 51 to 80 are in no published file") {
+		t.Fatalf("scan of the short retired log: %v", err)
+	}
+	// A read that stays inside what the table holds is exact, so it is
+	// answered.
+	var got int
+	if err := r.Rows(context.Background(), 1, 51, nil, func(int64, int64, []byte) error { got++; return nil }); err != nil || got != 50 {
+		t.Fatalf("rows [1,51): %d, %v", got, err)
+	}
+}
+
+func TestAsOfOffsetPastThePublishedEndReadsTheRestFromTheBroker(t *testing.T) {
+	f := newFixture(t, false)
+	cfg := config.Default()
+	cfg.Listen, cfg.Root, cfg.Maintain.Enabled = "127.0.0.1:0", f.root, false
+	st := config.DefaultStream(stream)
+	st.Schema = config.RawJSON(schemaV1)
+	cfg.Streams = []config.Stream{st}
+	base := brokertest.Start(t, cfg)
+	url := base + "/" + stream
+	ctx := context.Background()
+	pub, err := wire.Publish(ctx, url, wire.PublishOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	send := func(from, n int) {
+		var rows [][]byte
+		for o := from; o < from+n; o++ {
+			rows = append(rows, rowFor(schemaV1, int64(o)))
+		}
+		if _, err := pub.SendBatch(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1, 100)
+	lg, err := logstore.Open(f.lay.LogDir(stream, stream), logstore.Maintainer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tier.Seal(ctx, lg, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tier.Publish(ctx, lg, true); err != nil {
+		t.Fatal(err)
+	}
+	_ = lg.Close()
+	send(101, 50) // 101..150 only on the server
+
+	n := int64(140)
+	r := f.open(t, history.Options{AsOfOffset: &n, Broker: url})
+	if _, end := r.Extent(); end != 141 {
+		t.Fatalf("end %d, want 141", end)
+	}
+	sameRows(t, scanAll(t, r, history.ScanRequest{}), f.bruteForce(t, 0, 141, nil))
+	var frames bytes.Buffer
+	if err := r.Rows(ctx, 95, 0, nil, func(o, ts int64, row []byte) error { fmt.Fprintf(&frames, "%d %s\n", o, row); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(frames.String(), "\n"); got != 46 || !strings.HasSuffix(frames.String(), "140 "+string(rowFor(schemaV1, 140))+"\n") {
+		t.Fatalf("rows 95..140 across the published end:\n%s", frames.String())
+	}
+
+	_, err = f.tryOpen(history.Options{AsOfOffset: &n, Broker: url, MaxTail: 10})
+	if !history.IsRefusal(err, history.WhyMaxTail) || !strings.Contains(err.Error(), "offsets 101 to 140 are past the published end, 40 rows, more than --max-tail 10") {
+		t.Fatalf("max tail 10: %v", err)
+	}
+	ahead := int64(151)
+	_, err = f.tryOpen(history.Options{AsOfOffset: &ahead, Broker: url})
+	if !history.IsRefusal(err, history.WhyNoTier) || !strings.Contains(err.Error(), "past the server's frontier 151") {
+		t.Fatalf("as of 151: %v", err)
 	}
 }
