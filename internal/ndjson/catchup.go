@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -35,7 +37,8 @@ func catchable(err error) (*wire.NotReplayable, bool) {
 // catchUpState counts a tail's catch-up rounds.
 type catchUpState struct {
 	rounds int
-	from   int64 // where the first round started; wire.Null before it
+	lastAt int64 // where the last round's tables ended
+	wait   time.Duration
 	line   []byte
 }
 
@@ -47,10 +50,16 @@ func (c *catchUpState) round(ctx context.Context, rawURL string, opts *TailOptio
 	if c.rounds >= opts.CatchUpRounds {
 		return false, c.exhausted(*next, refused, opts.CatchUpRounds)
 	}
-	c.rounds++
-	if c.from == wire.Null {
-		c.from = *next
+	if c.rounds > 0 && *next == c.lastAt {
+		// The last round found nothing newly published: give publishing
+		// time before reading the tables again.
+		c.wait = max(c.wait, opts.MinBackoff)
+		if !waitfor.Sleep(ctx, c.wait) {
+			return true, nil
+		}
+		c.wait = min(2*c.wait, opts.MaxBackoff)
 	}
+	c.rounds++
 	// The greeting of a throwaway connection names the metadata: the
 	// refusal's close frame has no room for a URI.
 	sub, err := wire.Subscribe(ctx, rawURL, wire.SubscribeOptions{DialOptions: opts.DialOptions})
@@ -93,7 +102,7 @@ func (c *catchUpState) round(ctx context.Context, rawURL string, opts *TailOptio
 		}
 		return false, &TailError{Msg: fmt.Sprintf("catch-up: reading the published tables from offset %d failed: %v; rerun at offset %d (with the same --cursor, or --offset %d) to lose nothing", *next, err, resume, resume), Err: err}
 	}
-	*next = at
+	*next, c.lastAt = at, at
 	return false, nil
 }
 

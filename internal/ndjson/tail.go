@@ -185,7 +185,7 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 		target  = wire.Null // UntilCaughtUp: stop below this offset
 		first   = true
 		backoff = minB
-		cu      = catchUpState{from: wire.Null}
+		cu      catchUpState
 	)
 	if opts.CatchUp != nil && next == 0 {
 		// Earliest asks for everything the tables still hold, which may
