@@ -4,11 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -188,8 +186,12 @@ file, else to stderr. On a terminal, progress is shown.`,
 				return err
 			}
 			defer r.Close()
-			prog := newRowProgress(a.stderr, "snapshot", benchOnTerminal(a.stderr))
-			eo.Progress = prog.update
+			prog := newProgressLine(a.stderr, benchOnTerminal(a.stderr))
+			eo.Progress = func(rows int64) {
+				prog.draw(func(el time.Duration) string {
+					return fmt.Sprintf("snapshot: %d rows, %.0f rows/s, %s", rows, float64(rows)/max(el.Seconds(), 1e-9), el.Round(time.Second))
+				})
+			}
 			res, err := r.Export(cmd.Context(), eo)
 			prog.clear()
 			if err != nil {
@@ -233,44 +235,4 @@ file, else to stderr. On a terminal, progress is shown.`,
 func isDir(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()
-}
-
-// rowProgress draws a one-line count of rows and rows/s on a terminal.
-type rowProgress struct {
-	w     io.Writer
-	what  string
-	on    bool
-	start time.Time
-	mu    sync.Mutex
-	last  time.Time
-	drawn bool
-}
-
-func newRowProgress(w io.Writer, what string, on bool) *rowProgress {
-	return &rowProgress{w: w, what: what, on: on, start: time.Now()}
-}
-
-func (p *rowProgress) update(rows int64) {
-	if !p.on {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := time.Now()
-	if now.Sub(p.last) < 200*time.Millisecond {
-		return
-	}
-	p.last = now
-	el := now.Sub(p.start)
-	fmt.Fprintf(p.w, "\r\033[K%s: %d rows, %.0f rows/s, %s", p.what, rows, float64(rows)/max(el.Seconds(), 1e-9), el.Round(time.Second))
-	p.drawn = true
-}
-
-func (p *rowProgress) clear() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.drawn = false
-	}
 }

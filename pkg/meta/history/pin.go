@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -166,7 +167,7 @@ func (p *part) list(ctx context.Context, tbl *table.Table) error {
 			p.files = append(p.files, f)
 		}
 	}
-	slices.SortFunc(p.files, func(a, b pfile) int { return cmpInt(a.lo, b.lo) })
+	slices.SortFunc(p.files, func(a, b pfile) int { return cmp.Compare(a.lo, b.lo) })
 	if n := len(p.files); n > 0 {
 		p.pubEnd = p.files[n-1].hi + 1
 	}
@@ -177,16 +178,6 @@ func (p *part) list(ctx context.Context, tbl *table.Table) error {
 		}
 	}
 	return nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // boundInt64 decodes an Iceberg single-value bound of a long.

@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -79,16 +80,16 @@ func compare(a, b any) (int, bool) {
 	case int64:
 		switch y := b.(type) {
 		case int64:
-			return cmpInt(x, y), true
+			return cmp.Compare(x, y), true
 		case float64:
-			return cmpFloat(float64(x), y), true
+			return cmp.Compare(float64(x), y), true
 		}
 	case float64:
 		switch y := b.(type) {
 		case int64:
-			return cmpFloat(x, float64(y)), true
+			return cmp.Compare(x, float64(y)), true
 		case float64:
-			return cmpFloat(x, y), true
+			return cmp.Compare(x, y), true
 		}
 	case string:
 		if y, ok := b.(string); ok {
@@ -106,16 +107,6 @@ func compare(a, b any) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // mayMatch reports whether some value in [lo, hi] can satisfy b; nil
