@@ -237,6 +237,7 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 			continue
 		}
 		g := sub.Greeting()
+		cu.rounds, cu.wait = 0, 0 // the rounds bound one catch-up, not the tail's life
 		if first {
 			first = false
 			res.Frontier = g.EndOffset
