@@ -7,9 +7,6 @@ import (
 	"os"
 	"reflect"
 	"testing"
-	"time"
-
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -47,7 +44,7 @@ type fixture struct {
 	sch   []string // the schema of each log, oldest first
 }
 
-func newFixture(t *testing.T, onS3 bool) *fixture {
+func newFixture(t testing.TB, onS3 bool) *fixture {
 	t.Helper()
 	f := &fixture{root: t.TempDir()}
 	if onS3 {
@@ -307,6 +304,3 @@ func sameRows(t *testing.T, got, want []map[string]any) {
 		}
 	}
 }
-
-var _ = array.NewRecordBatch
-var _ = time.Now
