@@ -179,6 +179,7 @@ func (s *scanReader) Next() bool {
 	}
 	rec, ok := <-s.ch
 	if !ok {
+		<-s.done // so Err sees the producer's error
 		return false
 	}
 	s.cur = rec
