@@ -45,13 +45,23 @@ func (r *Reader) Scan(ctx context.Context, req ScanRequest) (array.RecordReader,
 		fields = append(fields, r.schema.Field(i[0]))
 	}
 	out := arrow.NewSchema(fields, nil)
+	return startScan(ctx, out, func(ctx context.Context, send func(arrow.RecordBatch) bool) error {
+		return r.produce(ctx, out, bs, from, to, send)
+	}), nil
+}
+
+// startScan runs produce on a goroutine the returned reader owns, handing
+// the records it sends to the reader's Next: decoding runs alongside
+// whatever the caller does with each record. send takes over the record
+// and reports false once the reader was released (produce then returns).
+func startScan(ctx context.Context, sc *arrow.Schema, produce func(ctx context.Context, send func(arrow.RecordBatch) bool) error) *scanReader {
 	ctx, cancel := context.WithCancel(ctx)
-	sr := &scanReader{schema: out, ch: make(chan arrow.RecordBatch, 2), cancel: cancel, done: make(chan struct{})}
+	sr := &scanReader{schema: sc, ch: make(chan arrow.RecordBatch, 2), cancel: cancel, done: make(chan struct{})}
 	sr.refs.Store(1)
 	go func() {
 		defer close(sr.done)
 		defer close(sr.ch)
-		sr.err = r.produce(ctx, out, bs, from, to, func(rec arrow.RecordBatch) bool {
+		sr.err = produce(ctx, func(rec arrow.RecordBatch) bool {
 			select {
 			case sr.ch <- rec:
 				return true
@@ -61,7 +71,7 @@ func (r *Reader) Scan(ctx context.Context, req ScanRequest) (array.RecordReader,
 			}
 		})
 	}()
-	return sr, nil
+	return sr
 }
 
 func fieldNames(sc *arrow.Schema) []string {
@@ -75,7 +85,6 @@ func fieldNames(sc *arrow.Schema) []string {
 // produce reads every part the bounds do not rule out and sends records of
 // schema out: each part's columns by name, a column it lacks as nulls.
 func (r *Reader) produce(ctx context.Context, out *arrow.Schema, bs []bound, from, to int64, send func(arrow.RecordBatch) bool) error {
-	errStopped := errors.New("scan released")
 	for _, p := range r.parts {
 		if p.end <= from || p.start >= to {
 			continue
@@ -116,6 +125,9 @@ func (r *Reader) produce(ctx context.Context, out *arrow.Schema, bs []bound, fro
 	}
 	return nil
 }
+
+// errStopped ends a producer whose reader was released.
+var errStopped = errors.New("scan released")
 
 // reshape builds a record of schema out from rec's columns by name, a
 // column rec lacks as nulls.
@@ -237,8 +249,22 @@ func (r *Reader) Rows(ctx context.Context, from, to int64, where json.RawMessage
 		for _, fl := range p.fileSc.Fields() {
 			names = append(names, fl.Name)
 		}
-		// Broker rows are passed on below as the server sent them.
-		err = r.eachRecord(ctx, p, names, from, to, nil, false, func(rec arrow.RecordBatch) error {
+		// Parquet is decoded on the scan's goroutine while this one
+		// encodes. Broker rows are passed on below as the server sent them.
+		sr := startScan(ctx, project(p.fileSc, names), func(ctx context.Context, send func(arrow.RecordBatch) bool) error {
+			err := r.eachRecord(ctx, p, names, from, to, nil, false, func(rec arrow.RecordBatch) error {
+				rec.Retain()
+				if !send(rec) {
+					return errStopped
+				}
+				return nil
+			})
+			if errors.Is(err, errStopped) {
+				return nil
+			}
+			return err
+		})
+		err = eachScanned(sr, func(rec arrow.RecordBatch) error {
 			offs := rec.Column(0).(*array.Int64).Int64Values()
 			ts := rec.Column(1).(*array.Int64).Int64Values()
 			decl := rec.Columns()[2:]
@@ -387,4 +413,16 @@ func (r *Reader) span(from, to int64) (int64, int64, error) {
 		return 0, 0, fmt.Errorf("the end offset %d is below the start offset %d; give an end above the start", to, from)
 	}
 	return from, to, nil
+}
+
+// eachScanned calls fn with each record of sr, then releases it; the
+// first error (fn's or the scan's) is returned.
+func eachScanned(sr *scanReader, fn func(rec arrow.RecordBatch) error) error {
+	defer sr.Release()
+	for sr.Next() {
+		if err := fn(sr.RecordBatch()); err != nil {
+			return err
+		}
+	}
+	return sr.Err()
 }
