@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/internal/brokertest"
+	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/history"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
@@ -37,6 +39,11 @@ type catchUpStream struct {
 
 func serveCatchUp(t *testing.T, root, schemaJSON string, maxReplay int64) *catchUpStream {
 	t.Helper()
+	return serveCatchUpWith(t, root, schemaJSON, maxReplay, nil)
+}
+
+func serveCatchUpWith(t *testing.T, root, schemaJSON string, maxReplay int64, edit func(*config.Config)) *catchUpStream {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Root = root
@@ -46,6 +53,9 @@ func serveCatchUp(t *testing.T, root, schemaJSON string, maxReplay int64) *catch
 	st.Schema = config.RawJSON(schemaJSON)
 	st.MaxReplay = &maxReplay
 	cfg.Streams = []config.Stream{st}
+	if edit != nil {
+		edit(&cfg)
+	}
 	base, stop := brokertest.Run(t, cfg)
 	return &catchUpStream{root: root, url: base + "/trades", stop: stop}
 }
@@ -84,7 +94,7 @@ func (s *catchUpStream) publish(ctx context.Context, first, n int, v2 bool, batc
 // log, as the seal and publish roles do on a flush.
 func publishTables(t *testing.T, root, log string) {
 	t.Helper()
-	lay, err := meta.NewLayout(root, "")
+	lay, err := meta.NewLayout(root, "") // the log keeps its own published location
 	if err != nil {
 		t.Error(err)
 		return
@@ -315,4 +325,32 @@ func TestCatchUpThatCannotConvergeNamesTheNumbersAndTheWaysOut(t *testing.T) {
 	if got := strings.Count(out.String(), "\n"); got != 50 {
 		t.Fatalf("printed %d rows before giving up, want the 50 the tables hold", got)
 	}
+}
+
+func TestCatchUpFromAnS3PrefixReadsOnlyTheBucket(t *testing.T) {
+	s3 := s3test.Start(t, nil)
+	s3.UseCredentials(t)
+	root := t.TempDir()
+	s3cfg := logstore.S3Config{Endpoint: s3.Endpoint(), Region: s3test.Region, PathStyle: true}
+	s := serveCatchUpWith(t, root, cuSchemaV1, 100, func(c *config.Config) {
+		c.Published = "s3://" + s3test.Bucket + "/tables"
+		c.S3 = s3cfg
+	})
+	s.publishRows(t, 1, 2000, false)
+	publishTables(t, root, "trades")
+
+	o := catchUpOpts(TailOptions{Offset: wire.At(1), UntilCaughtUp: true})
+	var uris []string
+	o.CatchUp = func(ctx context.Context, g *wire.Greeting, from int64, emit func(offset, ts int64, row []byte) error) (int64, error) {
+		uris = append(uris, g.MetadataHint)
+		return history.CatchUp(ctx, history.CatchUpOptions{MetadataURI: g.MetadataHint, StreamID: g.StreamID, S3: warehouse.S3(s3cfg)}, from, emit)
+	}
+	var out bytes.Buffer
+	if _, err := Tail(ctxT(t), s.url, &out, o); err != nil {
+		t.Fatal(err)
+	}
+	if len(uris) == 0 || !strings.HasPrefix(uris[0], "s3://"+s3test.Bucket+"/tables/trades/") {
+		t.Fatalf("caught up through %v, want the bucket's metadata", uris)
+	}
+	diffFrames(t, out.String(), uninterrupted(t, root, 1, 2001))
 }
