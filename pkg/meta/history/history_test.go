@@ -211,6 +211,25 @@ func TestReadsBelowTheRetentionFloorAreRefused(t *testing.T) {
 	if _, err := f.tryOpen(history.Options{AsOfOffset: &n}); !history.IsRefusal(err, history.WhyBelowFloor) || !strings.Contains(err.Error(), "--as-of-offset 99 is below 100") {
 		t.Fatalf("as of 99: %v", err)
 	}
+
+	// A catch-up from below what the tables hold names both numbers; from
+	// earliest (0) it takes what is left.
+	uri := f.store(t).PublishedHintURI()
+	none := func(int64, int64, []byte) error { return nil }
+	_, err = history.CatchUp(context.Background(), history.CatchUpOptions{MetadataURI: uri}, 50, none)
+	if !history.IsRefusal(err, history.WhyBelowFloor) || !strings.Contains(err.Error(), "the published tables hold offsets 100 to 400, so rows 50 to 99 are in no tier") {
+		t.Fatalf("catch-up from 50: %v", err)
+	}
+	var first int64
+	next, err := history.CatchUp(context.Background(), history.CatchUpOptions{MetadataURI: uri}, 0, func(o int64, _ int64, _ []byte) error {
+		if first == 0 {
+			first = o
+		}
+		return nil
+	})
+	if err != nil || first != 100 || next != 401 {
+		t.Fatalf("catch-up from earliest: first %d, next %d, %v; want 100 and 401", first, next, err)
+	}
 }
 
 func TestARetiredLogWhoseTableLostRowsIsRefused(t *testing.T) {
