@@ -222,13 +222,13 @@ file, else to stderr. On a terminal, progress is shown.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&format, "format", history.FormatNDJSON, "output `format`: "+strings.Join(history.Formats, ", "))
+	f.StringVar(&format, "format", history.FormatNDJSON, "output `format`: "+strings.Join(history.Formats(), ", "))
 	f.StringVarP(&output, "output", "o", "", "write to `FILE` (or into DIR/, one file per --rows-per-file rows) instead of stdout")
 	f.Int64Var(&start, "start-offset", 0, "export rows from offset `N` on (default: the first the stream holds)")
 	f.Int64Var(&end, "end-offset", 0, "export rows below offset `N` (default: the end of the fixed point)")
 	f.Int64Var(&rowsPerFile, "rows-per-file", history.DefaultRowsPerFile, "rows per file when -o names a directory")
 	hf = addHistoryFlags(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(history.Formats, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(history.Formats(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -36,7 +36,7 @@ const (
 )
 
 // Formats lists the formats Export writes.
-var Formats = []string{FormatParquet, FormatArrow, FormatNDJSON, FormatFrames}
+func Formats() []string { return []string{FormatParquet, FormatArrow, FormatNDJSON, FormatFrames} }
 
 // DefaultRowsPerFile is how many rows each file of a directory export
 // holds at most.
