@@ -78,6 +78,19 @@ and a recreated stream is refused. It reconnects whenever the connection ends
 and runs until SIGINT/SIGTERM, or with --until-caught-up until every row below
 the first frontier has landed.
 
+--catch-up handles a tail that fell too far behind: when the server refuses to
+replay that far back (4416 too_old, or evicted below a migration or the
+retention floor), the tail reads the gap from the stream's published tables,
+through the metadata the server's greeting names (or --metadata URI), with no
+connection open, so a slow read never gets it dropped; then it subscribes
+where the tables end. If the server refuses again, it reads what was
+published meanwhile and retries, up to --catch-up-rounds rounds. --where
+applies to those rows as the server applies it, and the output and --cursor
+are what a tail that never fell behind would have made. With --offset
+earliest it first reads everything the tables still hold. A failure names the
+numbers and the ways out. S3 credentials come from the standard AWS
+environment.
+
 A refusal exits 1 with one line saying what to rerun with.
 
 ` + credentialsHelp,
@@ -85,6 +98,7 @@ A refusal exits 1 with one line saying what to rerun with.
   streamcast tail --offset earliest --until-caught-up --rows ws://127.0.0.1:8765/demo > demo.ndjson
   streamcast tail --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo | ./consume
   streamcast tail --where '{"symbol":"BTC-USD"}' --count 10 ws://127.0.0.1:8765/demo
+  streamcast tail --catch-up --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo
   streamcast tail --cursor .demo.cursor --cursor s3://my-bucket/consumer1/demo.offset ws://127.0.0.1:8765/demo
   streamcast tail --into sqlite:///var/lib/app/app.db --table trades --offset earliest ws://127.0.0.1:8765/demo
   streamcast tail --ca-file ca.crt wss://broker.example.com:8765/demo`,
