@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -284,52 +283,27 @@ func byteSize(n int64) string {
 // ingestProgress draws a one-line progress bar on a terminal: rows,
 // bytes, rows/s, elapsed time and, when the source's size is known, ETA.
 type ingestProgress struct {
-	w     io.Writer
-	on    bool
-	start time.Time
-	mu    sync.Mutex
-	last  time.Time
-	drawn bool
+	*progressLine
 }
 
 func newIngestProgress(w io.Writer, on bool) *ingestProgress {
-	return &ingestProgress{w: w, on: on, start: time.Now()}
+	return &ingestProgress{newProgressLine(w, on)}
 }
 
 func (p *ingestProgress) update(s lifecycle.IngestProgress) {
-	if !p.on {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := time.Now()
-	if now.Sub(p.last) < 200*time.Millisecond {
-		return
-	}
-	p.last = now
-	el := now.Sub(p.start)
-	rate := float64(s.Rows) / max(el.Seconds(), 1e-9)
-	line := fmt.Sprintf("ingest: %d rows, %s", s.Rows, byteSize(s.BytesRead))
-	if s.SourceSize > 0 {
-		frac := min(float64(s.BytesRead)/float64(s.SourceSize), 1)
-		const width = 24
-		fill := int(frac * width)
-		line = fmt.Sprintf("ingest [%s%s] %3.0f%% %d rows, %s of %s", strings.Repeat("=", fill), strings.Repeat(" ", width-fill), frac*100, s.Rows, byteSize(s.BytesRead), byteSize(s.SourceSize))
-		if frac > 0.001 {
-			eta := time.Duration(float64(el) * (1 - frac) / frac)
-			line += fmt.Sprintf(", ETA %s", eta.Round(time.Second))
+	p.draw(func(el time.Duration) string {
+		rate := float64(s.Rows) / max(el.Seconds(), 1e-9)
+		line := fmt.Sprintf("ingest: %d rows, %s", s.Rows, byteSize(s.BytesRead))
+		if s.SourceSize > 0 {
+			frac := min(float64(s.BytesRead)/float64(s.SourceSize), 1)
+			const width = 24
+			fill := int(frac * width)
+			line = fmt.Sprintf("ingest [%s%s] %3.0f%% %d rows, %s of %s", strings.Repeat("=", fill), strings.Repeat(" ", width-fill), frac*100, s.Rows, byteSize(s.BytesRead), byteSize(s.SourceSize))
+			if frac > 0.001 {
+				eta := time.Duration(float64(el) * (1 - frac) / frac)
+				line += fmt.Sprintf(", ETA %s", eta.Round(time.Second))
+			}
 		}
-	}
-	line += fmt.Sprintf(", %.0f rows/s, %s, %d landed", rate, el.Round(time.Second), s.Landed)
-	fmt.Fprintf(p.w, "\r\033[K%s", line)
-	p.drawn = true
-}
-
-func (p *ingestProgress) clear() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.drawn = false
-	}
+		return line + fmt.Sprintf(", %.0f rows/s, %s, %d landed", rate, el.Round(time.Second), s.Landed)
+	})
 }

@@ -134,6 +134,7 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 		newIngestCmd(a),
 		newControlCmd(a),
 		newStreamsCmd(a),
+		newSnapshotCmd(a),
 	)
 
 	root.InitDefaultCompletionCmd() // now, so the man pages and strictArgs see it

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/internal/ndjson"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/meta/history"
 	"github.com/streamcast/streamcast/pkg/wire"
 	"github.com/streamcast/streamcast/pkg/wire/txbox"
 )
@@ -26,6 +29,8 @@ func newTailCmd(a *app) *cobra.Command {
 		into       string
 		table      string
 		tlsFlags   *clientTLS
+		catchUp    bool
+		metadata   string
 	)
 	cmd := &cobra.Command{
 		Use:   "tail URL",
@@ -73,6 +78,19 @@ and a recreated stream is refused. It reconnects whenever the connection ends
 and runs until SIGINT/SIGTERM, or with --until-caught-up until every row below
 the first frontier has landed.
 
+--catch-up handles a tail that fell too far behind: when the server refuses to
+replay that far back (4416 too_old, or evicted below a migration or the
+retention floor), the tail reads the gap from the stream's published tables,
+through the metadata the server's greeting names (or --metadata URI), with no
+connection open, so a slow read never gets it dropped; then it subscribes
+where the tables end. If the server refuses again, it reads what was
+published meanwhile and retries, up to --catch-up-rounds rounds. --where
+applies to those rows as the server applies it, and the output and --cursor
+are what a tail that never fell behind would have made. With --offset
+earliest it first reads everything the tables still hold. A failure names the
+numbers and the ways out. S3 credentials come from the standard AWS
+environment.
+
 A refusal exits 1 with one line saying what to rerun with.
 
 ` + credentialsHelp,
@@ -80,6 +98,7 @@ A refusal exits 1 with one line saying what to rerun with.
   streamcast tail --offset earliest --until-caught-up --rows ws://127.0.0.1:8765/demo > demo.ndjson
   streamcast tail --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo | ./consume
   streamcast tail --where '{"symbol":"BTC-USD"}' --count 10 ws://127.0.0.1:8765/demo
+  streamcast tail --catch-up --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo
   streamcast tail --cursor .demo.cursor --cursor s3://my-bucket/consumer1/demo.offset ws://127.0.0.1:8765/demo
   streamcast tail --into sqlite:///var/lib/app/app.db --table trades --offset earliest ws://127.0.0.1:8765/demo
   streamcast tail --ca-file ca.crt wss://broker.example.com:8765/demo`,
@@ -110,6 +129,12 @@ A refusal exits 1 with one line saying what to rerun with.
 			}
 			if where != "" {
 				opts.Where = json.RawMessage(where)
+			}
+			if err := catchUpFlags(cmd, catchUp); err != nil {
+				return usageError{err}
+			}
+			if catchUp {
+				opts.CatchUp = catchUpFrom(a, metadata, opts.Where)
 			}
 			if err := opts.Validate(); err != nil {
 				return usageError{err}
@@ -171,6 +196,9 @@ A refusal exits 1 with one line saying what to rerun with.
 	f.StringVar(&into, "into", "", "land the rows in a table of the database at `DSN` (sqlite:///abs.db, sqlite://rel.db, postgres://…), exactly once")
 	f.StringVar(&table, "table", "", "the `NAME` of the table --into lands the rows in")
 	f.DurationVar(&uploadEach, "upload-every", ndjson.DefaultUploadEvery, "how often an s3:// --cursor is uploaded while it moves")
+	f.BoolVar(&catchUp, "catch-up", false, "when the server will not replay that far back (4416 too_old or evicted), read the gap from the stream's published tables, then subscribe where they end")
+	f.IntVar(&opts.CatchUpRounds, "catch-up-rounds", ndjson.DefaultCatchUpRounds, "with --catch-up, give up after `N` rounds of reading the tables and subscribing")
+	f.StringVar(&metadata, "metadata", "", "with --catch-up, read the published tables through this metadata `URI` (file://… or s3://…) instead of the one the server's greeting names")
 	tlsFlags = addClientTLSFlags(f)
 	_ = cmd.RegisterFlagCompletionFunc("offset", cobra.FixedCompletions([]string{"earliest"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -185,7 +213,7 @@ func checkInto(cmd *cobra.Command, into, table string) error {
 	case table == "":
 		return errors.New("--into needs --table NAME, the table to land the rows in")
 	}
-	for _, name := range []string{"cursor", "rows", "where", "count", "reconnect", "upload-every"} {
+	for _, name := range []string{"cursor", "rows", "where", "count", "reconnect", "upload-every", "catch-up", "catch-up-rounds", "metadata"} {
 		if cmd.Flags().Changed(name) {
 			return fmt.Errorf("--%s does not apply to --into: the table keeps its own place (and always reconnects); drop --%s", name, name)
 		}
@@ -244,4 +272,38 @@ func parseOffset(s string) (int64, error) {
 		return 0, fmt.Errorf("--offset %q is not an offset; give a number (0 or more) or \"earliest\"", s)
 	}
 	return n, nil
+}
+
+// catchUpFlags refuses --catch-up-rounds and --metadata without
+// --catch-up, which alone reads the published tables.
+func catchUpFlags(cmd *cobra.Command, catchUp bool) error {
+	if catchUp {
+		return nil
+	}
+	for _, name := range []string{"catch-up-rounds", "metadata"} {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s applies to --catch-up; add --catch-up or drop --%s", name, name)
+		}
+	}
+	return nil
+}
+
+// catchUpFrom reads a tail's gap from the published tables: through
+// --metadata when given (trusted as the file meant), else through the
+// metadata the greeting names, checked against its stream_id.
+func catchUpFrom(a *app, metadata string, where json.RawMessage) ndjson.CatchUpFunc {
+	return func(ctx context.Context, g *wire.Greeting, from int64, emit func(offset, ts int64, row []byte) error) (int64, error) {
+		o := history.CatchUpOptions{MetadataURI: metadata, Where: where, S3: warehouse.S3(a.cfg.S3)}
+		if o.MetadataURI == "" {
+			o.MetadataURI, o.StreamID = g.MetadataHint, g.StreamID
+			if o.MetadataURI == "" {
+				o.MetadataURI = g.Metadata
+			}
+		}
+		if o.MetadataURI == "" {
+			return from, errors.New("the server's greeting names no published metadata for this stream, so there are no tables to read the gap from; give --metadata URI if they are elsewhere")
+		}
+		a.logger.Info("catching up from the published tables", "from", from, "metadata", o.MetadataURI)
+		return history.CatchUp(ctx, o, from, emit)
+	}
 }

@@ -77,12 +77,18 @@ type TailOptions struct {
 	// BatchBytes is how much output may wait for a slow writer before
 	// reading stops.
 	BatchBytes int
+	// CatchUp, when set, reads what a 4416 too_old or evicted refusal
+	// leaves out from the stream's published tables (and, for an Offset
+	// of 0, everything they hold first), then subscribes where they end:
+	// see catchUp. CatchUpRounds bounds the read-then-subscribe rounds.
+	CatchUp       CatchUpFunc
+	CatchUpRounds int
 }
 
 // DefaultTailOptions returns the options of `streamcast tail` without
 // flags.
 func DefaultTailOptions() TailOptions {
-	return TailOptions{MinBackoff: DefaultMinBackoff, MaxBackoff: DefaultMaxBackoff, BatchBytes: DefaultTailBatchBytes}
+	return TailOptions{MinBackoff: DefaultMinBackoff, MaxBackoff: DefaultMaxBackoff, BatchBytes: DefaultTailBatchBytes, CatchUpRounds: DefaultCatchUpRounds}
 }
 
 // Validate checks the options, naming the flag of `streamcast tail` that
@@ -101,6 +107,8 @@ func (o *TailOptions) Validate() error {
 		return fmt.Errorf("the greatest reconnect backoff %v is below the least, %v; give one at least as long", o.MaxBackoff, o.MinBackoff)
 	case o.BatchBytes < 1:
 		return fmt.Errorf("the output batch is %d bytes; give 1 or more", o.BatchBytes)
+	case o.CatchUp != nil && o.CatchUpRounds < 1:
+		return fmt.Errorf("--catch-up-rounds is %d; give 1 or more", o.CatchUpRounds)
 	}
 	return nil
 }
@@ -177,7 +185,16 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 		target  = wire.Null // UntilCaughtUp: stop below this offset
 		first   = true
 		backoff = minB
+		cu      catchUpState
 	)
+	if opts.CatchUp != nil && next == 0 {
+		// Earliest asks for everything the tables still hold, which may
+		// reach below what the server replays (older logs, a migration).
+		done, err := cu.round(ctx, rawURL, &opts, w, &res, &next, nil)
+		if done || err != nil {
+			return res, err
+		}
+	}
 	for {
 		so := wire.SubscribeOptions{DialOptions: opts.DialOptions}
 		if next != wire.Null {
@@ -190,6 +207,13 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 		if serr != nil {
 			if ctx.Err() != nil {
 				return res, nil
+			}
+			if nr, ok := catchable(serr); ok && opts.CatchUp != nil {
+				done, err := cu.round(ctx, rawURL, &opts, w, &res, &next, nr)
+				if done || err != nil {
+					return res, err
+				}
+				continue
 			}
 			if !opts.Reconnect || !retryable(serr) {
 				if first {
@@ -213,6 +237,7 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 			continue
 		}
 		g := sub.Greeting()
+		cu.rounds, cu.wait = 0, 0 // the rounds bound one catch-up, not the tail's life
 		if first {
 			first = false
 			res.Frontier = g.EndOffset
@@ -396,9 +421,9 @@ func notReplayableAdvice(e *wire.NotReplayable, from string) string {
 	if e.Offset == 0 {
 		asked = "the earliest row"
 	}
-	// No flag reads the gap yet; the rows are in the published Iceberg
-	// table, which any Iceberg engine reads today.
-	const catchUp = "read the gap from the stream's published Iceberg table with any Iceberg reader (DuckDB, Spark, iceberg-go)"
+	// --catch-up reads the gap from the published tables (a tail that
+	// has it and still got here was refused something no table fixes).
+	const catchUp = "rerun with --catch-up to read the gap from the stream's published tables"
 	switch e.Why {
 	case wire.WhyTooOld:
 		if e.EndOffset == wire.Null || e.MaxReplay == wire.Null {

@@ -272,9 +272,9 @@ func TestTailRefusalsSayWhatToRerunWith(t *testing.T) {
 		want   []string
 	}{
 		{"too_old", wire.CloseNotReplayable, `{"error":"not_replayable","why":"too_old","offset":5,"end_offset":1000,"max_replay":100}`,
-			[]string{"offset 5", "max_replay=100", "frontier 1000", "--offset 900", "published Iceberg table"}},
+			[]string{"offset 5", "max_replay=100", "frontier 1000", "--offset 900", "--catch-up"}},
 		{"evicted", wire.CloseNotReplayable, `{"error":"not_replayable","why":"evicted","offset":5,"earliest":50,"end_offset":1000}`,
-			[]string{"offset 5", "below 50", "--offset earliest", "published Iceberg table"}},
+			[]string{"offset 5", "below 50", "--offset earliest", "--catch-up"}},
 		{"ahead", wire.CloseNotReplayable, `{"error":"not_replayable","why":"ahead","offset":5000,"end_offset":1000}`,
 			[]string{"offset 5000", "past 1000", "--offset 1000"}},
 		{"not_durable", wire.CloseNotReplayable, `{"error":"not_replayable","why":"not_durable"}`,

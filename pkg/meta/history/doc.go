@@ -17,6 +17,12 @@
 // Callers that filter rows (SQLite, the where= filter code) check every row
 // they are given, so results never depend on what was skipped.
 //
+// On a Reader, Scan gives Arrow records (for SQL and exports), Rows gives
+// each row's canonical JSON as the server sends it (I4), and Export writes
+// a cut as Parquet, Arrow IPC, NDJSON or frames (`streamcast snapshot`).
+// CatchUp reads what a server refused to replay (4416 too_old or evicted)
+// from the published tables, with no socket open (`tail --catch-up`).
+//
 // It sits above pkg/meta, pkg/logstore and pkg/wire and below cmd; it never
 // writes: not the metadata, not a table, not a log.
 package history

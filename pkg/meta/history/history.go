@@ -1,12 +1,10 @@
 package history
 
 import (
-	"context"
-	"errors"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // Options says which stream to read and as of which fixed point. Exactly
@@ -40,6 +38,13 @@ type Options struct {
 	Broker string
 	// MaxTail bounds the rows read from Broker (default 1,000,000).
 	MaxTail int64
+	// Dial is how Broker is reached (TLS, credentials).
+	Dial wire.DialOptions
+
+	// S3 says how s3:// metadata and tables are reached; credentials come
+	// from the standard AWS chain. An empty Endpoint falls back to
+	// AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or AWS_S3_ENDPOINT.
+	S3 warehouse.S3
 }
 
 // Op is a comparison a Bound makes.
@@ -72,6 +77,11 @@ type ScanRequest struct {
 	// Bounds let Scan skip logs, files and row groups whose statistics
 	// prove them empty. Rows are never filtered by them.
 	Bounds []Bound
+	// From and To, when not zero, restrict the rows exactly to offsets
+	// [From, To) (snapshot's --start-offset and --end-offset). A From
+	// below the stream's first held offset and a To past the cut's end
+	// are refused, naming both numbers.
+	From, To int64
 }
 
 // ScanStats counts what a Reader's scans opened and skipped, so tests
@@ -81,30 +91,3 @@ type ScanStats struct {
 	FilesOpened  int
 	FilesSkipped int
 }
-
-// Reader reads one pinned cut of a stream's history.
-type Reader struct {
-	opts Options
-}
-
-var errNotBuilt = errors.New("history: reader not built yet")
-
-// Open resolves the stream's metadata and pins each table's snapshot.
-func Open(ctx context.Context, opts Options) (*Reader, error) {
-	return nil, errNotBuilt
-}
-
-// Schema is the unioned schema of every log read, in declaration order of
-// first appearance, with streamcast_offset and streamcast_ts first.
-func (r *Reader) Schema() *arrow.Schema { return nil }
-
-// Scan returns the rows in offset order, projected to req.Columns.
-func (r *Reader) Scan(ctx context.Context, req ScanRequest) (array.RecordReader, error) {
-	return nil, errNotBuilt
-}
-
-// Stats reports what the Reader's scans have opened and skipped so far.
-func (r *Reader) Stats() ScanStats { return ScanStats{} }
-
-// Close releases the Reader's pinned tables.
-func (r *Reader) Close() error { return nil }
