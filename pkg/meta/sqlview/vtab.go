@@ -1,0 +1,257 @@
+package sqlview
+
+import (
+	"math/bits"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"modernc.org/sqlite/vtab"
+
+	"github.com/streamcast/streamcast/pkg/meta/history"
+)
+
+// moduleName is the SQLite module log is created with. Each View registers
+// it on a driver of its own, so two Views never share it.
+const moduleName = "streamcast_log"
+
+// fullScanCost is BestIndex's estimate of a scan that prunes nothing; each
+// pushed comparison halves it, so SQLite prefers plans that hand the
+// table something to prune by.
+const fullScanCost = 1e9
+
+// module is the vtab.Module of one View.
+type module struct{ v *View }
+
+func (m *module) Create(ctx vtab.Context, _ []string) (vtab.Table, error) { return m.connect(ctx) }
+
+func (m *module) Connect(ctx vtab.Context, _ []string) (vtab.Table, error) { return m.connect(ctx) }
+
+func (m *module) connect(ctx vtab.Context) (vtab.Table, error) {
+	v := m.v
+	if err := ctx.Declare(createTable(v.cols)); err != nil {
+		return nil, err
+	}
+	byName := make(map[string]int, len(v.cols))
+	offsetCol := -1
+	for i, c := range v.cols {
+		byName[c.field.Name] = i
+		if c.field.Name == columnOffset {
+			offsetCol = i
+		}
+	}
+	return &table{v: v, cols: v.cols, byName: byName, offsetCol: offsetCol, plans: map[string]*plan{}}, nil
+}
+
+// columnOffset is the system column rows are ordered by.
+const columnOffset = "streamcast_offset"
+
+// table is log on one SQLite connection.
+type table struct {
+	v         *View
+	cols      []column
+	byName    map[string]int
+	offsetCol int              // -1 when the table has no streamcast_offset
+	plans     map[string]*plan // idxStr → parsed plan; SQLite reruns Filter per IN value
+}
+
+// BestIndex records the projection and the pushable comparisons in idxStr.
+// It never sets Omit: SQLite checks every row the table returns, so a
+// bound that prunes too little costs time, never a wrong answer.
+func (t *table) BestIndex(info *vtab.IndexInfo) error {
+	p := &plan{all: t.v.opts.NoPushDown}
+	cost := fullScanCost
+	if !p.all {
+		p.used = usedColumns(info.ColUsed, len(t.cols))
+		for i := range info.Constraints {
+			c := &info.Constraints[i]
+			if !c.Usable || c.Column < 0 || c.Column >= len(t.cols) || !t.cols[c.Column].kind.pushable() {
+				continue
+			}
+			op, ok := opOf(c.Op)
+			if !ok {
+				continue
+			}
+			c.ArgIndex = len(p.terms)
+			p.terms = append(p.terms, term{col: c.Column, op: op})
+			cost /= 2
+		}
+		// Scan returns rows in offset order, so ORDER BY
+		// streamcast_offset needs no sort.
+		if len(info.OrderBy) == 1 && info.OrderBy[0].Column == t.offsetCol && t.offsetCol >= 0 && !info.OrderBy[0].Desc {
+			info.OrderByConsumed = true
+		}
+	}
+	info.IdxStr = p.encode()
+	info.EstimatedCost = cost
+	info.EstimatedRows = int64(cost)
+	return nil
+}
+
+// usedColumns reads SQLite's colUsed mask: bit i for column i below 63,
+// bit 63 for every column from 63 on.
+func usedColumns(mask uint64, n int) []int {
+	used := make([]int, 0, bits.OnesCount64(mask))
+	for i := 0; i < n; i++ {
+		bit := i
+		if bit > 63 {
+			bit = 63
+		}
+		if mask&(1<<uint(bit)) != 0 {
+			used = append(used, i)
+		}
+	}
+	return used
+}
+
+func (t *table) plan(idxStr string) (*plan, error) {
+	if p, ok := t.plans[idxStr]; ok {
+		return p, nil
+	}
+	p, err := decodePlan(idxStr, len(t.cols))
+	if err != nil {
+		return nil, err
+	}
+	t.plans[idxStr] = p
+	return p, nil
+}
+
+func (t *table) Open() (vtab.Cursor, error) { return &cursor{t: t}, nil }
+
+func (t *table) Disconnect() error { return nil }
+
+func (t *table) Destroy() error { return nil }
+
+// cursor walks the record batches of one Scan.
+type cursor struct {
+	t     *table
+	rr    array.RecordReader
+	n, i  int           // rows in the current batch, the current row
+	get   []getter      // per column of log; nil when the batch lacks it (NULL)
+	arrs  []arrow.Array // per column of log, for IsNull
+	eof   bool
+	rowid int64
+}
+
+// Filter starts a scan: the plan's columns, the View's filter bounds and a
+// Bound per pushed comparison whose value means the same to the Table.
+func (c *cursor) Filter(_ int, idxStr string, vals []vtab.Value) error {
+	c.release()
+	v := c.t.v
+	p, err := c.t.plan(idxStr)
+	if err != nil {
+		return v.fail(err)
+	}
+	req := history.ScanRequest{}
+	if !p.all {
+		req.Columns = make([]string, 0, len(p.used))
+		for _, i := range p.used {
+			req.Columns = append(req.Columns, c.t.cols[i].field.Name)
+		}
+		if len(req.Columns) == 0 {
+			// count(*) uses no column, but rows must still arrive;
+			// the offset is the cheapest column to decode.
+			i := c.t.offsetCol
+			if i < 0 {
+				i = 0
+			}
+			req.Columns = append(req.Columns, c.t.cols[i].field.Name)
+		}
+		req.Bounds = append(req.Bounds, v.filterBounds...)
+		collate := v.collateInQuery()
+		for j, tm := range p.terms {
+			if j >= len(vals) {
+				break
+			}
+			if b, ok := boundOf(&c.t.cols[tm.col], tm.op, vals[j], collate); ok {
+				req.Bounds = append(req.Bounds, b)
+			}
+		}
+	}
+	tbl, ctx := v.scanTarget()
+	rr, err := tbl.Scan(ctx, req)
+	if err != nil {
+		return v.fail(err)
+	}
+	c.rr = rr
+	c.eof = false
+	c.rowid = 0
+	return c.advance()
+}
+
+// advance moves to the next batch that holds rows, or to the end.
+func (c *cursor) advance() error {
+	for c.rr.Next() {
+		rec := c.rr.RecordBatch()
+		if rec.NumRows() == 0 {
+			continue
+		}
+		if err := c.bind(rec); err != nil {
+			return c.t.v.fail(err)
+		}
+		c.n, c.i = int(rec.NumRows()), 0
+		return nil
+	}
+	c.eof = true
+	if err := c.rr.Err(); err != nil {
+		return c.t.v.fail(err)
+	}
+	return nil
+}
+
+// bind builds the getters of a batch's columns, matched to log's by name.
+// A column of log the batch lacks reads NULL: a log without the column
+// (union by name, docs/design.md §7), or one the plan did not decode.
+func (c *cursor) bind(rec arrow.RecordBatch) error {
+	if c.get == nil {
+		c.get = make([]getter, len(c.t.cols))
+		c.arrs = make([]arrow.Array, len(c.t.cols))
+	}
+	clear(c.get)
+	clear(c.arrs)
+	for k, f := range rec.Schema().Fields() {
+		i, ok := c.t.byName[f.Name]
+		if !ok {
+			continue
+		}
+		arr := rec.Column(k)
+		g, err := getterFor(&c.t.cols[i], arr)
+		if err != nil {
+			return err
+		}
+		c.get[i], c.arrs[i] = g, arr
+	}
+	return nil
+}
+
+func (c *cursor) Next() error {
+	c.i++
+	c.rowid++
+	if c.i < c.n {
+		return nil
+	}
+	return c.advance()
+}
+
+func (c *cursor) Eof() bool { return c.eof || c.rr == nil }
+
+func (c *cursor) Column(col int) (vtab.Value, error) {
+	if col < 0 || col >= len(c.get) || c.get[col] == nil || c.arrs[col].IsNull(c.i) {
+		return nil, nil
+	}
+	return c.get[col](c.i), nil
+}
+
+func (c *cursor) Rowid() (int64, error) { return c.rowid, nil }
+
+func (c *cursor) Close() error {
+	c.release()
+	return nil
+}
+
+func (c *cursor) release() {
+	if c.rr != nil {
+		c.rr.Release()
+		c.rr = nil
+	}
+	c.n, c.i = 0, 0
+}
