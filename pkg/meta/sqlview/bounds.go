@@ -15,10 +15,10 @@ import (
 // decode and the comparisons whose right-hand values arrive in Filter's
 // argument list, in that order. It travels through SQLite as idxStr.
 type plan struct {
-	all   bool     // decode every column (no projection)
-	used  []int    // the columns to decode, when !all
-	terms []term   // one per Filter argument
-	key   string   // the idxStr this plan was parsed from
+	all   bool   // decode every column (no projection)
+	used  []int  // the columns to decode, when !all
+	terms []term // one per Filter argument
+	key   string // the idxStr this plan was parsed from
 }
 
 // term is one pushed comparison: column Col Op the Filter argument.

@@ -105,6 +105,10 @@ func columnsOf(s *arrow.Schema) ([]column, error) {
 		}
 		cols = append(cols, c)
 	}
+	i := s.FieldIndices(columnOffset)
+	if len(i) != 1 || s.Field(i[0]).Type.ID() != arrow.INT64 {
+		return nil, fmt.Errorf("sqlview: the table has no int64 column %s; it numbers the rows", columnOffset)
+	}
 	return cols, nil
 }
 

@@ -1,6 +1,9 @@
 package sqlview
 
 import (
+	"fmt"
+	"slices"
+
 	"math/bits"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -50,7 +53,7 @@ type table struct {
 	v         *View
 	cols      []column
 	byName    map[string]int
-	offsetCol int              // -1 when the table has no streamcast_offset
+	offsetCol int              // the column of streamcast_offset
 	plans     map[string]*plan // idxStr → parsed plan; SQLite reruns Filter per IN value
 }
 
@@ -77,7 +80,7 @@ func (t *table) BestIndex(info *vtab.IndexInfo) error {
 		}
 		// Scan returns rows in offset order, so ORDER BY
 		// streamcast_offset needs no sort.
-		if len(info.OrderBy) == 1 && info.OrderBy[0].Column == t.offsetCol && t.offsetCol >= 0 && !info.OrderBy[0].Desc {
+		if len(info.OrderBy) == 1 && info.OrderBy[0].Column == t.offsetCol && !info.OrderBy[0].Desc {
 			info.OrderByConsumed = true
 		}
 	}
@@ -123,13 +126,13 @@ func (t *table) Destroy() error { return nil }
 
 // cursor walks the record batches of one Scan.
 type cursor struct {
-	t     *table
-	rr    array.RecordReader
-	n, i  int           // rows in the current batch, the current row
-	get   []getter      // per column of log; nil when the batch lacks it (NULL)
-	arrs  []arrow.Array // per column of log, for IsNull
-	eof   bool
-	rowid int64
+	t    *table
+	rr   array.RecordReader
+	n, i int           // rows in the current batch, the current row
+	get  []getter      // per column of log; nil when the batch lacks it (NULL)
+	arrs []arrow.Array // per column of log, for IsNull
+	eof  bool
+	off  *array.Int64 // the current batch's offsets: the rowids
 }
 
 // Filter starts a scan: the plan's columns, the View's filter bounds and a
@@ -147,14 +150,12 @@ func (c *cursor) Filter(_ int, idxStr string, vals []vtab.Value) error {
 		for _, i := range p.used {
 			req.Columns = append(req.Columns, c.t.cols[i].field.Name)
 		}
-		if len(req.Columns) == 0 {
-			// count(*) uses no column, but rows must still arrive;
-			// the offset is the cheapest column to decode.
-			i := c.t.offsetCol
-			if i < 0 {
-				i = 0
-			}
-			req.Columns = append(req.Columns, c.t.cols[i].field.Name)
+		if !slices.Contains(p.used, c.t.offsetCol) {
+			// The offset is each row's rowid, which SQLite uses to
+			// merge the scans of an OR whose arms each push their own
+			// bounds; it is also what count(*) decodes, as rows must
+			// still arrive when no column is used.
+			req.Columns = append(req.Columns, columnOffset)
 		}
 		req.Bounds = append(req.Bounds, v.filterBounds...)
 		collate := v.collateInQuery()
@@ -174,7 +175,6 @@ func (c *cursor) Filter(_ int, idxStr string, vals []vtab.Value) error {
 	}
 	c.rr = rr
 	c.eof = false
-	c.rowid = 0
 	return c.advance()
 }
 
@@ -208,6 +208,7 @@ func (c *cursor) bind(rec arrow.RecordBatch) error {
 	}
 	clear(c.get)
 	clear(c.arrs)
+	c.off = nil
 	for k, f := range rec.Schema().Fields() {
 		i, ok := c.t.byName[f.Name]
 		if !ok {
@@ -219,13 +220,15 @@ func (c *cursor) bind(rec arrow.RecordBatch) error {
 			return err
 		}
 		c.get[i], c.arrs[i] = g, arr
+		if i == c.t.offsetCol {
+			c.off, _ = arr.(*array.Int64)
+		}
 	}
 	return nil
 }
 
 func (c *cursor) Next() error {
 	c.i++
-	c.rowid++
 	if c.i < c.n {
 		return nil
 	}
@@ -241,7 +244,14 @@ func (c *cursor) Column(col int) (vtab.Value, error) {
 	return c.get[col](c.i), nil
 }
 
-func (c *cursor) Rowid() (int64, error) { return c.rowid, nil }
+// Rowid is the row's offset: unique across the stream, and the same in
+// every scan, as SQLite needs when it merges scans by rowid.
+func (c *cursor) Rowid() (int64, error) {
+	if c.off == nil || c.off.IsNull(c.i) {
+		return 0, c.t.v.fail(fmt.Errorf("sqlview: a row without %s at batch row %d; the Table must return it", columnOffset, c.i))
+	}
+	return c.off.Value(c.i), nil
+}
 
 func (c *cursor) Close() error {
 	c.release()
