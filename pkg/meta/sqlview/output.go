@@ -123,7 +123,20 @@ func textValue(v any, null string) string {
 	return fmt.Sprint(v)
 }
 
+// writeJSON writes the rows as NDJSON, or as one JSON array.
 func writeJSON(w io.Writer, r *Rows, array bool) (int64, error) {
+	if array {
+		return writeJSONRows(w, r, jsonLayout{open: "[", sep: ",\n", close: "]\n"})
+	}
+	return writeJSONRows(w, r, jsonLayout{after: "\n"})
+}
+
+// jsonLayout is what writeJSONRows puts around the row objects.
+type jsonLayout struct {
+	open, sep, after, close string // before all, between two, after each, after all
+}
+
+func writeJSONRows(w io.Writer, r *Rows, l jsonLayout) (int64, error) {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	cols := r.Columns()
 	keys := make([][]byte, len(cols))
@@ -132,14 +145,10 @@ func writeJSON(w io.Writer, r *Rows, array bool) (int64, error) {
 		keys[i] = append(k, ':')
 	}
 	var n int64
-	var line []byte
-	if array {
-		bw.WriteByte('[')
-	}
+	line := []byte(l.open)
 	for r.Next() {
-		line = line[:0]
-		if array && n > 0 {
-			line = append(line, ",\n"...)
+		if n > 0 {
+			line = append(line, l.sep...)
 		}
 		line = append(line, '{')
 		for i, v := range r.Values() {
@@ -150,16 +159,16 @@ func writeJSON(w io.Writer, r *Rows, array bool) (int64, error) {
 			line = appendJSONValue(line, cols[i], v)
 		}
 		line = append(line, '}')
-		if !array {
-			line = append(line, '\n')
-		}
+		line = append(line, l.after...)
 		if _, err := bw.Write(line); err != nil {
 			return n, err
 		}
+		line = line[:0]
 		n++
 	}
-	if array {
-		bw.WriteString("]\n")
+	line = append(line, l.close...)
+	if _, err := bw.Write(line); err != nil {
+		return n, err
 	}
 	return n, bw.Flush()
 }
