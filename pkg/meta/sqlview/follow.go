@@ -55,48 +55,18 @@ func Follow(ctx context.Context, p Pinner, opts Options, query string, every tim
 	if now == nil {
 		now = time.Now
 	}
-	var v *View
-	var closePrev func() error
-	defer func() {
-		if v != nil {
-			v.Close()
-		}
-		if closePrev != nil {
-			closePrev()
-		}
-	}()
+	f := &follower{p: p, opts: opts, query: query, now: now, emit: emit}
+	defer f.close()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for seq := 1; ; seq++ {
-		at := now()
-		pin, err := p.Pin(ctx)
+		err := f.round(ctx, seq)
+		if ctx.Err() != nil {
+			// Ending the view ends whatever step was running; that
+			// step's error is the cancellation, not a failure.
+			return nil
+		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		if v == nil {
-			v, err = Open(ctx, pin.Table, opts)
-		} else {
-			err = v.Replace(ctx, pin.Table)
-		}
-		if closePrev != nil {
-			closePrev()
-		}
-		closePrev = pin.Close
-		if err != nil {
-			return err
-		}
-		if pin.End < 0 {
-			if pin.End, err = v.end(ctx); err != nil {
-				return err
-			}
-		}
-		if err := v.emitOne(ctx, query, Refresh{Seq: seq, End: pin.End, At: at}, emit); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return err
 		}
 		select {
@@ -104,6 +74,54 @@ func Follow(ctx context.Context, p Pinner, opts Options, query string, every tim
 			return nil
 		case <-tick.C:
 		}
+	}
+}
+
+// follower is the state of one Follow.
+type follower struct {
+	p     Pinner
+	opts  Options
+	query string
+	now   func() time.Time
+	emit  func(Refresh) error
+
+	v         *View        // opened on the first round
+	closePrev func() error // releases the cut v read last
+}
+
+// round is one refresh: pin, point log at the cut, query, emit.
+func (f *follower) round(ctx context.Context, seq int) error {
+	at := f.now()
+	pin, err := f.p.Pin(ctx)
+	if err != nil {
+		return err
+	}
+	if f.v == nil {
+		f.v, err = Open(ctx, pin.Table, f.opts)
+	} else {
+		err = f.v.Replace(ctx, pin.Table)
+	}
+	if f.closePrev != nil {
+		f.closePrev()
+	}
+	f.closePrev = pin.Close
+	if err != nil {
+		return err
+	}
+	if pin.End < 0 {
+		if pin.End, err = f.v.end(ctx); err != nil {
+			return err
+		}
+	}
+	return f.v.emitOne(ctx, f.query, Refresh{Seq: seq, End: pin.End, At: at}, f.emit)
+}
+
+func (f *follower) close() {
+	if f.v != nil {
+		f.v.Close()
+	}
+	if f.closePrev != nil {
+		f.closePrev()
 	}
 }
 
