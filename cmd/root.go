@@ -132,6 +132,7 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 		newRetireCmd(a),
 		newRetainCmd(a),
 		newIngestCmd(a),
+		newSQLCmd(a),
 	)
 
 	root.InitDefaultCompletionCmd() // now, so the man pages and strictArgs see it
