@@ -34,6 +34,8 @@ type fileTable struct {
 	skipped  int
 	requests []history.ScanRequest
 	failAt   int // > 0: the scan's reader fails after this many batches
+
+	batchSize int64 // rows per batch read; small by default, to cross batch edges often
 }
 
 type testFile struct {
@@ -99,7 +101,11 @@ func (ft *fileTable) Scan(ctx context.Context, req history.ScanRequest) (array.R
 			ft.skipped++
 		}
 	}
-	return &filesReader{ctx: ctx, schema: ft.schema, files: keep, columns: req.Columns, failAt: ft.failAt}, nil
+	bs := ft.batchSize
+	if bs == 0 {
+		bs = 16
+	}
+	return &filesReader{ctx: ctx, schema: ft.schema, files: keep, columns: req.Columns, failAt: ft.failAt, batchSize: bs}, nil
 }
 
 // mayHold reports whether a file whose columns span stats may hold a row
@@ -208,12 +214,13 @@ func statsOf(rec arrow.RecordBatch) map[string][2]any {
 // filesReader reads the kept files one after another, projected to the
 // requested columns, as the history reader does.
 type filesReader struct {
-	ctx     context.Context
-	schema  *arrow.Schema
-	files   []testFile
-	columns []string
-	failAt  int
-	batches int
+	ctx       context.Context
+	schema    *arrow.Schema
+	files     []testFile
+	columns   []string
+	failAt    int
+	batches   int
+	batchSize int64
 
 	cur  pqarrow.RecordReader
 	rf   *file.Reader
@@ -271,7 +278,7 @@ func (r *filesReader) openFile(f testFile) error {
 	if err != nil {
 		return err
 	}
-	fr, err := pqarrow.NewFileReader(rf, pqarrow.ArrowReadProperties{BatchSize: 16}, memory.DefaultAllocator)
+	fr, err := pqarrow.NewFileReader(rf, pqarrow.ArrowReadProperties{BatchSize: r.batchSize}, memory.DefaultAllocator)
 	if err != nil {
 		rf.Close()
 		return err
