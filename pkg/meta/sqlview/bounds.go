@@ -12,13 +12,13 @@ import (
 )
 
 // plan is what BestIndex chose and Filter carries out: the columns to
-// decode and the comparisons whose right-hand values arrive in Filter's
-// argument list, in that order. It travels through SQLite as idxStr.
+// decode, the comparisons whose right-hand values arrive in Filter's
+// argument list (in that order), and the order to return rows in. It travels through SQLite as idxStr.
 type plan struct {
-	all   bool   // decode every column (no projection)
-	used  []int  // the columns to decode, when !all
-	terms []term // one per Filter argument
-	key   string // the idxStr this plan was parsed from
+	all   bool        // decode every column (no projection)
+	used  []int       // the columns to decode, when !all
+	terms []term      // one per Filter argument
+	order []orderTerm // the order to return rows in; none: offset order
 }
 
 // term is one pushed comparison: column Col Op the Filter argument.
@@ -46,8 +46,8 @@ func opOf(op vtab.ConstraintOp) (history.Op, bool) {
 	return "", false
 }
 
-// encode writes p as idxStr: "*" or the used columns, then ";" and the
-// terms, such as "0,3,5;3=,0>=".
+// encode writes p as idxStr: "*" or the used columns, ";", the terms,
+// ";" and the order, such as "0,3,5;3=,0>=;3a,5d".
 func (p *plan) encode() string {
 	var b strings.Builder
 	if p.all {
@@ -68,6 +68,18 @@ func (p *plan) encode() string {
 		b.WriteString(strconv.Itoa(t.col))
 		b.WriteString(string(t.op))
 	}
+	b.WriteByte(';')
+	for i, o := range p.order {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(o.col))
+		if o.desc {
+			b.WriteByte('d')
+		} else {
+			b.WriteByte('a')
+		}
+	}
 	return b.String()
 }
 
@@ -75,11 +87,12 @@ func (p *plan) encode() string {
 // numbers it may name.
 func decodePlan(s string, ncols int) (*plan, error) {
 	bad := func() (*plan, error) { return nil, fmt.Errorf("sqlview: bad plan %q", s) }
-	cols, terms, ok := strings.Cut(s, ";")
-	if !ok {
+	parts := strings.Split(s, ";")
+	if len(parts) != 3 {
 		return bad()
 	}
-	p := &plan{key: s}
+	cols, terms, order := parts[0], parts[1], parts[2]
+	p := &plan{}
 	switch cols {
 	case "*":
 		p.all = true
@@ -91,6 +104,18 @@ func decodePlan(s string, ncols int) (*plan, error) {
 				return bad()
 			}
 			p.used = append(p.used, c)
+		}
+	}
+	if order != "" {
+		for _, f := range strings.Split(order, ",") {
+			if len(f) < 2 || (f[len(f)-1] != 'a' && f[len(f)-1] != 'd') {
+				return bad()
+			}
+			c, err := strconv.Atoi(f[:len(f)-1])
+			if err != nil || c < 0 || c >= ncols {
+				return bad()
+			}
+			p.order = append(p.order, orderTerm{col: c, desc: f[len(f)-1] == 'd'})
 		}
 	}
 	if terms == "" {

@@ -119,7 +119,19 @@ func randomHistory(rng *rand.Rand, nfiles, maxRows int) []arrow.RecordBatch {
 // randomQuery is one SELECT over log with a random WHERE.
 func randomQuery(rng *rand.Rand) string {
 	cond := randomCond(rng, 2)
-	switch rng.IntN(5) {
+	switch rng.IntN(9) {
+	case 5:
+		return "SELECT sym, qty, price, streamcast_offset FROM log WHERE " + cond + " ORDER BY " + randomOrder(rng)
+	case 6:
+		dir := []string{"", " DESC"}
+		return "SELECT DISTINCT sym, flag FROM log WHERE " + cond + " ORDER BY flag" + dir[rng.IntN(2)] + ", sym" + dir[rng.IntN(2)]
+	case 7:
+		cols := []string{"sym", "qty", "price", "flag", "data", "tags", "small", "sym, flag", "data, qty"}
+		g := cols[rng.IntN(len(cols))]
+		return "SELECT " + g + ", count(*), sum(qty) FROM log WHERE " + cond + " GROUP BY " + g
+	case 8:
+		return "SELECT qty, count(*) FROM log WHERE " + cond + " GROUP BY qty ORDER BY qty DESC LIMIT 3"
+
 	case 0:
 		cols := []string{"sym", "qty", "price", "flag", "data", "tags", "small", "streamcast_ts"}
 		rng.Shuffle(len(cols), func(i, j int) { cols[i], cols[j] = cols[j], cols[i] })
@@ -133,6 +145,31 @@ func randomQuery(rng *rand.Rand) string {
 	default:
 		return "SELECT * FROM log WHERE " + cond
 	}
+}
+
+// randomOrder is an ORDER BY list: plain columns, either direction,
+// sometimes NULLS LAST or a COLLATE, and the offset last.
+func randomOrder(rng *rand.Rand) string {
+	cols := []string{"sym", "qty", "price", "flag", "streamcast_offset"}
+	var terms []string
+	for n := 1 + rng.IntN(2); n > 0; n-- {
+		t := cols[rng.IntN(len(cols))]
+		if t == "sym" && rng.IntN(5) == 0 {
+			t += " COLLATE NOCASE"
+		}
+		if rng.IntN(2) == 0 {
+			t += " DESC"
+		}
+		if rng.IntN(6) == 0 {
+			t += " NULLS LAST"
+		}
+		terms = append(terms, t)
+	}
+	// The offset last breaks ties: rows with equal keys come in an order
+	// SQL leaves open, which differs between plans (an IN list's scans
+	// run one value after another).
+	terms = append(terms, "streamcast_offset")
+	return strings.Join(terms, ", ")
 }
 
 func randomCond(rng *rand.Rand, depth int) string {

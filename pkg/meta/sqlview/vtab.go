@@ -78,16 +78,39 @@ func (t *table) BestIndex(info *vtab.IndexInfo) error {
 			p.terms = append(p.terms, term{col: c.Column, op: op})
 			cost /= 2
 		}
-		// Scan returns rows in offset order, so ORDER BY
-		// streamcast_offset needs no sort.
-		if len(info.OrderBy) == 1 && info.OrderBy[0].Column == t.offsetCol && !info.OrderBy[0].Desc {
-			info.OrderByConsumed = true
-		}
+		t.planOrder(p, info)
 	}
 	info.IdxStr = p.encode()
 	info.EstimatedCost = cost
 	info.EstimatedRows = int64(cost)
 	return nil
+}
+
+// planOrder takes on the query's ORDER BY (or GROUP BY, which SQLite
+// presents as one) when it is by plain columns: ORDER BY streamcast_offset
+// is the order Scan returns rows in, and any other sortAll produces. A
+// query that names a COLLATE is left to SQLite (see order.go).
+func (t *table) planOrder(p *plan, info *vtab.IndexInfo) {
+	ob := info.OrderBy
+	if len(ob) == 0 || t.v.collateInQuery() {
+		return
+	}
+	if len(ob) == 1 && ob[0].Column == t.offsetCol && !ob[0].Desc {
+		info.OrderByConsumed = true
+		return
+	}
+	for _, o := range ob {
+		if o.Column < 0 || o.Column >= len(t.cols) {
+			return // the rowid, or a column log does not have
+		}
+	}
+	for _, o := range ob {
+		p.order = append(p.order, orderTerm{col: o.Column, desc: o.Desc})
+		if !slices.Contains(p.used, o.Column) {
+			p.used = append(p.used, o.Column)
+		}
+	}
+	info.OrderByConsumed = true
 }
 
 // usedColumns reads SQLite's colUsed mask: bit i for column i below 63,
@@ -124,15 +147,30 @@ func (t *table) Disconnect() error { return nil }
 
 func (t *table) Destroy() error { return nil }
 
-// cursor walks the record batches of one Scan.
+// cursor walks the record batches of one Scan: in the order Scan returns
+// them (offset order), or, when the plan consumed an ORDER BY, in the
+// order sortAll put them.
 type cursor struct {
-	t    *table
-	rr   array.RecordReader
-	n, i int           // rows in the current batch, the current row
+	t   *table
+	rr  array.RecordReader
+	cur *batch // the batch of the current row
+	i   int    // the current row in cur
+	eof bool
+
+	one batch // streaming: the one batch, rebound for each record
+
+	sorted []*batch // ordered: every batch, retained
+	perm   []rowRef // ordered: the rows in order
+	pos    int      // ordered: the current row in perm
+}
+
+// batch is one record batch bound to log's columns.
+type batch struct {
+	rec  arrow.RecordBatch // ordered mode only: retained until release
+	n    int
 	get  []getter      // per column of log; nil when the batch lacks it (NULL)
 	arrs []arrow.Array // per column of log, for IsNull
-	eof  bool
-	off  *array.Int64 // the current batch's offsets: the rowids
+	off  *array.Int64  // the offsets: the rowids
 }
 
 // Filter starts a scan: the plan's columns, the View's filter bounds and a
@@ -175,6 +213,9 @@ func (c *cursor) Filter(_ int, idxStr string, vals []vtab.Value) error {
 	}
 	c.rr = rr
 	c.eof = false
+	if len(p.order) > 0 {
+		return c.sortAll(p.order)
+	}
 	return c.advance()
 }
 
@@ -185,10 +226,10 @@ func (c *cursor) advance() error {
 		if rec.NumRows() == 0 {
 			continue
 		}
-		if err := c.bind(rec); err != nil {
+		if err := c.t.bind(&c.one, rec); err != nil {
 			return c.t.v.fail(err)
 		}
-		c.n, c.i = int(rec.NumRows()), 0
+		c.cur, c.i = &c.one, 0
 		return nil
 	}
 	c.eof = true
@@ -201,35 +242,45 @@ func (c *cursor) advance() error {
 // bind builds the getters of a batch's columns, matched to log's by name.
 // A column of log the batch lacks reads NULL: a log without the column
 // (union by name, docs/design.md §7), or one the plan did not decode.
-func (c *cursor) bind(rec arrow.RecordBatch) error {
-	if c.get == nil {
-		c.get = make([]getter, len(c.t.cols))
-		c.arrs = make([]arrow.Array, len(c.t.cols))
+func (t *table) bind(b *batch, rec arrow.RecordBatch) error {
+	if b.get == nil {
+		b.get = make([]getter, len(t.cols))
+		b.arrs = make([]arrow.Array, len(t.cols))
 	}
-	clear(c.get)
-	clear(c.arrs)
-	c.off = nil
+	clear(b.get)
+	clear(b.arrs)
+	b.off, b.n = nil, int(rec.NumRows())
 	for k, f := range rec.Schema().Fields() {
-		i, ok := c.t.byName[f.Name]
+		i, ok := t.byName[f.Name]
 		if !ok {
 			continue
 		}
 		arr := rec.Column(k)
-		g, err := getterFor(&c.t.cols[i], arr)
+		g, err := getterFor(&t.cols[i], arr)
 		if err != nil {
 			return err
 		}
-		c.get[i], c.arrs[i] = g, arr
-		if i == c.t.offsetCol {
-			c.off, _ = arr.(*array.Int64)
+		b.get[i], b.arrs[i] = g, arr
+		if i == t.offsetCol {
+			b.off, _ = arr.(*array.Int64)
 		}
 	}
 	return nil
 }
 
 func (c *cursor) Next() error {
+	if c.sorted != nil {
+		c.pos++
+		if c.pos >= len(c.perm) {
+			c.eof = true
+			return nil
+		}
+		r := c.perm[c.pos]
+		c.cur, c.i = c.sorted[r.b], int(r.r)
+		return nil
+	}
 	c.i++
-	if c.i < c.n {
+	if c.i < c.cur.n {
 		return nil
 	}
 	return c.advance()
@@ -238,19 +289,20 @@ func (c *cursor) Next() error {
 func (c *cursor) Eof() bool { return c.eof || c.rr == nil }
 
 func (c *cursor) Column(col int) (vtab.Value, error) {
-	if col < 0 || col >= len(c.get) || c.get[col] == nil || c.arrs[col].IsNull(c.i) {
+	b := c.cur
+	if b == nil || col < 0 || col >= len(b.get) || b.get[col] == nil || b.arrs[col].IsNull(c.i) {
 		return nil, nil
 	}
-	return c.get[col](c.i), nil
+	return b.get[col](c.i), nil
 }
 
 // Rowid is the row's offset: unique across the stream, and the same in
 // every scan, as SQLite needs when it merges scans by rowid.
 func (c *cursor) Rowid() (int64, error) {
-	if c.off == nil || c.off.IsNull(c.i) {
+	if c.cur == nil || c.cur.off == nil || c.cur.off.IsNull(c.i) {
 		return 0, c.t.v.fail(fmt.Errorf("sqlview: a row without %s at batch row %d; the Table must return it", columnOffset, c.i))
 	}
-	return c.off.Value(c.i), nil
+	return c.cur.off.Value(c.i), nil
 }
 
 func (c *cursor) Close() error {
@@ -259,9 +311,13 @@ func (c *cursor) Close() error {
 }
 
 func (c *cursor) release() {
+	for _, b := range c.sorted {
+		b.rec.Release()
+	}
+	c.sorted, c.perm, c.pos = nil, nil, 0
 	if c.rr != nil {
 		c.rr.Release()
 		c.rr = nil
 	}
-	c.n, c.i = 0, 0
+	c.cur, c.i = nil, 0
 }
