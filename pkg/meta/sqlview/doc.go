@@ -10,7 +10,9 @@
 // statistics prove them empty. The table never tells SQLite that it applied
 // a comparison (it never sets omit), so SQLite checks every row it is
 // given: a query's result never depends on what was skipped, only its cost
-// does (I6, docs/design.md: nothing is silently skipped).
+// does (I6, docs/design.md: nothing is silently skipped). An ORDER BY or
+// GROUP BY on plain columns is answered in order by the table itself (see
+// order.go), so SQLite does not sort every row.
 //
 // It never writes: not the stream, not a file. The SQLite database it opens
 // lives in memory and dies with the View.

@@ -18,7 +18,9 @@ import (
 // groups the rows by their key in a hash map, sorts the distinct keys and
 // returns the groups in that order. With the few distinct keys a GROUP BY
 // usually has, that is one pass and a small sort instead of a sort of every
-// row. Rows with equal keys keep their offset order.
+// row. Rows with equal keys keep their offset order. The price is memory:
+// the scan's projected columns are held until the query ends, so ORDER BY
+// … LIMIT, where SQLite's sorter keeps only the top rows, stays SQLite's.
 //
 // The order is SQLite's: NULL first, then numbers, text (byte-wise: the
 // BINARY collation) and blobs; DESC reverses it. A query naming a COLLATE

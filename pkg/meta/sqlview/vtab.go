@@ -99,6 +99,14 @@ func (t *table) planOrder(p *plan, info *vtab.IndexInfo) {
 		info.OrderByConsumed = true
 		return
 	}
+	for _, c := range info.Constraints {
+		if c.Op == vtab.OpLIMIT && c.Usable {
+			// ORDER BY … LIMIT: SQLite's sorter keeps only the rows
+			// the limit lets through, where sortAll would hold the
+			// whole scan.
+			return
+		}
+	}
 	for _, o := range ob {
 		if o.Column < 0 || o.Column >= len(t.cols) {
 			return // the rowid, or a column log does not have
