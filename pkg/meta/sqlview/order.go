@@ -2,6 +2,7 @@ package sqlview
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"math"
 	"slices"
@@ -180,14 +181,14 @@ func compareValues(a, b vtab.Value) int {
 	switch x := a.(type) {
 	case int64:
 		if y, ok := b.(int64); ok {
-			return cmpOrdered(x, y)
+			return cmp.Compare(x, y)
 		}
-		return cmpOrdered(float64(x), b.(float64))
+		return cmp.Compare(float64(x), b.(float64))
 	case float64:
 		if y, ok := b.(float64); ok {
-			return cmpOrdered(x, y)
+			return cmp.Compare(x, y)
 		}
-		return cmpOrdered(x, float64(b.(int64)))
+		return cmp.Compare(x, float64(b.(int64)))
 	case string:
 		return strings.Compare(x, b.(string))
 	case []byte:
@@ -206,14 +207,4 @@ func valueClass(v vtab.Value) int {
 		return 2
 	}
 	return 3
-}
-
-func cmpOrdered[T int64 | float64](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

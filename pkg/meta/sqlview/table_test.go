@@ -2,6 +2,7 @@ package sqlview
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -152,25 +153,15 @@ func boundMayHold(op history.Op, v, lo, hi any) bool {
 func compareAny(a, b any) int {
 	switch x := a.(type) {
 	case int64:
-		return cmp3(x, b.(int64))
+		return cmp.Compare(x, b.(int64))
 	case float64:
-		return cmp3(x, b.(float64))
+		return cmp.Compare(x, b.(float64))
 	case string:
-		return cmp3(x, b.(string))
+		return cmp.Compare(x, b.(string))
 	case []byte:
 		return bytes.Compare(x, b.([]byte))
 	}
 	panic(fmt.Sprintf("compareAny: %T", a))
-}
-
-func cmp3[T int64 | float64 | string](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // statsOf is each column's min and max over its non-null values; a
