@@ -171,3 +171,59 @@ func benchFiles(b *testing.B) *fileTable {
 	ft.batchSize = 64 << 10
 	return ft
 }
+
+// BenchmarkArrowAggregate answers the GROUP BY query in Go straight over
+// the same scan, without SQLite: the ceiling of a fast path for simple
+// aggregates, to weigh against BenchmarkGroupBy/parquet. (Not a product
+// path: SQLite's sum and avg semantics, such as its compensated float
+// sum, would have to be matched first.)
+func BenchmarkArrowAggregate(b *testing.B) {
+	files := benchFiles(b)
+	rows, _ := tradesRows()
+	type agg struct {
+		n             int64
+		amount, price float64
+	}
+	cpu0, _ := rusage.Self()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rr, err := files.Scan(context.Background(), history.ScanRequest{Columns: []string{"symbol", "amount", "price"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		groups := map[string]*agg{}
+		for rr.Next() {
+			rec := rr.RecordBatch()
+			var sym *array.String
+			var amount, price *array.Float64
+			for k, f := range rec.Schema().Fields() {
+				switch f.Name {
+				case "symbol":
+					sym = rec.Column(k).(*array.String)
+				case "amount":
+					amount = rec.Column(k).(*array.Float64)
+				case "price":
+					price = rec.Column(k).(*array.Float64)
+				}
+			}
+			for r := 0; r < int(rec.NumRows()); r++ {
+				g := groups[sym.Value(r)]
+				if g == nil {
+					g = &agg{}
+					groups[sym.Value(r)] = g
+				}
+				g.n++
+				g.amount += amount.Value(r)
+				g.price += price.Value(r)
+			}
+		}
+		if err := rr.Err(); err != nil {
+			b.Fatal(err)
+		}
+		rr.Release()
+	}
+	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	if cpu1, _ := rusage.Self(); cpu1 > cpu0 {
+		b.ReportMetric(float64(rows)*float64(b.N)/(cpu1-cpu0), "rows/cpu-s")
+	}
+}
