@@ -124,12 +124,14 @@ func benchQuery(b *testing.B, tbl Table, q string) {
 		}
 		r.Close()
 	}
-	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-	// The machine the figures come from is shared; rows per second of
-	// this process's CPU time is the figure that does not depend on it.
-	if cpu1, _ := rusage.Self(); cpu1 > cpu0 {
-		b.ReportMetric(float64(rows)*float64(b.N)/(cpu1-cpu0), "rows/cpu-s")
-	}
+	reportRates(b, rows, cpu0)
+}
+
+// reportRates reports rows/s and, as the machine the figures come from is
+// shared, rows per second of this process's CPU time since cpu0: the
+// figure that does not depend on the neighbours.
+func reportRates(b *testing.B, rows int, cpu0 float64) {
+	reportRates(b, rows, cpu0)
 }
 
 // BenchmarkGroupBy is the query over Parquet files (decode
@@ -222,8 +224,5 @@ func BenchmarkArrowAggregate(b *testing.B) {
 		}
 		rr.Release()
 	}
-	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-	if cpu1, _ := rusage.Self(); cpu1 > cpu0 {
-		b.ReportMetric(float64(rows)*float64(b.N)/(cpu1-cpu0), "rows/cpu-s")
-	}
+	reportRates(b, rows, cpu0)
 }
