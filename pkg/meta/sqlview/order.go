@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"modernc.org/sqlite/vtab"
 )
 
@@ -54,6 +55,7 @@ func (c *cursor) sortAll(order []orderTerm) error {
 		reps   [][]vtab.Value // per group: its key's values
 		key    []byte
 		vals   = make([]vtab.Value, len(order))
+		keyFns = make([]func([]byte, int) []byte, len(order))
 	)
 	c.sorted = []*batch{}
 	for c.rr.Next() {
@@ -69,16 +71,21 @@ func (c *cursor) sortAll(order []orderTerm) error {
 		b.rec = rec
 		bi := int32(len(c.sorted))
 		c.sorted = append(c.sorted, b)
+		for k, o := range order {
+			keyFns[k] = b.keyFunc(o.col)
+		}
 		for i := 0; i < b.n; i++ {
 			key = key[:0]
-			for k, o := range order {
-				vals[k] = sqliteValue(b.value(o.col, i))
-				key = appendKey(key, vals[k])
+			for k := range order {
+				key = keyFns[k](key, i)
 			}
 			g, ok := groups[string(key)]
 			if !ok {
 				g = int32(len(reps))
 				groups[string(key)] = g
+				for k, o := range order {
+					vals[k] = sqliteValue(b.value(o.col, i))
+				}
 				reps = append(reps, slices.Clone(vals))
 			}
 			refs = append(refs, rowRef{bi, int32(i)})
@@ -146,29 +153,73 @@ func appendKey(dst []byte, v vtab.Value) []byte {
 	case nil:
 		return append(dst, 'n')
 	case int64:
-		dst = append(dst, 'i')
-		return binary.BigEndian.AppendUint64(dst, uint64(x))
+		return appendIntKey(dst, x)
 	case float64:
-		if x == 0 {
-			x = 0 // -0.0 groups with 0.0
-		}
-		if x == math.Trunc(x) && x >= -(1<<63) && x < 1<<63 {
-			// A REAL equal to an integer groups with it.
-			dst = append(dst, 'i')
-			return binary.BigEndian.AppendUint64(dst, uint64(int64(x)))
-		}
-		dst = append(dst, 'f')
-		return binary.BigEndian.AppendUint64(dst, math.Float64bits(x))
+		return appendFloatKey(dst, x)
 	case string:
-		dst = append(dst, 's')
-		dst = binary.AppendUvarint(dst, uint64(len(x)))
-		return append(dst, x...)
+		return appendTextKey(dst, 's', x)
 	case []byte:
-		dst = append(dst, 'b')
-		dst = binary.AppendUvarint(dst, uint64(len(x)))
-		return append(dst, x...)
+		return appendTextKey(dst, 'b', x)
 	}
 	return append(dst, '?')
+}
+
+func appendIntKey(dst []byte, x int64) []byte {
+	dst = append(dst, 'i')
+	return binary.BigEndian.AppendUint64(dst, uint64(x))
+}
+
+func appendFloatKey(dst []byte, x float64) []byte {
+	switch {
+	case math.IsNaN(x):
+		return append(dst, 'n') // SQLite stores NaN as NULL
+	case x == math.Trunc(x) && x >= -(1<<63) && x < 1<<63:
+		// A REAL equal to an integer groups with it (and -0.0 with 0).
+		return appendIntKey(dst, int64(x))
+	}
+	dst = append(dst, 'f')
+	return binary.BigEndian.AppendUint64(dst, math.Float64bits(x))
+}
+
+func appendTextKey[T string | []byte](dst []byte, tag byte, x T) []byte {
+	dst = append(dst, tag)
+	dst = binary.AppendUvarint(dst, uint64(len(x)))
+	return append(dst, x...)
+}
+
+// keyFunc appends the key of column col's cell i: straight from the
+// array for the common types, through the SQLite value otherwise, with
+// the same encoding either way (a column may arrive as different Arrow
+// types in different batches).
+func (b *batch) keyFunc(col int) func([]byte, int) []byte {
+	arr := b.arrs[col]
+	if arr == nil {
+		return func(dst []byte, _ int) []byte { return append(dst, 'n') }
+	}
+	switch a := arr.(type) {
+	case *array.String:
+		return func(dst []byte, i int) []byte {
+			if a.IsNull(i) {
+				return append(dst, 'n')
+			}
+			return appendTextKey(dst, 's', a.Value(i))
+		}
+	case *array.Int64:
+		return func(dst []byte, i int) []byte {
+			if a.IsNull(i) {
+				return append(dst, 'n')
+			}
+			return appendIntKey(dst, a.Value(i))
+		}
+	case *array.Float64:
+		return func(dst []byte, i int) []byte {
+			if a.IsNull(i) {
+				return append(dst, 'n')
+			}
+			return appendFloatKey(dst, a.Value(i))
+		}
+	}
+	return func(dst []byte, i int) []byte { return appendKey(dst, sqliteValue(b.value(col, i))) }
 }
 
 // compareValues orders two values as SQLite does with the BINARY
