@@ -135,6 +135,7 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 		newControlCmd(a),
 		newStreamsCmd(a),
 		newSnapshotCmd(a),
+		newSQLCmd(a),
 	)
 
 	root.InitDefaultCompletionCmd() // now, so the man pages and strictArgs see it
