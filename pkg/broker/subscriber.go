@@ -82,6 +82,13 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 			return nil
 		}
 		ext.Start = st.log.Config().Start
+		if req.Offset > 0 {
+			if ext.HoleEnd, _, err = st.log.HoleEnd(c.ctx, req.Offset); err != nil {
+				srv.logger.Error("read log holes", "stream", st.name, "err", err)
+				c.close(closeInternal, internalReason("the log could not be read; retry later"))
+				return nil
+			}
+		}
 	}
 	sub := &subscriber{c: c, st: st, filter: filter, idx: -1, maxBacklog: st.limits.MaxBacklog}
 
@@ -94,7 +101,7 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 		// stall publishers, I5), then decide again against the frontier
 		// as it is then.
 		st.mu.Unlock()
-		from := req.Offset
+		from := max(req.Offset, ext.HoleEnd)
 		if from == 0 {
 			from = ext.Earliest
 		}

@@ -160,8 +160,15 @@ func planPublish(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass
 		} else if err := c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'start_offset'`).Scan(&pe); err != nil {
 			return fmt.Errorf("read start offset: %w", err)
 		}
+		hs, err := logstore.ReadHoles(ctx, c)
+		if err != nil {
+			return err
+		}
 	files:
 		for _, f := range locals {
+			if f.start > pe && logstore.HoleSpans(hs, pe, f.start) {
+				pe = f.start // a restore's hole: the table goes on after it
+			}
 			// Without flush only finished files go: a smaller one would be
 			// rewritten by compaction and pushed again. A file compaction is
 			// merging right now waits for the merge, except on a flush,
