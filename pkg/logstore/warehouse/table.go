@@ -36,6 +36,14 @@ const (
 	// PropPass is the token of the publish pass that made the latest
 	// publishing commit; publish reconciles its intents against it.
 	PropPass = "streamcast.pass"
+	// PropMarks is the location of the exactly-once marks as of the
+	// table's published-through offset, written by the publish pass that
+	// made the commit (a small JSON file under the table's marks/), so a
+	// restore from the table alone brings back marks that match its rows.
+	PropMarks = "streamcast.marks"
+	// PropRestored is stamped by the commit with which a restored log
+	// takes the table over: the restore's token.
+	PropRestored = "streamcast.restored"
 	// SummaryOffsets is the snapshot summary entry naming the offset range
 	// a publishing commit added or replaced, [start,end).
 	SummaryOffsets = "streamcast.offsets"
@@ -304,6 +312,14 @@ func (pt *Table) DataPath(name string) string {
 		return filepath.Join(pt.location, "data", name)
 	}
 	return pt.location + "/data/" + name
+}
+
+// MarksPath returns the location of the marks file named name.
+func (pt *Table) MarksPath(name string) string {
+	if pt.local {
+		return filepath.Join(pt.location, "marks", name)
+	}
+	return pt.location + "/marks/" + name
 }
 
 // MetadataDir returns the table's metadata directory.
