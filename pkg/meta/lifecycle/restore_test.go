@@ -43,7 +43,9 @@ func lostMachine(t *testing.T, ship bool) *fixture {
 		}
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- replica.Run(rctx, []replica.Target{tg}, replica.Options{SyncInterval: 20 * time.Millisecond}, nil) }()
+		go func() {
+			done <- replica.Run(rctx, []replica.Target{tg}, replica.Options{SyncInterval: 20 * time.Millisecond}, nil)
+		}()
 		deadline := time.Now().Add(time.Minute)
 		for {
 			p, ok, err := replica.ReadProgress(dir)
@@ -251,7 +253,9 @@ func TestRestoreRefusals(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- replica.Run(ctx, []replica.Target{tg}, replica.Options{SyncInterval: 20 * time.Millisecond}, nil) }()
+		go func() {
+			done <- replica.Run(ctx, []replica.Target{tg}, replica.Options{SyncInterval: 20 * time.Millisecond}, nil)
+		}()
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 			if p, ok, _ := replica.ReadProgress(dir); ok && p.ShippedEnd >= 4 {
 				break
