@@ -41,6 +41,7 @@ const (
 const (
 	FromReplica = "replica" // the WAL replica, then the published table
 	FromTable   = "table"   // the published table alone
+	FromRevive  = "revive"  // a retired stream continued on a new log (RestoreOptions.Revive)
 )
 
 // ErrRestoreRefused is wrapped by each of Restore's refusals.
@@ -53,6 +54,9 @@ type RestoreOptions struct {
 	// file targets and S3 settings. Restore sets its names, start, sort
 	// order and published prefix from the stream's metadata.
 	Log logstore.Config
+	// Revive continues a retired stream on its next log, from exactly
+	// its retired end; without it a retired stream is refused.
+	Revive bool
 	// Progress, when set, is told each step as it starts (a terminal
 	// shows it).
 	Progress func(step string)
@@ -146,6 +150,20 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 	if err != nil {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
+	pub, err := store.LoadPublished(ctx)
+	if errors.Is(err, meta.ErrNoMetadata) {
+		return nil, refuse("%s holds no metadata for it, so there is nothing to restore from; check the config's published prefix (%s)", store.PublishedURI(), s.Layout.Published())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
+	}
+	if o.Revive && (pub.Retired() || plan.From == FromRevive) {
+		return revive(ctx, s, o, store, pub, plan, resumed)
+	}
+	if pub.Retired() {
+		return nil, refuse("it was retired at %s, ending at offset %d (metadata version %d): %w; a retired stream is brought back with --revive, which continues it on a new log from offset %d",
+			formatMicros(pub.Retirement.At), pub.Retirement.EndOffset, pub.Version, ErrRetired, pub.Retirement.EndOffset)
+	}
 	if !resumed {
 		if entries, err := os.ReadDir(home); err == nil && len(entries) > 0 {
 			return nil, refuse("its home %s holds it already (%s, …); restore rebuilds a stream on a machine that lacks it: serve it from this root, or move %s away and run restore again",
@@ -153,13 +171,6 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 		}
-	}
-	pub, err := store.LoadPublished(ctx)
-	if errors.Is(err, meta.ErrNoMetadata) {
-		return nil, refuse("%s holds no metadata for it, so there is nothing to restore from; check the config's published prefix (%s)", store.PublishedURI(), s.Layout.Published())
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
 	if resumed {
 		if done, err := restoreCommitted(ctx, store, pub, plan); done || err != nil {
@@ -174,9 +185,6 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 	switch {
 	case cur == nil:
 		return nil, refuse("its metadata %s (version %d) names no log", store.PublishedURI(), pub.Version)
-	case pub.Retired():
-		return nil, refuse("it was retired at %s, ending at offset %d (metadata version %d): %w; a retired stream is brought back with --revive, which continues it on a new log from offset %d",
-			formatMicros(pub.Retirement.At), pub.Retirement.EndOffset, pub.Version, ErrRetired, pub.Retirement.EndOffset)
 	case pub.Intent != nil:
 		return nil, refuse("its metadata version %d records an interrupted %s; finish it on the machine that ran it (`streamcast %s %s`), then restore", pub.Version, pub.Intent.Kind, pub.Intent.Kind, s.Name)
 	case cur.LogID == "":

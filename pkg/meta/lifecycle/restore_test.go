@@ -309,3 +309,53 @@ func TestKilledRestoreFinishesOnRerun(t *testing.T) {
 		})
 	}
 }
+
+// TestReviveContinuesARetiredStreamAtItsEnd retires a stream and revives
+// it on the same root and on a new one: the next log starts at exactly the
+// retired end, has the same columns and sort order, keeps the marks, and
+// takes rows.
+func TestReviveContinuesARetiredStreamAtItsEnd(t *testing.T) {
+	for _, where := range []string{"same root", "new root"} {
+		t.Run(where, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t, "file", 12)
+			if _, err := lifecycle.Retire(ctx, f.stream(), lifecycle.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			if where == "new root" {
+				if err := os.RemoveAll(f.root); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := f.restore(t); !errors.Is(err, lifecycle.ErrRetired) {
+				t.Fatalf("restore without --revive: %v, want the retired refusal", err)
+			}
+			r, err := lifecycle.Restore(ctx, f.stream(), lifecycle.RestoreOptions{Log: f.logConfig("", nil), Revive: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.From != lifecycle.FromRevive || r.Log != stream+"-v2" || r.Resume != 13 || r.Marks != 1 {
+				t.Fatalf("revived %+v, want trades-v2 from 13 with one mark", r)
+			}
+			md := f.loadPublished(t)
+			if md.Retired() || len(md.Logs) != 2 || md.Logs[1].StartOffset != 13 || *md.Logs[0].EndOffset != 13 || md.Logs[0].State != "sealed" {
+				t.Fatalf("metadata after the revival: %s", jsonOf(t, md))
+			}
+			if string(md.Logs[1].Schema) != string(md.Logs[0].Schema) {
+				t.Fatalf("the revived log has schema %s, the retired one %s", md.Logs[1].Schema, md.Logs[0].Schema)
+			}
+			lg, err := logstore.Open(f.lay.LogDir(stream, stream+"-v2"), logstore.Writer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lg.Close()
+			marks, err := lg.Marks(ctx)
+			if err != nil || len(marks) != 1 || marks[0] != (logstore.Mark{Publisher: "p", LastSeq: 12, LastOffset: 12}) {
+				t.Fatalf("marks %+v %v, want p at seq 12", marks, err)
+			}
+			if first, err := lg.Append(ctx, [][]byte{row(99, false)}, 1700000002000000, nil); err != nil || first != 13 {
+				t.Fatalf("append to the revived log: offset %d, %v; want 13", first, err)
+			}
+		})
+	}
+}
