@@ -146,6 +146,18 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 	var rg *wire.Range
 	if hasWindow {
 		rg = &wire.Range{Start: start, End: frontier}
+		if st.log != nil && start < frontier {
+			// A hole reaching up to the frontier (a restore's fence) holds
+			// no row: the window ends where the rows do, so a reader
+			// catching up does not wait for offsets that never were.
+			end, err := st.log.HeldEnd(c.ctx, frontier)
+			if err != nil {
+				srv.logger.Error("read log holes", "stream", st.name, "err", err)
+				c.close(closeInternal, internalReason("the log could not be read; retry later"))
+				return nil
+			}
+			rg.End = max(end, start)
+		}
 	}
 	greet := st.greeting(frontier, rg, where)
 	go func() {

@@ -67,3 +67,22 @@ func HoleSpans(hs []Span, from, to int64) bool {
 	}
 	return next == to && from < to
 }
+
+// HeldEnd returns the end of the rows held below end: end itself, or the
+// start of the recorded holes that reach up to end. Right after a restore
+// the log's next offset sits at the end of its hole, and a replay that
+// announced end as its last offset would keep a reader waiting for rows
+// that never were.
+func (l *Log) HeldEnd(ctx context.Context, end int64) (int64, error) {
+	hs, err := l.Holes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		h, ok := holeAt(hs, end-1)
+		if !ok {
+			return end, nil
+		}
+		end = h.Start
+	}
+}
