@@ -71,16 +71,16 @@ is shown as it starts.`,
 					r.Stream, r.Hole.Start-1, r.Hole.Start, r.Resume)
 			}
 			return a.printJSON(struct {
-				Stream       string `json:"stream"`
-				Log          string `json:"log"`
-				From         string `json:"from"`
-				ReplicaEnd   int64  `json:"replica_end"`
-				PublishedEnd int64  `json:"published_end"`
-				Resume       int64  `json:"resume"`
+				Stream       string   `json:"stream"`
+				Log          string   `json:"log"`
+				From         string   `json:"from"`
+				ReplicaEnd   int64    `json:"replica_end"`
+				PublishedEnd int64    `json:"published_end"`
+				Resume       int64    `json:"resume"`
 				Hole         [2]int64 `json:"hole"`
-				Marks        int  `json:"marks"`
-				Resumed      bool `json:"resumed"`
-				Version      int  `json:"metadata_version"`
+				Marks        int      `json:"marks"`
+				Resumed      bool     `json:"resumed"`
+				Version      int      `json:"metadata_version"`
 			}{r.Stream, r.Log, r.From, r.ReplicaEnd, r.PublishedEnd, r.Resume, [2]int64{r.Hole.Start, r.Hole.End}, r.Marks, r.Resumed, r.Version})
 		},
 	}
