@@ -25,9 +25,9 @@ import (
 
 // File names inside a log's directory.
 const (
-	BufferFile   = "buffer.db"      // the SQLite file of recent rows
-	ProgressFile = "replicate.json" // the replicator's last shipped position, for /stats
-	lockRole     = "replicate"      // <log>/replicate.lock: one replicator per database
+	BufferFile   = "buffer.db"                  // the SQLite file of recent rows
+	ProgressFile = logstore.ReplicaProgressFile // the replicator's last shipped position, for /stats (and clean)
+	lockRole     = "replicate"                  // <log>/replicate.lock: one replicator per database
 )
 
 // Defaults for Options, chosen for the RPO they imply: a row committed
