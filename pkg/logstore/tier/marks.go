@@ -28,9 +28,10 @@ type MarkEntry struct {
 	LastOffset int64  `json:"last_offset"`
 }
 
-// writeMarks uploads the marks as of offset through to the table's
-// marks/<pass>.json and returns its location; the pass's commit points
-// the table's PropMarks at it.
+// writeMarks uploads the marks as of offset through beside the table's
+// metadata (MarksPath) and returns its location; the pass's commit points
+// the table's PropMarks at it, and sweepMetadata takes it once no commit
+// does any more.
 func writeMarks(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass string, through int64) (string, error) {
 	marks, err := logstore.MarksAsOf(ctx, l.Records(), through)
 	if err != nil {
@@ -49,7 +50,7 @@ func writeMarks(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass 
 		return "", fmt.Errorf("write the marks file: %w", err)
 	}
 	defer os.Remove(tmp)
-	dest := pt.MarksPath(pass + ".json")
+	dest := pt.MarksPath(pass)
 	if err := pt.Upload(ctx, tmp, dest); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("upload the marks to %s: %w", dest, err)
 	}

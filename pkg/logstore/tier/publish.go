@@ -113,7 +113,7 @@ func push(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass string
 	if err := l.AtCrashPoint("publish:uploaded"); err != nil {
 		return 0, err
 	}
-	through, oldMarks, err := commitPublish(ctx, l, pt, pass, changes)
+	through, err := commitPublish(ctx, l, pt, pass, changes)
 	if err != nil {
 		return 0, err
 	}
@@ -122,16 +122,6 @@ func push(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass string
 	}
 	if err := recordPublish(ctx, l, pass, through); err != nil {
 		return 0, err
-	}
-	if oldMarks != "" {
-		// The marks of the pass before are referenced only by older
-		// metadata now; a crash before this leaves one small file behind.
-		err := l.Update(ctx, func(c *logstore.Tx) error {
-			return enqueue(ctx, c, tierPublished, l.Now().Add(l.Policy().DeleteGrace), "marks of an earlier pass", oldMarks)
-		})
-		if err != nil {
-			return 0, fmt.Errorf("queue the marks of the pass before for deletion: %w", err)
-		}
 	}
 	var n int64
 	for _, ch := range changes {
@@ -260,27 +250,27 @@ func tiles(files []pubFile, start, end int64) bool {
 // files they replace removed, and the pass token and published-through
 // stamped in the table properties, all in one new metadata version, with
 // the exactly-once marks as of the new published_through written beside
-// the table and named by PropMarks. It returns the new published_through
-// and the marks file the commit replaced ("" for none).
-func commitPublish(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass string, changes []pubChange) (int64, string, error) {
+// the table's metadata and named by PropMarks. It returns the new
+// published_through.
+func commitPublish(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass string, changes []pubChange) (int64, error) {
 	release, err := l.CommitLock(ctx)
 	if err != nil {
-		return 0, "", err
+		return 0, err
 	}
 	defer release()
 	tbl, err := pt.Ensure(ctx, l.TableOwner())
 	if err != nil {
-		return 0, "", err
+		return 0, err
 	}
 	recorded, err := l.PublishedThrough(ctx)
 	if err != nil {
-		return 0, "", err
+		return 0, err
 	}
 	if err := checkThrough(pt, tbl, recorded); err != nil {
-		return 0, "", err
+		return 0, err
 	}
 	if err := pt.ClearClaim(tbl.MetadataLocation()); err != nil {
-		return 0, "", err
+		return 0, err
 	}
 	var adds, dels []string
 	through := recorded
@@ -295,9 +285,8 @@ func commitPublish(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pa
 	}
 	marks, err := writeMarks(ctx, l, pt, pass, through)
 	if err != nil {
-		return 0, "", err
+		return 0, err
 	}
-	oldMarks := tbl.Properties()[warehouse.PropMarks]
 	props := iceberg.Properties{warehouse.PropPass: pass, warehouse.PropPublishedThrough: strconv.FormatInt(through, 10), warehouse.PropMarks: marks}
 	for k, v := range warehouse.TableProperties {
 		props[k] = v
@@ -305,7 +294,7 @@ func commitPublish(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pa
 	summary := iceberg.Properties{warehouse.SummaryOffsets: fmt.Sprintf("[%d,%d)", lo, hi), warehouse.PropPass: pass}
 	txn := tbl.NewTransaction()
 	if err := txn.SetProperties(props); err != nil {
-		return 0, "", fmt.Errorf("stage table properties: %w", err)
+		return 0, fmt.Errorf("stage table properties: %w", err)
 	}
 	if len(dels) > 0 {
 		err = txn.ReplaceDataFiles(ctx, dels, adds, summary)
@@ -313,12 +302,12 @@ func commitPublish(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pa
 		err = txn.AddFiles(ctx, adds, summary, false)
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("stage %d new and %d replaced files: %w", len(adds), len(dels), err)
+		return 0, fmt.Errorf("stage %d new and %d replaced files: %w", len(adds), len(dels), err)
 	}
 	if _, err := txn.Commit(ctx); err != nil {
-		return 0, "", fmt.Errorf("commit to %s: %w", pt.Location(), err)
+		return 0, fmt.Errorf("commit to %s: %w", pt.Location(), err)
 	}
-	return through, oldMarks, nil
+	return through, nil
 }
 
 // checkThrough compares what the table says it holds with what buffer.db
