@@ -49,6 +49,7 @@ is shown as it starts.`,
 			if err != nil {
 				return err
 			}
+			caBundleForLitestream() // the replica is read with litestream's S3 client
 			o := lifecycle.RestoreOptions{Log: lc, Revive: revive}
 			if benchOnTerminal(a.stderr) {
 				o.Progress = func(step string) { fmt.Fprintf(a.stderr, "restore %s: %s…\n", tgt.stream.Name, step) }
