@@ -173,11 +173,10 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 		}
 	}
 	if resumed {
-		if done, err := restoreCommitted(ctx, store, pub, plan); done || err != nil {
+		if done, err := restoreCommitted(ctx, store, pub, plan, marker); done || err != nil {
 			if err != nil {
 				return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 			}
-			_ = os.Remove(marker)
 			return restoredFrom(s.Name, plan, pub, true), nil
 		}
 	}
@@ -281,11 +280,8 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 	c := next.Current()
 	c.Holes = append(c.Holes, h)
 	next.Restores = append(next.Restores, meta.Restore{At: plan.At, Log: cur.Name, From: plan.From, Hole: h})
-	got, err := store.Commit(ctx, next)
+	got, err := commitRestore(ctx, store, next, marker)
 	if err != nil {
-		return nil, fmt.Errorf("%s stream %q: record the restore in the metadata (run restore again to finish it): %w", what, s.Name, err)
-	}
-	if err := os.Remove(marker); err != nil {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
 	o.after(StepCommitted)
@@ -370,8 +366,9 @@ func download(ctx context.Context, s Stream, o RestoreOptions, cur *meta.Log, di
 
 // restoreCommitted reports whether the restore of plan is the published
 // metadata's latest already (a run killed between the commit and the
-// marker's removal), and brings the home up to it.
-func restoreCommitted(ctx context.Context, store *meta.Store, pub *meta.Metadata, plan restorePlan) (bool, error) {
+// marker's removal), and then brings the home up to it and removes the
+// marker.
+func restoreCommitted(ctx context.Context, store *meta.Store, pub *meta.Metadata, plan restorePlan, marker string) (bool, error) {
 	if plan.Resume == 0 || len(pub.Restores) == 0 {
 		return false, nil
 	}
@@ -382,7 +379,17 @@ func restoreCommitted(ctx context.Context, store *meta.Store, pub *meta.Metadata
 	if err := store.Adopt(ctx, pub); err != nil && !errors.Is(err, meta.ErrConflict) {
 		return false, err
 	}
-	return true, nil
+	return true, os.Remove(marker)
+}
+
+// commitRestore commits next, the version that records a restore or a
+// revival (the operation's commit point), then removes its marker.
+func commitRestore(ctx context.Context, store *meta.Store, next *meta.Metadata, marker string) (*meta.Metadata, error) {
+	got, err := store.Commit(ctx, next)
+	if err != nil {
+		return nil, fmt.Errorf("record it in the metadata (run the command again to finish it): %w", err)
+	}
+	return got, os.Remove(marker)
 }
 
 func restoredFrom(stream string, plan restorePlan, m *meta.Metadata, resumed bool) *Restored {

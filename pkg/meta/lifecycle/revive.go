@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -26,11 +25,10 @@ func revive(ctx context.Context, s Stream, o RestoreOptions, store *meta.Store, 
 	const what = "revive"
 	marker := filepath.Join(s.Layout.StreamDir(s.Name), markerFile)
 	if resumed {
-		if done, err := restoreCommitted(ctx, store, pub, plan); done || err != nil {
+		if done, err := restoreCommitted(ctx, store, pub, plan, marker); done || err != nil {
 			if err != nil {
 				return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 			}
-			_ = os.Remove(marker)
 			return restoredFrom(s.Name, plan, pub, true), nil
 		}
 	}
@@ -89,11 +87,8 @@ func revive(ctx context.Context, s Stream, o RestoreOptions, store *meta.Store, 
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
 	m.Restores = append(m.Restores, meta.Restore{At: plan.At, Log: plan.Log, From: FromRevive})
-	got, err := store.Commit(ctx, m)
+	got, err := commitRestore(ctx, store, m, marker)
 	if err != nil {
-		return nil, fmt.Errorf("%s stream %q: record the revival in the metadata (run restore --revive again to finish it): %w", what, s.Name, err)
-	}
-	if err := os.Remove(marker); err != nil {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
 	o.after(StepCommitted)
