@@ -87,7 +87,9 @@ func BenchmarkRestore(b *testing.B) {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- replica.Run(rctx, []replica.Target{tg}, replica.Options{SyncInterval: 20 * time.Millisecond}, nil) }()
+	go func() {
+		done <- replica.Run(rctx, []replica.Target{tg}, replica.Options{SyncInterval: 20 * time.Millisecond}, nil)
+	}()
 	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if p, ok, _ := replica.ReadProgress(dir); ok && p.ShippedEnd > published+buffered {
 			break
