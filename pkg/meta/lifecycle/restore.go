@@ -35,6 +35,7 @@ const (
 	StepPlanned    = "planned"    // the fence and hole are recorded in the marker
 	StepRebuilt    = "rebuilt"    // buffer.db's records match the table, the fence is in place
 	StepOwned      = "owned"      // the published table names this log as its owner again
+	StepRecorded   = "recorded"   // the metadata version recording it is committed; the marker is still there
 )
 
 // Where a restore takes its rows from.
@@ -280,7 +281,7 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 	c := next.Current()
 	c.Holes = append(c.Holes, h)
 	next.Restores = append(next.Restores, meta.Restore{At: plan.At, Log: cur.Name, From: plan.From, Hole: h})
-	got, err := commitRestore(ctx, store, next, marker)
+	got, err := commitRestore(ctx, o.Options, store, next, marker)
 	if err != nil {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
@@ -384,11 +385,12 @@ func restoreCommitted(ctx context.Context, store *meta.Store, pub *meta.Metadata
 
 // commitRestore commits next, the version that records a restore or a
 // revival (the operation's commit point), then removes its marker.
-func commitRestore(ctx context.Context, store *meta.Store, next *meta.Metadata, marker string) (*meta.Metadata, error) {
+func commitRestore(ctx context.Context, o Options, store *meta.Store, next *meta.Metadata, marker string) (*meta.Metadata, error) {
 	got, err := store.Commit(ctx, next)
 	if err != nil {
 		return nil, fmt.Errorf("record it in the metadata (run the command again to finish it): %w", err)
 	}
+	o.after(StepRecorded)
 	return got, os.Remove(marker)
 }
 

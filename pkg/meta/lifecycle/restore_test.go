@@ -302,7 +302,7 @@ func TestRestoreRefusals(t *testing.T) {
 // after each of its steps; the rerun finishes it with the same fence, and
 // the log serves as a restore that was never interrupted would.
 func TestKilledRestoreFinishesOnRerun(t *testing.T) {
-	for _, step := range []string{lifecycle.StepMarker, lifecycle.StepDownloaded, lifecycle.StepPlanned, lifecycle.StepRebuilt, lifecycle.StepOwned, lifecycle.StepCommitted} {
+	for _, step := range []string{lifecycle.StepMarker, lifecycle.StepDownloaded, lifecycle.StepPlanned, lifecycle.StepRebuilt, lifecycle.StepOwned, lifecycle.StepRecorded, lifecycle.StepCommitted} {
 		t.Run(step, func(t *testing.T) {
 			f := lostMachine(t, false)
 			killedAt(t, f, "restore", step, "")

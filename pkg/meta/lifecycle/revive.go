@@ -87,7 +87,7 @@ func revive(ctx context.Context, s Stream, o RestoreOptions, store *meta.Store, 
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
 	m.Restores = append(m.Restores, meta.Restore{At: plan.At, Log: plan.Log, From: FromRevive})
-	got, err := commitRestore(ctx, store, m, marker)
+	got, err := commitRestore(ctx, o.Options, store, m, marker)
 	if err != nil {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
