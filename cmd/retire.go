@@ -19,8 +19,9 @@ records the retirement (when, and the end offset).
 serve still serves a retired stream, read-only: publishers are refused with
 close 4410 {"error":"retired","at":…,"end_offset":…}, subscribers replay it
 as before from whichever tier holds the rows, and no maintenance child
-runs over its log (nothing is left to seal or publish). This streamcast cannot undo a retirement; new
-rows go to a stream under another name. migrate refuses a retired stream.
+runs over its log (nothing is left to seal or publish). restore --revive undoes
+a retirement: it continues the stream on a new log from exactly its end.
+migrate refuses a retired stream.
 
 A retire interrupted at any point finishes when retire runs again; retiring
 a retired stream is a no-op that says so. Writes one JSON line to stdout

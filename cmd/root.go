@@ -130,6 +130,7 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 		newPublishCmd(a),
 		newMigrateCmd(a),
 		newRetireCmd(a),
+		newRestoreCmd(a),
 		newRetainCmd(a),
 		newIngestCmd(a),
 		newControlCmd(a),

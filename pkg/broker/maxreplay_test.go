@@ -10,10 +10,10 @@ import (
 // TestMaxReplayCountsRowsNotOffsets subscribes over a real WebSocket to a
 // log whose replay window holds fewer rows than its offset distance. Today
 // only a hole makes the two differ (restore records one when it resumes
-// past a fence; nothing else writes them yet), so the test records one in
-// buffer.db's holes table, the record CountRows subtracts. Replay does not
-// skip holes yet, so the hole lies over rows that still exist: the test
-// checks the admission decision and the greeting's window, not the rows.
+// past a fence), so the test records one in buffer.db's holes table, the
+// record CountRows subtracts. A restore's hole holds no rows; this one lies
+// over rows that exist, so the test checks the admission decision and the
+// greeting's window, not the rows.
 func TestMaxReplayCountsRowsNotOffsets(t *testing.T) {
 	cfg := testConfig(t)
 	mr := int64(5)

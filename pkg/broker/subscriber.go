@@ -82,6 +82,13 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 			return nil
 		}
 		ext.Start = st.log.Config().Start
+		if req.Offset > 0 {
+			if ext.HoleEnd, _, err = st.log.HoleEnd(c.ctx, req.Offset); err != nil {
+				srv.logger.Error("read log holes", "stream", st.name, "err", err)
+				c.close(closeInternal, internalReason("the log could not be read; retry later"))
+				return nil
+			}
+		}
 	}
 	sub := &subscriber{c: c, st: st, filter: filter, idx: -1, maxBacklog: st.limits.MaxBacklog}
 
@@ -94,7 +101,7 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 		// stall publishers, I5), then decide again against the frontier
 		// as it is then.
 		st.mu.Unlock()
-		from := req.Offset
+		from := max(req.Offset, ext.HoleEnd)
 		if from == 0 {
 			from = ext.Earliest
 		}
@@ -139,6 +146,18 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 	var rg *wire.Range
 	if hasWindow {
 		rg = &wire.Range{Start: start, End: frontier}
+		if st.log != nil && start < frontier {
+			// A hole reaching up to the frontier (a restore's fence) holds
+			// no row: the window ends where the rows do, so a reader
+			// catching up does not wait for offsets that never were.
+			end, err := st.log.HeldEnd(c.ctx, frontier)
+			if err != nil {
+				srv.logger.Error("read log holes", "stream", st.name, "err", err)
+				c.close(closeInternal, internalReason("the log could not be read; retry later"))
+				return nil
+			}
+			rg.End = max(end, start)
+		}
 	}
 	greet := st.greeting(frontier, rg, where)
 	go func() {

@@ -99,7 +99,9 @@ CREATE TABLE files (
 //	compact_intents  compaction outputs being written
 //	delete_queue     files and objects to delete once due, after a check that nothing references them
 //	holes            offset ranges skipped on purpose (restore resumes past a fence): no tier holds
-//	                 rows there, and CountRows leaves them out; this build writes none
+//	                 rows there; reads, seal and publish step over them, CountRows leaves them out
+//	mark_history     each publisher's marks at the offsets it committed, pruned by publish, so a
+//	                 pass can write the marks as of the rows it published (MarksAsOf)
 const tiersDDL = `
 CREATE TABLE IF NOT EXISTS published (
 	start_offset INTEGER PRIMARY KEY,
@@ -144,6 +146,12 @@ CREATE TABLE IF NOT EXISTS holes (
 	start_offset INTEGER PRIMARY KEY,
 	end_offset   INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS mark_history (
+	publisher   TEXT NOT NULL,
+	last_offset INTEGER NOT NULL,
+	last_seq    INTEGER NOT NULL,
+	PRIMARY KEY (publisher, last_offset)
+) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta(k, v) VALUES ('published_through', 0);
 `
 
@@ -194,11 +202,11 @@ func initBuffer(dir string, sch *schema.Schema, cfg Config, created time.Time) e
 
 // writeStmts are the append path's statements, prepared once on wconn.
 type writeStmts struct {
-	insGroup, updNext, upsMark *sql.Stmt
+	insGroup, updNext, upsMark, insHist *sql.Stmt
 }
 
 func (s *writeStmts) close() {
-	for _, st := range []*sql.Stmt{s.insGroup, s.updNext, s.upsMark} {
+	for _, st := range []*sql.Stmt{s.insGroup, s.updNext, s.upsMark, s.insHist} {
 		if st != nil {
 			st.Close()
 		}
@@ -220,6 +228,7 @@ func (l *Log) prepare(ctx context.Context) error {
 	l.stmts.updNext = prep(`UPDATE meta SET v = ? WHERE k = 'next_offset'`)
 	l.stmts.upsMark = prep(`INSERT INTO marks(publisher, last_seq, last_offset) VALUES (?, ?, ?)
 		ON CONFLICT(publisher) DO UPDATE SET last_seq = excluded.last_seq, last_offset = excluded.last_offset`)
+	l.stmts.insHist = prep(`INSERT OR REPLACE INTO mark_history(publisher, last_offset, last_seq) VALUES (?, ?, ?)`)
 	if err != nil {
 		l.stmts.close()
 		return fmt.Errorf("prepare buffer.db statements: %w", err)
@@ -294,6 +303,11 @@ func (l *Log) appendTx(ctx context.Context, first, n, ts int64, marks []Mark) (e
 	for _, m := range marks {
 		if _, err := l.stmts.upsMark.ExecContext(ctx, m.Publisher, m.LastSeq, m.LastOffset); err != nil {
 			return fmt.Errorf("store mark of publisher %q: %w", m.Publisher, err)
+		}
+		// The history lets a publish pass write the marks as of the rows
+		// it published (MarksAsOf), which a table-only restore brings back.
+		if _, err := l.stmts.insHist.ExecContext(ctx, m.Publisher, m.LastOffset, m.LastSeq); err != nil {
+			return fmt.Errorf("store mark history of publisher %q: %w", m.Publisher, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -118,6 +118,11 @@ const (
 	formatV1   = 1
 )
 
+// ReplicaProgressFile is the file a WAL replicator (pkg/logstore/replica)
+// keeps beside a log it ships: its presence tells clean that the log
+// replicates, so buffered rows wait for the published table.
+const ReplicaProgressFile = "replicate.json"
+
 // Create makes a new log in dir (which must not exist or be empty) with the
 // given schema and config, and returns it opened as the Writer. The config
 // is stored with the log, its stream and log names included: they name the

@@ -226,6 +226,12 @@ func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 	if err != nil {
 		return err
 	}
+	// Holes are recorded only offline (restore), before any reader opens
+	// the log, so one read serves the whole walk.
+	hs, err := ReadHoles(ctx, l.rdb)
+	if err != nil {
+		return fmt.Errorf("read the holes of log %s: %w", l.dir, err)
+	}
 	var chunk bufChunk
 	next := from
 	reloaded := false
@@ -233,6 +239,12 @@ func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 	for next < to {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if h, ok := holeAt(hs, next); ok {
+			// No tier holds a row here, ever: skip to the hole's end. The
+			// rows after it carry their own offsets.
+			next, reloaded = min(h.End, to), false
+			continue
 		}
 		if fr, ok := tiers.find(next); ok {
 			hi := min(fr.end, to)

@@ -83,6 +83,9 @@ type Metadata struct {
 	// retention deletion), recorded before its first step so that a rerun
 	// after a crash finishes it; nil when none is.
 	Intent *Intent `json:"intent"`
+	// Restores are the restores of the stream, oldest first; absent when
+	// it was never restored.
+	Restores []Restore `json:"restores,omitempty"`
 }
 
 // Log describes one log of a stream.
@@ -123,6 +126,31 @@ type Log struct {
 	Stats map[string]ColumnStats `json:"stats"`
 	// State is live, sealed or retired.
 	State LogState `json:"state"`
+	// Holes are the offset ranges of the log skipped on purpose: a
+	// restore resumed past a fence there, so no row was or will ever be
+	// at those offsets. Replay skips them and max_replay never counts
+	// them. Absent when there are none.
+	Holes []Hole `json:"holes,omitempty"`
+}
+
+// Hole is a range of offsets [From, To) a log skipped on purpose, why and
+// when (µs since the epoch, UTC).
+type Hole struct {
+	From int64  `json:"from"`
+	To   int64  `json:"to"`
+	Why  string `json:"why"`
+	At   int64  `json:"at"`
+}
+
+// Restore records one restore of the stream: when (µs since the epoch,
+// UTC), into which log, from what ("replica": the WAL replica and the
+// published table; "table": the published table alone), and the hole it
+// left.
+type Restore struct {
+	At   int64  `json:"at"`
+	Log  string `json:"log"`
+	From string `json:"from"`
+	Hole Hole   `json:"hole"`
 }
 
 // ColumnStats are one column's statistics over a whole log.
@@ -291,6 +319,7 @@ func (m *Metadata) Clone() *Metadata {
 			stats[k] = ColumnStats{Min: bytes.Clone(v.Min), Max: bytes.Clone(v.Max), NullCount: clonePtr(v.NullCount)}
 		}
 		lg.Stats = stats
+		lg.Holes = slices.Clone(lg.Holes)
 		c.Logs[i] = lg
 	}
 	c.Columns = maps.Clone(m.Columns)
@@ -298,6 +327,7 @@ func (m *Metadata) Clone() *Metadata {
 	c.Retention.MaxAge = clonePtr(m.Retention.MaxAge)
 	c.Retention.Floor = clonePtr(m.Retention.Floor)
 	c.Retention.PendingDeletions = slices.Clone(m.Retention.PendingDeletions)
+	c.Restores = slices.Clone(m.Restores)
 	if m.Intent != nil {
 		in := Intent{Kind: m.Intent.Kind, Fields: make(map[string]json.RawMessage, len(m.Intent.Fields))}
 		for k, v := range m.Intent.Fields {

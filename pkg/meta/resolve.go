@@ -84,12 +84,11 @@ type HistoryError struct {
 	Why       string   // what is missing at home
 }
 
-// Error names what was found and the way out. There is no restore
-// command yet, so it names none it could run today.
+// Error names what was found and the way out: streamcast restore.
 func (e *HistoryError) Error() string {
 	return fmt.Sprintf("stream %q: %s, but %s holds %s; serving it from here would start a new history and reissue offsets its consumers already hold (docs/design.md I8). "+
-		"Restore the stream's home directory %s from a backup, or point published at an empty prefix to start a new stream; a restore command that rebuilds the home from the published copy is planned",
-		e.Stream, e.Why, e.Published, joinWords(e.Found), e.Home)
+		"Run `streamcast restore %s` (with the server stopped) to rebuild its home %s from the published copy, or point published at an empty prefix to start a new stream",
+		e.Stream, e.Why, e.Published, joinWords(e.Found), e.Stream, e.Home)
 }
 
 // Unwrap returns ErrExistingHistory.
@@ -330,8 +329,8 @@ func (m *Metadata) CheckLive(lg *logstore.Log) error {
 	name := filepath.Base(lg.Dir())
 	if name != cur.Name || (cur.LogID != "" && lg.ID() != "" && cur.LogID != lg.ID()) {
 		return fmt.Errorf("stream %q: its metadata (version %d) names log %s (log_id %s) as current, but %s is log %s (log_id %s): %w; "+
-			"restore that log's directory from a backup (a restore command is planned)",
-			m.Stream, m.Version, cur.Name, orNone(cur.LogID), lg.Dir(), name, orNone(lg.ID()), ErrWrongLog)
+			"restore that log's directory from a backup, or move the stream's home away and run `streamcast restore %s` to rebuild it from the published copy",
+			m.Stream, m.Version, cur.Name, orNone(cur.LogID), lg.Dir(), name, orNone(lg.ID()), ErrWrongLog, m.Stream)
 	}
 	return nil
 }
@@ -347,7 +346,7 @@ func checkOnDisk(lay Layout, m *Metadata) error {
 	lg, err := logstore.Open(dir, logstore.ReadOnly)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("stream %q: its metadata (version %d) names log %s as current, but %s holds no log: %w; "+
-			"restore that log's directory from a backup (a restore command is planned)", m.Stream, m.Version, cur.Name, dir, ErrWrongLog)
+			"restore that log's directory from a backup, or move the stream's home away and run `streamcast restore %s` to rebuild it from the published copy", m.Stream, m.Version, cur.Name, dir, ErrWrongLog, m.Stream)
 	}
 	if err != nil {
 		return fmt.Errorf("stream %q: %w", m.Stream, err)

@@ -52,7 +52,7 @@ func TestResolveRefusesAnEmptyHomeOverPublishedHistory(t *testing.T) {
 				if !errors.As(err, &he) || !errors.Is(err, ErrExistingHistory) {
 					t.Fatalf("start over an empty home: %v, acknowledged %v; want a *HistoryError", err, acked)
 				}
-				for _, want := range []string{`stream "trades"`, tc.found, "Restore the stream's home directory", "point published at an empty prefix", "I8"} {
+				for _, want := range []string{`stream "trades"`, tc.found, "streamcast restore trades", "point published at an empty prefix", "I8"} {
 					if !strings.Contains(err.Error(), want) {
 						t.Errorf("the refusal lacks %q:\n%v", want, err)
 					}

@@ -9,8 +9,10 @@ type Request struct {
 }
 
 // Extent is a log's offsets as a subscribe reads them before the fan-out
-// lock: [earliest, end) held, and start, the log's first offset.
-type Extent struct{ Earliest, End, Start int64 }
+// lock: [earliest, end) held, start, the log's first offset, and HoleEnd,
+// the end of the recorded hole (a range a restore skipped past its fence)
+// holding the offset asked for, 0 when it lies in none.
+type Extent struct{ Earliest, End, Start, HoleEnd int64 }
 
 // Held is a count of the rows the log holds in [from, to), taken
 // outside the fan-out lock for a subscribe the offset distance would refuse
@@ -39,6 +41,12 @@ func Start(req Request, durable bool, ext Extent, frontier, maxReplay int64, hel
 		return &wire.NotReplayable{Why: why, Offset: req.Offset, Earliest: earliest, EndOffset: frontier, MaxReplay: mr}
 	}
 	start = req.Offset
+	if ext.HoleEnd > start {
+		// A hole is not a refusal: no row was ever served there (a
+		// restore skipped it past its fence), so the subscription starts
+		// at its end, and the frames say where they are.
+		start = ext.HoleEnd
+	}
 	if req.Offset == 0 {
 		// Earliest. A log that never held a row is not refused: the
 		// subscriber gets every row from the first one. A log whose rows

@@ -21,29 +21,33 @@ func TestStartRefusesEveryWhy(t *testing.T) {
 		why                          string
 		logStart                     int64
 		held                         Held
+		holeEnd                      int64
 	}{
-		{"live from the frontier", Request{}, true, 1, 1, 50, -1, 50, false, "", 1, Held{}},
-		{"not durable", req(3), false, wire.Null, wire.Null, wire.Null, -1, 0, false, wire.WhyNotDurable, 1, Held{}},
-		{"earliest on a log that never held a row", req(0), true, 1, 1, 1, 100, 1, true, "", 1, Held{}},
-		{"earliest while the first commit lands", req(0), true, 1, 1, 3, 100, 1, true, "", 1, Held{}},
-		{"earliest on a log whose rows all went", req(0), true, 40, 40, 40, 100, 0, false, wire.WhyEmpty, 1, Held{}},
-		{"at the frontier", req(40), true, 1, 40, 40, 100, 40, true, "", 1, Held{}},
-		{"ahead", req(41), true, 1, 40, 40, 100, 0, false, wire.WhyAhead, 1, Held{}},
-		{"too old", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, Held{}},
-		{"unbounded replay", req(5), true, 1, 200, 200, -1, 5, true, "", 1, Held{}},
-		{"evicted", req(5), true, 10, 40, 40, 100, 0, false, wire.WhyEvicted, 1, Held{}},
-		{"earliest after eviction", req(0), true, 10, 40, 40, 100, 10, true, "", 1, Held{}},
-		{"earliest on an empty log started at 500", req(0), true, 500, 500, 500, 100, 500, true, "", 500, Held{}},
-		{"earliest on a log started at 500 whose rows all went", req(0), true, 600, 600, 600, 100, 0, false, wire.WhyEmpty, 500, Held{}},
-		{"too old by distance, few rows held", req(5), true, 1, 200, 200, 100, 5, true, "", 1, Held{5, 200, 90}},
-		{"too old by distance, rows committed since the count", req(5), true, 1, 200, 200, 100, 5, true, "", 1, Held{5, 190, 90}},
-		{"too old by count once new rows are added", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, Held{5, 180, 90}},
-		{"too old by count", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, Held{5, 200, 101}},
-		{"a count of another window is not used", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, Held{6, 200, 0}},
+		{"live from the frontier", Request{}, true, 1, 1, 50, -1, 50, false, "", 1, Held{}, 0},
+		{"not durable", req(3), false, wire.Null, wire.Null, wire.Null, -1, 0, false, wire.WhyNotDurable, 1, Held{}, 0},
+		{"earliest on a log that never held a row", req(0), true, 1, 1, 1, 100, 1, true, "", 1, Held{}, 0},
+		{"earliest while the first commit lands", req(0), true, 1, 1, 3, 100, 1, true, "", 1, Held{}, 0},
+		{"earliest on a log whose rows all went", req(0), true, 40, 40, 40, 100, 0, false, wire.WhyEmpty, 1, Held{}, 0},
+		{"at the frontier", req(40), true, 1, 40, 40, 100, 40, true, "", 1, Held{}, 0},
+		{"ahead", req(41), true, 1, 40, 40, 100, 0, false, wire.WhyAhead, 1, Held{}, 0},
+		{"too old", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, Held{}, 0},
+		{"unbounded replay", req(5), true, 1, 200, 200, -1, 5, true, "", 1, Held{}, 0},
+		{"evicted", req(5), true, 10, 40, 40, 100, 0, false, wire.WhyEvicted, 1, Held{}, 0},
+		{"earliest after eviction", req(0), true, 10, 40, 40, 100, 10, true, "", 1, Held{}, 0},
+		{"earliest on an empty log started at 500", req(0), true, 500, 500, 500, 100, 500, true, "", 500, Held{}, 0},
+		{"earliest on a log started at 500 whose rows all went", req(0), true, 600, 600, 600, 100, 0, false, wire.WhyEmpty, 500, Held{}, 0},
+		{"too old by distance, few rows held", req(5), true, 1, 200, 200, 100, 5, true, "", 1, Held{5, 200, 90}, 0},
+		{"too old by distance, rows committed since the count", req(5), true, 1, 200, 200, 100, 5, true, "", 1, Held{5, 190, 90}, 0},
+		{"too old by count once new rows are added", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, Held{5, 180, 90}, 0},
+		{"too old by count", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, Held{5, 200, 101}, 0},
+		{"a count of another window is not used", req(5), true, 1, 200, 200, 100, 0, false, wire.WhyTooOld, 1, Held{6, 200, 0}, 0},
+		{"inside a hole starts at its end", req(20), true, 1, 200, 200, -1, 150, true, "", 1, Held{}, 150},
+		{"inside a hole, counted from its end", req(20), true, 1, 200, 200, 100, 150, true, "", 1, Held{}, 150},
+		{"inside a hole, too old from its end", req(20), true, 1, 400, 400, 100, 0, false, wire.WhyTooOld, 1, Held{}, 150},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			start, replay, nr := Start(tc.req, tc.durable, Extent{tc.earliest, tc.logEnd, tc.logStart}, tc.front, tc.max, tc.held)
+			start, replay, nr := Start(tc.req, tc.durable, Extent{tc.earliest, tc.logEnd, tc.logStart, tc.holeEnd}, tc.front, tc.max, tc.held)
 			if tc.why != "" {
 				if nr == nil || nr.Why != tc.why {
 					t.Fatalf("got %+v, want refusal %s", nr, tc.why)

@@ -20,13 +20,14 @@ import (
 	"github.com/superfly/ltx"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // File names inside a log's directory.
 const (
-	BufferFile   = "buffer.db"      // the SQLite file of recent rows
-	ProgressFile = "replicate.json" // the replicator's last shipped position, for /stats
-	lockRole     = "replicate"      // <log>/replicate.lock: one replicator per database
+	BufferFile   = "buffer.db"                  // the SQLite file of recent rows
+	ProgressFile = logstore.ReplicaProgressFile // the replicator's last shipped position, for /stats (and clean)
+	lockRole     = "replicate"                  // <log>/replicate.lock: one replicator per database
 )
 
 // Defaults for Options, chosen for the RPO they imply: a row committed
@@ -393,20 +394,33 @@ func TargetFor(dir string) (Target, error) {
 	if err != nil {
 		return Target{}, fmt.Errorf("find the published prefix of %s: %w", dir, err)
 	}
+	return Target{LogDir: dir, Client: Client(loc, cfg.S3, cfg.Stream, cfg.Log)}, nil
+}
+
+// Client returns the client of the replica of log of stream under the
+// published prefix loc: <prefix>/<stream>/_wal/<log>/. Credentials come
+// from the AWS environment only.
+func Client(loc warehouse.Location, s3cfg logstore.S3Config, stream, log string) litestream.ReplicaClient {
 	if loc.Dir != "" {
-		return Target{LogDir: dir, Client: FileClient(filepath.Join(loc.Dir, cfg.Stream, "_wal", cfg.Log))}, nil
+		return FileClient(filepath.Join(loc.Dir, stream, "_wal", log))
 	}
 	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(loc.S3, "s3://"), "/")
 	c := s3.NewReplicaClient()
 	c.Bucket = bucket
-	c.Path = path.Join(prefix, cfg.Stream, "_wal", cfg.Log)
-	c.Endpoint = cfg.S3.Endpoint
-	c.Region = cfg.S3.Region
-	c.ForcePathStyle = cfg.S3.PathStyle || cfg.S3.Endpoint != ""
+	c.Path = path.Join(prefix, stream, "_wal", log)
+	c.Endpoint = s3cfg.Endpoint
+	c.Region = s3cfg.Region
+	c.ForcePathStyle = s3cfg.PathStyle || s3cfg.Endpoint != ""
 	if c.Region == "" {
 		c.Region = os.Getenv("AWS_REGION")
 	}
-	return Target{LogDir: dir, Client: c}, nil
+	return c
+}
+
+// Exists reports whether the replica behind client holds anything.
+func Exists(ctx context.Context, client litestream.ReplicaClient) (bool, error) {
+	top, err := replicaTXID(ctx, client)
+	return top > 0, err
 }
 
 // warnings passes on only the records at warning level and above.

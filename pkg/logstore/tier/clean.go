@@ -351,9 +351,10 @@ func sweepMetadata(ctx context.Context, l *logstore.Log, pt *warehouse.Table) er
 
 // metadataName reports whether a metadata directory entry is one an
 // Iceberg writer makes: metadata JSON, manifests and manifest lists, and
-// the temporary and claim files of the hadoop catalog's commit.
+// the temporary and claim files of the hadoop catalog's commit; or a
+// marks file a publish pass wrote beside them.
 func metadataName(name string) bool {
-	for _, suf := range []string{".metadata.json", ".avro", ".metadata.json.claim", "-version-hint.temp"} {
+	for _, suf := range []string{".metadata.json", ".avro", ".metadata.json.claim", "-version-hint.temp", warehouse.MarksSuffix} {
 		if strings.HasSuffix(name, suf) {
 			return true
 		}

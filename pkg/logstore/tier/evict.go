@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 )
@@ -17,6 +19,9 @@ const evictChunkGroups = 256
 // transactions of at most evictChunkGroups groups, and returns the number
 // of rows deleted. Seals cut only at group boundaries, so every group is
 // either wholly in a file or wholly buffered.
+//
+// A log that replicates (a replicator has written its progress file
+// beside it) keeps a row buffered until the published table holds it.
 //
 // Evict runs under clean.lock: when another process is evicting this log it
 // returns an error wrapping logstore.ErrBusy.
@@ -36,6 +41,17 @@ func evictBuffer(ctx context.Context, l *logstore.Log) (evicted int64, err error
 	end, err := l.SealedEnd(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("evict log %s: %w", l.Dir(), err)
+	}
+	if _, err := os.Stat(filepath.Join(l.Dir(), logstore.ReplicaProgressFile)); err == nil {
+		// The log replicates: its replica is the off-box copy of every
+		// row not yet published, and a restore brings back buffer.db, not
+		// the local files. So a row leaves the buffer only once the
+		// published table holds it (docs/design.md §4.9).
+		through, err := l.PublishedThrough(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("evict log %s: %w", l.Dir(), err)
+		}
+		end = min(end, through+1)
 	}
 	if end == 0 {
 		return 0, nil

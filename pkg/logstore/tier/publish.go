@@ -160,8 +160,15 @@ func planPublish(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass
 		} else if err := c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'start_offset'`).Scan(&pe); err != nil {
 			return fmt.Errorf("read start offset: %w", err)
 		}
+		hs, err := logstore.ReadHoles(ctx, c)
+		if err != nil {
+			return err
+		}
 	files:
 		for _, f := range locals {
+			if f.start > pe && logstore.HoleSpans(hs, pe, f.start) {
+				pe = f.start // a restore's hole: the table goes on after it
+			}
 			// Without flush only finished files go: a smaller one would be
 			// rewritten by compaction and pushed again. A file compaction is
 			// merging right now waits for the merge, except on a flush,
@@ -241,8 +248,10 @@ func tiles(files []pubFile, start, end int64) bool {
 
 // commitPublish makes the one commit of a pass: the new files added, the
 // files they replace removed, and the pass token and published-through
-// stamped in the table properties, all in one new metadata version. It
-// returns the new published_through.
+// stamped in the table properties, all in one new metadata version, with
+// the exactly-once marks as of the new published_through written beside
+// the table's metadata and named by PropMarks. It returns the new
+// published_through.
 func commitPublish(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass string, changes []pubChange) (int64, error) {
 	release, err := l.CommitLock(ctx)
 	if err != nil {
@@ -274,7 +283,11 @@ func commitPublish(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pa
 		through = max(through, ch.f.end-1)
 		lo, hi = min(lo, ch.f.start), max(hi, ch.f.end)
 	}
-	props := iceberg.Properties{warehouse.PropPass: pass, warehouse.PropPublishedThrough: strconv.FormatInt(through, 10)}
+	marks, err := writeMarks(ctx, l, pt, pass, through)
+	if err != nil {
+		return 0, err
+	}
+	props := iceberg.Properties{warehouse.PropPass: pass, warehouse.PropPublishedThrough: strconv.FormatInt(through, 10), warehouse.PropMarks: marks}
 	for k, v := range warehouse.TableProperties {
 		props[k] = v
 	}
@@ -370,6 +383,9 @@ func recordPublish(ctx context.Context, l *logstore.Log, pass string, through in
 			}
 		}
 		if _, err := c.ExecContext(ctx, `UPDATE meta SET v = max(v, ?) WHERE k = 'published_through'`, through); err != nil {
+			return err
+		}
+		if err := logstore.PruneMarkHistory(ctx, c, through); err != nil {
 			return err
 		}
 		_, err = c.ExecContext(ctx, `DELETE FROM publish_intents WHERE pass = ?`, pass)

@@ -44,6 +44,11 @@ func PublishAll(ctx context.Context, l *logstore.Log) (end int64, err error) {
 		if through+1 >= end || end == l.Config().Start {
 			return end, nil
 		}
+		if hs, err := l.Holes(ctx); err != nil {
+			return 0, fmt.Errorf("publish all of log %s: %w", l.Dir(), err)
+		} else if logstore.HoleSpans(hs, through+1, end) {
+			return end, nil // only a restore's hole lies past the table
+		}
 		if err := l.RecoverSeals(ctx); err != nil {
 			return 0, fmt.Errorf("publish all of log %s: %w", l.Dir(), err)
 		}

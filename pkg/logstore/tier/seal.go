@@ -147,6 +147,16 @@ func sealFile(ctx context.Context, l *logstore.Log, in logstore.Buffered) error 
 			return err
 		}
 		if ok && end != in.Start {
+			// A restore's hole between the files and this one is no overlap.
+			hs, err := logstore.ReadHoles(ctx, c)
+			if err != nil {
+				return err
+			}
+			if end < in.Start && logstore.HoleSpans(hs, end, in.Start) {
+				ok = false
+			}
+		}
+		if ok && end != in.Start {
 			return fmt.Errorf("the files now end at %d, not %d: another sealer completed this range", end, in.Start)
 		}
 		res, err := c.ExecContext(ctx, `DELETE FROM seal_intents WHERE name = ?`, name)

@@ -36,6 +36,15 @@ const (
 	// PropPass is the token of the publish pass that made the latest
 	// publishing commit; publish reconciles its intents against it.
 	PropPass = "streamcast.pass"
+	// PropMarks is the location of the exactly-once marks as of the
+	// table's published-through offset, written by the publish pass that
+	// made the commit (a small JSON file in the table's metadata
+	// directory), so a restore from the table alone brings back marks
+	// that match its rows.
+	PropMarks = "streamcast.marks"
+	// PropRestored is stamped by the commit with which a restored log
+	// takes the table over: the restore's token.
+	PropRestored = "streamcast.restored"
 	// SummaryOffsets is the snapshot summary entry naming the offset range
 	// a publishing commit added or replaced, [start,end).
 	SummaryOffsets = "streamcast.offsets"
@@ -306,6 +315,19 @@ func (pt *Table) DataPath(name string) string {
 	return pt.location + "/data/" + name
 }
 
+// MarksSuffix ends the name of every marks file.
+const MarksSuffix = ".marks.json"
+
+// MarksPath returns the location of the marks file of publish pass pass:
+// in the metadata directory, where the sweep of unreferenced metadata
+// takes the ones no commit names any more.
+func (pt *Table) MarksPath(pass string) string {
+	if pt.local {
+		return filepath.Join(pt.MetadataDir(), "streamcast-"+pass+MarksSuffix)
+	}
+	return pt.MetadataDir() + "/streamcast-" + pass + MarksSuffix
+}
+
 // MetadataDir returns the table's metadata directory.
 func (pt *Table) MetadataDir() string {
 	if pt.local {
@@ -492,6 +514,9 @@ func (pt *Table) Live(ctx context.Context, tbl *table.Table) (LiveSet, error) {
 		set.Add(pt, e.MetadataFile)
 	}
 	set.Add(pt, pt.MetadataDir()+"/version-hint.text")
+	if m := tbl.Properties()[PropMarks]; m != "" {
+		set.Add(pt, m) // the marks as of the table's end: a restore reads them
+	}
 	return set, nil
 }
 

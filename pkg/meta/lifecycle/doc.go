@@ -13,6 +13,14 @@
 // docs/design.md §4.2). Offsets stay dense and are never reused across
 // the seam (I1).
 //
+// Restore rebuilds a lost stream's current log on another root from its
+// published prefix (the WAL replica and the table), fencing its next offset
+// past anything the lost writer may have acknowledged and recording the
+// skipped range as a hole (I1, docs/design.md §4.11); with Revive it
+// continues a retired stream on a new log from exactly its end. It writes
+// a marker in the stream's home first and commits the metadata last, so a
+// killed restore finishes on the next run.
+//
 // It sits above pkg/meta and pkg/logstore and below cmd; it knows nothing
 // of the config file, the server or the protocol: the caller passes the
 // stream's layout and declaration.

@@ -47,6 +47,7 @@ const (
 	rootEnv   = "LIFECYCLE_TEST_ROOT"
 	schemaEnv = "LIFECYCLE_TEST_SCHEMA"
 	killAtEnv = "LIFECYCLE_TEST_KILL_AT"
+	pubEnv    = "LIFECYCLE_TEST_PUBLISHED" // the published prefix; "" for <root>/published
 )
 
 func TestMain(m *testing.M) {
@@ -61,7 +62,7 @@ func TestMain(m *testing.M) {
 }
 
 func runChild(op string) int {
-	lay, err := meta.NewLayout(os.Getenv(rootEnv), "")
+	lay, err := meta.NewLayout(os.Getenv(rootEnv), os.Getenv(pubEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -90,6 +91,11 @@ func runChild(op string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+	case "restore":
+		if _, err := lifecycle.Restore(ctx, s, lifecycle.RestoreOptions{Options: o}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	return 0
 }
@@ -99,7 +105,7 @@ func runChild(op string) int {
 func killedAt(t *testing.T, f *fixture, op, step, schemaJSON string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+op, rootEnv+"="+f.root, schemaEnv+"="+schemaJSON, killAtEnv+"="+step)
+	cmd.Env = append(os.Environ(), childEnv+"="+op, rootEnv+"="+f.root, pubEnv+"="+f.pub, schemaEnv+"="+schemaJSON, killAtEnv+"="+step)
 	out, err := cmd.CombinedOutput()
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {

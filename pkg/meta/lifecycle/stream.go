@@ -277,8 +277,8 @@ func (ses *session) maintainErr(what string, err error) error {
 func retiredError(m *meta.Metadata, what string) error {
 	r := m.Retirement
 	return fmt.Errorf("%s stream %q: it was retired at %s, ending at offset %d (metadata version %d): %w; a retired stream gets no successor log, "+
-		"since its consumers hold %d as its end. This streamcast cannot undo a retirement: declare a stream under another name for new rows",
-		what, m.Stream, formatMicros(r.At), r.EndOffset, m.Version, ErrRetired, r.EndOffset)
+		"since its consumers hold %d as its end. To take rows again, run `streamcast restore --revive %s` (server stopped), which continues it on a new log from that end",
+		what, m.Stream, formatMicros(r.At), r.EndOffset, m.Version, ErrRetired, r.EndOffset, m.Stream)
 }
 
 // pendingError refuses to start what while another operation's intent

@@ -1,0 +1,150 @@
+package logstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// PublishedFile is one data file of the published table, as a restore
+// rebuilds the log's record of it from the table's manifests.
+type PublishedFile struct {
+	Start, End   int64  // its offsets, [Start, End)
+	Name, Path   string // its file name and its location in the table
+	Rows, Bytes  int64  // its row count and size on storage
+	MinTS, MaxTS int64  // the bounds of its streamcast_ts
+	Stats        string // column statistics (colstats), "{}" when unknown
+}
+
+// Rebase is what a restore makes of a log whose buffer.db came from
+// elsewhere (a replica, or a fresh log standing in for a lost one).
+type Rebase struct {
+	// LogID is the id the log must carry: the lost log's, kept (I8).
+	LogID string
+	// Published are the published table's data files; they replace the
+	// log's published records. Through is the table's last offset.
+	Published []PublishedFile
+	Through   int64
+	// Resume is the next offset the log assigns, past the fence; Hole is
+	// the range [end held, Resume) recorded as skipped (empty for none).
+	Resume int64
+	Hole   Span
+	// Marks, when not nil, replace the log's exactly-once marks.
+	Marks []Mark
+}
+
+// ApplyRebase rewrites the log's bookkeeping for a restore, in one
+// transaction: the state that belonged to the old machine goes (local file
+// records, seal, merge and publish intents, the delete queue: its files
+// are not here), the published records become exactly the table's files,
+// buffered rows the table holds go, the next offset moves to r.Resume
+// (never down, I1) and r.Hole is recorded. A rerun with the same r changes
+// nothing more. Only the Writer may rebase, with no other process at the
+// log (the caller holds every role).
+func (l *Log) ApplyRebase(ctx context.Context, r Rebase) error {
+	if l.mode != Writer {
+		return fmt.Errorf("rebase log %s (open as %s): %w", l.dir, l.mode, ErrNotWriter)
+	}
+	if r.LogID == "" {
+		return errors.New("rebase log " + l.dir + ": no log id given")
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	err := l.writeTxLocked(ctx, func(c *sql.Conn) error {
+		for _, q := range []string{
+			`DELETE FROM files`, `DELETE FROM seal_intents`, `DELETE FROM compact_intents`,
+			`DELETE FROM publish_intents`, `DELETE FROM delete_queue`, `DELETE FROM published`,
+		} {
+			if _, err := c.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+		var pubEnd int64
+		for _, f := range r.Published {
+			_, err := c.ExecContext(ctx, `INSERT INTO published(start_offset, end_offset, name, path, row_count, file_bytes, min_ts, max_ts, stats, published_us)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, f.Start, f.End, f.Name, f.Path, f.Rows, f.Bytes, f.MinTS, f.MaxTS, f.Stats, l.now().UnixMicro())
+			if err != nil {
+				return fmt.Errorf("record published file %s: %w", f.Path, err)
+			}
+			pubEnd = max(pubEnd, f.End)
+		}
+		if _, err := c.ExecContext(ctx, `UPDATE meta SET v = ? WHERE k = 'published_through'`, r.Through); err != nil {
+			return err
+		}
+		// Buffered rows the table holds are its, now: a group is wholly in
+		// a file or wholly buffered (seals cut at group boundaries).
+		if _, err := c.ExecContext(ctx, `DELETE FROM groups WHERE first + n <= ?`, pubEnd); err != nil {
+			return err
+		}
+		if _, err := c.ExecContext(ctx, `UPDATE meta SET v = max(v, ?) WHERE k = 'next_offset'`, r.Resume); err != nil {
+			return err
+		}
+		if _, err := c.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES ('log_id', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`, r.LogID); err != nil {
+			return err
+		}
+		if r.Hole.Start < r.Hole.End {
+			if _, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO holes(start_offset, end_offset) VALUES (?, ?)`, r.Hole.Start, r.Hole.End); err != nil {
+				return fmt.Errorf("record hole [%d,%d): %w", r.Hole.Start, r.Hole.End, err)
+			}
+		}
+		if r.Marks != nil {
+			if _, err := c.ExecContext(ctx, `DELETE FROM marks`); err != nil {
+				return err
+			}
+			for _, m := range r.Marks {
+				if _, err := c.ExecContext(ctx, `INSERT INTO marks(publisher, last_seq, last_offset) VALUES (?, ?, ?)`, m.Publisher, m.LastSeq, m.LastOffset); err != nil {
+					return fmt.Errorf("store mark of publisher %q: %w", m.Publisher, err)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rebase log %s: %w", l.dir, err)
+	}
+	l.logID = r.LogID
+	return l.reloadNext()
+}
+
+// MarksAsOf returns the exactly-once marks as they stood once offset
+// through was committed, read through q: a publisher whose last row is at
+// or below through has its mark; one that committed more since has the
+// mark of its last row at or below through (mark_history), and one that
+// committed nothing by then has none. A publish pass writes these beside
+// the table, so a restore from the table alone resumes each publisher at
+// exactly the rows it restores.
+func MarksAsOf(ctx context.Context, q Querier, through int64) ([]Mark, error) {
+	rows, err := q.QueryContext(ctx, `SELECT publisher, last_seq, last_offset FROM marks WHERE last_offset <= ?1
+		UNION ALL
+		SELECT h.publisher, h.last_seq, h.last_offset FROM mark_history h JOIN marks m ON m.publisher = h.publisher
+		WHERE m.last_offset > ?1 AND h.last_offset = (SELECT max(last_offset) FROM mark_history WHERE publisher = h.publisher AND last_offset <= ?1)
+		ORDER BY 1`, through)
+	if err != nil {
+		return nil, fmt.Errorf("read the marks as of offset %d: %w", through, err)
+	}
+	defer rows.Close()
+	out := []Mark{}
+	for rows.Next() {
+		var m Mark
+		if err := rows.Scan(&m.Publisher, &m.LastSeq, &m.LastOffset); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// PruneMarkHistory drops the mark history a publish pass through offset
+// through no longer needs, in the caller's transaction: every row of a
+// publisher whose mark is at or below through, and for the others every
+// row below their last one at or below through.
+func PruneMarkHistory(ctx context.Context, tx *Tx, through int64) error {
+	_, err := tx.ExecContext(ctx, `DELETE FROM mark_history WHERE publisher IN (SELECT publisher FROM marks WHERE last_offset <= ?1)
+		OR (last_offset <= ?1 AND last_offset < (SELECT max(h.last_offset) FROM mark_history h
+			WHERE h.publisher = mark_history.publisher AND h.last_offset <= ?1))`, through)
+	if err != nil {
+		return fmt.Errorf("prune the mark history through offset %d: %w", through, err)
+	}
+	return nil
+}

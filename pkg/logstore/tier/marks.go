@@ -1,0 +1,84 @@
+package tier
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+)
+
+// MarksFile is what a publish pass writes beside the table: the
+// exactly-once marks as they stood at the table's last offset.
+type MarksFile struct {
+	LogID   string      `json:"log_id"`
+	Through int64       `json:"through"`
+	Marks   []MarkEntry `json:"marks"`
+}
+
+// MarkEntry is one publisher's mark in a MarksFile.
+type MarkEntry struct {
+	Publisher  string `json:"publisher"`
+	LastSeq    int64  `json:"last_seq"`
+	LastOffset int64  `json:"last_offset"`
+}
+
+// writeMarks uploads the marks as of offset through beside the table's
+// metadata (MarksPath) and returns its location; the pass's commit points
+// the table's PropMarks at it, and sweepMetadata takes it once no commit
+// does any more.
+func writeMarks(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass string, through int64) (string, error) {
+	marks, err := logstore.MarksAsOf(ctx, l.Records(), through)
+	if err != nil {
+		return "", err
+	}
+	mf := MarksFile{LogID: l.ID(), Through: through, Marks: make([]MarkEntry, 0, len(marks))}
+	for _, m := range marks {
+		mf.Marks = append(mf.Marks, MarkEntry{m.Publisher, m.LastSeq, m.LastOffset})
+	}
+	b, err := json.Marshal(mf)
+	if err != nil {
+		return "", err
+	}
+	tmp := filepath.Join(l.FilesDir(), ".marks-"+pass+".json")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return "", fmt.Errorf("write the marks file: %w", err)
+	}
+	defer os.Remove(tmp)
+	dest := pt.MarksPath(pass)
+	if err := pt.Upload(ctx, tmp, dest); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("upload the marks to %s: %w", dest, err)
+	}
+	return dest, nil
+}
+
+// ReadMarks reads the marks file the table's PropMarks names; ok=false
+// when the table names none (published before marks were).
+func ReadMarks(pt *warehouse.Table, props map[string]string) (mf MarksFile, ok bool, err error) {
+	p := props[warehouse.PropMarks]
+	if p == "" {
+		return mf, false, nil
+	}
+	f, err := pt.OpenFile(p)
+	if err != nil {
+		return mf, false, fmt.Errorf("open the marks file %s the table names: %w", p, err)
+	}
+	defer f.Close()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return mf, false, fmt.Errorf("read the marks file %s: %w", p, err)
+	}
+	b := make([]byte, size)
+	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return mf, false, fmt.Errorf("read the marks file %s: %w", p, err)
+	}
+	if err := json.Unmarshal(b, &mf); err != nil {
+		return mf, false, fmt.Errorf("the marks file %s is not valid: %w", p, err)
+	}
+	return mf, true, nil
+}

@@ -1,0 +1,130 @@
+//go:build linux
+
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/tier"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/meta"
+	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
+)
+
+// BenchmarkRestore restores a stream of the demo trade schema whose table
+// holds 1,000,000 published rows and whose WAL replica holds 100,000 more,
+// on a file:// prefix outside the root (the issue asks for 10M and 1M on
+// versitygw; this is scaled down so it runs in a shared CI minute). Each op
+// wipes the root and restores it; the setup is not timed. It reports the
+// split: download (the replica), rebuild (the table's records and the
+// fence) and commit (table ownership and metadata), in ms per op.
+func BenchmarkRestore(b *testing.B) {
+	const published, buffered, group = 1_000_000, 100_000, 1000
+	ctx := context.Background()
+	root, pubDir := b.TempDir(), b.TempDir()
+	lay, err := meta.NewLayout(root, "file://"+pubDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sch := benchSchema(b, config.DemoSchema)
+	dir := lay.LogDir(stream, stream)
+	if err := os.MkdirAll(lay.StreamDir(stream), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	lg, err := logstore.Create(dir, sch, logstore.Config{Stream: stream, Log: stream, Published: lay.StoredPublished(stream, stream)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	appendTrades := func(from, n int) {
+		batch := make([][]byte, group)
+		for i := from; i < from+n; i += group {
+			for k := range batch {
+				j := i + k
+				batch[k] = fmt.Appendf(batch[k][:0], `{"event_ts":%d,"symbol":"BTC-USD","price":%d.5,"amount":0.015,"side":%d,"trade_id":null}`, 1790038800000000+j, 85000+j%1000, j%2)
+			}
+			mark := logstore.Mark{Publisher: "loader", LastSeq: int64(i + group)}
+			mark.LastOffset = mark.LastSeq
+			if _, err := lg.Append(ctx, batch, 1790038800000000+int64(i), []logstore.Mark{mark}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	appendTrades(0, published)
+	if _, err := tier.PublishAll(ctx, lg); err != nil {
+		b.Fatal(err)
+	}
+	md, err := meta.New(stream)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := meta.DescribeLog(lg, 1)
+	if err == nil {
+		err = md.AddLog(d, sch)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := meta.NewStore(ctx, lay, stream, warehouse.S3{})
+	if err == nil {
+		_, err = st.Commit(ctx, md)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	appendTrades(published, buffered)
+	tg, err := replica.TargetFor(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- replica.Run(rctx, []replica.Target{tg}, replica.Options{SyncInterval: 20 * time.Millisecond}, nil)
+	}()
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if p, ok, _ := replica.ReadProgress(dir); ok && p.ShippedEnd > published+buffered {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the replica was not shipped within 5 minutes")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		b.Fatal(err)
+	}
+	if err := lg.Close(); err != nil {
+		b.Fatal(err)
+	}
+	s := lifecycle.Stream{Layout: lay, Name: stream}
+	var down, rebuild, commit time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		if err := os.RemoveAll(filepath.Join(root, stream)); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		r, err := lifecycle.Restore(ctx, s, lifecycle.RestoreOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.From != lifecycle.FromReplica || r.ReplicaEnd != published+buffered+1 {
+			b.Fatalf("restored %+v", r)
+		}
+		down, rebuild, commit = down+r.Download, rebuild+r.Rebuild, commit+r.Commit
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(down.Milliseconds())/n, "download-ms/op")
+	b.ReportMetric(float64(rebuild.Milliseconds())/n, "rebuild-ms/op")
+	b.ReportMetric(float64(commit.Milliseconds())/n, "commit-ms/op")
+}
