@@ -135,14 +135,15 @@ type StreamRetired struct {
 }
 
 // Error says when the stream was retired, where it ended, and the way on
-// that exists today (no command undoes a retirement yet).
+// that exists today: continuing it on a new log with restore --revive, with
+// the server stopped.
 func (e *StreamRetired) Error() string {
 	at := "?"
 	if e.At != Null {
 		at = time.UnixMicro(e.At).UTC().Format(time.RFC3339)
 	}
 	return fmt.Sprintf("stream %q was retired at %s, ending at offset %s, and takes no more rows; subscribers can still replay it. "+
-		"This streamcast cannot undo a retirement: publish to a stream under another name", e.Stream, at, num(e.EndOffset))
+		"To continue it, stop the server and run `streamcast restore --revive %s`, or publish to a stream under another name", e.Stream, at, num(e.EndOffset), e.Stream)
 }
 
 // Code is CloseRetired.
