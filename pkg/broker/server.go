@@ -416,7 +416,9 @@ func (s *Server) teardown(ent *entry) error {
 // the replicate child ships.
 func (s *Server) durableLogs() (live, retired, replicated []string, err error) {
 	for _, st := range s.reg.List() {
-		if st.log == nil {
+		if st.log == nil || st.relay != nil {
+			// A relay's log is a cache of its upstream's: it must not
+			// publish, and no child runs over it (see relay.go).
 			continue
 		}
 		dir, err := filepath.Abs(st.log.Dir())

@@ -47,6 +47,9 @@ func (s *Server) Stats() stats.Stats {
 			}
 			ss.LastSendTS, ss.LastSendAgeS = &ts, &age
 		}
+		if st.relay != nil {
+			ss.Relay = st.relay.stats()
+		}
 		if t := st.tierStatus(); t != nil {
 			ss.BufferedRows, ss.LocalFiles = &t.BufferedRows, &t.LocalFiles
 			ss.PublishedThrough, ss.PublishLagRows, ss.PublishLagS = &t.PublishedThrough, &t.PublishLagRows, &t.PublishLagSecs
