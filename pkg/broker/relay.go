@@ -379,11 +379,11 @@ func (r *relay) commit(batch []relayed) error {
 		frames[i] = arena[start:len(arena):len(arena)]
 	}
 	if s.log == nil {
+		r.received.Add(int64(len(batch)))
 		s.deliver(frames, rows, wire.Null, wire.Null)
 		if last := batch[len(batch)-1].off; last != wire.Null {
 			r.next = last + 1
 		}
-		r.received.Add(int64(len(batch)))
 		return nil
 	}
 	ts := make([]int64, len(batch))
@@ -410,8 +410,9 @@ func (r *relay) commit(batch []relayed) error {
 		m.RowsCommitted.Add(int64(len(rows)))
 		m.CommitGroups.Add(1)
 	}
-	s.deliver(frames, rows, first, first+int64(len(rows)))
+	// Counted before the fan-out: a client that saw a row sees it counted.
 	r.received.Add(int64(len(batch)))
+	s.deliver(frames, rows, first, first+int64(len(rows)))
 	return nil
 }
 
