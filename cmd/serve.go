@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 
 	"github.com/charmbracelet/log"
@@ -75,10 +77,18 @@ published table holds every acknowledged row), stops the children and exits 0.`,
 			if err := a.logServeConfig(cfg); err != nil {
 				return err
 			}
+			// Relay streams send these to an upstream whose URL has none.
+			var upCred *url.Userinfo
+			if slices.ContainsFunc(cfg.Streams, func(s config.Stream) bool { return s.IsRelay() }) {
+				if upCred, err = envCredentials(); err != nil {
+					return err
+				}
+			}
 			srv, err := broker.New(cfg, broker.Options{
-				Logger:     a.logger,
-				Executable: exe,
-				ConfigFile: a.configUsed,
+				Logger:              a.logger,
+				Executable:          exe,
+				ConfigFile:          a.configUsed,
+				UpstreamCredentials: upCred,
 				OnReady: func(addr net.Addr) {
 					if addrFile != "" {
 						if err := os.WriteFile(addrFile, []byte(addr.String()+"\n"), 0o644); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,9 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 	if err != nil {
 		return fmt.Errorf("stream %q: upstream: %w", s.name, err)
 	}
+	if cred == nil {
+		cred = s.srv.opts.UpstreamCredentials
+	}
 	r := &relay{st: s, url: clean, cred: cred, next: wire.Null, state: relayConnecting, since: time.Now()}
 	g, err := r.greeting(ctx)
 	if err != nil {
@@ -154,7 +158,8 @@ func (r *relay) greeting(ctx context.Context) (*wire.Greeting, error) {
 			return g, nil
 		}
 		var ref wire.Refusal
-		if errors.As(err, &ref) {
+		var denied *wire.AccessDenied
+		if errors.As(err, &ref) || (errors.As(err, &denied) && denied.Status != http.StatusTooManyRequests) {
 			return nil, err // the upstream answered: retrying would get the same
 		}
 		if !sleepCtx(ctx, wait) {

@@ -2,8 +2,11 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"syscall"
@@ -381,4 +384,44 @@ func offsetOf(t testing.TB, raw []byte) int64 {
 		t.Fatalf("%s is not a data frame with an offset", raw)
 	}
 	return off
+}
+
+// TestRelayAuthenticatesToItsUpstream: a relay sends the credentials of its
+// upstream: URL (or Options.UpstreamCredentials) to an origin with an
+// auth: section; refused ones stop serve from starting, with the status.
+func TestRelayAuthenticatesToItsUpstream(t *testing.T) {
+	ocfg := authConfig(t)
+	ocfg.Streams = ocfg.Streams[:1]
+	origin := startNode(t, ocfg)
+	host := origin.Addr().String()
+	withURL := startRelay(t, relayConfig(t, "ws://alice:"+url.QueryEscape(alicePW)+"@"+host+"/trades", true))
+	rcfg := relayConfig(t, "ws://"+host+"/trades", true)
+	srv, err := New(rcfg, Options{UpstreamCredentials: url.UserPassword("alice", alicePW)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Run(context.Background()) }()
+	t.Cleanup(func() { _ = srv.Close(); <-errc })
+	select {
+	case <-srv.Ready():
+	case err := <-errc:
+		t.Fatalf("a relay with Options.UpstreamCredentials: %v", err)
+	}
+	for name, node := range map[string]*Server{"credentials in the URL": withURL, "credentials in Options": srv} {
+		waitFor(t, name+" mirroring", 20*time.Second, func() bool {
+			r := streamStats(node, "trades").Relay
+			return r != nil && r.State == relayMirroring
+		})
+	}
+
+	bad, err := New(relayConfig(t, "ws://bob:"+url.QueryEscape(bobPW)+"@"+host+"/trades", true), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bad.Run(context.Background())
+	var denied *wire.AccessDenied
+	if !errors.As(err, &denied) || denied.Status != http.StatusForbidden || strings.Contains(err.Error(), bobPW) {
+		t.Fatalf("a relay whose user may not read the upstream: %v; want 403, without the password", err)
+	}
 }
