@@ -120,8 +120,9 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 	r := &relay{st: s, url: clean, cred: cred, next: wire.Null, state: relayConnecting, since: time.Now()}
 	g, err := r.greeting(ctx)
 	if err != nil {
-		return fmt.Errorf("stream %q relays %s, which did not greet it within %s, so the relay does not know the schema to serve: %w; start the upstream first, or check the URL",
-			s.name, clean, relayGreetingWait, err)
+		return fmt.Errorf("stream %q relays %s, whose greeting carries the schema the relay serves, and got none: %w; "+
+			"start the upstream first (serve waits %s for it), or check the URL and its credentials",
+			s.name, clean, err, relayGreetingWait)
 	}
 	sch := schema.Any()
 	if len(g.Schema) > 0 && !bytes.Equal(g.Schema, []byte("null")) {

@@ -400,13 +400,14 @@ func TestRelayAuthenticatesToItsUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Run(context.Background()) }()
-	t.Cleanup(func() { _ = srv.Close(); <-errc })
+	var runErr error
+	ran := make(chan struct{})
+	go func() { runErr = srv.Run(context.Background()); close(ran) }()
+	t.Cleanup(func() { _ = srv.Close(); <-ran })
 	select {
 	case <-srv.Ready():
-	case err := <-errc:
-		t.Fatalf("a relay with Options.UpstreamCredentials: %v", err)
+	case <-ran:
+		t.Fatalf("a relay with Options.UpstreamCredentials: %v", runErr)
 	}
 	for name, node := range map[string]*Server{"credentials in the URL": withURL, "credentials in Options": srv} {
 		waitFor(t, name+" mirroring", 20*time.Second, func() bool {
