@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -163,7 +164,7 @@ func (r *relay) greeting(ctx context.Context) (*wire.Greeting, error) {
 		if errors.As(err, &ref) || (errors.As(err, &denied) && denied.Status != http.StatusTooManyRequests) {
 			return nil, err // the upstream answered: retrying would get the same
 		}
-		if !sleepCtx(ctx, wait) {
+		if !waitfor.Sleep(ctx, wait) {
 			return nil, err
 		}
 		wait = min(2*wait, relayMaxBackoff)
@@ -225,7 +226,7 @@ func (r *relay) run(ctx context.Context) {
 		r.reconnects++
 		r.lastErr = err.Error()
 		r.mu.Unlock()
-		if !sleepCtx(ctx, wait) {
+		if !waitfor.Sleep(ctx, wait) {
 			return
 		}
 		wait = min(max(2*wait, relayMinBackoff), relayMaxBackoff)
@@ -428,19 +429,4 @@ func offsetText(v int64) string {
 		return "null"
 	}
 	return itoa(v)
-}
-
-// sleepCtx waits d, reporting false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
