@@ -125,6 +125,9 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 			"start the upstream first (serve waits %s for it), or check the URL and its credentials",
 			s.name, clean, err, relayGreetingWait)
 	}
+	if s.cfg.Durable && !g.Durable {
+		return fmt.Errorf("stream %q is a durable relay of %s, which is live-only: its rows have no offsets to keep; set durable: false on the relay", s.name, clean)
+	}
 	sch := schema.Any()
 	if len(g.Schema) > 0 && !bytes.Equal(g.Schema, []byte("null")) {
 		if sch, err = schema.Compile(g.Schema); err != nil {

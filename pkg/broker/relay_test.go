@@ -323,6 +323,7 @@ func TestRelayKilledAndRestartedResumesWithoutAGap(t *testing.T) {
 	<-ch.done
 	<-sub.done
 	got := sub.snapshot()
+	t.Logf("the relay was killed after its subscriber got %d of %d rows", len(got), rows)
 
 	rcfg.Listen = ch.addr
 	ch2 := startChild(t, rcfg)
@@ -424,5 +425,19 @@ func TestRelayAuthenticatesToItsUpstream(t *testing.T) {
 	var denied *wire.AccessDenied
 	if !errors.As(err, &denied) || denied.Status != http.StatusForbidden || strings.Contains(err.Error(), bobPW) {
 		t.Fatalf("a relay whose user may not read the upstream: %v; want 403, without the password", err)
+	}
+}
+
+// TestDurableRelayOfALiveStreamIsRefused: a live-only stream's rows have no
+// offsets, so a durable relay of it has nothing to keep them at; serve
+// says so rather than start.
+func TestDurableRelayOfALiveStreamIsRefused(t *testing.T) {
+	origin := startNode(t, testConfig(t))
+	srv, err := New(relayConfig(t, wsURL(origin, "/live"), true), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "durable: false") {
+		t.Fatalf("Run: %v; want a refusal saying to set durable: false", err)
 	}
 }
