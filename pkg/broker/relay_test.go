@@ -437,7 +437,17 @@ func TestDurableRelayOfALiveStreamIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "durable: false") {
-		t.Fatalf("Run: %v; want a refusal saying to set durable: false", err)
+	var runErr error
+	ran := make(chan struct{})
+	go func() { runErr = srv.Run(context.Background()); close(ran) }()
+	select {
+	case <-srv.Ready():
+		_ = srv.Close()
+		<-ran
+		t.Fatal("serve started a durable relay of a live-only stream")
+	case <-ran:
+	}
+	if runErr == nil || !strings.Contains(runErr.Error(), "durable: false") {
+		t.Fatalf("Run: %v; want a refusal saying to set durable: false", runErr)
 	}
 }
