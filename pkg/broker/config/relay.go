@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/streamcast/streamcast/internal/conf"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -19,6 +20,9 @@ func (s *Stream) validateUpstream(key, label string) error {
 		return nil
 	}
 	ukey := key + ".upstream"
+	if s.Upstream == conf.Redacted {
+		return badKey(ukey, "%s: upstream is %q, which is how streamcast config prints it; give the URL itself (credentials may go in STREAMCAST_USER and STREAMCAST_PASSWORD instead)", label, conf.Redacted)
+	}
 	clean, _, err := wire.SplitCredentials(s.Upstream)
 	if err != nil {
 		return badKey(ukey, "%s: upstream: %v", label, err)
