@@ -261,6 +261,9 @@ func TestRelaysServeTheOriginsFramesByteForByte(t *testing.T) {
 		if st.Relay == nil || st.Relay.State != relayMirroring || st.Relay.RowsMirrored != int64(rows) {
 			t.Errorf("%s /stats relay: %+v", name, st.Relay)
 		}
+		if st.PublishLagRows != nil || st.PublishedThrough != nil {
+			t.Errorf("%s /stats reports publishing (published_through %v, lag %v), but a relay publishes nothing", name, st.PublishedThrough, st.PublishLagRows)
+		}
 	}
 }
 

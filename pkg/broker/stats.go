@@ -47,15 +47,18 @@ func (s *Server) Stats() stats.Stats {
 			}
 			ss.LastSendTS, ss.LastSendAgeS = &ts, &age
 		}
-		if st.relay != nil {
-			ss.Relay = st.relay.stats()
-		}
 		if t := st.tierStatus(); t != nil {
 			ss.BufferedRows, ss.LocalFiles = &t.BufferedRows, &t.LocalFiles
 			ss.PublishedThrough, ss.PublishLagRows, ss.PublishLagS = &t.PublishedThrough, &t.PublishLagRows, &t.PublishLagSecs
 			if l := st.life.tiers.Load(); l != nil && st.cfg.Replicate && ss.EndOffset != nil {
 				ss.AddReplication(l.Dir(), *ss.EndOffset, now)
 			}
+		}
+		if st.relay != nil {
+			// A relay publishes nothing (its upstream's table is the
+			// history): no publish lag to report, only its mirroring.
+			ss.Relay = st.relay.stats()
+			ss.PublishedThrough, ss.PublishLagRows, ss.PublishLagS = nil, nil, nil
 		}
 		out.Streams = append(out.Streams, ss)
 	}
