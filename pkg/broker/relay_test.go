@@ -437,18 +437,9 @@ func TestRelayAuthenticatesToItsUpstream(t *testing.T) {
 	host := origin.Addr().String()
 	withURL := startRelay(t, relayConfig(t, "ws://alice:"+url.QueryEscape(alicePW)+"@"+host+"/trades", true))
 	rcfg := relayConfig(t, "ws://"+host+"/trades", true)
-	srv, err := New(rcfg, Options{UpstreamCredentials: url.UserPassword("alice", alicePW)})
+	srv, err := runUntilReady(t, rcfg, Options{UpstreamCredentials: url.UserPassword("alice", alicePW)})
 	if err != nil {
-		t.Fatal(err)
-	}
-	var runErr error
-	ran := make(chan struct{})
-	go func() { runErr = srv.Run(context.Background()); close(ran) }()
-	t.Cleanup(func() { _ = srv.Close(); <-ran })
-	select {
-	case <-srv.Ready():
-	case <-ran:
-		t.Fatalf("a relay with Options.UpstreamCredentials: %v", runErr)
+		t.Fatalf("a relay with Options.UpstreamCredentials: %v", err)
 	}
 	for name, node := range map[string]*Server{"credentials in the URL": withURL, "credentials in Options": srv} {
 		waitFor(t, name+" mirroring", 20*time.Second, func() bool {
@@ -457,11 +448,10 @@ func TestRelayAuthenticatesToItsUpstream(t *testing.T) {
 		})
 	}
 
-	bad, err := New(relayConfig(t, "ws://bob:"+url.QueryEscape(bobPW)+"@"+host+"/trades", true), Options{})
-	if err != nil {
-		t.Fatal(err)
+	bad, err := runUntilReady(t, relayConfig(t, "ws://bob:"+url.QueryEscape(bobPW)+"@"+host+"/trades", true), Options{})
+	if bad != nil {
+		t.Fatal("serve started a relay whose user may not read the upstream")
 	}
-	err = bad.Run(context.Background())
 	var denied *wire.AccessDenied
 	if !errors.As(err, &denied) || denied.Status != http.StatusForbidden || strings.Contains(err.Error(), bobPW) {
 		t.Fatalf("a relay whose user may not read the upstream: %v; want 403, without the password", err)
@@ -473,21 +463,32 @@ func TestRelayAuthenticatesToItsUpstream(t *testing.T) {
 // says so rather than start.
 func TestDurableRelayOfALiveStreamIsRefused(t *testing.T) {
 	origin := startNode(t, testConfig(t))
-	srv, err := New(relayConfig(t, wsURL(origin, "/live"), true), Options{})
+	srv, err := runUntilReady(t, relayConfig(t, wsURL(origin, "/live"), true), Options{})
+	if srv != nil {
+		t.Fatal("serve started a durable relay of a live-only stream")
+	}
+	if err == nil || !strings.Contains(err.Error(), "durable: false") {
+		t.Fatalf("Run: %v; want a refusal saying to set durable: false", err)
+	}
+}
+
+// runUntilReady runs a server for cfg until the test ends and returns it
+// once ready, or returns why Run ended before it was (a server that fails
+// to start is a result here, not a test failure).
+func runUntilReady(t testing.TB, cfg config.Config, o Options) (*Server, error) {
+	t.Helper()
+	srv, err := New(cfg, o)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var runErr error
 	ran := make(chan struct{})
 	go func() { runErr = srv.Run(context.Background()); close(ran) }()
+	t.Cleanup(func() { _ = srv.Close(); <-ran })
 	select {
 	case <-srv.Ready():
-		_ = srv.Close()
-		<-ran
-		t.Fatal("serve started a durable relay of a live-only stream")
+		return srv, nil
 	case <-ran:
-	}
-	if runErr == nil || !strings.Contains(runErr.Error(), "durable: false") {
-		t.Fatalf("Run: %v; want a refusal saying to set durable: false", runErr)
+		return nil, runErr
 	}
 }
