@@ -33,12 +33,22 @@ func streamURL(raw string) (string, *url.Userinfo, error) {
 	if cred != nil {
 		return clean, cred, nil
 	}
+	cred, err = envCredentials()
+	if err != nil {
+		return "", nil, err
+	}
+	return clean, cred, nil
+}
+
+// envCredentials returns STREAMCAST_USER and STREAMCAST_PASSWORD as
+// credentials; nil when neither is set.
+func envCredentials() (*url.Userinfo, error) {
 	user, pw := os.Getenv(envUser), os.Getenv(envPassword)
 	switch {
 	case user == "" && pw == "":
-		return clean, nil, nil
+		return nil, nil
 	case user == "":
-		return "", nil, usageError{errors.New(envPassword + " is set but " + envUser + " is not; set both, or neither")}
+		return nil, usageError{errors.New(envPassword + " is set but " + envUser + " is not; set both, or neither")}
 	}
-	return clean, url.UserPassword(user, pw), nil
+	return url.UserPassword(user, pw), nil
 }

@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,10 +100,18 @@ curl -o cpu.pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=20'`,
 				a.logger.Info("serving the profiler", "url", "http://"+addr.String()+"/debug/pprof/")
 				defer stop()
 			}
+			// Relay streams send these to an upstream whose URL has none.
+			var upCred *url.Userinfo
+			if slices.ContainsFunc(cfg.Streams, func(s config.Stream) bool { return s.IsRelay() }) {
+				if upCred, err = envCredentials(); err != nil {
+					return err
+				}
+			}
 			srv, err := broker.New(cfg, broker.Options{
-				Logger:     a.logger,
-				Executable: exe,
-				ConfigFile: a.configUsed,
+				Logger:              a.logger,
+				Executable:          exe,
+				ConfigFile:          a.configUsed,
+				UpstreamCredentials: upCred,
 				OnReady: func(addr net.Addr) {
 					if addrFile != "" {
 						if err := os.WriteFile(addrFile, []byte(addr.String()+"\n"), 0o644); err != nil {

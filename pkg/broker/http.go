@@ -60,7 +60,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 // that access for its life, whatever a reload changes.
 func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream, q wire.Request, qerr error, acc auth.Access) {
 	c := newConn(s, ws, nc, frames, st)
-	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce) && st.retirement() == nil
+	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce) && st.retirement() == nil && st.relay == nil
 	// Compile the filter before the connection is registered: keepalive
 	// only sees registered connections, so however long a compile takes,
 	// it cannot make this peer look silent (issue 19 saw 1006 without a
@@ -99,6 +99,8 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 		// Only the streams this principal may read: the list must not
 		// tell anyone what else the server holds.
 		c.refuse(&wire.StreamNotFound{Serves: acc.Filter(config.ActionRead, s.reg.Names())})
+	case q.Publish && st.relay != nil:
+		c.refuse(&wire.RelayOnly{Upstream: st.relay.url})
 	case q.Publish && st.retirement() != nil:
 		// A retired stream takes no rows, whatever its log would accept
 		// (its retirement may have been recovered by adoption).

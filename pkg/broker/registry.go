@@ -91,6 +91,11 @@ func (st *stream) goingAwayReason() string {
 // start makes an open stream serve: /stats reads its log and, on a durable
 // stream, its committer runs until drain.
 func (st *stream) start() {
+	if st.relay != nil {
+		st.life.tiers.Store(st.log)
+		st.startRelay()
+		return
+	}
 	if st.log == nil {
 		return
 	}
@@ -137,6 +142,9 @@ func (st *stream) fence(conns []*wsConn) {
 // acknowledge everything queued (I3). Each publisher then closes itself
 // with 1001, once its replies are written (see Server.publish).
 func (st *stream) drain() {
+	if st.relay != nil {
+		st.relay.stop()
+	}
 	st.inbox.close()
 	if st.life.committed != nil {
 		<-st.life.committed

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -65,6 +66,11 @@ type Options struct {
 	// retentions); nil is the system clock. The children, other processes,
 	// keep the system's.
 	Clock logstore.Clock
+	// UpstreamCredentials, when set, are sent (HTTP Basic) to the upstream
+	// of every relay stream whose upstream: URL carries none; `streamcast
+	// serve` takes them from STREAMCAST_USER and STREAMCAST_PASSWORD, as
+	// the clients do.
+	UpstreamCredentials *url.Userinfo
 
 	// appendHook, when set (tests only), commits each group of a durable
 	// stream in place of the log's Append: it gets the log, and calls
@@ -453,7 +459,9 @@ func (s *Server) teardown(ent *entry) error {
 // the replicate child ships.
 func (s *Server) durableLogs() (live, retired, replicated []string, err error) {
 	for _, st := range s.reg.List() {
-		if st.log == nil {
+		if st.log == nil || st.relay != nil {
+			// A relay's log is a cache of its upstream's: it must not
+			// publish, and no child runs over it (see relay.go).
 			continue
 		}
 		dir, err := filepath.Abs(st.log.Dir())

@@ -54,6 +54,12 @@ func (s *Server) Stats() stats.Stats {
 				ss.AddReplication(l.Dir(), *ss.EndOffset, now)
 			}
 		}
+		if st.relay != nil {
+			// A relay publishes nothing (its upstream's table is the
+			// history): no publish lag to report, only its mirroring.
+			ss.Relay = st.relay.stats()
+			ss.PublishedThrough, ss.PublishLagRows, ss.PublishLagS = nil, nil, nil
+		}
 		out.Streams = append(out.Streams, ss)
 	}
 	return out

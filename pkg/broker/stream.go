@@ -48,6 +48,10 @@ type stream struct {
 	// (nil otherwise); set by open, before the committer starts.
 	marks *marks.Marks[*job]
 
+	// relay mirrors the upstream of a relay stream (upstream: in its
+	// config); nil on a stream that takes publishers. Set by open.
+	relay *relay
+
 	// mu is the fan-out lock. Advancing end and offering a commit's frames to
 	// every subscriber happen under it as one step, and so do adding a
 	// subscriber and reading end (I2): a subscriber attaching between a commit
@@ -93,6 +97,9 @@ func newStream(srv *Server, cfg config.Stream, sch *schema.Schema, limits config
 // live-only stream has nothing to open. The metadata is read here, once,
 // and cached for every greeting.
 func (s *stream) open(ctx context.Context, root string) error {
+	if s.cfg.IsRelay() {
+		return s.openRelay(ctx, root)
+	}
 	if !s.cfg.Durable {
 		if s.cfg.ExactlyOnce {
 			return fmt.Errorf("stream %q has exactly_once: true but durable: false; publisher marks are committed "+
@@ -102,6 +109,11 @@ func (s *stream) open(ctx context.Context, root string) error {
 		s.endOffset.Store(wire.Null)
 		return nil
 	}
+	return s.openLog(ctx, root)
+}
+
+// openLog opens a durable stream's log (open, openRelay).
+func (s *stream) openLog(ctx context.Context, root string) error {
 	o, err := streamlog.Open(ctx, root, streamlog.Spec{Stream: s.cfg, Schema: s.sch, Server: s.storageConfig(), Clock: s.srv.opts.Clock, Logger: s.srv.logger})
 	if err != nil {
 		return err
@@ -243,6 +255,10 @@ func (s *stream) greetingWith(frontier int64, replay *wire.Range, where []byte, 
 	}
 	if s.meta != nil {
 		g.StreamID, g.Metadata, g.MetadataHint = s.meta.StreamID, s.metaURI, s.hintURI
+	}
+	if r := s.relay; r != nil {
+		// A relay's identity and history are its upstream's.
+		g.StreamID, g.Metadata, g.MetadataHint = r.streamID, r.metadata, r.hint
 	}
 	return frame.Text(g.AppendJSON(nil))
 }

@@ -180,6 +180,31 @@ func (e *ExactlyOnceUnavailable) Reason() string {
 	return CloseReason(ReasonExactlyOnceUnavailable, Field{"why", why})
 }
 
+// RelayOnly is close 4421: the stream is a relay, which mirrors Upstream
+// and takes no publishers ("421 Misdirected Request": the rows belong to
+// another server). Upstream is the stream's URL there, without credentials
+// ("" when the reason did not carry it).
+type RelayOnly struct {
+	Upstream string
+}
+
+// Error names the upstream to publish to.
+func (e *RelayOnly) Error() string {
+	if e.Upstream == "" {
+		return "this stream is a relay of another server's stream and takes no publishers; publish to its upstream"
+	}
+	return "this stream is a relay of " + e.Upstream + " and takes no publishers; publish there"
+}
+
+// Code is CloseRelay.
+func (e *RelayOnly) Code() int { return CloseRelay }
+
+// Reason is {"error":"relay","upstream":…}; a URL too long for the close
+// frame is dropped (trailing fields go first).
+func (e *RelayOnly) Reason() string {
+	return CloseReason(ReasonRelay, Field{"upstream", e.Upstream})
+}
+
 // NotReplayable is close 4416: the requested offset cannot be served exactly.
 // Why is one of the Why* constants; the numbers are Null when the reason did
 // not carry them. EndOffset is the frontier (next offset to be assigned).

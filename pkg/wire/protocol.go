@@ -33,6 +33,7 @@ const (
 	CloseRetired                = 4410 // the stream is retired; no more publishing
 	CloseExactlyOnceUnavailable = 4412 // publisher= on a stream without exactly-once
 	CloseNotReplayable          = 4416 // ?offset cannot be served exactly; reason carries "why"
+	CloseRelay                  = 4421 // publish to a relay; reason carries the "upstream" to publish to
 	CloseTooSlow                = 4429 // subscriber overflowed max_backlog; reason carries the resume offset
 )
 
@@ -59,6 +60,7 @@ const (
 	ReasonExactlyOnceUnavailable = "exactly_once_unavailable"
 	ReasonNotReplayable          = "not_replayable"
 	ReasonTooSlow                = "too_slow"
+	ReasonRelay                  = "relay"
 	ReasonGoingAway              = "going_away"
 )
 

@@ -125,6 +125,7 @@ func TestRefusalsRoundTripThroughTheirCloseFrames(t *testing.T) {
 		&NotReplayable{Why: "martian", Offset: 3, Earliest: 1, EndOffset: 2, MaxReplay: 4},
 		&TooSlow{Offset: 12345, Behind: 8192},
 		&TooSlow{Offset: Null, Behind: 8192},
+		&RelayOnly{Upstream: "ws://origin.example:8765/trades"},
 	}
 	for _, want := range cases {
 		r := want.Reason()
@@ -158,7 +159,7 @@ func TestParseCloseMapsEveryCode(t *testing.T) {
 	cases := map[int]any{
 		CloseNormal: nil, CloseGoingAway: &GoingAway{}, CloseTooBig: &TooBig{}, CloseBadRequest: &BadRequest{},
 		CloseNoSuchStream: &StreamNotFound{}, CloseSuperseded: &Superseded{}, CloseRetired: &StreamRetired{},
-		CloseExactlyOnceUnavailable: &ExactlyOnceUnavailable{}, CloseNotReplayable: &NotReplayable{}, CloseTooSlow: &TooSlow{}, 4999: &CloseError{},
+		CloseExactlyOnceUnavailable: &ExactlyOnceUnavailable{}, CloseNotReplayable: &NotReplayable{}, CloseTooSlow: &TooSlow{}, CloseRelay: &RelayOnly{}, 4999: &CloseError{},
 	}
 	for code, want := range cases {
 		got := ParseClose(code, "not json at all")

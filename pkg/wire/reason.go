@@ -222,6 +222,8 @@ func ParseClose(code int, reason string) error {
 			EndOffset: r.Int("end_offset"),
 			MaxReplay: r.Int("max_replay"),
 		}
+	case CloseRelay:
+		return &RelayOnly{Upstream: r.String("upstream")}
 	case CloseTooSlow:
 		return &TooSlow{Offset: r.Int("offset"), Behind: r.Int("behind")}
 	default:

@@ -43,6 +43,9 @@ func (s Stream) Change(sch *schema.Schema, next Stream, nextSch *schema.Schema) 
 	if !reflect.DeepEqual(s.HistoryGuard, next.HistoryGuard) {
 		keys = append(keys, "history_guard")
 	}
+	if s.Upstream != next.Upstream {
+		keys = append(keys, "upstream")
+	}
 	if len(keys) == 0 {
 		return ""
 	}

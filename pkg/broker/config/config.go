@@ -169,6 +169,13 @@ type Stream struct {
 	// unchanged, and the commands that would end, split or shorten it
 	// refuse it (Protected, ProtectedError). nil for an unprotected stream.
 	HistoryGuard *HistoryGuard `yaml:"history_guard,omitempty"`
+	// Upstream, when set, makes the stream a relay of the stream at this
+	// ws:// or wss:// URL (credentials in its user info, or in the
+	// environment): serve mirrors it with the same offsets, stamps and row
+	// bytes and takes no publishers. The schema comes from the upstream's
+	// greeting. See relay.go. Secret: it may hold a password, so
+	// `streamcast config` prints it redacted.
+	Upstream string `yaml:"upstream,omitempty" secret:"true"`
 }
 
 // Default returns the configuration with every default filled in and no
@@ -394,6 +401,9 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		}
 		if s.Replicate && !s.Durable {
 			return nil, badKey(key+".replicate", "%s has replicate: true but is not durable: only a durable stream has a log to replicate", label)
+		}
+		if err := s.validateUpstream(key, label); err != nil {
+			return nil, err
 		}
 		if s.MaxReplay != nil && *s.MaxReplay < 0 {
 			return nil, badKey(key+".max_replay", "%s: max_replay is %d; give a count of rows ≥ 0, or null for unbounded", label, *s.MaxReplay)

@@ -78,6 +78,13 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"both schemas", "streams: [{name: a, schema: {type: object}, schema_file: x.json}]", "both schema and schema_file"},
 		{"negative max_replay", "streams: [{name: a, max_replay: -1}]", "max_replay is -1"},
 		{"wrong type", "limits: {max_backlog: lots}\nstreams: [{name: a}]", "max_backlog"},
+		{"not a ws URL", "streams: [{name: a, upstream: 'http://origin:8765/a'}]", "upstream is not a stream URL"},
+		{"no host", "streams: [{name: a, upstream: 'ws:///a'}]", "is not a stream URL"},
+		{"a query", "streams: [{name: a, upstream: 'ws://origin:8765/a?offset=5'}]", "has a query"},
+		{"a deep path", "streams: [{name: a, upstream: 'ws://origin:8765/x/a'}]", "more than one segment"},
+		{"a schema", "streams: [{name: a, upstream: 'ws://origin:8765/a', schema: {type: object}}]", "has upstream: and schema:"},
+		{"exactly_once", "streams: [{name: a, upstream: 'ws://origin:8765/a', exactly_once: true}]", "has upstream: and exactly_once:"},
+		{"replicate", "streams: [{name: a, upstream: 'ws://origin:8765/a', replicate: true}]", "has upstream: and replicate:"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

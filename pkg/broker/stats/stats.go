@@ -39,6 +39,22 @@ type StreamStats struct {
 	ReplicatedThrough  *int64   `json:"replicated_through"`   // the last offset the replica holds; 0: none
 	ReplicationLagRows *int64   `json:"replication_lag_rows"` // rows committed and not yet shipped
 	ReplicationLagS    *float64 `json:"replication_lag_s"`    // while rows wait: time since the last round that shipped (a bound on their age); 0 when none wait
+
+	// Relay is the mirroring state of a relay stream (upstream: in its
+	// config); absent on a stream that takes publishers.
+	Relay *RelayStats `json:"relay,omitempty"`
+}
+
+// RelayStats are the facts /stats reports about a relay stream's mirroring.
+// State "stopped" is for good: Error says why (too_old, a gap, another
+// stream behind the URL), and nothing is mirrored until serve restarts.
+type RelayStats struct {
+	Upstream     string  `json:"upstream"`      // the upstream's URL, without credentials
+	State        string  `json:"state"`         // connecting | mirroring | stopped
+	Error        string  `json:"error"`         // why it last lost or stopped mirroring; "" while mirroring
+	SinceTS      float64 `json:"since_ts"`      // wall clock, s since the epoch, of the last state change
+	Reconnects   int64   `json:"reconnects"`    // sessions lost since serve started
+	RowsMirrored int64   `json:"rows_mirrored"` // rows received from the upstream since serve started
 }
 
 // ProcessStats are facts about the server process, for load tests.
