@@ -1,0 +1,56 @@
+package logstore
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// walFrames returns how many frames the log's WAL holds, from its size: a
+// 32-byte header, then frames of a 24-byte header and one page each.
+func walFrames(t testing.TB, l *Log) int64 {
+	t.Helper()
+	var pageSize int64
+	if err := l.rdb.QueryRow(`PRAGMA page_size`).Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(l.dir, bufferFile+"-wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() < 32 {
+		return 0
+	}
+	return (fi.Size() - 32) / (24 + pageSize)
+}
+
+// walPagesPerGroup appends groups single-row groups (with a mark each when
+// marks) and returns the WAL frames they wrote, per group. The handle
+// checkpoints only past ReplicatedCheckpointPages, so the WAL only grows.
+func walPagesPerGroup(t testing.TB, groups int, marks bool) float64 {
+	t.Helper()
+	l := createLog(t, mustCompile(t, tradeSchema), Config{}, WithReplicatedWAL())
+	rows := tradeRows(t, 1)
+	ctx := context.Background()
+	// One append first, so the frames of the WAL's start are not counted.
+	if _, err := l.Append(ctx, rows, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := walFrames(t, l)
+	for i := range groups {
+		var m []Mark
+		if marks {
+			m = []Mark{{Publisher: "p", LastSeq: int64(i + 1), LastOffset: int64(i + 2)}}
+		}
+		if _, err := l.Append(ctx, rows, 1, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return float64(walFrames(t, l)-before) / float64(groups)
+}
+
+func TestWALPagesPerSingleRowGroup(t *testing.T) {
+	t.Logf("no marks: %.2f WAL pages per group", walPagesPerGroup(t, 500, false))
+	t.Logf("one mark: %.2f WAL pages per group", walPagesPerGroup(t, 500, true))
+}
