@@ -106,14 +106,17 @@ const endSQL = `max((SELECT v FROM meta WHERE k = 'next_offset'),
 	coalesce((SELECT first + n FROM groups ORDER BY first DESC LIMIT 1), 0))`
 
 // endDDL keeps endSQL true when groups are deleted (evict, delete-below,
-// whoever runs it): deleting the last buffered group first raises
-// next_offset to that group's end, so the end never moves back and an
-// offset is never handed out twice. A group with a later one behind it
-// does not bound the end, so deleting it writes nothing. Open adds the
-// trigger to logs made before it existed, before anything appends.
+// whoever runs it): deleting a group raises next_offset to that group's
+// end, so the end never moves back when the last group goes and an offset
+// is never handed out twice. Open adds the trigger to logs made before it
+// existed, before anything appends.
+//
+// It fires for every deleted group, not only the last: next_offset is
+// then always either the end or the first offset of a buffered group, so
+// an older streamcast that takes next_offset for the end fails on the
+// group's primary key rather than hand out an offset again.
 const endDDL = `
 CREATE TRIGGER IF NOT EXISTS groups_keep_end AFTER DELETE ON groups
-WHEN NOT EXISTS (SELECT 1 FROM groups WHERE first > old.first)
 BEGIN
 	UPDATE meta SET v = old.first + old.n WHERE k = 'next_offset' AND v < old.first + old.n;
 END;

@@ -149,6 +149,27 @@ func TestTheEndIsRightAfterReopenWhateverLastMovedIt(t *testing.T) {
 			t.Fatalf("Append to the reopened fenced log = %v; want a FencedError at 13", err)
 		}
 	})
+	t.Run("next_offset is the end or a buffered group's first", func(t *testing.T) {
+		// So an older streamcast, which takes next_offset for the end,
+		// fails on the groups' primary key rather than reuse an offset
+		// once evict has taken the groups below it.
+		l := createLog(t, schemaAny(), tierConfig())
+		appendN(t, l, 5)
+		if _, err := l.Seal(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		appendN(t, l, 3)
+		if n, err := l.Evict(ctx); err != nil || n != 15 {
+			t.Fatalf("Evict = %d, %v; want 15 rows", n, err)
+		}
+		var stored, firstBuffered int64
+		if err := l.rdb.QueryRow(`SELECT (SELECT v FROM meta WHERE k = 'next_offset'), (SELECT min(first) FROM groups)`).Scan(&stored, &firstBuffered); err != nil {
+			t.Fatal(err)
+		}
+		if stored != firstBuffered {
+			t.Fatalf("stored next_offset is %d after evicting [1,16) with [16,25) buffered; want 16, where an older writer's insert collides", stored)
+		}
+	})
 	t.Run("log made before the trigger", func(t *testing.T) {
 		// Such a log's next_offset is exact (every commit wrote it); Open
 		// adds the trigger before anything appends or evicts.
