@@ -98,10 +98,10 @@ CREATE TABLE files (
 // that also rewrote the meta row put a second page into the WAL for every
 // group, whatever its size. next_offset is written where the last group
 // does not tell the end: at create (the log's start), by AdvanceNext (an
-// ingest writes files, not groups), and by endDDL's trigger when the last
-// group leaves the buffer. It only ever rises, so the larger of the two is
-// the end (I1), in every process that reads buffer.db. Every read of the
-// end goes through endSQL, in one statement, so it sees one snapshot.
+// ingest writes files, not groups), and by endDDL's trigger when a group
+// leaves the buffer. It only ever rises, so the larger of the two is the
+// end (I1), in every process that reads buffer.db. Every read of the end
+// goes through endSQL, in one statement, so it sees one snapshot.
 const endSQL = `max((SELECT v FROM meta WHERE k = 'next_offset'),
 	coalesce((SELECT first + n FROM groups ORDER BY first DESC LIMIT 1), 0))`
 
