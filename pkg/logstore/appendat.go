@@ -49,8 +49,7 @@ func (l *Log) AppendAt(ctx context.Context, first int64, rows [][]byte, ts []int
 			}
 			i = j
 		}
-		_, err := l.stmts.updNext.ExecContext(ctx, first+n)
-		return err
+		return nil // no next_offset write: the last group is the end (endSQL)
 	})
 	if err != nil {
 		if rerr := l.reloadNext(); rerr != nil {

@@ -50,7 +50,8 @@ func openDB(path string, write bool, checkpointPages int) (*sql.DB, error) {
 // The tables of buffer.db.
 //
 //	meta          k → v: format, schema, schema_kind, config, next_offset, start_offset,
-//	              and once set: fenced_end (Fence), floor (SetFloor)
+//	              and once set: fenced_end (Fence), floor (SetFloor); next_offset is
+//	              a lower bound of the end, see endSQL
 //	groups        one row per commit group: first offset, count, ts, packed rows
 //	marks         exactly-once marks, upserted with the group they cover
 //	seal_intents  seals begun but not completed (at most one per sealer)
@@ -89,7 +90,37 @@ CREATE TABLE files (
 	stats        TEXT NOT NULL,
 	sealed_us    INTEGER NOT NULL
 );
-` + tiersDDL
+` + tiersDDL + endDDL
+
+// endSQL is the log's end, the next offset to assign, as one SQL
+// expression: the end of the last buffered group, or meta next_offset when
+// that is further. Append writes only its group, not next_offset: a commit
+// that also rewrote the meta row put a second page into the WAL for every
+// group, whatever its size. next_offset is written where the last group
+// does not tell the end: at create (the log's start), by AdvanceNext (an
+// ingest writes files, not groups), and by endDDL's trigger when a group
+// leaves the buffer. It only ever rises, so the larger of the two is the
+// end (I1), in every process that reads buffer.db. Every read of the end
+// goes through endSQL, in one statement, so it sees one snapshot.
+const endSQL = `max((SELECT v FROM meta WHERE k = 'next_offset'),
+	coalesce((SELECT first + n FROM groups ORDER BY first DESC LIMIT 1), 0))`
+
+// endDDL keeps endSQL true when groups are deleted (evict, delete-below,
+// whoever runs it): deleting a group raises next_offset to that group's
+// end, so the end never moves back when the last group goes and an offset
+// is never handed out twice. Open adds the trigger to logs made before it
+// existed, before anything appends.
+//
+// It fires for every deleted group, not only the last: next_offset is
+// then always either the end or the first offset of a buffered group, so
+// an older streamcast that takes next_offset for the end fails on the
+// group's primary key rather than hand out an offset again.
+const endDDL = `
+CREATE TRIGGER IF NOT EXISTS groups_keep_end AFTER DELETE ON groups
+BEGIN
+	UPDATE meta SET v = old.first + old.n WHERE k = 'next_offset' AND v < old.first + old.n;
+END;
+`
 
 // tiersDDL creates the tables of compaction, publishing and deletion. Open
 // runs it on logs created before these tiers existed.
@@ -200,13 +231,14 @@ func initBuffer(dir string, sch *schema.Schema, cfg Config, created time.Time) e
 	return nil
 }
 
-// writeStmts are the append path's statements, prepared once on wconn.
+// writeStmts are the append path's statements, prepared once on wconn, so
+// a commit parses no SQL.
 type writeStmts struct {
-	insGroup, updNext, upsMark, insHist *sql.Stmt
+	begin, commit, rollback, insGroup, upsMark, insHist *sql.Stmt
 }
 
 func (s *writeStmts) close() {
-	for _, st := range []*sql.Stmt{s.insGroup, s.updNext, s.upsMark, s.insHist} {
+	for _, st := range []*sql.Stmt{s.begin, s.commit, s.rollback, s.insGroup, s.upsMark, s.insHist} {
 		if st != nil {
 			st.Close()
 		}
@@ -224,8 +256,10 @@ func (l *Log) prepare(ctx context.Context) error {
 		st, err = l.wconn.PrepareContext(ctx, q)
 		return st
 	}
+	l.stmts.begin = prep(`BEGIN IMMEDIATE`)
+	l.stmts.commit = prep(`COMMIT`)
+	l.stmts.rollback = prep(`ROLLBACK`)
 	l.stmts.insGroup = prep(`INSERT INTO groups(first, n, ts, rows) VALUES (?, ?, ?, ?)`)
-	l.stmts.updNext = prep(`UPDATE meta SET v = ? WHERE k = 'next_offset'`)
 	l.stmts.upsMark = prep(`INSERT INTO marks(publisher, last_seq, last_offset) VALUES (?, ?, ?)
 		ON CONFLICT(publisher) DO UPDATE SET last_seq = excluded.last_seq, last_offset = excluded.last_offset`)
 	l.stmts.insHist = prep(`INSERT OR REPLACE INTO mark_history(publisher, last_offset, last_seq) VALUES (?, ?, ?)`)
@@ -285,28 +319,31 @@ func (l *Log) Append(ctx context.Context, rows [][]byte, ts int64, marks []Mark)
 }
 
 func (l *Log) appendTx(ctx context.Context, first, n, ts int64, marks []Mark) (err error) {
-	c := l.wconn
-	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	// Only BEGIN takes ctx: it is the statement that may wait, for another
+	// process's write transaction. The driver watches a cancellable context
+	// with a goroutine per statement; the statements inside the
+	// transaction are short, so they run without one and ctx is checked
+	// again before COMMIT.
+	if _, err := l.stmts.begin.ExecContext(ctx); err != nil {
 		return err
 	}
+	bg := context.Background()
 	defer func() {
 		if err != nil {
-			_, _ = c.ExecContext(context.Background(), "ROLLBACK")
+			_, _ = l.stmts.rollback.ExecContext(bg)
 		}
 	}()
-	if _, err := l.stmts.insGroup.ExecContext(ctx, first, n, ts, l.packed); err != nil {
-		return err
-	}
-	if _, err := l.stmts.updNext.ExecContext(ctx, first+n); err != nil {
+	// No next_offset write: the group is the end (endSQL).
+	if _, err := l.stmts.insGroup.ExecContext(bg, first, n, ts, l.packed); err != nil {
 		return err
 	}
 	for _, m := range marks {
-		if _, err := l.stmts.upsMark.ExecContext(ctx, m.Publisher, m.LastSeq, m.LastOffset); err != nil {
+		if _, err := l.stmts.upsMark.ExecContext(bg, m.Publisher, m.LastSeq, m.LastOffset); err != nil {
 			return fmt.Errorf("store mark of publisher %q: %w", m.Publisher, err)
 		}
 		// The history lets a publish pass write the marks as of the rows
 		// it published (MarksAsOf), which a table-only restore brings back.
-		if _, err := l.stmts.insHist.ExecContext(ctx, m.Publisher, m.LastOffset, m.LastSeq); err != nil {
+		if _, err := l.stmts.insHist.ExecContext(bg, m.Publisher, m.LastOffset, m.LastSeq); err != nil {
 			return fmt.Errorf("store mark history of publisher %q: %w", m.Publisher, err)
 		}
 	}
@@ -315,14 +352,14 @@ func (l *Log) appendTx(ctx context.Context, first, n, ts int64, marks []Mark) (e
 	}
 	// COMMIT runs uncancellable: interrupting it would leave the outcome
 	// for the caller to guess.
-	_, err = c.ExecContext(context.Background(), "COMMIT")
+	_, err = l.stmts.commit.ExecContext(bg)
 	return err
 }
 
-// reloadNext re-reads next_offset from buffer.db (after a failed commit).
+// reloadNext re-reads the end from buffer.db (after a failed commit).
 func (l *Log) reloadNext() error {
 	var next int64
-	err := l.wconn.QueryRowContext(context.Background(), `SELECT v FROM meta WHERE k = 'next_offset'`).Scan(&next)
+	err := l.wconn.QueryRowContext(context.Background(), `SELECT `+endSQL).Scan(&next)
 	if err != nil {
 		return fmt.Errorf("re-read next offset: %w", err)
 	}

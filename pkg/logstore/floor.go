@@ -36,7 +36,7 @@ func (l *Log) FloorFor(ctx context.Context, cutoffTS int64) (floor int64, err er
 	var end, cur int64
 	err = tx.QueryRowContext(ctx, q, cutoffTS).Scan(&newer)
 	if err == nil {
-		err = tx.QueryRowContext(ctx, `SELECT (SELECT v FROM meta WHERE k = 'next_offset'), coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &cur)
+		err = tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &cur)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("find the floor of log %s: %w", l.dir, err)
@@ -57,7 +57,7 @@ func (l *Log) FloorFor(ctx context.Context, cutoffTS int64) (floor int64, err er
 func (l *Log) SetFloor(ctx context.Context, floor int64) error {
 	err := l.writeTx(ctx, func(c *sql.Conn) error {
 		var end int64
-		if err := c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'next_offset'`).Scan(&end); err != nil {
+		if err := c.QueryRowContext(ctx, `SELECT `+endSQL).Scan(&end); err != nil {
 			return err
 		}
 		if floor > end {

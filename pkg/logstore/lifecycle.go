@@ -27,7 +27,7 @@ func (l *Log) Fence(ctx context.Context) (end int64, err error) {
 		return l.fenced, nil
 	}
 	err = l.writeTxLocked(ctx, func(c *sql.Conn) error {
-		if err := c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'next_offset'`).Scan(&end); err != nil {
+		if err := c.QueryRowContext(ctx, `SELECT `+endSQL).Scan(&end); err != nil {
 			return err
 		}
 		_, err := c.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES ('fenced_end', ?)`, end)
@@ -48,7 +48,7 @@ func (l *Log) Fence(ctx context.Context) (end int64, err error) {
 func (l *Log) ImportMarks(ctx context.Context, marks []Mark) error {
 	err := l.writeTx(ctx, func(c *sql.Conn) error {
 		var start, next int64
-		err := c.QueryRowContext(ctx, `SELECT (SELECT v FROM meta WHERE k = 'start_offset'), (SELECT v FROM meta WHERE k = 'next_offset')`).Scan(&start, &next)
+		err := c.QueryRowContext(ctx, `SELECT (SELECT v FROM meta WHERE k = 'start_offset'), `+endSQL).Scan(&start, &next)
 		if err != nil {
 			return err
 		}

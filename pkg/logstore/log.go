@@ -259,9 +259,11 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 			return fail(err)
 		}
 		// Logs made before compaction and publishing existed get their
-		// tables now; IF NOT EXISTS makes this a no-op otherwise.
+		// tables now, and logs made before Append stopped writing
+		// next_offset the trigger that keeps the end (endDDL); IF NOT
+		// EXISTS makes this a no-op otherwise.
 		if err := l.writeTx(ctx, func(c *sql.Conn) error {
-			if _, err := c.ExecContext(ctx, tiersDDL); err != nil {
+			if _, err := c.ExecContext(ctx, tiersDDL+endDDL); err != nil {
 				return err
 			}
 			if l.logID == "" {
@@ -455,7 +457,11 @@ func readMeta(ctx context.Context, db *sql.DB) (meta, error) {
 	if !ok || next < 1 {
 		return m, fmt.Errorf("buffer.db meta has next_offset %v; expected a positive integer", kv["next_offset"])
 	}
-	m.next = next
+	// next_offset is a lower bound; the end is read in one statement, so
+	// an evict in another process cannot fall between its two halves.
+	if err := db.QueryRowContext(ctx, `SELECT `+endSQL).Scan(&m.next); err != nil {
+		return m, fmt.Errorf("read buffer.db's end: %w", err)
+	}
 	// start_offset is the truth about where the log starts, whatever the
 	// stored config says (logs made before Config.Start store none).
 	start, ok := kv["start_offset"].(int64)

@@ -351,7 +351,7 @@ func (l *Log) AdvanceNext(ctx context.Context, start, end int64, fn func(tx *Tx)
 		var next int64
 		sealed, ok, err := sealedEnd(ctx, c, l.tiers)
 		if err == nil {
-			err = c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'next_offset'`).Scan(&next)
+			err = c.QueryRowContext(ctx, `SELECT `+endSQL).Scan(&next)
 		}
 		if err != nil {
 			return err

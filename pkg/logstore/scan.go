@@ -30,7 +30,7 @@ func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 	defer tx.Rollback()
 	var pmin, fmin, gmin sql.NullInt64
 	var floor int64
-	err = tx.QueryRowContext(ctx, `SELECT (SELECT v FROM meta WHERE k = 'next_offset'), coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor)
+	err = tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor)
 	if err == nil && l.tiers {
 		err = tx.QueryRowContext(ctx, `SELECT min(start_offset) FROM published`).Scan(&pmin)
 	}

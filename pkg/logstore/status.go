@@ -39,7 +39,7 @@ func (l *Log) Status(ctx context.Context) (Status, error) {
 			err = tx.QueryRowContext(ctx, query).Scan(dst...)
 		}
 	}
-	q(`SELECT v FROM meta WHERE k = 'next_offset'`, &st.End)
+	q(`SELECT `+endSQL, &st.End)
 	q(`SELECT (SELECT v FROM meta WHERE k = 'start_offset'), (SELECT count(*) FROM meta WHERE k = 'fenced_end'),
 		coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`, &st.Start, &st.Fenced, &st.Floor)
 	q(`SELECT coalesce(sum(n), 0), count(*) FROM groups`, &st.BufferedRows, &st.BufferedGroups)

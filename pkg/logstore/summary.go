@@ -52,7 +52,7 @@ func (l *Log) Summary(ctx context.Context, from int64) (Summary, error) {
 		return Summary{}, fmt.Errorf("summarise log %s: %w", l.dir, err)
 	}
 	var end, floor int64
-	if err := tx.QueryRowContext(ctx, `SELECT (SELECT v FROM meta WHERE k = 'next_offset'), coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor); err != nil {
 		return fail(err)
 	}
 	floor = max(floor, from)
