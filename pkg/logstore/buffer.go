@@ -260,6 +260,9 @@ func (l *Log) Append(ctx context.Context, rows [][]byte, ts int64, marks []Mark)
 	if l.fenced != 0 {
 		return 0, &FencedError{Dir: l.dir, End: l.fenced}
 	}
+	if err := l.writerLocked(ctx); err != nil {
+		return 0, fmt.Errorf("append to log %s: %w", l.dir, err)
+	}
 	first = l.next
 	n := int64(len(rows))
 	l.packed = packRows(l.packed[:0], rows)
@@ -353,8 +356,8 @@ func (l *Log) writeTxLocked(ctx context.Context, fn func(c *sql.Conn) error) (er
 	if l.closed.Load() {
 		return fmt.Errorf("log %s: %w", l.dir, ErrClosed)
 	}
-	if l.wconn == nil {
-		return fmt.Errorf("log %s: %w", l.dir, ErrReadOnly)
+	if err := l.writerLocked(ctx); err != nil {
+		return err
 	}
 	c := l.wconn
 	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
