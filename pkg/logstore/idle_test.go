@@ -97,3 +97,54 @@ func TestAnIdleLogHoldsOnlyItsLock(t *testing.T) {
 	}
 	waitUntil(t, fmt.Sprintf("after a read, an idle log still holds %v", descriptorsUnder(t, dir)), 30*time.Second, onlyLock)
 }
+
+// TestActivityIgnoresOpensAndClosesOfAQuietLog: the fingerprint the
+// maintenance children compare (ReadActivity) stays the same while
+// processes open and close a log that nobody writes to, as serve's idle
+// close and the children's visits do in turn, and moves with a commit.
+// Were it to move on an open or a close, the children would reopen every
+// idle log on every pass.
+func TestActivityIgnoresOpensAndClosesOfAQuietLog(t *testing.T) {
+	l := createLog(t, schemaAny(), Config{})
+	dir := l.Dir()
+	if _, err := l.Append(context.Background(), batch("a", 3), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	quiet, err := ReadActivity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, mode := range []Mode{Maintainer, ReadOnly, Writer, Maintainer} {
+		o, err := Open(dir, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := o.Extent(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// Another process looks while this one has the log open.
+		if a, err := ReadActivity(dir); err != nil || a != quiet {
+			t.Fatalf("open %d (%s), no commit: the fingerprint moved (%v)", i, mode, err)
+		}
+		if err := o.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if a, err := ReadActivity(dir); err != nil || a != quiet {
+			t.Fatalf("open and close %d (%s), no commit: the fingerprint moved (%v)", i, mode, err)
+		}
+	}
+	w, err := Open(dir, Writer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Append(context.Background(), batch("b", 1), 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := ReadActivity(dir); err != nil || a == quiet {
+		t.Fatalf("a commit left the fingerprint as it was (%v)", err)
+	}
+}
