@@ -1,6 +1,7 @@
 package activity
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -33,6 +34,7 @@ type Activity struct {
 const (
 	walIndexFrom = 14
 	walIndexTo   = 40
+	walIndexInit = 12 // isInit: 0 while the index is being rebuilt
 )
 
 // stamp is what stat says of one file.
@@ -52,9 +54,17 @@ func Read(dir, file string) (Activity, error) {
 	// The header moves with every commit and checkpoint: while it is
 	// there, the files' stamps add nothing.
 	var hdr [walIndexTo]byte
-	if readHeader(path+"-shm", hdr[:]) {
+	inFlux := false
+	switch n := readHeader(path+"-shm", hdr[:]); {
+	case n == len(hdr) && hdr[walIndexInit] != 0:
 		copy(a.walIndex[:], hdr[walIndexFrom:])
 		return a, nil
+	case n >= 0:
+		// The index is there but not whole: the first process to open
+		// the log truncates it and rebuilds it from the WAL, the same
+		// header as before unless something commits. Say so rather
+		// than hand back a fingerprint that differs only for that.
+		inFlux = true
 	}
 	db, ok, err := statStamp(path)
 	switch {
@@ -67,5 +77,14 @@ func Read(dir, file string) (Activity, error) {
 	if a.wal, _, err = statStamp(path + "-wal"); err != nil {
 		return a, fmt.Errorf("read the state of log %s: %w", dir, err)
 	}
+	if inFlux {
+		return a, fmt.Errorf("read the state of log %s: %w", dir, ErrInFlux)
+	}
 	return a, nil
 }
+
+// ErrInFlux is wrapped by Read when another process is rebuilding the
+// log's WAL index just now (its first open of the log): the Activity
+// returned beside it is the files' stamps, which says nothing of whether
+// anything committed. Look again a moment later.
+var ErrInFlux = errors.New("the WAL index is being rebuilt by a process opening the log")
