@@ -114,7 +114,8 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 		return errors.New("no logs to maintain: give at least one log directory")
 	}
 	for _, dir := range dirs {
-		if _, err := logstore.ReadActivity(dir); err != nil {
+		// A log another process is opening just now is still a log.
+		if _, err := logstore.ReadActivity(dir); err != nil && !errors.Is(err, logstore.ErrActivityInFlux) {
 			return fmt.Errorf("%w; give the directory of an existing log, <root>/<stream>/<log>: "+
 				"serve creates one for each durable stream in its config", err)
 		}
