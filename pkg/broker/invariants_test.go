@@ -513,11 +513,33 @@ func verifyAcked(t testing.TB, srv *Server, acked map[int64]int64, seenFrames ma
 }
 
 // TestSilentAndVanishedPeersAreDropped: a subscriber that closes is removed
-// at once even on a silent stream, and one that stops answering pings is
-// dropped by keepalive.
+// at once even on a silent stream, one that stops answering pings is
+// dropped by keepalive, and one that answers them stays. The test drives
+// keepalive's ticks itself, so a loaded machine cannot make a live peer
+// look silent.
 func TestSilentAndVanishedPeersAreDropped(t *testing.T) {
-	srv := startServer(t, testConfig(t), Options{PingInterval: 100 * time.Millisecond})
+	ticks := make(chan time.Time)
+	srv := startServer(t, testConfig(t), Options{keepaliveTicks: ticks})
 	subs := func() int64 { return streamStats(srv, "trades").Subscribers }
+	// tick hands keepalive one tick. The channel is unbuffered, so when a
+	// send returns, keepalive has finished the pass of the tick before.
+	tick := func() {
+		select {
+		case ticks <- time.Now():
+		case <-time.After(30 * time.Second):
+			t.Fatal("keepalive took no tick for 30 s")
+		}
+	}
+	// reads is what keepalive sees of the peers: frames read from them.
+	reads := func() int64 {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		var n int64
+		for c := range srv.conns {
+			n += c.reads.Load()
+		}
+		return n
+	}
 
 	ws, _ := mustDial(t, wsURL(srv, "/trades"))
 	waitFor(t, "one subscriber", 5*time.Second, func() bool { return subs() == 1 })
@@ -529,13 +551,17 @@ func TestSilentAndVanishedPeersAreDropped(t *testing.T) {
 	_ = ws2.NetConn().Close() // vanish without a close frame
 	waitFor(t, "vanished peer detaches", 5*time.Second, func() bool { return subs() == 0 })
 
-	// A peer that never reads never answers pings.
+	// A peer that never reads never answers pings: dropped within three
+	// ticks (the ping's own write counts as progress once).
 	ws3, _ := mustDial(t, wsURL(srv, "/trades"))
 	_ = ws3
 	waitFor(t, "one subscriber", 5*time.Second, func() bool { return subs() == 1 })
-	waitFor(t, "silent peer dropped by keepalive", 5*time.Second, func() bool { return subs() == 0 })
+	for range 4 { // the fourth returns once the third pass is done
+		tick()
+	}
+	waitFor(t, "silent peer dropped by keepalive", 10*time.Second, func() bool { return subs() == 0 })
 
-	// A peer that reads (and so answers pings) stays.
+	// A peer that reads (and so answers pings) stays, tick after tick.
 	ws4, _ := mustDial(t, wsURL(srv, "/trades"))
 	go func() {
 		for {
@@ -544,7 +570,16 @@ func TestSilentAndVanishedPeersAreDropped(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(600 * time.Millisecond)
+	waitFor(t, "one subscriber", 5*time.Second, func() bool { return subs() == 1 })
+	for i := range 6 {
+		before := reads()
+		tick()
+		waitFor(t, fmt.Sprintf("the pong of ping %d", i+1), 30*time.Second, func() bool { return reads() > before || subs() == 0 })
+		if subs() != 1 {
+			t.Fatalf("a live peer was dropped after %d pings it answered", i)
+		}
+	}
+	tick() // the sixth pass is done
 	if subs() != 1 {
 		t.Fatalf("a live peer was dropped")
 	}

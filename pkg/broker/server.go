@@ -80,6 +80,9 @@ type Options struct {
 	// before it writes n queued data frames, which are then still counted
 	// in the queue: a hook that blocks holds them "in write".
 	writeHook func(c *wsConn, n int)
+	// keepaliveTicks, when set (tests only), drives keepalive in place of
+	// a PingInterval ticker: each value received is one tick.
+	keepaliveTicks <-chan time.Time
 
 	// Middleware wraps every request after the server's own Origin check
 	// and authentication, and before the routes, in order (the first is outermost).
@@ -583,15 +586,19 @@ func (s *Server) unregister(c *wsConn) {
 // keepaliveLoop pings every connection each interval and drops a peer that
 // sent nothing, not even a pong, since the previous ping.
 func (s *Server) keepaliveLoop(stop <-chan struct{}) {
-	t := time.NewTicker(s.opts.PingInterval)
-	defer t.Stop()
+	ticks := s.opts.keepaliveTicks
+	if ticks == nil {
+		t := time.NewTicker(s.opts.PingInterval)
+		defer t.Stop()
+		ticks = t.C
+	}
 	ping := frame.Control(frame.OpPing, nil)
 	var conns []*wsConn
 	for {
 		select {
 		case <-stop:
 			return
-		case <-t.C:
+		case <-ticks:
 		}
 		conns = conns[:0]
 		s.mu.Lock()

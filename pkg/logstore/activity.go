@@ -13,9 +13,14 @@ import (
 // opening the log (package activity says what it covers).
 type Activity = activity.Activity
 
+// ErrActivityInFlux is wrapped by ReadActivity while another process,
+// opening the log, rebuilds its WAL index (activity.ErrInFlux).
+var ErrActivityInFlux = activity.ErrInFlux
+
 // ReadActivity reads the Activity of the log in dir (activity.Read). A
 // directory with neither buffer.db nor its WAL index is an error wrapping
-// fs.ErrNotExist.
+// fs.ErrNotExist; one whose WAL index is being rebuilt just now, one
+// wrapping ErrActivityInFlux.
 func ReadActivity(dir string) (Activity, error) {
 	return activity.Read(dir, bufferFile)
 }

@@ -3,13 +3,14 @@ package logstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+	"modernc.org/sqlite"
 
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -40,11 +41,35 @@ func dsn(path string, write bool, checkpointPages int) string {
 }
 
 func openDB(path string, write bool, checkpointPages int) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", dsn(path, write, checkpointPages))
+	c, err := sqlite.NewConnector(dsn(path, write, checkpointPages))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return db, nil
+	return sql.OpenDB(persistentWAL{c}), nil
+}
+
+// persistentWAL opens connections that leave the WAL and its index in
+// place when the last one closes (SQLITE_FCNTL_PERSIST_WAL); SQLite still
+// checkpoints everything into buffer.db then. Without it, the last close
+// deletes buffer.db-shm, whose header is how the maintenance processes
+// see, without opening a log, that nothing changed (package activity):
+// with logs closing when idle (WithIdleClose), each process's open and
+// close of a quiet log would look like a change to the others, and they
+// would reopen it in turn, forever.
+type persistentWAL struct{ driver.Connector }
+
+func (p persistentWAL) Connect(ctx context.Context) (driver.Conn, error) {
+	c, err := p.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if fc, ok := c.(sqlite.FileControl); ok {
+		if _, err := fc.FileControlPersistWAL("main", 1); err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("keep the WAL of buffer.db across closes: %w", err)
+		}
+	}
+	return c, nil
 }
 
 // The tables of buffer.db.
@@ -303,6 +328,9 @@ func (l *Log) Append(ctx context.Context, rows [][]byte, ts int64, marks []Mark)
 	if l.fenced != 0 {
 		return 0, &FencedError{Dir: l.dir, End: l.fenced}
 	}
+	if err := l.writerLocked(ctx); err != nil {
+		return 0, fmt.Errorf("append to log %s: %w", l.dir, err)
+	}
 	first = l.next
 	n := int64(len(rows))
 	l.packed = packRows(l.packed[:0], rows)
@@ -404,8 +432,8 @@ func (l *Log) writeTxLocked(ctx context.Context, fn func(c *sql.Conn) error) (er
 	if l.closed.Load() {
 		return fmt.Errorf("log %s: %w", l.dir, ErrClosed)
 	}
-	if l.wconn == nil {
-		return fmt.Errorf("log %s: %w", l.dir, ErrReadOnly)
+	if err := l.writerLocked(ctx); err != nil {
+		return err
 	}
 	c := l.wconn
 	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {

@@ -30,5 +30,7 @@
 // It never validates rows (callers hand it canonical bytes pkg/schema
 // accepted), never finds a file by listing a directory, and knows nothing
 // of the wire, subscribers or the server. It keeps no mutable state of its
-// own and reads the time only through a handle's Clock.
+// own and reads the time only through a handle's Clock, save for
+// WithIdleClose's timer: when to let an idle connection go is a bound on
+// descriptors, not part of a log's meaning, and runs on wall time.
 package logstore

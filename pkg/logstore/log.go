@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
@@ -70,6 +71,11 @@ type Log struct {
 	next   int64  // next offset to assign; Writer only, guarded by wmu
 	fenced int64  // the end Fence recorded (0: not fenced); Writer only, guarded by wmu
 	packed []byte // reused packing buffer, guarded by wmu
+
+	// The idle close of the write connection (WithIdleClose), guarded by
+	// wmu: the last write through wconn, and the timer that closes it.
+	lastWrite time.Time
+	idleTimer *time.Timer
 
 	rdb *sql.DB // reads: scans, extents, seal input
 
@@ -220,8 +226,9 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	l.rdb.SetMaxOpenConns(4)
-	l.rdb.SetMaxIdleConns(4)
+	l.rdb.SetMaxOpenConns(readConns)
+	l.rdb.SetMaxIdleConns(readConns)
+	l.rdb.SetConnMaxIdleTime(o.idleClose)
 	fail := func(err error) (*Log, error) {
 		l.closeDBs()
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
@@ -254,6 +261,9 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 			return fail(err)
 		}
 		l.wdb.SetMaxOpenConns(1)
+		// wconn is the only connection: when it is let go (WithIdleClose)
+		// it closes rather than waiting in the pool.
+		l.wdb.SetMaxIdleConns(0)
 		l.wconn, err = l.wdb.Conn(ctx)
 		if err != nil {
 			return fail(err)
@@ -298,6 +308,11 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 		}
 		l.tiers = n > 0
 	}
+	if l.idleClosing() {
+		// Nothing writes until the first Append or step: a server
+		// opening thousands of logs holds no connection per idle one.
+		l.releaseWriterLocked()
+	}
 	if l.logID == "" {
 		// A read-only open of a log no maintainer has opened since it got a
 		// log id: read it again in case another process just wrote it.
@@ -313,6 +328,10 @@ func (l *Log) Close() error {
 	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	if l.idleTimer != nil {
+		l.idleTimer.Stop()
+		l.idleTimer = nil
+	}
 	err := l.closeDBs()
 	l.lock.Release()
 	l.pubMu.Lock()

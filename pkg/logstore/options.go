@@ -58,6 +58,10 @@ type options struct {
 	// wal_autocheckpoint (SQLite's default, 1000, otherwise).
 	checkpointPages int
 
+	// idleClose, when positive, is how long a connection may go unused
+	// before the handle closes it (WithIdleClose).
+	idleClose time.Duration
+
 	// crashPoint, when set, is called at the points between the steps of a
 	// maintenance operation where a crash leaves work for recovery; an error
 	// stops the step there, exactly as a crash would (nothing after it

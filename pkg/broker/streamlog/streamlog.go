@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/log"
 
@@ -17,6 +18,11 @@ import (
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
+
+// IdleClose is how long a served log's SQLite connections may go unused
+// before the log closes them (logstore.WithIdleClose); the next publish
+// or read opens them again.
+const IdleClose = 5 * time.Second
 
 // Spec is what Open needs of a durable stream and of its server.
 type Spec struct {
@@ -74,6 +80,9 @@ func Open(ctx context.Context, root string, sp Spec) (*Opened, error) {
 		sp.Logger.Info("stream metadata "+res.Outcome.String(), "stream", sp.Stream.Name, "stream_id", res.Metadata.StreamID, "metadata", store.PublishedURI())
 	}
 	clock := logstore.WithClock(sp.Clock)
+	// A quiet stream's log lets its SQLite connections go, keeping only
+	// its lock: thousands of idle streams must fit in the descriptor limit.
+	idle := logstore.WithIdleClose(IdleClose)
 	var wal logstore.Option // nil: SQLite checkpoints after commits
 	if sp.Stream.Replicate {
 		wal = logstore.WithReplicatedWAL() // the replicator checkpoints (docs/design.md §4.9)
@@ -99,7 +108,7 @@ func Open(ctx context.Context, root string, sp Spec) (*Opened, error) {
 		if err := os.MkdirAll(lay.StreamDir(sp.Stream.Name), 0o755); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", sp.Stream.Name, err)
 		}
-		lg, err = logstore.Create(dir, sp.Schema, lc, clock, wal)
+		lg, err = logstore.Create(dir, sp.Schema, lc, clock, wal, idle)
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: %w", sp.Stream.Name, err)
 		}
@@ -120,7 +129,7 @@ func Open(ctx context.Context, root string, sp Spec) (*Opened, error) {
 			return nil, fmt.Errorf("stream %q: its metadata %s (version %d) names no log; restore the stream's home directory from a backup", sp.Stream.Name, store.HomeURI(), md.Version)
 		}
 		dir := lay.LogDir(sp.Stream.Name, cur.Name)
-		lg, err = logstore.Open(dir, logstore.Writer, clock, wal)
+		lg, err = logstore.Open(dir, logstore.Writer, clock, wal, idle)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("stream %q: its metadata %s (version %d) names log %s as current, but %s holds no log; "+
 				"a log is never created afresh under metadata that names it (docs/design.md I8): restore that directory from a backup",

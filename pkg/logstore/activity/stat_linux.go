@@ -18,15 +18,18 @@ func statStamp(path string) (s stamp, ok bool, err error) {
 	return stamp{st.Size, st.Mtim.Nano()}, true, nil
 }
 
-// readHeader reads len(buf) bytes at the start of path, without
-// registering the file with the runtime's poller as os.Open does.
-// ok=false when the file is not there or shorter.
-func readHeader(path string, buf []byte) bool {
+// readHeader reads up to len(buf) bytes at the start of path, without
+// registering the file with the runtime's poller as os.Open does, and
+// returns how many it read: -1 when the file is not there.
+func readHeader(path string, buf []byte) int {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return false
+		return -1
 	}
 	n, err := syscall.Pread(fd, buf, 0)
 	_ = syscall.Close(fd)
-	return err == nil && n == len(buf)
+	if err != nil {
+		return -1
+	}
+	return n
 }

@@ -4,6 +4,7 @@ package activity
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 )
@@ -20,14 +21,17 @@ func statStamp(path string) (s stamp, ok bool, err error) {
 	return stamp{fi.Size(), fi.ModTime().UnixNano()}, true, nil
 }
 
-// readHeader reads len(buf) bytes at the start of path. ok=false when the
-// file is not there or shorter.
-func readHeader(path string, buf []byte) bool {
+// readHeader reads up to len(buf) bytes at the start of path and returns
+// how many it read: -1 when the file is not there.
+func readHeader(path string, buf []byte) int {
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return -1
 	}
 	defer f.Close()
 	n, err := f.ReadAt(buf, 0)
-	return err == nil && n == len(buf)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return -1
+	}
+	return n
 }

@@ -114,7 +114,8 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 		return errors.New("no logs to maintain: give at least one log directory")
 	}
 	for _, dir := range dirs {
-		if _, err := logstore.ReadActivity(dir); err != nil {
+		// A log another process is opening just now is still a log.
+		if _, err := logstore.ReadActivity(dir); err != nil && !errors.Is(err, logstore.ErrActivityInFlux) {
 			return fmt.Errorf("%w; give the directory of an existing log, <root>/<stream>/<log>: "+
 				"serve creates one for each durable stream in its config", err)
 		}
@@ -230,11 +231,18 @@ type logState struct {
 	// is when the next look is due (real time).
 	idle      int
 	nextCheck time.Time
+	// inFlux counts the looks in a row that found the log's WAL index
+	// being rebuilt (logstore.ErrActivityInFlux), at most maxInFlux.
+	inFlux int
 	// flushTo is, for publish, the end the published table must reach
 	// before publish stops flushing: the log's end at the last flush
 	// boundary; 0 when no flush is pending.
 	flushTo int64
 }
+
+// maxInFlux bounds the passes in a row that skip a log because another
+// process was opening it: past it, the log is looked at as if changed.
+const maxInFlux = 3
 
 func newRunner(role Role, dirs []string, opts Options) *runner {
 	logger := opts.Logger
@@ -292,6 +300,18 @@ func (r *runner) visit(ctx context.Context, dir string, flush, forced bool) {
 		return // idle at the last look; see idleCheck
 	}
 	act, err := logstore.ReadActivity(dir)
+	if errors.Is(err, logstore.ErrActivityInFlux) {
+		// Another process is opening the log this instant, which is no
+		// commit. Taking it for one would open the log here, and, with
+		// every role doing so, each open would set the next one off:
+		// look again next pass, a few times at most.
+		if quiet() && st.inFlux < maxInFlux {
+			st.inFlux++
+			return
+		}
+		err = nil // act is then the files' stamps: the log looks changed
+	}
+	st.inFlux = 0
 	if err != nil {
 		r.failures.Error(ctx, "open "+dir, "cannot read log; retrying next pass", "log", dir, "err", err)
 		return

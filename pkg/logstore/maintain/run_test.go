@@ -364,6 +364,28 @@ func TestRunRefusesALogThatDoesNotExist(t *testing.T) {
 	}
 }
 
+// TestRunTakesALogAnotherProcessIsOpening: a log whose WAL index another
+// process is rebuilding at that instant (its first open: the index cut
+// short, or not yet initialised) is a log, not a missing one, and a quiet
+// log in that state is looked at again rather than opened.
+func TestRunTakesALogAnotherProcessIsOpening(t *testing.T) {
+	l := newLog(t, logstore.Config{})
+	dir := l.Dir()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "buffer.db-shm"), make([]byte, 48), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := logstore.ReadActivity(dir); !errors.Is(err, logstore.ErrActivityInFlux) {
+		t.Fatalf("the test's index: %v, want it in flux", err)
+	}
+	var out bytes.Buffer
+	if err := Run(context.Background(), RoleSeal, []string{dir}, Options{Every: time.Millisecond, Passes: 2, Logger: log.New(&out)}); err != nil {
+		t.Fatalf("Run over a log being opened: %v\n%s", err, out.String())
+	}
+}
+
 func TestRunRefusesBadOptions(t *testing.T) {
 	ctx := context.Background()
 	l := newLog(t, logstore.Config{})

@@ -409,18 +409,10 @@ func (in *ingestRun) flushGroup(ctx context.Context) error {
 		}
 	}
 	f := in.file
-	// The statistics are computed beside the write, as seal does; both
-	// read rec, so its lazily cached null counts are settled first.
-	parquetfile.SettleNullCounts(rec)
-	var st []byte
-	var stErr error
-	stDone := make(chan struct{})
-	go func() {
-		defer close(stDone)
-		st, stErr = colstats.Compute(l.Schema(), rec.Columns()[2:])
-	}()
+	// The statistics are computed beside the write, as seal does.
+	waitStats := statsBeside(l.Schema(), rec)
 	err = f.w.WriteGroup(rec)
-	<-stDone
+	st, stErr := waitStats()
 	if err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Join(l.FilesDir(), f.tmp), err)
 	}

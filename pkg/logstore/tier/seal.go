@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/colstats"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 )
 
@@ -104,17 +103,8 @@ func sealAll(ctx context.Context, l *logstore.Log, flush bool) (sealed int64, er
 // statistics are computed beside the write.
 func sealFile(ctx context.Context, l *logstore.Log, in logstore.Buffered) error {
 	rec := in.Rec
-	// The writer and the statistics both read rec: settle the null
-	// counts arrow-go would otherwise cache on first read.
-	parquetfile.SettleNullCounts(rec)
-	var stats []byte
-	var statsErr error
-	statsDone := make(chan struct{})
-	go func() {
-		defer close(statsDone)
-		stats, statsErr = colstats.Compute(l.Schema(), rec.Columns()[2:])
-	}()
-	defer func() { <-statsDone }()
+	waitStats := statsBeside(l.Schema(), rec)
+	defer func() { _, _ = waitStats() }()
 	name := newFileName(in.Start, in.End)
 	// 1. The intent: the range and the name, before the file exists.
 	err := addSealIntent(ctx, l, name, in.Start, in.End)
@@ -133,7 +123,7 @@ func sealFile(ctx context.Context, l *logstore.Log, in logstore.Buffered) error 
 	if err := l.AtCrashPoint("seal:written"); err != nil {
 		return err // the intent stays, as after a crash
 	}
-	<-statsDone
+	stats, statsErr := waitStats()
 	if statsErr != nil {
 		_ = l.RecoverSeals(context.WithoutCancel(ctx))
 		return statsErr

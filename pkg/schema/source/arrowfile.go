@@ -226,6 +226,15 @@ func openArrowFile(sch *schema.Schema, rs readSource) (_ batchReader, err error)
 		}
 		return openArrowStream(sch, readSource{r: rs.f, c: rs.c})
 	}
+	// arrow-go trusts the footer and every message's flatbuffer: check
+	// them first (ipcverify.go). Read beside the progress count.
+	fi, err := rs.f.f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := verifyIPCFile(rs.f.f, fi.Size()); err != nil {
+		return nil, fmt.Errorf("not a readable Arrow IPC file: %w", err)
+	}
 	fr, err := ipc.NewFileReader(rs.f, ipc.WithAllocator(alloc))
 	if err != nil {
 		return nil, fmt.Errorf("not a readable Arrow IPC file: %w", err)
@@ -258,7 +267,9 @@ type ipcStreamSource struct {
 
 func openArrowStream(sch *schema.Schema, rs readSource) (_ batchReader, err error) {
 	defer recovered(&err)
-	r, err := ipc.NewReader(rs.r, ipc.WithAllocator(alloc))
+	// Each message's flatbuffer is verified before arrow-go reads it
+	// (ipcverify.go).
+	r, err := ipc.NewReader(&verifiedStream{r: rs.r}, ipc.WithAllocator(alloc))
 	if err != nil {
 		return nil, fmt.Errorf("not a readable Arrow IPC stream: %w", err)
 	}
