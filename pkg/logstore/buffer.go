@@ -386,6 +386,11 @@ func (l *Log) appendTx(ctx context.Context, first, n, ts int64, marks []Mark) (e
 
 // reloadNext re-reads the end from buffer.db (after a failed commit).
 func (l *Log) reloadNext() error {
+	if l.wconn == nil {
+		// The write connection could not be opened again (WithIdleClose),
+		// so nothing was written and the cached end still holds.
+		return nil
+	}
 	var next int64
 	err := l.wconn.QueryRowContext(context.Background(), `SELECT `+endSQL).Scan(&next)
 	if err != nil {
