@@ -120,6 +120,14 @@ func (in *inbox) close() {
 	in.mu.Unlock()
 }
 
+// reopen takes jobs again after close, for the committer a migration
+// starts over the new log; the old committer has returned.
+func (in *inbox) reopen() {
+	in.mu.Lock()
+	in.closed, in.stopping = false, false
+	in.mu.Unlock()
+}
+
 // stop releases publishers waiting for room (shutdown: what they hold is
 // accepted and committed, the bound notwithstanding).
 func (in *inbox) stop() {

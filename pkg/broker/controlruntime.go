@@ -115,13 +115,79 @@ func (r ctlRuntime) StopStream(_ context.Context, name string) error {
 	return s.finishStop(st, conns)
 }
 
-// Serves implements control.Runtime.
+// MigrateStream implements control.Runtime. The stream stays in the
+// registry and its subscribers stay attached: only its writes stop. Its
+// publishers are fenced and drained as StopStream does, then, once no
+// connection is setting up or replaying (the swap lock), the children
+// leave the old log, it is closed, migrate runs, and the new log opens
+// under the same fan-out set from the seam on.
+func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate func(context.Context) error) (string, error) {
+	s := r.s
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	name := sv.Stream.Name
+	st := s.reg.Get(name)
+	switch {
+	case st == nil:
+		return "", fmt.Errorf("stream %q is not served, so it cannot migrate online", name)
+	case st.storage == nil:
+		return "", fmt.Errorf("stream %q is in the config's streams: list; the control API does not migrate it", name)
+	case st.relay != nil || st.log == nil:
+		return "", fmt.Errorf("stream %q has no log of its own to migrate", name)
+	}
+	conns := st.fenceWrites(wire.WhyStreamMigrating)
+	st.fence(conns)
+	st.drain()
+
+	st.life.swap.Lock()
+	defer st.life.swap.Unlock()
+	st.life.tiers.Store(nil)
+	if err := st.closeLog(); err != nil {
+		s.logger.Error("close the log before its migration", "stream", name, "err", err)
+	}
+	// The children leave the old log before Migrate seals and fences it.
+	if err := s.restartMaintenance(s.runCtx); err != nil {
+		s.logger.Error("the maintenance children did not restart over the new set of logs", "err", err)
+	}
+	err := migrate(ctx)
+	if err == nil {
+		err = st.swapLog(s.runCtx, s.newRegistered(sv))
+	}
+	if err != nil {
+		// The stream cannot serve either log now: stop it whole, its
+		// subscribers too, as StopStream would.
+		s.reg.Remove(name)
+		all := st.beginStop(wire.WhyStreamStopped)
+		st.unfence(false)
+		st.closeSubscribers(all)
+		// A connection ending takes no swap lock; one waiting for it is
+		// refused 4404 once it has it (register).
+		st.waitConns(all, 2*closeGrace)
+		_ = st.closeLog()
+		_ = s.restartMaintenance(s.runCtx)
+		return "", err
+	}
+	st.unfence(true)
+	if err := s.restartMaintenance(s.runCtx); err != nil {
+		// Rows stay safe in the log's buffer; the stream serves on.
+		s.logger.Error("the maintenance children did not restart over the new set of logs", "stream", name, "err", err)
+	}
+	s.logger.Info("stream migrated", "stream", name, "log", st.log.Dir(), "seam", st.endOffset.Load(), "by", "control")
+	return st.streamID(), nil
+}
+
+// Serves implements control.Runtime. While a migration swaps its log the
+// stream is read (its subscribers stay) but not written.
 func (r ctlRuntime) Serves(name string) control.Admission {
 	s := r.s
 	st := s.reg.Get(name)
 	if st == nil {
 		return control.Admission{}
 	}
+	if !st.life.swap.TryRLock() {
+		return control.Admission{Served: true, Read: true}
+	}
+	defer st.life.swap.RUnlock()
 	ready := len(s.cfg.Maintain.Roles()) == 0 || s.sup.Load() != nil
 	return control.Admission{Served: true, Read: true, Write: st.retirement() == nil, ChildrenReady: ready}
 }

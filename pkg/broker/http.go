@@ -60,6 +60,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 // that access for its life, whatever a reload changes.
 func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream, q wire.Request, qerr error, acc auth.Access) {
 	c := newConn(s, ws, nc, frames, st)
+	// What the connection reads of st while it sets up (its schema,
+	// metadata and log) stays put until release: a migration swaps them
+	// only once no connection holds them (stream.hold).
+	release := func() {}
+	if st != nil {
+		release = st.hold()
+	}
 	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce) && st.retirement() == nil && st.relay == nil
 	// Compile the filter before the connection is registered: keepalive
 	// only sees registered connections, so however long a compile takes,
@@ -74,6 +81,7 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 		newPublisher(c, st, q.Publisher) // before register: keepalive may start the writer
 	}
 	if !s.register(c) {
+		release()
 		c.close(websocket.CloseGoingAway, wire.GoingAwayReason(wire.WhyServerStopping))
 		c.finish()
 		return
@@ -109,11 +117,16 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 	case q.Publisher != "" && !st.cfg.ExactlyOnce:
 		c.refuse(&wire.ExactlyOnceUnavailable{Why: "stream"})
 	case isPub:
+		// A publisher is fenced, not waited for, by a migration
+		// (addPublisherReader).
+		release()
 		s.publish(c.pub)
 	default:
 		req := replay.Request{Given: q.Offset != wire.Null, Offset: q.Offset}
-		sub = s.subscribe(c, st, req, filter, echo)
+		sub = s.subscribe(c, st, req, filter, echo, release)
+		release = func() {} // subscribe's now
 	}
+	release()
 	c.readLoop()
 	if sub != nil {
 		st.detach(sub)

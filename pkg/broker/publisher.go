@@ -32,6 +32,8 @@ type publisher struct {
 	id string
 	eo *marks.Holder
 
+	gen int64 // st's log generation it was built in (see addPublisherReader)
+
 	mu         sync.Mutex
 	cond       sync.Cond    // the reader waits for in-flight room; shutdown waits for owed == 0
 	slots      []*replySlot // replies owed and not yet queued, in send order
@@ -55,7 +57,7 @@ type publisher struct {
 // publisher id ("" for a plain publisher).
 func newPublisher(c *wsConn, st *stream, id string) *publisher {
 	// owed starts at 1: the greeting counts until it is written.
-	p := &publisher{c: c, st: st, max: st.limits.MaxInFlight, owed: 1, id: id, dec: pubframe.Decoder{Schema: st.sch}}
+	p := &publisher{c: c, st: st, max: st.limits.MaxInFlight, owed: 1, id: id, gen: st.generation(), dec: pubframe.Decoder{Schema: st.sch}}
 	p.cond.L = &p.mu
 	c.pub = p
 	c.afterWrite = p.written
@@ -70,7 +72,7 @@ func (srv *Server) publish(p *publisher) {
 	st.publishers.Add(1)
 	defer st.publishers.Add(-1)
 
-	if !st.addPublisherReader() {
+	if !st.addPublisherReader(p.gen) {
 		c.close(wire.CloseGoingAway, st.goingAwayReason())
 		return
 	}

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +28,16 @@ type streamLife struct {
 	mu        sync.Mutex
 	conns     map[*wsConn]struct{}
 	stopping  bool
-	goingAway string // the 1001 reason its connections get once stopping
+	fenced    bool   // migrating: no publisher reader joins, subscribers stay
+	gen       int64  // bumped by each swap of the log; a publisher built before one is refused
+	goingAway string // the 1001 reason its connections get once stopping or fenced
+
+	// swap guards what a migration replaces under the stream's
+	// subscribers (log, schema, metadata, marks: swapLog). A connection
+	// holds it for reading while it sets up and while its replay reads the
+	// log; the migration holds it for writing. The fan-out (deliver) never
+	// takes it: the hot path is as before.
+	swap sync.RWMutex
 
 	handlers   sync.WaitGroup // connections registered with the stream, until they end
 	pubReaders sync.WaitGroup // publisher read loops still able to queue rows
@@ -65,12 +76,13 @@ func (st *stream) unregister(c *wsConn) {
 }
 
 // addPublisherReader counts a publisher read loop stopping must wait for;
-// false once st is stopping.
-func (st *stream) addPublisherReader() bool {
+// false once st is stopping or fenced for a migration, or when its log was
+// swapped since the publisher was built (gen: it decodes by the old schema).
+func (st *stream) addPublisherReader(gen int64) bool {
 	l := &st.life
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.stopping {
+	if l.stopping || l.fenced || l.gen != gen {
 		return false
 	}
 	l.pubReaders.Add(1)
@@ -86,6 +98,23 @@ func (st *stream) goingAwayReason() string {
 		return wire.GoingAwayReason(wire.WhyServerStopping)
 	}
 	return l.goingAway
+}
+
+// hold takes st's swap lock for reading: what a connection reads of st
+// while it sets up stays put until the returned release, which is
+// idempotent and may run on another goroutine (a replay's).
+func (st *stream) hold() (release func()) {
+	st.life.swap.RLock()
+	var once sync.Once
+	return func() { once.Do(st.life.swap.RUnlock) }
+}
+
+// generation is the number of log swaps so far; hold is held.
+func (st *stream) generation() int64 {
+	l := &st.life
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gen
 }
 
 // start makes an open stream serve: /stats reads its log and, on a durable
@@ -173,4 +202,60 @@ func (st *stream) waitConns(conns []*wsConn, grace time.Duration) bool {
 	}
 	st.life.handlers.Wait()
 	return false
+}
+
+// fenceWrites begins a migration of st: no publisher reader joins it from
+// now on, and the publishers it has get 1001 (why) once what they sent is
+// committed and acknowledged. Its subscribers stay. It returns the
+// connections to fence.
+func (st *stream) fenceWrites(why string) []*wsConn {
+	l := &st.life
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fenced = true
+	l.goingAway = wire.GoingAwayReason(why)
+	conns := make([]*wsConn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// unfence ends a migration: publishers join again, built from the
+// generation bumped (swapLog).
+func (st *stream) unfence(swapped bool) {
+	l := &st.life
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fenced = false
+	l.goingAway = ""
+	if swapped {
+		l.gen++
+	}
+}
+
+// swapLog serves next, st's successor log, to st's subscribers: the
+// committer stopped and the old log closed, next's schema, sort order,
+// metadata and marks replace the old ones and the committer starts over
+// next. Its first offset is the old end (the seam), so the subscribers'
+// offsets go on with no gap and no overlap (I1). The swap lock is held for
+// writing.
+func (st *stream) swapLog(ctx context.Context, next *stream) error {
+	seam := st.endOffset.Load()
+	st.cfg.Schema, st.cfg.SchemaFile, st.cfg.SortBy = next.cfg.Schema, next.cfg.SchemaFile, next.cfg.SortBy
+	st.sch, st.schemaJSON = next.sch, next.schemaJSON
+	if err := st.openLog(ctx, st.storageConfig().Root); err != nil {
+		return err
+	}
+	if st.end != seam {
+		// Never seen: Migrate creates the next log at the old end. Serving
+		// on would give the subscribers a gap or repeats.
+		err := fmt.Errorf("stream %q: its new log %s starts at offset %d, not at the old log's end %d; stop the stream and run `streamcast migrate` offline",
+			st.name, st.log.Dir(), st.end, seam)
+		_ = st.closeLog()
+		return err
+	}
+	st.inbox.reopen()
+	st.start()
+	return nil
 }

@@ -70,8 +70,9 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 // subscribe attaches c to st (I2), greets it and starts the goroutine that
 // replays [start, frontier) and then writes the live queue. It returns the
 // subscriber to detach when the connection ends, or nil when the request was
-// refused (c is closing).
-func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *schema.Filter, where []byte) *subscriber {
+// refused (c is closing). release lets go of the caller's hold on st
+// (stream.hold): a replay keeps it until it has read the log.
+func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *schema.Filter, where []byte, release func()) *subscriber {
 	ext := replay.Extent{Earliest: wire.Null, End: wire.Null, Start: 1}
 	if req.Given && st.log != nil {
 		var err error
@@ -160,10 +161,14 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 		}
 	}
 	greet := st.greeting(frontier, rg, where)
+	if !hasWindow || start >= frontier {
+		release()
+	}
 	go func() {
 		defer c.wg.Done()
 		if hasWindow && start < frontier {
 			sub.replay(greet, start, frontier)
+			release()
 		} else if err := c.writeDirect(greet); err != nil {
 			c.abort()
 		}

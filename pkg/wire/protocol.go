@@ -68,6 +68,9 @@ const (
 const (
 	WhyServerStopping = "server_stopping" // the whole server is shutting down
 	WhyStreamStopped  = "stream_stopped"  // the server stopped serving this stream (removed from its config)
+	// WhyStreamMigrating closes a stream's publishers while it moves to a
+	// new log; its subscribers stay. Reconnect: writes resume at the seam.
+	WhyStreamMigrating = "stream_migrating"
 )
 
 // Values of "error" in a publish reply.

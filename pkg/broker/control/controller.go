@@ -307,11 +307,13 @@ func (c *Controller) converge(ctx context.Context, rec *Record) error {
 	return fmt.Errorf("unknown desired state %q", rec.Desired)
 }
 
-// migrate moves a bound stream to m's schema and sort_by online: the
-// stream stops (its publishers get 1001 once their rows are acknowledged),
-// the migration runs offline over its log, the declaration takes the new
-// schema in the same transaction that ends the operation, and the stream
-// serves again from the new log when its desired state says so.
+// migrate moves a bound stream to m's schema and sort_by. A served stream
+// migrates online (Runtime.MigrateStream): its writes are fenced and its
+// publishers get 1001 once their rows are acknowledged, its subscribers
+// stay, the migration runs over its log, the declaration takes the new
+// schema in the same transaction that ends the operation, and the new log
+// serves from the seam on. A stream not served (or at boot, offline)
+// migrates offline and serves again when its desired state says so.
 func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offline bool) error {
 	name := rec.Name
 	pc, err := c.cfg.ProfileConfig(rec.Declaration.StorageProfile)
@@ -321,13 +323,6 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 	sch, err := schema.Compile(m.Schema)
 	if err != nil {
 		return fmt.Errorf("the migration's schema: %w", err)
-	}
-	c.observe(name, func(o *Observed) { o.State = ObservedMigrating })
-	if !offline {
-		if err := c.rt.StopStream(ctx, name); err != nil {
-			c.fail(name, err)
-			return err
-		}
 	}
 	st := rec.Declaration.Stream(name, c.cfg)
 	st.SortBy = m.SortBy
@@ -339,24 +334,46 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 	if err != nil {
 		return err
 	}
-	if _, err := lifecycle.Migrate(ctx, ls, lifecycle.Declaration{Schema: sch, Log: lc}, lifecycle.Options{}); err != nil {
-		c.fail(name, err)
-		return err
-	}
-	err = c.reg.update(context.WithoutCancel(ctx), func(t tx) error {
-		cur, err := t.stream(name)
-		if err != nil || cur == nil {
-			return cmpErr(err, fmt.Errorf("stream %q is no longer registered", name))
-		}
-		cur.Declaration.Schema, cur.Declaration.SortBy = compactJSON(m.Schema), slices.Clone(m.SortBy)
-		cur.Revision++
-		*rec = *cur
-		if err := t.putStream(cur); err != nil {
+	c.observe(name, func(o *Observed) { o.State = ObservedMigrating })
+	run := func(ctx context.Context) error {
+		if _, err := lifecycle.Migrate(ctx, ls, lifecycle.Declaration{Schema: sch, Log: lc}, lifecycle.Options{}); err != nil {
 			return err
 		}
-		return t.bumpCollection()
-	})
-	if err != nil {
+		return c.reg.update(context.WithoutCancel(ctx), func(t tx) error {
+			cur, err := t.stream(name)
+			if err != nil || cur == nil {
+				return cmpErr(err, fmt.Errorf("stream %q is no longer registered", name))
+			}
+			cur.Declaration.Schema, cur.Declaration.SortBy = compactJSON(m.Schema), slices.Clone(m.SortBy)
+			cur.Revision++
+			*rec = *cur
+			if err := t.putStream(cur); err != nil {
+				return err
+			}
+			return t.bumpCollection()
+		})
+	}
+	if !offline && c.rt.Serves(name).Served {
+		next := *rec
+		next.Declaration.Schema, next.Declaration.SortBy = compactJSON(m.Schema), slices.Clone(m.SortBy)
+		sv, err := c.serveOf(ctx, &next)
+		if err == nil && sv == nil {
+			err = fmt.Errorf("stream %q has nothing to serve after its migration", name)
+		}
+		if err != nil {
+			c.fail(name, err)
+			return err
+		}
+		id, err := c.rt.MigrateStream(ctx, *sv, run)
+		if err != nil {
+			c.fail(name, err)
+			return err
+		}
+		c.served(ctx, rec, id)
+		return nil
+	}
+	if err := run(ctx); err != nil {
+		c.fail(name, err)
 		return err
 	}
 	c.observe(name, func(o *Observed) { o.State = ObservedStopped })

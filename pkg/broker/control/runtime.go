@@ -21,6 +21,13 @@ type Runtime interface {
 	// committed and acknowledged, its subscribers get 1001, its log is
 	// flushed and closed. Stopping a stream that is not served does nothing.
 	StopStream(ctx context.Context, name string) error
+	// MigrateStream moves the served stream sv names to a new log while
+	// its subscribers stay connected: its writes are fenced and its
+	// publishers closed with 1001 once what they sent is acknowledged, its
+	// log is closed, migrate runs over it, and the new log (as sv
+	// declares it) serves from the seam on. On failure the stream is
+	// stopped. It returns the stream's id.
+	MigrateStream(ctx context.Context, sv Serve, migrate func(context.Context) error) (streamID string, err error)
 	// Serves reports what the server does with name now.
 	Serves(name string) Admission
 	// Static reports whether name is one of the config's streams: list,
