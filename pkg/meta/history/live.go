@@ -15,7 +15,8 @@ import (
 )
 
 // Bounds of a Live's reconnect backoff, and how many times in a row it
-// re-pins and resubscribes after a 4416 before it gives up.
+// re-pins and resubscribes after a 4416, with nothing newly published,
+// before it gives up.
 const (
 	liveMinBackoff    = 100 * time.Millisecond
 	liveMaxBackoff    = 10 * time.Second
@@ -220,8 +221,12 @@ func (l *Live) follow(ctx context.Context) error {
 			return nil
 		}
 		wait = min(2*wait, liveMaxBackoff)
-		if err := l.repin(ctx); err != nil {
+		moved, err := l.repin(ctx)
+		if err != nil {
 			return err
+		}
+		if moved {
+			rounds = 0 // publishing advanced: the next refusal starts afresh
 		}
 	}
 }
@@ -232,16 +237,18 @@ func (l *Live) resume() int64 {
 	return l.next
 }
 
-// repin drops the tail rows the published tables now hold.
-func (l *Live) repin(ctx context.Context) error {
+// repin drops the tail rows the published tables now hold, and reports
+// whether they end further on than before.
+func (l *Live) repin(ctx context.Context) (moved bool, err error) {
 	end, err := publishedEnd(ctx, l.opts)
 	if err != nil {
-		return err
+		return false, err
 	}
 	l.mu.Lock()
+	moved = end > l.dropped
 	l.dropLocked(end)
 	l.mu.Unlock()
-	return nil
+	return moved, nil
 }
 
 // read appends the subscription's rows to the tail until it ends. A tail
@@ -261,7 +268,7 @@ func (l *Live) read(ctx context.Context, sub *wire.Subscription) error {
 		full := int64(len(l.rows)) >= l.opts.MaxTail
 		l.mu.Unlock()
 		if full {
-			if err := l.repin(ctx); err != nil {
+			if _, err := l.repin(ctx); err != nil {
 				return err
 			}
 			l.mu.Lock()

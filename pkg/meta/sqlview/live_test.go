@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/internal/brokertest"
+	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
@@ -27,12 +28,17 @@ type liveServer struct {
 	next      int // the id of the next row sent
 }
 
-func startLive(t *testing.T) *liveServer {
+func startLive(t *testing.T) *liveServer { return startLiveReplay(t, nil) }
+
+// startLiveReplay starts the server with the stream's max_replay set
+// (nil: the default).
+func startLiveReplay(t *testing.T, maxReplay *int64) *liveServer {
 	t.Helper()
 	s := &liveServer{root: t.TempDir(), next: 1}
 	cfg := config.Default()
 	cfg.Listen, cfg.Root, cfg.Maintain.Enabled = "127.0.0.1:0", s.root, false
 	st := config.DefaultStream(liveStream)
+	st.MaxReplay = maxReplay
 	st.Schema = config.RawJSON(`{"type":"object","properties":{"id":{"type":"integer"},"sym":{"type":"string"}},"required":["id","sym"]}`)
 	cfg.Streams = []config.Stream{st}
 	s.url = brokertest.Start(t, cfg) + "/" + liveStream
@@ -202,5 +208,53 @@ func TestLiveViewStopsWhenTheTailOutgrowsMaxTail(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Fatal("the view ran out its time instead of stopping at --max-tail")
+	}
+}
+
+// TestLiveViewCatchesUpAfterATooOldRefusal starts a view whose published
+// base ends further back than the server replays (max_replay 16, 50 rows
+// only on the server): the subscription is refused with 4416 too_old, and
+// once the tables hold those rows it re-pins the base, subscribes where
+// they end and the view goes on to the newest row with none missing.
+func TestLiveViewCatchesUpAfterATooOldRefusal(t *testing.T) {
+	replay := int64(16)
+	s := startLiveReplay(t, &replay)
+	s.send(t, 100)
+	s.publishTables(t)
+	s.send(t, 50)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	live, err := history.OpenLive(ctx, s.opts(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	for live.Subscriptions() < 2 { // refused once, trying again
+		if !waitfor.Sleep(ctx, 5*time.Millisecond) {
+			t.Fatal("the live tail never resubscribed after its first subscription")
+		}
+	}
+	s.publishTables(t) // the refused rows are now in the tables
+	s.send(t, 10)      // within max_replay of where they end
+
+	want := `{"n":160,"s":12880,"hi":160}` + "\n"
+	var last string
+	err = Follow(ctx, LivePinner(live), Options{}, "SELECT count(*) AS n, sum(id) AS s, max(streamcast_offset) AS hi FROM log", 20*time.Millisecond, nil, func(r Refresh) error {
+		var b strings.Builder
+		if _, err := Write(&b, r.Rows, FormatNDJSON); err != nil {
+			return err
+		}
+		last = b.String()
+		if r.End == 161 {
+			cancel()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last != want {
+		t.Fatalf("after catching up, the view answers\n%swant\n%s", last, want)
 	}
 }
