@@ -82,7 +82,7 @@ func (h *historyFlags) options(cmd *cobra.Command, a *app, stream string) (histo
 	case h.live && (o.AsOfOffset != nil || o.AsOfTS != nil):
 		return o, errors.New("--follow keeps the answer current to the newest row; leave out --as-of-offset and --as-of-ts")
 	case h.broker != "" && o.AsOfOffset == nil && !h.live:
-		return o, errors.New("--broker reads rows past the published end up to --as-of-offset N; give --as-of-offset too, or drop --broker")
+		return o, errors.New("--broker reads rows past the published end up to --as-of-offset N (or, for sql, live with --follow); give one of them too, or drop --broker")
 	case h.maxTail <= 0:
 		return o, fmt.Errorf("--max-tail %d: give a row count of 1 or more", h.maxTail)
 	}
