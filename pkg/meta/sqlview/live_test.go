@@ -89,6 +89,27 @@ func (s *liveServer) opts(maxTail int64) history.Options {
 	return history.Options{Root: s.root, Stream: liveStream, Broker: s.url, MaxTail: maxTail}
 }
 
+// openLive subscribes a live tail of at most maxTail rows, under a
+// context that gives the test 30s.
+func (s *liveServer) openLive(t *testing.T, maxTail int64) (context.Context, context.CancelFunc, *history.Live) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	live, err := history.OpenLive(ctx, s.opts(maxTail))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = live.Close() })
+	return ctx, cancel, live
+}
+
+// ndjsonOf is a refresh's rows as NDJSON.
+func ndjsonOf(r Refresh) (string, error) {
+	var b strings.Builder
+	_, err := Write(&b, r.Rows, FormatNDJSON)
+	return b.String(), err
+}
+
 const liveQuery = "SELECT sym, count(*) AS n, sum(id) AS s, max(streamcast_offset) AS hi FROM log GROUP BY sym ORDER BY sym"
 
 // TestLiveViewConvergesOnTheOneShotAnswer follows a stream whose newest
@@ -102,13 +123,7 @@ func TestLiveViewConvergesOnTheOneShotAnswer(t *testing.T) {
 	s.publishTables(t)
 	s.send(t, 50) // offsets past the published end: only on the server
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	live, err := history.OpenLive(ctx, s.opts(1000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
+	ctx, cancel, live := s.openLive(t, 1000)
 
 	// The answer over rows 1..n, as the one-shot query over a published
 	// table of exactly those rows would give it.
@@ -128,12 +143,12 @@ func TestLiveViewConvergesOnTheOneShotAnswer(t *testing.T) {
 	stage := 0
 	var last string
 	var lastEnd int64
-	err = Follow(ctx, LivePinner(live), Options{}, liveQuery, 20*time.Millisecond, nil, func(r Refresh) error {
-		var b strings.Builder
-		if _, err := Write(&b, r.Rows, FormatNDJSON); err != nil {
+	err := Follow(ctx, LivePinner(live), Options{}, liveQuery, 20*time.Millisecond, nil, func(r Refresh) error {
+		var err error
+		if last, err = ndjsonOf(r); err != nil {
 			return err
 		}
-		last, lastEnd = b.String(), r.End
+		lastEnd = r.End
 		switch {
 		case stage == 0 && r.End == 151:
 			// The 50 unpublished rows are in the answer.
@@ -185,15 +200,9 @@ func TestLiveViewStopsWhenTheTailOutgrowsMaxTail(t *testing.T) {
 	s.send(t, 10)
 	s.publishTables(t)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	live, err := history.OpenLive(ctx, s.opts(20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
+	ctx, _, live := s.openLive(t, 20)
 	sent := false
-	err = Follow(ctx, LivePinner(live), Options{}, "SELECT count(*) FROM log", 20*time.Millisecond, nil, func(r Refresh) error {
+	err := Follow(ctx, LivePinner(live), Options{}, "SELECT count(*) FROM log", 20*time.Millisecond, nil, func(r Refresh) error {
 		if r.End > 11+20 {
 			t.Errorf("a refresh consistent to %d holds more than --max-tail 20 rows past the published end 11", r.End)
 		}
@@ -223,13 +232,7 @@ func TestLiveViewCatchesUpAfterATooOldRefusal(t *testing.T) {
 	s.publishTables(t)
 	s.send(t, 50)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	live, err := history.OpenLive(ctx, s.opts(1000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
+	ctx, cancel, live := s.openLive(t, 1000)
 	for live.Subscriptions() < 2 { // refused once, trying again
 		if !waitfor.Sleep(ctx, 5*time.Millisecond) {
 			t.Fatal("the live tail never resubscribed after its first subscription")
@@ -240,12 +243,11 @@ func TestLiveViewCatchesUpAfterATooOldRefusal(t *testing.T) {
 
 	want := `{"n":160,"s":12880,"hi":160}` + "\n"
 	var last string
-	err = Follow(ctx, LivePinner(live), Options{}, "SELECT count(*) AS n, sum(id) AS s, max(streamcast_offset) AS hi FROM log", 20*time.Millisecond, nil, func(r Refresh) error {
-		var b strings.Builder
-		if _, err := Write(&b, r.Rows, FormatNDJSON); err != nil {
+	err := Follow(ctx, LivePinner(live), Options{}, "SELECT count(*) AS n, sum(id) AS s, max(streamcast_offset) AS hi FROM log", 20*time.Millisecond, nil, func(r Refresh) error {
+		var err error
+		if last, err = ndjsonOf(r); err != nil {
 			return err
 		}
-		last = b.String()
 		if r.End == 161 {
 			cancel()
 		}
