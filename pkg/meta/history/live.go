@@ -82,7 +82,7 @@ func publishedEnd(ctx context.Context, opts Options) (int64, error) {
 // holding every row below its Extent's end. It returns the error that
 // ended the subscription, if one did.
 func (l *Live) Pin(ctx context.Context) (*Reader, error) {
-	for {
+	for try := 1; ; try++ {
 		r, err := Open(ctx, l.opts)
 		if err != nil {
 			return nil, err
@@ -98,10 +98,15 @@ func (l *Live) Pin(ctx context.Context) (*Reader, error) {
 		if end < l.dropped {
 			// The subscription re-pinned (after a reconnect) between
 			// this Open and now and dropped rows this base lacks: pin
-			// again, publishing only moves forward.
+			// again, publishing only moves forward. Tables that went
+			// back (a restore) cannot be joined to the tail.
+			dropped := l.dropped
 			l.mu.Unlock()
 			r.Close()
-			continue
+			if try < 3 {
+				continue
+			}
+			return nil, fmt.Errorf("stream %q: the published tables end at offset %d, below %d where they ended before (restored?), so the live tail no longer joins them; run the view again", r.md.Stream, end, dropped)
 		}
 		l.dropLocked(end)
 		tail := l.rows[:len(l.rows):len(l.rows)] // appends go elsewhere
