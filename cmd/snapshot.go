@@ -37,6 +37,9 @@ type historyFlags struct {
 	asTS     string
 	broker   string
 	maxTail  int64
+	// live is sql --follow: --broker then feeds the live tail above the
+	// published base, and no fixed point may be given.
+	live bool
 }
 
 func addHistoryFlags(cmd *cobra.Command) *historyFlags {
@@ -45,7 +48,7 @@ func addHistoryFlags(cmd *cobra.Command) *historyFlags {
 	f.StringVar(&h.metadata, "metadata", "", "read the stream through its published metadata `URI` (file://… or s3://…, the greeting's metadata), without the server's root")
 	f.Int64Var(&h.asOffset, "as-of-offset", -1, "read every row up to and including offset `N` (past the published end only with --broker)")
 	f.StringVar(&h.asTS, "as-of-ts", "", "read every published row stamped at or before `T` (RFC 3339, or µs since the epoch)")
-	f.StringVar(&h.broker, "broker", "", "read rows past the published end from the server at ws://host:port/STREAM (with --as-of-offset)")
+	f.StringVar(&h.broker, "broker", "", "read rows past the published end from the server at ws://host:port/STREAM (with --as-of-offset, or sql --follow)")
 	f.Int64Var(&h.maxTail, "max-tail", history.DefaultMaxTail, "refuse to read more than `N` rows from --broker")
 	return h
 }
@@ -76,8 +79,10 @@ func (h *historyFlags) options(cmd *cobra.Command, a *app, stream string) (histo
 	switch {
 	case o.AsOfOffset != nil && o.AsOfTS != nil:
 		return o, errors.New("--as-of-offset and --as-of-ts both fix the point the history is read as of; give one")
-	case h.broker != "" && o.AsOfOffset == nil:
-		return o, errors.New("--broker reads rows past the published end up to --as-of-offset N; give --as-of-offset too, or drop --broker")
+	case h.live && (o.AsOfOffset != nil || o.AsOfTS != nil):
+		return o, errors.New("--follow keeps the answer current to the newest row; leave out --as-of-offset and --as-of-ts")
+	case h.broker != "" && o.AsOfOffset == nil && !h.live:
+		return o, errors.New("--broker reads rows past the published end up to --as-of-offset N (or, for sql, live with --follow); give one of them too, or drop --broker")
 	case h.maxTail <= 0:
 		return o, fmt.Errorf("--max-tail %d: give a row count of 1 or more", h.maxTail)
 	}

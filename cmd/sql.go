@@ -61,16 +61,21 @@ ndjson or parquet; -o FILE writes the file instead of stdout (its extension
 picks the format when --format is not given).
 
 --follow DURATION keeps the answer current: the query reruns every DURATION
-over the history re-pinned to what is published then, and each result says
-the offset it is consistent to: redrawn in place on a terminal, one NDJSON
-line {"seq","end_offset","at","rows"} per result otherwise. It runs until
-SIGINT or SIGTERM.`,
+over the history re-pinned to what is published then and, with --broker URL,
+the rows past the published end, read from one subscription to the server
+and held in memory (at most --max-tail; the rows publishing covers are
+dropped at each refresh and after each reconnect). Each result says the
+offset it is consistent to: redrawn in place on a terminal, one NDJSON line
+{"seq","end_offset","at","rows"} per result otherwise. If publishing falls
+so far behind that the tail outgrows --max-tail, the view says so and stops
+rather than answer from part of the history. It runs until SIGINT or
+SIGTERM.`,
 		Example: `  streamcast sql demo 'SELECT count(*) FROM log'
   streamcast sql demo 'SELECT symbol, count(*), avg(price) FROM log GROUP BY symbol'
   streamcast sql demo --filter 'streamcast_offset >= 1000000' 'SELECT * FROM log LIMIT 10'
   streamcast sql demo --as-of-ts 2026-01-01T00:00:00Z --format csv -o jan.csv 'SELECT * FROM log'
   streamcast sql --metadata s3://bucket/streams/demo/demo.metadata.json 'SELECT max(streamcast_offset) FROM log'
-  streamcast sql demo --follow 10s 'SELECT symbol, count(*) FROM log GROUP BY symbol'`,
+  streamcast sql demo --follow 10s --broker ws://127.0.0.1:8765/demo 'SELECT symbol, count(*) FROM log GROUP BY symbol'`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -85,6 +90,7 @@ SIGINT or SIGTERM.`,
 			case hf.metadata == "":
 				return usageError{errors.New("name the stream: sql STREAM QUERY, or give --metadata URI")}
 			}
+			hf.live = follow != 0
 			opts, err := hf.options(cmd, a, stream)
 			if err != nil {
 				return usageError{err}
@@ -118,7 +124,7 @@ SIGINT or SIGTERM.`,
 	f.StringArrayVar(&filters, "filter", nil, "keep only rows where `'column op value'` holds (op =, <, <=, >, >=, in), and skip what it rules out; repeat to AND")
 	f.StringVar(&format, "format", "", "print the result as `F`: "+strings.Join(sqlview.Formats(), ", ")+" (default table on a terminal, else ndjson)")
 	f.StringVarP(&output, "output", "o", "", "write the result to `FILE` instead of stdout")
-	f.DurationVar(&follow, "follow", 0, "rerun the query every `DURATION` over the newest published history, until interrupted")
+	f.DurationVar(&follow, "follow", 0, "rerun the query every `DURATION` over the newest published history (and, with --broker, the live rows above it), until interrupted")
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(sqlview.Formats(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -215,18 +221,25 @@ func logQueryDone(a *app, r *history.Reader, n int64, start time.Time) {
 		"files_opened", st.FilesOpened, "files_skipped", st.FilesSkipped, "logs_skipped", st.LogsSkipped)
 }
 
-// sqlFollow is --follow: the query rerun over the newest published cut
-// every interval. The live tail above the published end joins it once
-// tail --catch-up's reader is in; until then each result is consistent
-// to the published end.
+// sqlFollow is --follow: the query rerun every interval over the newest
+// published cut and, with --broker, the live tail held in memory above it.
 func sqlFollow(ctx context.Context, a *app, opts history.Options, vopts sqlview.Options, query string, every time.Duration, format sqlview.Format) error {
-	pin := sqlview.PinFunc(func(ctx context.Context) (sqlview.Pin, error) {
+	var pin sqlview.Pinner = sqlview.PinFunc(func(ctx context.Context) (sqlview.Pin, error) {
 		r, err := history.Open(ctx, opts)
 		if err != nil {
 			return sqlview.Pin{}, err
 		}
-		return sqlview.Pin{Table: r, End: -1, Close: r.Close}, nil
+		_, end := r.Extent()
+		return sqlview.Pin{Table: r, End: end, Close: r.Close}, nil
 	})
+	if opts.Broker != "" {
+		live, err := history.OpenLive(ctx, opts)
+		if err != nil {
+			return err
+		}
+		defer live.Close()
+		pin = sqlview.LivePinner(live)
+	}
 	return sqlview.Follow(ctx, pin, vopts, query, every, nil, func(r sqlview.Refresh) error {
 		return sqlview.WriteRefresh(a.stdout, r, format)
 	})

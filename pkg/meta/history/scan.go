@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -223,6 +224,21 @@ func (r *Reader) emit(rec arrow.RecordBatch, lo, hi int64, fn func(rec arrow.Rec
 		if i := rec.Schema().FieldIndices(logstore.TSColumn); len(i) == 1 {
 			ts = rec.Column(i[0]).(*array.Int64).Int64Values()
 		}
+	}
+	if ts == nil {
+		// Offsets ascend, so the rows of [lo, hi) are one run: find its
+		// ends rather than look at every row.
+		i, _ := slices.BinarySearch(offs, lo)
+		j, _ := slices.BinarySearch(offs, hi)
+		if i == j {
+			return nil
+		}
+		if i == 0 && j == len(offs) {
+			return fn(rec)
+		}
+		s := rec.NewSlice(int64(i), int64(j))
+		defer s.Release()
+		return fn(s)
 	}
 	idx := make([]int32, 0, len(offs))
 	for i, o := range offs {

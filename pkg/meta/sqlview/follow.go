@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/streamcast/streamcast/pkg/meta/history"
 )
 
 // Pin is one cut of a history for a live view's refresh.
@@ -22,10 +24,24 @@ type Pin struct {
 }
 
 // Pinner cuts a history afresh for each refresh of a live view: the
-// published base re-pinned to what is published now, plus, once tail
-// catch-up lands, the live tail's rows held in memory above it.
+// published base re-pinned to what is published now, plus the live tail's
+// rows held in memory above it (LivePinner).
 type Pinner interface {
 	Pin(ctx context.Context) (Pin, error)
+}
+
+// LivePinner cuts each refresh from l: the base re-pinned to what is
+// published, and the tail rows above it, read as one table log. A tail
+// that outgrew its bound ends the view with l's refusal.
+func LivePinner(l *history.Live) Pinner {
+	return PinFunc(func(ctx context.Context) (Pin, error) {
+		r, err := l.Pin(ctx)
+		if err != nil {
+			return Pin{}, err
+		}
+		_, end := r.Extent()
+		return Pin{Table: r, End: end, Close: r.Close}, nil
+	})
 }
 
 // PinFunc is a Pinner written as a function.
