@@ -16,6 +16,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
+	"github.com/streamcast/streamcast/pkg/schema/source"
 )
 
 // lostMachine gives the fixture's log published rows [1, 51) and
@@ -378,5 +379,37 @@ func TestReviveContinuesARetiredStreamAtItsEnd(t *testing.T) {
 				t.Fatalf("append to the revived log: offset %d, %v; want 13", first, err)
 			}
 		})
+	}
+}
+
+// TestIngestAfterARestoreStartsPastTheHole: a bulk load into a restored
+// stream takes the offsets after the fence's hole, the hole stays
+// recorded, and the table holds the rows restored and the rows loaded,
+// nothing in between.
+func TestIngestAfterARestoreStartsPastTheHole(t *testing.T) {
+	const n = 300
+	f := lostMachine(t, false)
+	r, err := f.restore(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := writeSource(t, t.TempDir(), source.NDJSON, 0, n)
+	res, err := f.ingest([]source.Input{{Path: src, Format: source.NDJSON}}, lifecycle.IngestOptions{})
+	if err != nil {
+		t.Fatalf("ingest after a restore: %v", err)
+	}
+	if res.Start != r.Resume || res.End != r.Resume+n {
+		t.Fatalf("Ingest = %+v; want offsets [%d,%d), past the hole %v", res, r.Resume, r.Resume+n, r.Hole)
+	}
+	lg := f.open(t, stream)
+	if hs, err := lg.Holes(context.Background()); err != nil || len(hs) != 1 || hs[0] != r.Hole {
+		t.Fatalf("holes after the ingest: %v %v; want [%v]", hs, err, r.Hole)
+	}
+	if got, want := scanOffsets(t, lg), append(span(1, 51), span(r.Resume, r.Resume+n)...); !slices.Equal(got, want) {
+		t.Fatalf("the log yields %d offsets (%v … %v), want %d", len(got), got[:3], got[len(got)-3:], len(want))
+	}
+	pub := f.publishedOffsets(t, stream)
+	if !res.Published || len(pub) != 50+n {
+		t.Fatalf("published %v: the table holds %d offsets, want %d", res.Published, len(pub), 50+n)
 	}
 }
