@@ -4,14 +4,17 @@ package lifecycle_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/colstats"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/meta"
@@ -411,5 +414,70 @@ func TestIngestAfterARestoreStartsPastTheHole(t *testing.T) {
 	pub := f.publishedOffsets(t, stream)
 	if !res.Published || len(pub) != 50+n {
 		t.Fatalf("published %v: the table holds %d offsets, want %d", res.Published, len(pub), 50+n)
+	}
+}
+
+// TestRestoredFilesKeepTheirColumnStatistics: the published-file records a
+// table-only restore rebuilds carry each column's min, max and null count
+// (from the manifests), equal to what the file's rows hold, so sql prunes
+// restored files as it pruned the originals.
+func TestRestoredFilesKeepTheirColumnStatistics(t *testing.T) {
+	f := lostMachine(t, false)
+	if _, err := f.restore(t); err != nil {
+		t.Fatal(err)
+	}
+	lg := f.open(t, stream)
+	ctx := context.Background()
+	type rec struct {
+		start, end int64
+		stats      string
+	}
+	var recs []rec
+	rows, err := lg.Records().QueryContext(ctx, `SELECT start_offset, end_offset, stats FROM published ORDER BY start_offset`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r rec
+		if err := rows.Scan(&r.start, &r.end, &r.stats); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	if err := rows.Close(); err != nil || len(recs) == 0 {
+		t.Fatalf("read %d published records: %v", len(recs), err)
+	}
+	for _, r := range recs {
+		// What the file's rows hold, read back from the table.
+		var minID, maxID int64 = 1 << 62, -1 << 62
+		minSym, maxSym := "\xff", ""
+		if err := lg.Scan(ctx, r.start, r.end, nil, func(_, _ int64, row []byte) error {
+			var v struct {
+				ID  int64  `json:"id"`
+				Sym string `json:"sym"`
+			}
+			if err := json.Unmarshal(row, &v); err != nil {
+				return err
+			}
+			minID, maxID = min(minID, v.ID), max(maxID, v.ID)
+			minSym, maxSym = min(minSym, v.Sym), max(maxSym, v.Sym)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string][2]string{
+			"id":  {strconv.FormatInt(minID, 10), strconv.FormatInt(maxID, 10)},
+			"sym": {strconv.Quote(minSym), strconv.Quote(maxSym)},
+		}
+		got, err := colstats.Decode([]byte(r.stats))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for col, w := range want {
+			c, ok := got.Column(col)
+			if !ok || string(c.Min) != w[0] || string(c.Max) != w[1] || c.Nulls == nil || *c.Nulls != 0 {
+				t.Fatalf("the record of [%d,%d) gives %s %+v (ok %v), want bounds %v and 0 nulls; record %s", r.start, r.end, col, c, ok, w, r.stats)
+			}
+		}
 	}
 }
