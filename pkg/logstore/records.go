@@ -318,7 +318,8 @@ var ErrUnsealed = errors.New("the buffer holds rows that are not in files yet")
 
 // IngestStart returns the writer's next offset, where a bulk load written
 // straight to files starts (tier.Ingest), once the log is not fenced and
-// every row below it is in a file. The caller holds RoleSeal and recovered.
+// every row below it is in a file or a recorded hole (a restore's fence).
+// The caller holds RoleSeal and recovered.
 func (l *Log) IngestStart(ctx context.Context) (int64, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -332,7 +333,16 @@ func (l *Log) IngestStart(ctx context.Context) (int64, error) {
 		sealed = l.cfg.Start
 	}
 	if sealed != l.next {
-		return 0, fmt.Errorf("ingest into log %s: offsets [%d,%d) are buffered but in no file: %w; seal them first", l.dir, sealed, l.next, ErrUnsealed)
+		// After a restore the files end where the fence's hole starts and
+		// the next offset is its end: nothing lies between them but the
+		// hole, so a bulk load starts past it and the hole stays recorded.
+		hs, err := ReadHoles(ctx, l.rdb)
+		if err != nil {
+			return 0, fmt.Errorf("ingest into log %s: %w", l.dir, err)
+		}
+		if !HoleSpans(hs, sealed, l.next) {
+			return 0, fmt.Errorf("ingest into log %s: offsets [%d,%d) are buffered but in no file: %w; seal them first", l.dir, sealed, l.next, ErrUnsealed)
+		}
 	}
 	return l.next, nil
 }
@@ -355,6 +365,17 @@ func (l *Log) AdvanceNext(ctx context.Context, start, end int64, fn func(tx *Tx)
 		}
 		if err != nil {
 			return err
+		}
+		if ok && sealed != start {
+			// Only a recorded hole may lie between the files and start
+			// (IngestStart).
+			hs, err := ReadHoles(ctx, c)
+			if err != nil {
+				return err
+			}
+			if HoleSpans(hs, sealed, start) {
+				sealed = start
+			}
 		}
 		if (ok && sealed != start) || next != start {
 			return fmt.Errorf("the files now end at %d and the next offset is %d, not %d: another process wrote to the log: %w", sealed, next, start, ErrCorrupt)

@@ -4,17 +4,21 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/iceberg-go"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/colstats"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/schema"
 )
 
 // Table is what a restore reads of a log's published table.
@@ -77,6 +81,7 @@ func ReadTable(ctx context.Context, pt *warehouse.Table) (Table, error) {
 	if err != nil {
 		return t, err
 	}
+	stats := statFields(tbl.Schema())
 	mans, err := snap.Manifests(fsys)
 	if err != nil {
 		return t, fmt.Errorf("read the manifest list of snapshot %d of %s: %w", snap.SnapshotID, pt.Location(), err)
@@ -87,7 +92,7 @@ func ReadTable(ctx context.Context, pt *warehouse.Table) (Table, error) {
 			return t, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
 		}
 		for _, e := range entries {
-			f, err := publishedFile(e.DataFile(), tsField.ID)
+			f, err := publishedFile(e.DataFile(), tsField.ID, stats)
 			if err != nil {
 				return t, fmt.Errorf("the table at %s: %w", pt.Location(), err)
 			}
@@ -106,8 +111,9 @@ func ReadTable(ctx context.Context, pt *warehouse.Table) (Table, error) {
 	return t, nil
 }
 
-// publishedFile makes the record of one data file.
-func publishedFile(df iceberg.DataFile, tsID int) (logstore.PublishedFile, error) {
+// publishedFile makes the record of one data file, with the column
+// statistics its manifest entry holds exactly (fileStats).
+func publishedFile(df iceberg.DataFile, tsID int, stats []iceberg.NestedField) (logstore.PublishedFile, error) {
 	p := df.FilePath()
 	name := path.Base(p)
 	f := logstore.PublishedFile{Name: name, Path: p, Rows: df.Count(), Bytes: df.FileSizeBytes(), Stats: "{}"}
@@ -126,7 +132,81 @@ func publishedFile(df iceberg.DataFile, tsID int) (logstore.PublishedFile, error
 		return f, fmt.Errorf("data file %s has no streamcast_ts bounds in its manifest: %w", p, logstore.ErrCorrupt)
 	}
 	f.MinTS, f.MaxTS = int64(binary.LittleEndian.Uint64(lo)), int64(binary.LittleEndian.Uint64(hi))
+	f.Stats = fileStats(df, stats)
 	return f, nil
+}
+
+// statFields are the table's declared top-level columns whose manifest
+// bounds are the exact min and max a sealed file's record keeps: integers,
+// booleans and strings. Others (floats, whose canonical form and NaN rule
+// differ, temporal and nested columns) get no statistics, as before.
+func statFields(sch *iceberg.Schema) []iceberg.NestedField {
+	var out []iceberg.NestedField
+	for _, f := range sch.Fields() {
+		if strings.HasPrefix(f.Name, "streamcast_") {
+			continue
+		}
+		switch f.Type.(type) {
+		case iceberg.Int32Type, iceberg.Int64Type, iceberg.BooleanType, iceberg.StringType:
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// fileStats rebuilds a data file's column statistics (colstats' record
+// form) from its manifest entry, so that sql prunes a restored file as it
+// pruned the file the lost machine sealed. Only exact values are taken:
+// the null count, and the bounds of the columns statFields keeps. Iceberg
+// truncates string bounds to 16 characters (and rounds the upper one up),
+// so a string bound of 16 characters or more may not be the real one: that
+// column keeps its null count and no bounds, which prunes nothing.
+func fileStats(df iceberg.DataFile, fields []iceberg.NestedField) string {
+	rec := map[string]colstats.Column{}
+	los, his, nulls := df.LowerBoundValues(), df.UpperBoundValues(), df.NullValueCounts()
+	for _, f := range fields {
+		var c colstats.Column
+		if n, ok := nulls[f.ID]; ok && n >= 0 {
+			c.Nulls = &n
+		}
+		lo, hi := boundJSON(f.Type, los[f.ID]), boundJSON(f.Type, his[f.ID])
+		if lo != nil && hi != nil {
+			c.Min, c.Max = lo, hi
+		}
+		if c.Nulls != nil || c.HasBounds() {
+			rec[f.Name] = c
+		}
+	}
+	b, err := json.Marshal(rec)
+	if err != nil || len(rec) == 0 {
+		return "{}"
+	}
+	return string(b)
+}
+
+// boundJSON decodes an Iceberg single-value bound of type t into the
+// canonical JSON scalar a file record keeps; nil when it is absent,
+// malformed or possibly truncated.
+func boundJSON(t iceberg.Type, b []byte) json.RawMessage {
+	switch t.(type) {
+	case iceberg.Int32Type:
+		if len(b) == 4 {
+			return strconv.AppendInt(nil, int64(int32(binary.LittleEndian.Uint32(b))), 10)
+		}
+	case iceberg.Int64Type:
+		if len(b) == 8 {
+			return strconv.AppendInt(nil, int64(binary.LittleEndian.Uint64(b)), 10)
+		}
+	case iceberg.BooleanType:
+		if len(b) == 1 {
+			return strconv.AppendBool(nil, b[0] != 0)
+		}
+	case iceberg.StringType:
+		if b != nil && utf8.Valid(b) && utf8.RuneCount(b) < 16 {
+			return schema.AppendJSONString(nil, b)
+		}
+	}
+	return nil
 }
 
 // TakeOver makes the log in l the published table's owner after a

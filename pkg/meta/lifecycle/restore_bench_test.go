@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
@@ -22,16 +23,34 @@ import (
 
 // BenchmarkRestore restores a stream of the demo trade schema whose table
 // holds 1,000,000 published rows and whose WAL replica holds 100,000 more,
-// on a file:// prefix outside the root (the issue asks for 10M and 1M on
-// versitygw; this is scaled down so it runs in a shared CI minute). Each op
-// wipes the root and restores it; the setup is not timed. It reports the
-// split: download (the replica), rebuild (the table's records and the
-// fence) and commit (table ownership and metadata), in ms per op.
+// on a file:// prefix outside the root and on an s3:// one on versitygw
+// (the issue asks for 10M and 1M; this is scaled down so it runs in a
+// shared CI minute). Each op wipes the root and restores it; the setup is
+// not timed. It reports the split: download (the replica), rebuild (the
+// table's records and the fence) and commit (table ownership and
+// metadata), in ms per op.
 func BenchmarkRestore(b *testing.B) {
+	for _, kind := range []string{"file", "s3"} {
+		b.Run(kind, func(b *testing.B) { benchRestore(b, kind) })
+	}
+}
+
+func benchRestore(b *testing.B, kind string) {
 	const published, buffered, group = 1_000_000, 100_000, 1000
 	ctx := context.Background()
-	root, pubDir := b.TempDir(), b.TempDir()
-	lay, err := meta.NewLayout(root, "file://"+pubDir)
+	root := b.TempDir()
+	prefix := "file://" + b.TempDir()
+	var s3cfg logstore.S3Config
+	if kind == "s3" {
+		// litestream's S3 client cannot load a CA bundle; versitygw is
+		// plain HTTP.
+		b.Setenv("AWS_CA_BUNDLE", "")
+		srv := s3test.Start(b, nil)
+		srv.UseCredentials(b)
+		prefix = "s3://" + s3test.Bucket + "/tables"
+		s3cfg = logstore.S3Config{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true}
+	}
+	lay, err := meta.NewLayout(root, prefix)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,7 +59,7 @@ func BenchmarkRestore(b *testing.B) {
 	if err := os.MkdirAll(lay.StreamDir(stream), 0o755); err != nil {
 		b.Fatal(err)
 	}
-	lg, err := logstore.Create(dir, sch, logstore.Config{Stream: stream, Log: stream, Published: lay.StoredPublished(stream, stream)})
+	lg, err := logstore.Create(dir, sch, logstore.Config{Stream: stream, Log: stream, Published: lay.StoredPublished(stream, stream), S3: s3cfg})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,7 +92,7 @@ func BenchmarkRestore(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := meta.NewStore(ctx, lay, stream, warehouse.S3{})
+	st, err := meta.NewStore(ctx, lay, stream, warehouse.S3(s3cfg))
 	if err == nil {
 		_, err = st.Commit(ctx, md)
 	}
@@ -105,7 +124,7 @@ func BenchmarkRestore(b *testing.B) {
 	if err := lg.Close(); err != nil {
 		b.Fatal(err)
 	}
-	s := lifecycle.Stream{Layout: lay, Name: stream}
+	s := lifecycle.Stream{Layout: lay, Name: stream, S3: warehouse.S3(s3cfg)}
 	var down, rebuild, commit time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

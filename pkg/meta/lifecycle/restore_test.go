@@ -4,18 +4,22 @@ package lifecycle_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/colstats"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
+	"github.com/streamcast/streamcast/pkg/schema/source"
 )
 
 // lostMachine gives the fixture's log published rows [1, 51) and
@@ -378,5 +382,102 @@ func TestReviveContinuesARetiredStreamAtItsEnd(t *testing.T) {
 				t.Fatalf("append to the revived log: offset %d, %v; want 13", first, err)
 			}
 		})
+	}
+}
+
+// TestIngestAfterARestoreStartsPastTheHole: a bulk load into a restored
+// stream takes the offsets after the fence's hole, the hole stays
+// recorded, and the table holds the rows restored and the rows loaded,
+// nothing in between.
+func TestIngestAfterARestoreStartsPastTheHole(t *testing.T) {
+	const n = 300
+	f := lostMachine(t, false)
+	r, err := f.restore(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := writeSource(t, t.TempDir(), source.NDJSON, 0, n)
+	res, err := f.ingest([]source.Input{{Path: src, Format: source.NDJSON}}, lifecycle.IngestOptions{})
+	if err != nil {
+		t.Fatalf("ingest after a restore: %v", err)
+	}
+	if res.Start != r.Resume || res.End != r.Resume+n {
+		t.Fatalf("Ingest = %+v; want offsets [%d,%d), past the hole %v", res, r.Resume, r.Resume+n, r.Hole)
+	}
+	lg := f.open(t, stream)
+	if hs, err := lg.Holes(context.Background()); err != nil || len(hs) != 1 || hs[0] != r.Hole {
+		t.Fatalf("holes after the ingest: %v %v; want [%v]", hs, err, r.Hole)
+	}
+	if got, want := scanOffsets(t, lg), append(span(1, 51), span(r.Resume, r.Resume+n)...); !slices.Equal(got, want) {
+		t.Fatalf("the log yields %d offsets (%v … %v), want %d", len(got), got[:3], got[len(got)-3:], len(want))
+	}
+	pub := f.publishedOffsets(t, stream)
+	if !res.Published || len(pub) != 50+n {
+		t.Fatalf("published %v: the table holds %d offsets, want %d", res.Published, len(pub), 50+n)
+	}
+}
+
+// TestRestoredFilesKeepTheirColumnStatistics: the published-file records a
+// table-only restore rebuilds carry each column's min, max and null count
+// (from the manifests), equal to what the file's rows hold, so sql prunes
+// restored files as it pruned the originals.
+func TestRestoredFilesKeepTheirColumnStatistics(t *testing.T) {
+	f := lostMachine(t, false)
+	if _, err := f.restore(t); err != nil {
+		t.Fatal(err)
+	}
+	lg := f.open(t, stream)
+	ctx := context.Background()
+	type rec struct {
+		start, end int64
+		stats      string
+	}
+	var recs []rec
+	rows, err := lg.Records().QueryContext(ctx, `SELECT start_offset, end_offset, stats FROM published ORDER BY start_offset`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r rec
+		if err := rows.Scan(&r.start, &r.end, &r.stats); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	if err := rows.Close(); err != nil || len(recs) == 0 {
+		t.Fatalf("read %d published records: %v", len(recs), err)
+	}
+	for _, r := range recs {
+		// What the file's rows hold, read back from the table.
+		var minID, maxID int64 = 1 << 62, -1 << 62
+		minSym, maxSym := "\xff", ""
+		if err := lg.Scan(ctx, r.start, r.end, nil, func(_, _ int64, row []byte) error {
+			var v struct {
+				ID  int64  `json:"id"`
+				Sym string `json:"sym"`
+			}
+			if err := json.Unmarshal(row, &v); err != nil {
+				return err
+			}
+			minID, maxID = min(minID, v.ID), max(maxID, v.ID)
+			minSym, maxSym = min(minSym, v.Sym), max(maxSym, v.Sym)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string][2]string{
+			"id":  {strconv.FormatInt(minID, 10), strconv.FormatInt(maxID, 10)},
+			"sym": {strconv.Quote(minSym), strconv.Quote(maxSym)},
+		}
+		got, err := colstats.Decode([]byte(r.stats))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for col, w := range want {
+			c, ok := got.Column(col)
+			if !ok || string(c.Min) != w[0] || string(c.Max) != w[1] || c.Nulls == nil || *c.Nulls != 0 {
+				t.Fatalf("the record of [%d,%d) gives %s %+v (ok %v), want bounds %v and 0 nulls; record %s", r.start, r.end, col, c, ok, w, r.stats)
+			}
+		}
 	}
 }

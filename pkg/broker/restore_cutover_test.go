@@ -1,0 +1,495 @@
+//go:build linux
+
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// The restore cutover tests run the streamcast command itself: serve with
+// replication on under load, stopped with SIGTERM or SIGKILL, restore on
+// another (or wiped) root, serve again, and check the clients' own logs of
+// what they were acknowledged and shown.
+
+// cutoverConfig writes a config with root and the shared published prefix:
+// one exactly-once stream, replicated every 20 ms, sealed and published
+// often so the table holds part of the rows.
+func cutoverConfig(t *testing.T, dir, root, pub string) string {
+	t.Helper()
+	path := filepath.Join(dir, "streamcast.yaml")
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+root: %s
+published: %s
+maintain:
+  seal_every: 100ms
+  publish_every: 300ms
+  compact_every: 0
+  clean_every: 0
+  clean_published_every: 0
+  retain_every: 0
+  flush_every: 0
+replicate:
+  sync_interval: 20ms
+streams:
+  - name: trades
+    replicate: true
+    exactly_once: true
+    schema: {"type": "object", "properties": {"id": {"type": "integer"}, "sym": {"type": "string"}}, "required": ["id", "sym"]}
+`, root, pub)
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// serveProc is `streamcast serve` in a child process of its own.
+type serveProc struct {
+	cmd    *exec.Cmd
+	base   string // ws://host:port
+	stderr bytes.Buffer
+	done   chan struct{}
+}
+
+func startServe(t *testing.T, exe, cfg string) *serveProc {
+	t.Helper()
+	addr := filepath.Join(t.TempDir(), "addr")
+	p := &serveProc{done: make(chan struct{})}
+	p.cmd = exec.Command(exe, "serve", "--config", cfg, "--addr-file", addr)
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.signal(syscall.SIGKILL); <-p.done })
+	waitFor(t, "serve to listen", 60*time.Second, func() bool {
+		select {
+		case <-p.done:
+			t.Fatalf("serve exited: %s", p.stderr.String())
+		default:
+		}
+		b, err := os.ReadFile(addr)
+		if err != nil || len(b) == 0 {
+			return false
+		}
+		p.base = "ws://" + string(bytes.TrimSpace(b))
+		return true
+	})
+	return p
+}
+
+func (p *serveProc) signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+
+func (p *serveProc) stop(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	p.signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not exit within a minute of %v: %s", sig, p.stderr.String())
+	}
+}
+
+// replicatedThrough reads the stream's replicated_through from /stats.
+func (p *serveProc) replicatedThrough() (int64, bool) {
+	var st struct {
+		Streams []struct {
+			Name              string `json:"name"`
+			ReplicatedThrough *int64 `json:"replicated_through"`
+		} `json:"streams"`
+	}
+	resp, err := http.Get("http" + p.base[len("ws"):] + "/stats")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, false
+	}
+	for _, s := range st.Streams {
+		if s.Name == "trades" && s.ReplicatedThrough != nil {
+			return *s.ReplicatedThrough, true
+		}
+	}
+	return 0, false
+}
+
+// cutoverLoad is the clients: a plain publisher, an exactly-once loader
+// and a subscriber, each keeping its own log of what it was told.
+type cutoverLoad struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	acked map[int64]string // offset → row, both publishers' acknowledgements
+	eo    map[int64]int64  // loader seq → offset acknowledged
+	seen  map[int64]string // offset → row the subscriber was shown
+	last  int64            // the subscriber's last offset
+	err   error            // the first client error, for a stalled test's report
+}
+
+func (l *cutoverLoad) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = err
+	}
+}
+
+func cutoverRow(sym string, id int64) string {
+	return `{"id":` + strconv.FormatInt(id, 10) + `,"sym":"` + sym + `"}`
+}
+
+// startLoad runs the clients against base until stop; from is the
+// subscriber's first offset.
+func startLoad(base string, l *cutoverLoad, from int64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	url := base + "/trades"
+	l.wg.Add(3)
+	go func() {
+		defer l.wg.Done()
+		p, err := wire.Publish(ctx, url, wire.PublishOptions{})
+		if err != nil {
+			l.fail(err)
+			return
+		}
+		defer p.Close()
+		for i := int64(1); ctx.Err() == nil; i++ {
+			row := cutoverRow("p", i)
+			off, err := p.Send(ctx, []byte(row))
+			if err != nil {
+				return
+			}
+			l.mu.Lock()
+			l.acked[off] = row
+			l.mu.Unlock()
+		}
+	}()
+	go func() {
+		defer l.wg.Done()
+		p, err := wire.Publish(ctx, url, wire.PublishOptions{Publisher: "loader-1"})
+		if err != nil {
+			l.fail(err)
+			return
+		}
+		defer p.Close()
+		// The client numbers rows from the greeting's mark + 1: a loader
+		// that reconnects resends exactly what the stream lacks.
+		for seq := p.Greeting().Publisher.LastSeq + 1; ctx.Err() == nil; seq++ {
+			row := cutoverRow("e", seq)
+			off, err := p.Send(ctx, []byte(row))
+			if err != nil {
+				return
+			}
+			l.mu.Lock()
+			l.acked[off], l.eo[seq] = row, off
+			l.mu.Unlock()
+		}
+	}()
+	go func() {
+		defer l.wg.Done()
+		s, err := wire.Subscribe(ctx, url, wire.SubscribeOptions{Offset: wire.At(from)})
+		if err != nil {
+			l.fail(err)
+			return
+		}
+		defer s.Close()
+		for {
+			m, err := s.Recv(ctx)
+			if err != nil {
+				return
+			}
+			l.mu.Lock()
+			l.seen[m.Offset], l.last = string(m.Row), m.Offset
+			l.mu.Unlock()
+		}
+	}()
+}
+
+func (l *cutoverLoad) stop() { l.cancel(); l.wg.Wait() }
+
+func (l *cutoverLoad) maxAcked() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var m int64
+	for off := range l.acked {
+		m = max(m, off)
+	}
+	return m
+}
+
+func (l *cutoverLoad) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+// readAll subscribes from offset 1 and returns every row up to the
+// greeting's end, by offset, failing on an offset shown twice.
+func readAll(t *testing.T, base string) map[int64]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := wire.Subscribe(ctx, base+"/trades", wire.SubscribeOptions{FromEarliest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g := s.Greeting()
+	if g.Replay == nil {
+		return nil
+	}
+	out := map[int64]string{}
+	for {
+		m, err := s.Recv(ctx)
+		if err != nil {
+			t.Fatalf("read the stream back (up to %d): %v", g.Replay.End, err)
+		}
+		if _, dup := out[m.Offset]; dup {
+			t.Fatalf("offset %d shown twice", m.Offset)
+		}
+		out[m.Offset] = string(m.Row)
+		if m.Offset >= g.Replay.End-1 {
+			return out
+		}
+	}
+}
+
+// tableFiles lists the published table's data files under pub.
+func tableFiles(t *testing.T, pub string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(filepath.Join(pub, "trades", "trades", "data"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// restoreCmd runs `streamcast restore` and returns what it printed on stdout.
+func restoreCmd(t *testing.T, exe, cfg string) lifecycle.Restored {
+	t.Helper()
+	cmd := exec.Command(exe, "restore", "--config", cfg, "trades")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("streamcast restore: %v\n%s", err, stderr.String())
+	}
+	var r struct {
+		From   string  `json:"from"`
+		Resume int64   `json:"resume"`
+		Hole   []int64 `json:"hole"`
+		R      int64   `json:"replica_end"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("restore printed %q: %v", out, err)
+	}
+	t.Logf("restore: %s", bytes.TrimSpace(stderr.Bytes()))
+	return lifecycle.Restored{From: r.From, Resume: r.Resume, ReplicaEnd: r.R}
+}
+
+// loadUntil runs the load on p until at least n rows are acknowledged.
+func loadUntil(t *testing.T, p *serveProc, l *cutoverLoad, n int) {
+	t.Helper()
+	startLoad(p.base, l, 1)
+	waitFor(t, fmt.Sprintf("%d acknowledged rows", n), time.Minute, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.err != nil {
+			t.Fatalf("a client failed: %v", l.err)
+		}
+		return len(l.acked) >= n
+	})
+}
+
+func newLoad() *cutoverLoad {
+	return &cutoverLoad{acked: map[int64]string{}, eo: map[int64]int64{}, seen: map[int64]string{}}
+}
+
+// resumeAfter serves the restored root, resumes the clients (the
+// subscriber from its last offset + 1, across the hole) until they are
+// acknowledged a few more rows, and checks that the loader's rows are
+// each in the stream exactly once and new rows start at resume.
+func resumeAfter(t *testing.T, exe, cfg string, l *cutoverLoad, resume int64) {
+	t.Helper()
+	p := startServe(t, exe, cfg)
+	before := l.count()
+	startLoad(p.base, l, l.last+1)
+	waitFor(t, "the clients to resume", time.Minute, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.err != nil {
+			t.Fatalf("a client failed after the restore: %v", l.err)
+		}
+		return len(l.acked) >= before+200 && l.last >= resume
+	})
+	l.stop()
+	got := readAll(t, p.base)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for off, row := range l.seen {
+		if off > resume && got[off] != row {
+			t.Fatalf("offset %d: the subscriber was shown %s after the restore, the stream holds %q", off, row, got[off])
+		}
+	}
+	bySeq := map[int64]int64{}
+	for off, row := range got {
+		var r struct {
+			ID  int64  `json:"id"`
+			Sym string `json:"sym"`
+		}
+		if err := json.Unmarshal([]byte(row), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Sym != "e" {
+			continue
+		}
+		if prev, dup := bySeq[r.ID]; dup {
+			t.Fatalf("loader-1's seq %d is in the stream twice, at %d and %d", r.ID, prev, off)
+		}
+		bySeq[r.ID] = off
+	}
+	var top int64
+	for seq := range l.eo {
+		top = max(top, seq)
+	}
+	for seq := int64(1); seq <= top; seq++ {
+		if _, ok := bySeq[seq]; !ok {
+			t.Fatalf("loader-1's seq %d (of %d) is missing from the stream", seq, top)
+		}
+	}
+	p.stop(t, syscall.SIGTERM)
+}
+
+// TestPlannedCutoverUnderLoadLosesNothing: serve under load with
+// replication on, SIGTERM, restore on another root, serve there. Every
+// acknowledged row is back at its offset, the table's files are unchanged,
+// and the publishers and the subscriber resume across the hole.
+func TestPlannedCutoverUnderLoadLosesNothing(t *testing.T) {
+	exe := streamcastExe(t)
+	dir := t.TempDir()
+	pub := filepath.Join(dir, "pub")
+	oldCfg := cutoverConfig(t, t.TempDir(), filepath.Join(dir, "old"), pub)
+	newCfg := cutoverConfig(t, t.TempDir(), filepath.Join(dir, "new"), pub)
+
+	l := newLoad()
+	p := startServe(t, exe, oldCfg)
+	loadUntil(t, p, l, soak.Count(2000, 50000))
+	p.stop(t, syscall.SIGTERM) // under load
+	l.stop()
+	before := tableFiles(t, pub)
+
+	r := restoreCmd(t, exe, newCfg)
+	if r.From != lifecycle.FromReplica {
+		t.Fatalf("restored from %q, want the replica", r.From)
+	}
+	top := l.maxAcked()
+	if r.ReplicaEnd != top+1 {
+		t.Fatalf("the replica ends at %d, but offsets up to %d were acknowledged: a planned stop ships everything", r.ReplicaEnd, top)
+	}
+	after := tableFiles(t, pub)
+	for _, f := range before {
+		if !slices.Contains(after, f) {
+			t.Fatalf("the restore removed the table's file %s", f)
+		}
+	}
+
+	p2 := startServe(t, exe, newCfg)
+	got := readAll(t, p2.base)
+	for off, row := range l.acked {
+		if got[off] != row {
+			t.Fatalf("offset %d was acknowledged as %s, the restored stream holds %q", off, row, got[off])
+		}
+	}
+	for off, row := range l.seen {
+		if got[off] != row {
+			t.Fatalf("offset %d was shown to the subscriber as %s, the restored stream holds %q", off, row, got[off])
+		}
+	}
+	p2.stop(t, syscall.SIGTERM)
+	resumeAfter(t, exe, newCfg, l, r.Resume)
+}
+
+// TestUnplannedLossMidLoadFencesEveryAcknowledgedOffset: SIGKILL serve
+// under load with replication on, wipe its root, restore. Every row the
+// replica had shipped (as /stats last showed it) is back at its offset, no
+// offset at or below the highest one acknowledged is issued again, and the
+// exactly-once loader resumes with no duplicate and no gap.
+func TestUnplannedLossMidLoadFencesEveryAcknowledgedOffset(t *testing.T) {
+	exe := streamcastExe(t)
+	dir := t.TempDir()
+	root, pub := filepath.Join(dir, "root"), filepath.Join(dir, "pub")
+	cfg := cutoverConfig(t, t.TempDir(), root, pub)
+
+	l := newLoad()
+	p := startServe(t, exe, cfg)
+	loadUntil(t, p, l, soak.Count(2000, 50000))
+	var shipped int64
+	waitFor(t, "the replica to ship past offset 1000", time.Minute, func() bool {
+		shipped, _ = p.replicatedThrough()
+		return shipped > 1000
+	})
+	p.stop(t, syscall.SIGKILL) // mid-load
+	l.stop()
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+
+	r := restoreCmd(t, exe, cfg)
+	top := l.maxAcked()
+	if r.From != lifecycle.FromReplica || r.ReplicaEnd <= shipped {
+		t.Fatalf("restored %+v, want from the replica, past offset %d that /stats showed shipped", r, shipped)
+	}
+	if r.Resume <= top {
+		t.Fatalf("the restored log resumes at %d, but the lost writer acknowledged offsets up to %d", r.Resume, top)
+	}
+
+	p2 := startServe(t, exe, cfg)
+	got := readAll(t, p2.base)
+	for off, row := range l.acked {
+		if off <= shipped && got[off] != row {
+			t.Fatalf("offset %d was acknowledged as %s and shipped, the restored stream holds %q", off, row, got[off])
+		}
+	}
+	p2.stop(t, syscall.SIGTERM)
+	resumeAfter(t, exe, cfg, l, r.Resume)
+	// No offset the lost writer acknowledged was issued again: every
+	// acknowledgement after the restore is past the fence.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for off, row := range l.acked {
+		if off > top && off < r.Resume {
+			t.Fatalf("offset %d (%s) was acknowledged inside the hole [%d,%d)", off, row, top+1, r.Resume)
+		}
+	}
+}
