@@ -106,6 +106,92 @@ func evictFiles(ctx context.Context, l *logstore.Log) (n int, err error) {
 	return n, err
 }
 
+// CleanCache is Clean for a log kept as a cache of another server's
+// stream (a relay's, docs/design.md §4.1): nothing publishes it, since the
+// upstream's table is the history, so its retention cannot wait for the
+// published table. It evicts buffered rows that files hold, then takes
+// local files out of the log, oldest first, once they are past
+// StagingRetention or while the local files exceed StagingMaxBytes, and
+// deletes those whose turn in the delete queue has come.
+//
+// Taking a file out drops its rows for good, so the same transaction
+// raises the log's floor (Log.SetFloor) to the end of the last file taken
+// out: from its commit a reader asking below it is refused with the
+// numbers, never served a hole; one that listed the files before reads
+// them until LocalDeleteGrace. A file a compaction is rewriting stays.
+// It runs under clean.lock, as Clean does.
+func CleanCache(ctx context.Context, l *logstore.Log) (Cleaned, error) {
+	var done Cleaned
+	end, err := begin(l, "clean cache log", logstore.RoleClean)
+	if err != nil {
+		return done, err
+	}
+	defer end()
+	if done.BufferRows, err = evictBuffer(ctx, l); err != nil {
+		return done, err
+	}
+	if done.LocalFiles, err = expireCacheFiles(ctx, l); err != nil {
+		return done, fmt.Errorf("clean cache log %s: %w", l.Dir(), err)
+	}
+	if done.Deleted, err = drainLocal(ctx, l); err != nil {
+		return done, fmt.Errorf("clean cache log %s: %w", l.Dir(), err)
+	}
+	return done, nil
+}
+
+// expireCacheFiles takes a cache log's local files past retention out of
+// the records, oldest first, raises the floor above them and queues them
+// for deletion.
+func expireCacheFiles(ctx context.Context, l *logstore.Log) (n int, err error) {
+	pol := l.Policy()
+	now := l.Now()
+	err = l.Update(ctx, func(c *logstore.Tx) error {
+		n = 0
+		files, busy, err := filesAndBusy(ctx, c)
+		if err != nil || len(files) == 0 {
+			return err
+		}
+		var total int64
+		for _, f := range files {
+			total += f.fileBytes
+		}
+		cutoff := now.Add(-pol.StagingRetention).UnixMicro()
+		var gone []string
+		var floor int64
+		for _, f := range files {
+			if overlaps(busy, f.start, f.end) {
+				break // a compaction is rewriting it: the next pass decides
+			}
+			if f.sealedUS >= cutoff && total <= pol.StagingMaxBytes {
+				break
+			}
+			if _, err := c.ExecContext(ctx, `DELETE FROM files WHERE start_offset = ?`, f.start); err != nil {
+				return err
+			}
+			gone = append(gone, f.name)
+			total -= f.fileBytes
+			floor = f.end
+		}
+		if len(gone) == 0 {
+			return nil
+		}
+		// The floor and the records move together: no reader sees the
+		// files gone with the floor still below them.
+		if _, err := c.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES ('floor', ?1)
+			ON CONFLICT(k) DO UPDATE SET v = max(v, ?1)`, floor); err != nil {
+			return fmt.Errorf("raise the floor to %d: %w", floor, err)
+		}
+		// Seals cut at group boundaries and evictBuffer already dropped
+		// what files hold; this only catches a group a crash left behind.
+		if _, err := c.ExecContext(ctx, `DELETE FROM groups WHERE first + n <= ?`, floor); err != nil {
+			return err
+		}
+		n = len(gone)
+		return enqueue(ctx, c, tierLocal, now.Add(pol.LocalDeleteGrace), fmt.Sprintf("cache past retention, below the floor %d", floor), gone...)
+	})
+	return n, err
+}
+
 // drainLocal deletes the local files whose time in the delete queue is up:
 // first the file, then its queue row (the other order could leak a file).
 // A name some record still mentions is never deleted.
