@@ -57,6 +57,19 @@ func TestRelayLogIsACacheTrimmedByItsTiers(t *testing.T) {
 		StagingMaxBytes:  relayCacheMaxBytes,
 		LocalDeleteGrace: 2 * time.Second, // a replay that listed a file reads it
 	}
+	// A cache is never published: no table under the configured prefix,
+	// nothing under the default one. Registered before the server, so it
+	// runs after the server's stop, however the test ends. (The stream's
+	// metadata copy, trades.metadata*, is still written under the prefix
+	// when the log is created: meta.Store commits through it.)
+	t.Cleanup(func() {
+		if _, err := os.Stat(filepath.Join(pub, "trades", "trades")); !os.IsNotExist(err) {
+			t.Errorf("the relay published a table under %s (%v); a relay's log is a cache and is never published", pub, err)
+		}
+		if _, err := os.Stat(filepath.Join(cfg.Root, "published")); !os.IsNotExist(err) {
+			t.Errorf("the relay wrote under the default published prefix (%v)", err)
+		}
+	})
 	logs := &syncBuffer{}
 	relay := startServer(struct{ testing.TB }{t}, cfg, Options{Executable: exe, Logger: log.New(logs)})
 	waitFor(t, "the relay mirroring every row", 60*time.Second, func() bool {
@@ -130,16 +143,6 @@ func TestRelayLogIsACacheTrimmedByItsTiers(t *testing.T) {
 	c.waitLen(t, "a replay of the relay's cache", int(rows-from+1))
 	sameFrames(t, "the replay of the relay's cache", c.snapshot(), want[from-1:])
 
-	// A cache is never published: no table under the configured prefix,
-	// nothing under the default one. (The stream's metadata copy,
-	// trades.metadata*, is still written there when the log is created:
-	// meta.Store commits through the published copy.)
-	if _, err := os.Stat(filepath.Join(pub, "trades", "trades")); !os.IsNotExist(err) {
-		t.Errorf("the relay published a table under %s (%v); a relay's log is a cache and is never published", pub, err)
-	}
-	if _, err := os.Stat(filepath.Join(cfg.Root, "published")); !os.IsNotExist(err) {
-		t.Errorf("the relay wrote under the default published prefix (%v)", err)
-	}
 	if st.PublishedThrough != nil || st.PublishLagRows != nil {
 		t.Errorf("/stats reports publishing (published_through %v, lag %v), but a relay publishes nothing", st.PublishedThrough, st.PublishLagRows)
 	}
