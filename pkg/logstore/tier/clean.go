@@ -38,8 +38,15 @@ type Cleaned struct {
 // when another process is cleaning this log it returns an error wrapping
 // logstore.ErrBusy.
 func Clean(ctx context.Context, l *logstore.Log) (Cleaned, error) {
+	return clean(ctx, l, "clean log", evictFiles)
+}
+
+// clean is a clean pass: evict the buffered rows files hold, take local
+// files out of the records with evict, then drain the local delete queue,
+// under clean.lock.
+func clean(ctx context.Context, l *logstore.Log, what string, evict func(context.Context, *logstore.Log) (int, error)) (Cleaned, error) {
 	var done Cleaned
-	end, err := begin(l, "clean log", logstore.RoleClean)
+	end, err := begin(l, what, logstore.RoleClean)
 	if err != nil {
 		return done, err
 	}
@@ -47,11 +54,11 @@ func Clean(ctx context.Context, l *logstore.Log) (Cleaned, error) {
 	if done.BufferRows, err = evictBuffer(ctx, l); err != nil {
 		return done, err
 	}
-	if done.LocalFiles, err = evictFiles(ctx, l); err != nil {
-		return done, fmt.Errorf("clean log %s: %w", l.Dir(), err)
+	if done.LocalFiles, err = evict(ctx, l); err != nil {
+		return done, fmt.Errorf("%s %s: %w", what, l.Dir(), err)
 	}
 	if done.Deleted, err = drainLocal(ctx, l); err != nil {
-		return done, fmt.Errorf("clean log %s: %w", l.Dir(), err)
+		return done, fmt.Errorf("%s %s: %w", what, l.Dir(), err)
 	}
 	return done, nil
 }
@@ -121,22 +128,7 @@ func evictFiles(ctx context.Context, l *logstore.Log) (n int, err error) {
 // them until LocalDeleteGrace. A file a compaction is rewriting stays.
 // It runs under clean.lock, as Clean does.
 func CleanCache(ctx context.Context, l *logstore.Log) (Cleaned, error) {
-	var done Cleaned
-	end, err := begin(l, "clean cache log", logstore.RoleClean)
-	if err != nil {
-		return done, err
-	}
-	defer end()
-	if done.BufferRows, err = evictBuffer(ctx, l); err != nil {
-		return done, err
-	}
-	if done.LocalFiles, err = expireCacheFiles(ctx, l); err != nil {
-		return done, fmt.Errorf("clean cache log %s: %w", l.Dir(), err)
-	}
-	if done.Deleted, err = drainLocal(ctx, l); err != nil {
-		return done, fmt.Errorf("clean cache log %s: %w", l.Dir(), err)
-	}
-	return done, nil
+	return clean(ctx, l, "clean cache log", expireCacheFiles)
 }
 
 // expireCacheFiles takes a cache log's local files past retention out of
