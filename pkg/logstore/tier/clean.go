@@ -79,13 +79,9 @@ func evictFiles(ctx context.Context, l *logstore.Log) (n int, err error) {
 		for _, p := range pubs {
 			asIs[logstore.Span{Start: p.start, End: p.end}] = true
 		}
-		files, busy, err := filesAndBusy(ctx, c)
+		files, busy, total, err := stagedFiles(ctx, c)
 		if err != nil {
 			return err
-		}
-		var total int64
-		for _, f := range files {
-			total += f.fileBytes
 		}
 		cutoff := now.Add(-pol.StagingRetention).UnixMicro()
 		var gone []string
@@ -139,13 +135,9 @@ func expireCacheFiles(ctx context.Context, l *logstore.Log) (n int, err error) {
 	now := l.Now()
 	err = l.Update(ctx, func(c *logstore.Tx) error {
 		n = 0
-		files, busy, err := filesAndBusy(ctx, c)
+		files, busy, total, err := stagedFiles(ctx, c)
 		if err != nil || len(files) == 0 {
 			return err
-		}
-		var total int64
-		for _, f := range files {
-			total += f.fileBytes
 		}
 		cutoff := now.Add(-pol.StagingRetention).UnixMicro()
 		var gone []string
@@ -182,6 +174,16 @@ func expireCacheFiles(ctx context.Context, l *logstore.Log) (n int, err error) {
 		return enqueue(ctx, c, tierLocal, now.Add(pol.LocalDeleteGrace), fmt.Sprintf("cache past retention, below the floor %d", floor), gone...)
 	})
 	return n, err
+}
+
+// stagedFiles is filesAndBusy with the files' total size on disk, which
+// StagingMaxBytes bounds.
+func stagedFiles(ctx context.Context, c *logstore.Tx) (files []localFile, busy []logstore.Span, total int64, err error) {
+	files, busy, err = filesAndBusy(ctx, c)
+	for _, f := range files {
+		total += f.fileBytes
+	}
+	return files, busy, total, err
 }
 
 // drainLocal deletes the local files whose time in the delete queue is up:
