@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -89,7 +90,7 @@ its pass.`,
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			return maintain.Run(ctx, args.Role, args.Logs, maintain.Options{
+			return maintain.Run(ctx, args.Role, slices.Concat(args.Logs, args.CacheLogs), maintain.Options{
 				Every:      args.Every,
 				FlushEvery: args.FlushEvery,
 				Flush:      flushSignals(ctx),
@@ -99,6 +100,7 @@ its pass.`,
 				MaxOpen:    args.MaxOpen,
 				Logger:     a.logger, // Run adds the role to every line
 				Retain:     a.retainPass,
+				Cache:      args.CacheLogs,
 			})
 		},
 	}
@@ -106,6 +108,7 @@ its pass.`,
 	args.Flags(flags)
 	cmd.Flags().AddGoFlagSet(flags)
 	_ = cmd.MarkFlagDirname(maintain.FlagLog)
+	_ = cmd.MarkFlagDirname(maintain.FlagCacheLog)
 	_ = cmd.RegisterFlagCompletionFunc(maintain.FlagRole, cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

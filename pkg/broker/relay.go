@@ -149,10 +149,8 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 	if err := s.openLog(ctx, root); err != nil {
 		return err
 	}
-	// No maintenance child runs over a relay's log (durableLogs): it must
-	// never publish, and the roles come per server, not per log.
-	s.srv.logger.Warn("a durable relay keeps every mirrored row in its log's buffer: no maintenance runs over a relay's log yet, so tiers: retention does not apply to it",
-		"stream", s.name, "upstream", clean, "log", s.log.Dir())
+	// The log is a cache: serve's seal, compact and clean children keep
+	// it by the tiers' retention, and nothing publishes it (cacheLogs).
 	return nil
 }
 

@@ -148,6 +148,9 @@ func (s *Server) finishStop(st *stream, conns []*wsConn) error {
 	var err error
 	if st.log != nil {
 		switch {
+		case st.relay != nil:
+			// A relay's log is a cache of its upstream's: it is never
+			// published, and its rows are safe in its buffer.
 		case s.cfg.Maintain.FlushEvery <= 0:
 			s.logger.Warn("maintain.flush_every is 0, so the stopped stream's log is not flushed: its unsealed rows stay in its buffer, safe",
 				"stream", st.name, "log", st.log.Dir())

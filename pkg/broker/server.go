@@ -435,7 +435,9 @@ func (s *Server) teardown(ent *entry) error {
 	var writers []*logstore.Log
 	for _, st := range streams {
 		st.life.tiers.Store(nil)
-		if st.log != nil {
+		if st.log != nil && st.relay == nil {
+			// A relay's log is a cache: its rows are safe in its buffer,
+			// and the stop must not seal or publish it.
 			writers = append(writers, st.log)
 		}
 	}
@@ -463,8 +465,8 @@ func (s *Server) teardown(ent *entry) error {
 func (s *Server) durableLogs() (live, retired, replicated []string, err error) {
 	for _, st := range s.reg.List() {
 		if st.log == nil || st.relay != nil {
-			// A relay's log is a cache of its upstream's: it must not
-			// publish, and no child runs over it (see relay.go).
+			// A relay's log is a cache of its upstream's: it must never
+			// publish (cacheLogs lists it for the roles that keep it).
 			continue
 		}
 		dir, err := filepath.Abs(st.log.Dir())
@@ -484,6 +486,25 @@ func (s *Server) durableLogs() (live, retired, replicated []string, err error) {
 	return live, retired, replicated, nil
 }
 
+// cacheLogs returns the absolute directories of the relay streams' logs,
+// in registry order: caches of their upstreams' logs, which seal, compact
+// and clean (by the tiers' retention alone) keep and nothing publishes
+// (docs/design.md §4.1).
+func (s *Server) cacheLogs() ([]string, error) {
+	var out []string
+	for _, st := range s.reg.List() {
+		if st.log == nil || st.relay == nil {
+			continue
+		}
+		dir, err := filepath.Abs(st.log.Dir())
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: %w", st.name, err)
+		}
+		out = append(out, dir)
+	}
+	return out, nil
+}
+
 // restartMaintenance makes the maintenance children run over the logs of
 // the streams served now: one child per configured role over every durable
 // log, each ready before it returns. Children already running over exactly
@@ -496,8 +517,12 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	cache, err := s.cacheLogs()
+	if err != nil {
+		return err
+	}
 	old := s.sup.Load()
-	if old != nil && slices.Equal(old.Logs(), dirs) && slices.Equal(old.RetiredLogs, retired) && slices.Equal(old.ReplicateLogs, replicated) {
+	if old != nil && slices.Equal(old.Logs(), dirs) && slices.Equal(old.RetiredLogs, retired) && slices.Equal(old.ReplicateLogs, replicated) && slices.Equal(old.CacheLogs, cache) {
 		return nil
 	}
 	m := s.cfg.Maintain
@@ -512,7 +537,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 		s.replaceSup(nil)
 		old.Halt()
 	}
-	if len(dirs)+len(retired) == 0 || len(roles)+len(replicated) == 0 {
+	if len(dirs)+len(retired)+len(cache) == 0 || len(roles)+len(replicated) == 0 {
 		return nil
 	}
 	if s.opts.Executable == "" {
@@ -520,6 +545,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	}
 	sup := supervise.New(s.opts.Executable, s.opts.ConfigFile, roles, dirs, m.FlushEvery, s.opts.ChildReadyTimeout, s.logger)
 	sup.RetiredLogs = retired
+	sup.CacheLogs = cache
 	sup.ReplicateLogs = replicated
 	sup.Replicate = s.cfg.Replicate.Args(nil, 0)
 	sup.Overrides = s.cfg.Tiers.MaintainOverrides()

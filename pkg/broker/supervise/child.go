@@ -94,6 +94,7 @@ func (c *roleChild) args() []string {
 		Every:      c.every,
 		FlushEvery: s.flushEvery,
 		Logs:       c.logs(),
+		CacheLogs:  c.cacheLogs(),
 		Override:   s.Overrides,
 		MaxOpen:    s.MaxOpenLogs,
 		ReadyFD:    readyFD,
@@ -111,6 +112,15 @@ func (c *roleChild) logs() []string {
 		return c.sup.ReplicateLogs
 	}
 	return c.sup.logs
+}
+
+// cacheLogs are the cache logs c's role runs over: all of them for the
+// roles that keep a cache, none for those that publish.
+func (c *roleChild) cacheLogs() []string {
+	if !maintain.CacheRole(c.role) {
+		return nil
+	}
+	return c.sup.CacheLogs
 }
 
 // spawn starts a process for c, unless c is stopping.

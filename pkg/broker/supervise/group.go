@@ -80,6 +80,12 @@ type Group struct {
 	// publish and clean have no work there, but its retention window
 	// still applies (docs/design.md §4.8). Set them before Start.
 	RetiredLogs []string
+	// CacheLogs are logs kept as caches of another server's stream (a
+	// relay's, docs/design.md §4.1): the seal, compact and clean roles
+	// run over them (clean by retention alone), publish and the published
+	// table's roles never do. Stop neither seals nor publishes them. Set
+	// them before Start.
+	CacheLogs []string
 	// ReplicateLogs are the logs a `streamcast replicate` child ships
 	// (the streams with replicate: true); none, no such child. Replicate
 	// is its cadence (its Logs and ReadyFD are the group's to fill). Set
@@ -152,7 +158,7 @@ func (s *Group) Start(ctx context.Context) error {
 	}
 	// A role with no log to run over has no child (every stream retired
 	// leaves only retain's).
-	s.children = slices.DeleteFunc(s.children, func(c *roleChild) bool { return len(c.logs()) == 0 })
+	s.children = slices.DeleteFunc(s.children, func(c *roleChild) bool { return len(c.logs())+len(c.cacheLogs()) == 0 })
 	first := make([]*proc, len(s.children))
 	for i, c := range s.children {
 		p, err := c.spawn()
@@ -431,7 +437,8 @@ func FlushLog(l *logstore.Log, waits StopWaits) (int64, error) {
 // Logs are the log directories the children run over, in config order.
 func (s *Group) Logs() []string { return s.logs }
 
-// AllLogs returns every log a child runs over: Logs, then RetiredLogs.
+// AllLogs returns the logs the retain child runs over: Logs, then
+// RetiredLogs (never CacheLogs: a cache's retention is clean's).
 func (s *Group) AllLogs() []string { return slices.Concat(s.logs, s.RetiredLogs) }
 
 // ChildStats are the facts /stats reports about one maintenance child

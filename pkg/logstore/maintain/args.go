@@ -28,6 +28,10 @@ type Args struct {
 	FlushEvery time.Duration
 	// Logs are the directories of the logs to maintain.
 	Logs []string
+	// CacheLogs are the directories of logs kept as caches of another
+	// server's stream (Options.Cache): seal, compact and clean run over
+	// them beside Logs; publish, clean-published and retain refuse them.
+	CacheLogs []string
 	// MaxOpen is Options.MaxOpen: how many logs the process holds open
 	// at once; 0 is DefaultMaxOpen.
 	MaxOpen int
@@ -46,6 +50,7 @@ const (
 	flagEvery                      = "every"
 	flagFlushEvery                 = "flush-every"
 	flagLog                        = "log"
+	flagCacheLog                   = "cache-log"
 	flagStagingRetention           = "staging-retention"
 	flagStagingMaxBytes            = "staging-max-bytes"
 	flagPublishedSnapshotRetention = "published-snapshot-retention"
@@ -144,6 +149,9 @@ func (a Args) Args() []string {
 	for _, l := range a.Logs {
 		out = append(out, "--"+flagLog, l)
 	}
+	for _, l := range a.CacheLogs {
+		out = append(out, "--"+flagCacheLog, l)
+	}
 	return out
 }
 
@@ -177,6 +185,7 @@ func (a *Args) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&a.FlushEvery, flagFlushEvery, a.FlushEvery, "seal and publish: flush everything once per `DUR`, at wall-clock multiples (0 never)")
 	fs.IntVar(&a.MaxOpen, flagMaxOpenLogs, a.MaxOpen, "hold at most `N` logs open at once, closing the one used longest ago (0: "+strconv.Itoa(DefaultMaxOpen)+")")
 	fs.Var((*dirsValue)(&a.Logs), flagLog, "maintain the log in `DIR` (repeat for more logs)")
+	fs.Var((*dirsValue)(&a.CacheLogs), flagCacheLog, "seal, compact or clean the log in `DIR` as a cache (a relay's): clean drops its oldest files by retention alone, and nothing publishes it (repeat for more logs)")
 	o := &a.Override
 	fs.Var((*overrideDuration)(&o.StagingRetention), flagStagingRetention, "clean: keep published local files this `DUR` (default: the log's staging_retention)")
 	fs.Var((*overrideBytes)(&o.StagingMaxBytes), flagStagingMaxBytes, "clean: past this many `BYTES` of local files, delete the oldest published ones (default: the log's staging_max_bytes)")
@@ -194,9 +203,10 @@ func (a *Args) Flags(fs *flag.FlagSet) {
 // a fixed list, a log as a directory, and the ready descriptor is checked
 // against the process's open files.
 const (
-	FlagRole    = flagRole
-	FlagLog     = flagLog
-	FlagReadyFD = flagReadyFD
+	FlagRole     = flagRole
+	FlagLog      = flagLog
+	FlagCacheLog = flagCacheLog
+	FlagReadyFD  = flagReadyFD
 )
 
 // Validate reports what is wrong with a as a command line, naming the flag
@@ -208,8 +218,10 @@ func (a Args) Validate() error {
 		return fmt.Errorf("--%s is required: one of %s", flagRole, strings.Join(RoleNames(), ", "))
 	case !slices.Contains(Roles(), a.Role):
 		return fmt.Errorf("--%s %q: no such role; the roles are %s", flagRole, a.Role, strings.Join(RoleNames(), ", "))
-	case len(a.Logs) == 0:
+	case len(a.Logs)+len(a.CacheLogs) == 0:
 		return fmt.Errorf("--%s is required: give the directory of each log to maintain", flagLog)
+	case len(a.CacheLogs) > 0 && !CacheRole(a.Role):
+		return fmt.Errorf("--%s with --%s %s: a cache log is never published, so only the seal, compact and clean roles run over it", flagCacheLog, flagRole, a.Role)
 	case a.Every <= 0:
 		return fmt.Errorf("--%s is %s; it must be a positive duration, such as 1s", flagEvery, a.Every)
 	case a.FlushEvery < 0:
@@ -221,7 +233,7 @@ func (a Args) Validate() error {
 	case a.ReadyFD < 0 || a.ReadyFD == 1 || a.ReadyFD == 2:
 		return fmt.Errorf("--%s %d: give a descriptor the parent passed beyond stdin, stdout and stderr (3 or more)", flagReadyFD, a.ReadyFD)
 	}
-	for _, l := range a.Logs {
+	for _, l := range slices.Concat(a.Logs, a.CacheLogs) {
 		if l == "" {
 			return fmt.Errorf("--%s is empty: give the directory of a log", flagLog)
 		}

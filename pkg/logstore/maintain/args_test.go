@@ -22,6 +22,8 @@ func TestArgsReadBackAsRendered(t *testing.T) {
 			Override: logstore.Config{PublishedSnapshotRetention: 36 * time.Hour, DeleteGrace: 1500 * time.Millisecond}},
 		{Role: RoleRetain, Every: time.Hour, FlushEvery: time.Minute, Logs: []string{"x"},
 			Override: logstore.Config{RetentionGrace: 90 * time.Minute}},
+		{Role: RoleClean, Every: time.Second, FlushEvery: time.Minute, Logs: []string{"x"}, CacheLogs: []string{"relay/a", "relay/b"}},
+		{Role: RoleSeal, Every: time.Second, FlushEvery: time.Minute, CacheLogs: []string{"relay/a"}},
 	} {
 		got, err := ParseArgs(a.Args())
 		if err != nil {
@@ -37,7 +39,7 @@ func TestArgsReadBackAsRendered(t *testing.T) {
 // TestArgsFlagsCoverEveryRenderedFlag: every flag Args writes is one
 // Flags defines, so a command line built on Flags reads what serve writes.
 func TestArgsFlagsCoverEveryRenderedFlag(t *testing.T) {
-	a := Args{Role: RoleClean, Every: time.Second, Logs: []string{"x"}, ReadyFD: 3, Override: logstore.Config{
+	a := Args{Role: RoleClean, Every: time.Second, Logs: []string{"x"}, CacheLogs: []string{"y"}, ReadyFD: 3, Override: logstore.Config{
 		StagingRetention: 1, StagingMaxBytes: 1, PublishedSnapshotRetention: 1, DeleteGrace: 1, LocalDeleteGrace: 1, RetentionGrace: 1,
 		S3: logstore.S3Config{Endpoint: "e", Region: "r", PathStyle: true},
 	}}
@@ -63,6 +65,10 @@ func TestParseArgsRefusesWhatMaintainRefuses(t *testing.T) {
 		{"--role", "clean", "--ready-fd", "1", "--log", "x"},
 		{"--role", "clean", "--log", "x", "stray"},
 		{"--role", "clean", "--no-such-flag", "--log", "x"},
+		// A cache log is never published, nor retained by a stream's window.
+		{"--role", "publish", "--log", "x", "--cache-log", "y"},
+		{"--role", "clean-published", "--cache-log", "y"},
+		{"--role", "retain", "--cache-log", "y"},
 	} {
 		if a, err := ParseArgs(args); err == nil {
 			t.Errorf("%q parsed as %+v", args, a)

@@ -45,6 +45,14 @@ func RoleNames() []string {
 	return names
 }
 
+// CacheRole reports whether role runs over a log kept as a cache of
+// another server's stream (a relay's): the roles that keep a cache (seal,
+// compact, clean), not those that publish it or serve the published
+// table's retention.
+func CacheRole(role Role) bool {
+	return role == RoleSeal || role == RoleCompact || role == RoleClean
+}
+
 func knownRole(r Role) bool { return slices.Contains(Roles(), r) }
 
 // passVerb is what a log line says a pass of role did.

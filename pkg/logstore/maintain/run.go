@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,6 +83,12 @@ type Options struct {
 	// many rows and files it deleted. Required for RoleRetain, ignored
 	// otherwise.
 	Retain func(ctx context.Context, l *logstore.Log) (int64, error)
+	// Cache lists the logs of dirs kept as caches of another server's
+	// stream (a relay's, docs/design.md §4.1): nothing publishes them, so
+	// the clean role drops their oldest files by retention alone
+	// (tier.CleanCache), and only the roles CacheRole names run over
+	// them; Run refuses them for any other.
+	Cache []string
 	// Logger receives a line per failure (repeats rate-limited) and per
 	// pass that did work, each with the role; nil discards them.
 	Logger *log.Logger
@@ -118,6 +125,14 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 		if _, err := logstore.ReadActivity(dir); err != nil && !errors.Is(err, logstore.ErrActivityInFlux) {
 			return fmt.Errorf("%w; give the directory of an existing log, <root>/<stream>/<log>: "+
 				"serve creates one for each durable stream in its config", err)
+		}
+	}
+	for _, dir := range opts.Cache {
+		if !slices.Contains(dirs, dir) {
+			return fmt.Errorf("cache log %s is not among the logs to maintain; give it as one of them too", dir)
+		}
+		if !CacheRole(role) {
+			return fmt.Errorf("log %s is a cache of another server's stream and is never published: the %s role does not run over it", dir, role)
 		}
 	}
 	if role == RoleRetain && opts.Retain == nil {
@@ -194,6 +209,7 @@ type runner struct {
 	// role's flush at the same boundary.
 	sealWait time.Duration
 	retain   func(ctx context.Context, l *logstore.Log) (int64, error) // RoleRetain's step
+	cache    map[string]bool                                           // the logs kept as caches (Options.Cache)
 
 	// open holds the open logs, most recently used at the front; byDir
 	// finds their elements.
@@ -266,6 +282,10 @@ func newRunner(role Role, dirs []string, opts Options) *runner {
 	r.failures = ratelog.New(slog.New(logger), repeat, time.Now)
 	for _, dir := range dirs {
 		r.state[dir] = &logState{}
+	}
+	r.cache = map[string]bool{}
+	for _, dir := range opts.Cache {
+		r.cache[dir] = true
 	}
 	return r
 }
@@ -412,7 +432,11 @@ func (r *runner) step(ctx context.Context, l *logstore.Log, st *logState, flush,
 			n, err = tier.Publish(ctx, l, flush)
 		}
 	case RoleClean:
-		cleaned, err = tier.Clean(ctx, l)
+		clean := tier.Clean
+		if r.cache[dir] {
+			clean = tier.CleanCache
+		}
+		cleaned, err = clean(ctx, l)
 		n = cleaned.BufferRows + int64(cleaned.LocalFiles+cleaned.Deleted)
 	case RoleCleanPublished:
 		cleaned, err = tier.CleanPublished(ctx, l)

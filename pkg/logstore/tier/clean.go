@@ -38,8 +38,15 @@ type Cleaned struct {
 // when another process is cleaning this log it returns an error wrapping
 // logstore.ErrBusy.
 func Clean(ctx context.Context, l *logstore.Log) (Cleaned, error) {
+	return clean(ctx, l, "clean log", evictFiles)
+}
+
+// clean is a clean pass: evict the buffered rows files hold, take local
+// files out of the records with evict, then drain the local delete queue,
+// under clean.lock.
+func clean(ctx context.Context, l *logstore.Log, what string, evict func(context.Context, *logstore.Log) (int, error)) (Cleaned, error) {
 	var done Cleaned
-	end, err := begin(l, "clean log", logstore.RoleClean)
+	end, err := begin(l, what, logstore.RoleClean)
 	if err != nil {
 		return done, err
 	}
@@ -47,11 +54,11 @@ func Clean(ctx context.Context, l *logstore.Log) (Cleaned, error) {
 	if done.BufferRows, err = evictBuffer(ctx, l); err != nil {
 		return done, err
 	}
-	if done.LocalFiles, err = evictFiles(ctx, l); err != nil {
-		return done, fmt.Errorf("clean log %s: %w", l.Dir(), err)
+	if done.LocalFiles, err = evict(ctx, l); err != nil {
+		return done, fmt.Errorf("%s %s: %w", what, l.Dir(), err)
 	}
 	if done.Deleted, err = drainLocal(ctx, l); err != nil {
-		return done, fmt.Errorf("clean log %s: %w", l.Dir(), err)
+		return done, fmt.Errorf("%s %s: %w", what, l.Dir(), err)
 	}
 	return done, nil
 }
@@ -72,13 +79,9 @@ func evictFiles(ctx context.Context, l *logstore.Log) (n int, err error) {
 		for _, p := range pubs {
 			asIs[logstore.Span{Start: p.start, End: p.end}] = true
 		}
-		files, busy, err := filesAndBusy(ctx, c)
+		files, busy, total, err := stagedFiles(ctx, c)
 		if err != nil {
 			return err
-		}
-		var total int64
-		for _, f := range files {
-			total += f.fileBytes
 		}
 		cutoff := now.Add(-pol.StagingRetention).UnixMicro()
 		var gone []string
@@ -104,6 +107,83 @@ func evictFiles(ctx context.Context, l *logstore.Log) (n int, err error) {
 		return enqueue(ctx, c, tierLocal, now.Add(pol.LocalDeleteGrace), "published and past retention", gone...)
 	})
 	return n, err
+}
+
+// CleanCache is Clean for a log kept as a cache of another server's
+// stream (a relay's, docs/design.md §4.1): nothing publishes it, since the
+// upstream's table is the history, so its retention cannot wait for the
+// published table. It evicts buffered rows that files hold, then takes
+// local files out of the log, oldest first, once they are past
+// StagingRetention or while the local files exceed StagingMaxBytes, and
+// deletes those whose turn in the delete queue has come.
+//
+// Taking a file out drops its rows for good, so the same transaction
+// raises the log's floor (Log.SetFloor) to the end of the last file taken
+// out: from its commit a reader asking below it is refused with the
+// numbers, never served a hole; one that listed the files before reads
+// them until LocalDeleteGrace. A file a compaction is rewriting stays.
+// It runs under clean.lock, as Clean does.
+func CleanCache(ctx context.Context, l *logstore.Log) (Cleaned, error) {
+	return clean(ctx, l, "clean cache log", expireCacheFiles)
+}
+
+// expireCacheFiles takes a cache log's local files past retention out of
+// the records, oldest first, raises the floor above them and queues them
+// for deletion.
+func expireCacheFiles(ctx context.Context, l *logstore.Log) (n int, err error) {
+	pol := l.Policy()
+	now := l.Now()
+	err = l.Update(ctx, func(c *logstore.Tx) error {
+		n = 0
+		files, busy, total, err := stagedFiles(ctx, c)
+		if err != nil || len(files) == 0 {
+			return err
+		}
+		cutoff := now.Add(-pol.StagingRetention).UnixMicro()
+		var gone []string
+		var floor int64
+		for _, f := range files {
+			if overlaps(busy, f.start, f.end) {
+				break // a compaction is rewriting it: the next pass decides
+			}
+			if f.sealedUS >= cutoff && total <= pol.StagingMaxBytes {
+				break
+			}
+			if _, err := c.ExecContext(ctx, `DELETE FROM files WHERE start_offset = ?`, f.start); err != nil {
+				return err
+			}
+			gone = append(gone, f.name)
+			total -= f.fileBytes
+			floor = f.end
+		}
+		if len(gone) == 0 {
+			return nil
+		}
+		// The floor and the records move together: no reader sees the
+		// files gone with the floor still below them.
+		if _, err := c.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES ('floor', ?1)
+			ON CONFLICT(k) DO UPDATE SET v = max(v, ?1)`, floor); err != nil {
+			return fmt.Errorf("raise the floor to %d: %w", floor, err)
+		}
+		// Seals cut at group boundaries and evictBuffer already dropped
+		// what files hold; this only catches a group a crash left behind.
+		if _, err := c.ExecContext(ctx, `DELETE FROM groups WHERE first + n <= ?`, floor); err != nil {
+			return err
+		}
+		n = len(gone)
+		return enqueue(ctx, c, tierLocal, now.Add(pol.LocalDeleteGrace), fmt.Sprintf("cache past retention, below the floor %d", floor), gone...)
+	})
+	return n, err
+}
+
+// stagedFiles is filesAndBusy with the files' total size on disk, which
+// StagingMaxBytes bounds.
+func stagedFiles(ctx context.Context, c *logstore.Tx) (files []localFile, busy []logstore.Span, total int64, err error) {
+	files, busy, err = filesAndBusy(ctx, c)
+	for _, f := range files {
+		total += f.fileBytes
+	}
+	return files, busy, total, err
 }
 
 // drainLocal deletes the local files whose time in the delete queue is up:
