@@ -96,6 +96,17 @@ func (l *Log) Summary(ctx context.Context, from int64) (Summary, error) {
 	if lo.Valid {
 		seen(lo.Int64, hi.Int64)
 	}
+	// A restore's fence leaves a hole from the last row held to the end;
+	// the files cover everything there is when only holes lie past them.
+	if sealed > 0 && sealed < end {
+		hs, err := ReadHoles(ctx, tx)
+		if err != nil {
+			return fail(err)
+		}
+		if HoleSpans(hs, sealed, end) {
+			sealed = end
+		}
+	}
 	if sealed >= end && sealed > 0 && !l.sch.IsAny() {
 		s.Stats, s.Nulls = map[string][2]json.RawMessage{}, map[string]int64{}
 		for col, c := range m.Columns() {

@@ -480,4 +480,14 @@ func TestRestoredFilesKeepTheirColumnStatistics(t *testing.T) {
 			}
 		}
 	}
+	// The log's roll-up (what the metadata's per-log statistics come
+	// from) counts the files as covering it: only the fence's hole lies
+	// past them.
+	sum, err := lg.Summary(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sum.Stats["id"]; !ok {
+		t.Fatalf("the restored log's summary has no statistics for id (stats %v); the hole past its files should count as held", sum.Stats)
+	}
 }
