@@ -188,17 +188,38 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 	s.publishRows(t, 1, n, false)
 	publishTables(t, root, "trades")
 
-	// Live publishing continues while the tail catches up, and the tables
-	// keep being published, as the maintenance roles would.
-	const live = 2000
+	// Live publishing goes on while the tail catches up, and the tables
+	// keep being published, as the maintenance roles would. The first
+	// live rows (fewer than max_replay) go out while the first table read
+	// runs, so the join may fall anywhere in them; the rest only once that
+	// read has returned, so they reach a tail that has joined the socket.
+	// Whatever the machine's speed, the join is exercised.
+	const early = 50
+	live := max(2000, n/50)
+	started, joined := make(chan struct{}), make(chan struct{})
+	var startOnce, joinOnce sync.Once
 	var wg sync.WaitGroup
 	stopTables := make(chan struct{})
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
+		select {
+		case <-started:
+		case <-stopTables:
+			return
+		}
 		// Batches of 8: a batch is fanned out at once, and the
 		// subscriber's queue holds 16 frames.
-		if err := s.publish(ctxT(t), n+1, live, false, 8); err != nil {
+		if err := s.publish(ctxT(t), n+1, early, false, 8); err != nil {
+			t.Error(err)
+			return
+		}
+		select {
+		case <-joined:
+		case <-stopTables:
+			return
+		}
+		if err := s.publish(ctxT(t), n+1+early, live-early, false, 8); err != nil {
 			t.Error(err)
 		}
 	}()
@@ -228,10 +249,13 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 	read := o.CatchUp
 	o.CatchUp = func(ctx context.Context, g *wire.Greeting, from int64, emit func(offset, ts int64, row []byte) error) (int64, error) {
 		rounds++
-		return read(ctx, g, from, func(offset, ts int64, row []byte) error {
+		next, err := read(ctx, g, from, func(offset, ts int64, row []byte) error {
 			fromTables++
+			startOnce.Do(func() { close(started) })
 			return emit(offset, ts, row)
 		})
+		joinOnce.Do(func() { close(joined) })
+		return next, err
 	}
 	res, err := Tail(ctxT(t), s.url, &out, o)
 	if err != nil {
