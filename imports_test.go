@@ -21,7 +21,7 @@ const module = "github.com/streamcast/streamcast"
 // below its parent (a rank under the parent's) or wholly above it. The
 // sub-packages of broker sit below it and share a rank: none imports
 // another, except auth, certs and streamlog, which sit between config and
-// broker, and stats, between supervise and broker.
+// broker, relay, between frame and broker, and stats, between supervise and broker.
 var layer = map[string]int{
 	"pkg/schema":               0,
 	"pkg/schema/source":        2, // above schema (it imports it), below logstore: ingest's readers and type rules; logstore never imports it
@@ -30,6 +30,7 @@ var layer = map[string]int{
 	"pkg/logstore/filelock":    5, // below logstore: logstore imports it
 	"pkg/logstore/parquetfile": 5, // below logstore: logstore imports it
 	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it
+	"pkg/logstore/logconfig":   7, // above parquetfile and warehouse, below logstore: a log's Config
 	"pkg/logstore":             10,
 	"pkg/logstore/tier":        12, // above logstore: its steps work through logstore's record API
 	"pkg/logstore/maintain":    15, // above logstore and tier: it runs tier's steps in a loop
@@ -53,6 +54,7 @@ var layer = map[string]int{
 	"pkg/broker/supervise":     25,
 	"pkg/broker/auth":          27, // above config: it compiles the auth: section
 	"pkg/broker/certs":         27, // above config: it loads the tls: section's files
+	"pkg/broker/relay":         27, // above frame: it builds the frames it hands broker to fan out
 	"pkg/broker/stats":         27, // above supervise: /stats carries its children's figures
 	"pkg/broker/streamlog":     27, // above config: it opens a log as the config declares it
 	"pkg/broker/control":       28, // above auth: it checks the control and migrate grants

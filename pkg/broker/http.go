@@ -108,7 +108,7 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 		// tell anyone what else the server holds.
 		c.refuse(&wire.StreamNotFound{Serves: acc.Filter(config.ActionRead, s.reg.Names())})
 	case q.Publish && st.relay != nil:
-		c.refuse(&wire.RelayOnly{Upstream: st.relay.url})
+		c.refuse(&wire.RelayOnly{Upstream: st.relay.URL()})
 	case q.Publish && st.retirement() != nil:
 		// A retired stream takes no rows, whatever its log would accept
 		// (its retirement may have been recovered by adoption).

@@ -39,9 +39,9 @@ type streamLife struct {
 	// takes it: the hot path is as before.
 	swap sync.RWMutex
 
-	handlers   sync.WaitGroup // connections registered with the stream, until they end
-	pubReaders sync.WaitGroup // publisher read loops still able to queue rows
-	committed  chan struct{}  // closed when the committer returned; nil when none started
+	handlers   sync.WaitGroup  // connections registered with the stream, until they end
+	pubReaders sync.WaitGroup  // publisher read loops still able to queue rows
+	committed  <-chan struct{} // closed when the committer returned; nil when none started
 
 	// tiers is the log /stats reads the tiers of: set once the log is open,
 	// cleared before it is closed (nil on a live-only stream).
@@ -172,7 +172,7 @@ func (st *stream) fence(conns []*wsConn) {
 // with 1001, once its replies are written (see Server.publish).
 func (st *stream) drain() {
 	if st.relay != nil {
-		st.relay.stop()
+		st.relay.Stop()
 	}
 	st.inbox.close()
 	if st.life.committed != nil {

@@ -21,7 +21,16 @@ import (
 
 	"github.com/streamcast/streamcast/internal/soak"
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	relaypkg "github.com/streamcast/streamcast/pkg/broker/relay"
 	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// The follower's states, as /stats reports them (the tests' variables
+// are often named relay).
+const (
+	relayConnecting = relaypkg.Connecting
+	relayMirroring  = relaypkg.Mirroring
+	relayStopped    = relaypkg.Stopped
 )
 
 // originConfig serves one durable "trades" stream (DemoSchema) with

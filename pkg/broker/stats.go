@@ -57,7 +57,7 @@ func (s *Server) Stats() stats.Stats {
 		if st.relay != nil {
 			// A relay publishes nothing (its upstream's table is the
 			// history): no publish lag to report, only its mirroring.
-			ss.Relay = st.relay.stats()
+			ss.Relay = st.relayStats()
 			ss.PublishedThrough, ss.PublishLagRows, ss.PublishLagS = nil, nil, nil
 		}
 		out.Streams = append(out.Streams, ss)

@@ -12,6 +12,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/broker/metrics"
+	"github.com/streamcast/streamcast/pkg/broker/relay"
 	"github.com/streamcast/streamcast/pkg/broker/streamlog"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta"
@@ -50,7 +51,7 @@ type stream struct {
 
 	// relay mirrors the upstream of a relay stream (upstream: in its
 	// config); nil on a stream that takes publishers. Set by open.
-	relay *relay
+	relay *relay.Follower
 
 	// mu is the fan-out lock. Advancing end and offering a commit's frames to
 	// every subscriber happen under it as one step, and so do adding a
@@ -258,7 +259,7 @@ func (s *stream) greetingWith(frontier int64, replay *wire.Range, where []byte, 
 	}
 	if r := s.relay; r != nil {
 		// A relay's identity and history are its upstream's.
-		g.StreamID, g.Metadata, g.MetadataHint = r.streamID, r.metadata, r.hint
+		g.StreamID, g.Metadata, g.MetadataHint = r.Identity()
 	}
 	return frame.Text(g.AppendJSON(nil))
 }

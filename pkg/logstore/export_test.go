@@ -32,7 +32,7 @@ var RoleNames []string
 // does at open, for tests that change them between steps.
 func (l *Log) setOverride(o Config) {
 	l.polMu.Lock()
-	l.pol = l.cfg.override(o)
+	l.pol = l.cfg.Override(o)
 	l.polMu.Unlock()
 }
 

@@ -139,9 +139,9 @@ func Create(dir string, sch *schema.Schema, cfg Config, opts ...Option) (*Log, e
 	if sch == nil {
 		return nil, fmt.Errorf("create log %s: no schema given (use schema.Any() for a stream without one)", dir)
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	cfg.Stream, cfg.Log = namesOr(dir, cfg.Stream, cfg.Log)
-	if err := cfg.validate(dir, sch); err != nil {
+	if err := cfg.Validate(dir, sch); err != nil {
 		return nil, fmt.Errorf("create log %s: %w", dir, err)
 	}
 	entries, err := os.ReadDir(dir)
@@ -244,7 +244,7 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 	// stores them (below), so from then on they no longer follow the
 	// directory.
 	l.cfg.Stream, l.cfg.Log = namesOr(dir, l.cfg.Stream, l.cfg.Log)
-	l.pol = l.cfg.override(o.override)
+	l.pol = l.cfg.Override(o.override)
 	l.fileSc = fileSchema(l.sch)
 	// The published table's schema, and the file schema with its field ids.
 	// A schema Iceberg cannot hold leaves the files without ids; publishing
@@ -471,7 +471,7 @@ func readMeta(ctx context.Context, db *sql.DB) (meta, error) {
 	if err := json.Unmarshal(metaBytes(kv["config"]), &m.config); err != nil {
 		return m, fmt.Errorf("the config stored in buffer.db is not valid JSON: %w", err)
 	}
-	m.config = m.config.withDefaults()
+	m.config = m.config.WithDefaults()
 	next, ok := kv["next_offset"].(int64)
 	if !ok || next < 1 {
 		return m, fmt.Errorf("buffer.db meta has next_offset %v; expected a positive integer", kv["next_offset"])

@@ -44,7 +44,7 @@ func TestConfigIsStoredAndReadBack(t *testing.T) {
 	stored := Config{TargetSealBytes: 12345, Published: "s3://bucket/some/path", S3: S3Config{Endpoint: "http://127.0.0.1:1", Region: "eu-west-3", PathStyle: true},
 		TargetFileBytes: 1 << 20, StagingRetention: time.Minute, DeleteGrace: time.Second}
 	l := createLog(t, schema.Any(), stored)
-	want := stored.withDefaults()
+	want := stored.WithDefaults()
 	want.Stream, want.Log = "s", "log" // taken from <tmp>/s/log, since none was given
 	if want.StagingMaxBytes != DefaultStagingMaxBytes || want.LocalDeleteGrace != DefaultLocalDeleteGrace || want.StagingRetention != time.Minute {
 		t.Fatalf("defaults filled wrongly: %+v", want)

@@ -173,7 +173,7 @@ type Stream struct {
 	// ws:// or wss:// URL (credentials in its user info, or in the
 	// environment): serve mirrors it with the same offsets, stamps and row
 	// bytes and takes no publishers. The schema comes from the upstream's
-	// greeting. See relay.go. Secret: it may hold a password, so
+	// greeting. See package relay. Secret: it may hold a password, so
 	// `streamcast config` prints it redacted.
 	Upstream string `yaml:"upstream,omitempty" secret:"true"`
 }

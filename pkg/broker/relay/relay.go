@@ -1,0 +1,432 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/charmbracelet/log"
+
+	"github.com/streamcast/streamcast/internal/waitfor"
+	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/schema"
+	"github.com/streamcast/streamcast/pkg/wire"
+)
+
+// Follower states, as /stats reports them.
+const (
+	Connecting = "connecting" // dialling the upstream, or waiting to retry
+	Mirroring  = "mirroring"  // subscribed, committing what arrives
+	Stopped    = "stopped"    // stopped for good (too_old, a gap, another stream): see error
+)
+
+// Backoff: the first retry after a drop is quick, later ones slow down to
+// maxBackoff so a down upstream is not hammered.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+	// GreetingWait bounds how long Open waits for the upstream's
+	// greeting, which carries the schema the relay's log is opened with.
+	GreetingWait = 20 * time.Second
+	// queueRows is the rows read from the upstream ahead of the commit;
+	// past it the reader waits, and the upstream's backpressure (4429)
+	// applies to the relay like any subscriber.
+	queueRows = 16384
+)
+
+// ErrStop marks an error after which mirroring stops for good: going on
+// could only skip or invent rows. A Target's Commit wraps it to stop the
+// Follower.
+var ErrStop = errors.New("relay stopped")
+
+// Target is the relay stream a Follower feeds: its log's end, the schema it
+// serves, its commit and its fan-out.
+type Target interface {
+	// Durable reports whether the stream keeps a log; a live-only
+	// relay's rows are only fanned out.
+	Durable() bool
+	// End is the offset the next row committed to the log gets (durable
+	// only).
+	End() int64
+	// SchemaJSON is the canonical schema the stream serves (nil for any).
+	SchemaJSON() []byte
+	// Commit appends rows at first with their stamps (durable only). An
+	// error wrapping ErrStop stops the Follower; any other ends the
+	// session, which resumes from End.
+	Commit(first int64, rows [][]byte, ts []int64) error
+	// Deliver fans committed (or, live-only, received) frames out; first
+	// is rows[0]'s offset and next one past the last (both wire.Null when
+	// live-only).
+	Deliver(frames, rows [][]byte, first, next int64)
+}
+
+// Config says which upstream a Follower mirrors and how.
+type Config struct {
+	URL         string        // the upstream stream's URL, without credentials: safe to print
+	Credentials *url.Userinfo // sent to the upstream, if any
+	MaxGroup    int           // the most rows handed to one Commit
+	Logger      *log.Logger   // where drops, retries and the stop are logged; nil discards them
+}
+
+// Stats are a Follower's figures for /stats.
+type Stats struct {
+	Upstream   string
+	State      string
+	Error      string
+	Since      time.Time // when State was entered
+	Reconnects int64
+	Received   int64 // rows committed (or, live-only, fanned out)
+}
+
+// A Follower is a relay stream's mirroring loop and its state for /stats.
+// The stream owns it: Start runs it, Stop cancels it and waits.
+type Follower struct {
+	cfg Config
+	t   Target
+
+	// The upstream's identity, from its first greeting; every later
+	// greeting must carry the same, or the relay stops (I8).
+	streamID, metadata, hint string
+
+	// next is where a live-only relay resumes (one past the last offset it
+	// relayed; wire.Null before any). Only the mirroring goroutine uses it.
+	next int64
+
+	mu         sync.Mutex // guards the /stats fields below
+	state      string
+	lastErr    string
+	since      time.Time
+	reconnects int64
+	received   atomic.Int64
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a Follower of cfg.URL, connecting.
+func New(cfg Config) *Follower {
+	if cfg.Logger == nil {
+		cfg.Logger = log.New(io.Discard)
+	}
+	if cfg.MaxGroup <= 0 {
+		cfg.MaxGroup = 1
+	}
+	return &Follower{cfg: cfg, next: wire.Null, state: Connecting, since: time.Now()}
+}
+
+// URL is the upstream's URL, without credentials.
+func (f *Follower) URL() string { return f.cfg.URL }
+
+// Identity is the upstream's stream_id, metadata and metadata hint, as its
+// greeting to Open carried them: a relay's identity and history are its
+// upstream's.
+func (f *Follower) Identity() (streamID, metadata, hint string) {
+	return f.streamID, f.metadata, f.hint
+}
+
+// Stats returns the Follower's figures for /stats.
+func (f *Follower) Stats() Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Stats{
+		Upstream:   f.cfg.URL,
+		State:      f.state,
+		Error:      f.lastErr,
+		Since:      f.since,
+		Reconnects: f.reconnects,
+		Received:   f.received.Load(),
+	}
+}
+
+func (f *Follower) setState(state string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if state != f.state {
+		f.since = time.Now()
+	}
+	f.state = state
+	if err != nil {
+		f.lastErr = err.Error()
+	} else if state == Mirroring {
+		f.lastErr = ""
+	}
+}
+
+// Open dials the upstream until it greets, with backoff, for at most
+// GreetingWait, and keeps the identity the greeting carries; the caller
+// reads the schema from it.
+func (f *Follower) Open(ctx context.Context) (*wire.Greeting, error) {
+	ctx, cancel := context.WithTimeout(ctx, GreetingWait)
+	defer cancel()
+	wait := minBackoff
+	for {
+		sub, err := wire.Subscribe(ctx, f.cfg.URL, wire.SubscribeOptions{DialOptions: wire.DialOptions{Credentials: f.cfg.Credentials}})
+		if err == nil {
+			g := sub.Greeting()
+			_ = sub.Close()
+			f.streamID, f.metadata, f.hint = g.StreamID, g.Metadata, g.MetadataHint
+			return g, nil
+		}
+		var ref wire.Refusal
+		var denied *wire.AccessDenied
+		if errors.As(err, &ref) || (errors.As(err, &denied) && denied.Status != http.StatusTooManyRequests) {
+			return nil, err // the upstream answered: retrying would get the same
+		}
+		if !waitfor.Sleep(ctx, wait) {
+			return nil, err
+		}
+		wait = min(2*wait, maxBackoff)
+	}
+}
+
+// Start runs the mirroring loop into t until Stop. It returns a channel
+// closed when the loop has returned.
+func (f *Follower) Start(t Target) <-chan struct{} {
+	f.t = t
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.done = make(chan struct{})
+	go func() {
+		defer close(f.done)
+		f.run(ctx)
+	}()
+	return f.done
+}
+
+// Stop ends the mirroring loop and waits for it; rows already committed
+// have been fanned out.
+func (f *Follower) Stop() {
+	if f.cancel == nil {
+		return
+	}
+	f.cancel()
+	<-f.done
+}
+
+// run mirrors the upstream until ctx ends or mirroring must stop: each
+// session subscribes from the relay's end and commits what arrives; a
+// dropped one is retried with backoff, a 4429 at once.
+func (f *Follower) run(ctx context.Context) {
+	logger := f.cfg.Logger
+	wait := minBackoff
+	for {
+		f.setState(Connecting, nil)
+		progressed, err := f.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		var slow *wire.TooSlow
+		var nr *wire.NotReplayable
+		switch {
+		case errors.Is(err, ErrStop), errors.As(err, &nr):
+			f.setState(Stopped, err)
+			logger.Error("relay stopped mirroring; its subscribers get no new rows until the cause is fixed and serve restarts", "err", err)
+			return
+		case errors.As(err, &slow):
+			logger.Warn("the upstream dropped the relay as too slow (4429); resuming at once", "offset", slow.Offset)
+			wait = 0
+		case progressed:
+			logger.Warn("lost the upstream; reconnecting", "err", err)
+			wait = minBackoff
+		default:
+			logger.Warn("cannot reach the upstream; retrying", "err", err, "in", wait)
+		}
+		f.mu.Lock()
+		f.reconnects++
+		f.lastErr = err.Error()
+		f.mu.Unlock()
+		if !waitfor.Sleep(ctx, wait) {
+			return
+		}
+		wait = min(max(2*wait, minBackoff), maxBackoff)
+	}
+}
+
+// relayed is one frame read from the upstream: its offset and stamp, its
+// payload as it came, and the row within it.
+type relayed struct {
+	off, ts      int64
+	payload, row []byte
+}
+
+// session is one subscription to the upstream: a reader goroutine receives
+// frames into a bounded queue, and this goroutine commits and fans out
+// whatever has queued, as one group. It returns why the session ended
+// (never nil) and whether any row arrived.
+func (f *Follower) session(ctx context.Context) (progressed bool, err error) {
+	from := f.next
+	if f.t.Durable() {
+		from = f.t.End()
+	}
+	opts := wire.SubscribeOptions{DialOptions: wire.DialOptions{Credentials: f.cfg.Credentials}}
+	if from != wire.Null {
+		opts.Offset = wire.At(from)
+	}
+	sub, err := wire.Subscribe(ctx, f.cfg.URL, opts)
+	if err != nil {
+		return false, err
+	}
+	if err := f.check(sub.Greeting()); err != nil {
+		_ = sub.Close()
+		return false, err
+	}
+	queue := make(chan relayed, queueRows)
+	quit := make(chan struct{})
+	var readErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(queue)
+		for {
+			m, err := sub.Recv(ctx)
+			if err != nil {
+				readErr = err
+				return
+			}
+			// Row lies at the end of the frame, before its closing ']'
+			// (wire's parseFrame); a frame with other spacing fails the
+			// check in commit.
+			p := append([]byte(nil), m.Frame()...)
+			end := len(p) - 1
+			select {
+			case queue <- relayed{off: m.Offset, ts: m.TS, payload: p, row: p[end-len(m.Row) : end : end]}:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(quit)
+		_ = sub.Close()
+		wg.Wait()
+	}()
+	f.setState(Mirroring, nil)
+
+	batch := make([]relayed, 0, 256)
+	for {
+		batch = batch[:0]
+		select {
+		case m, ok := <-queue:
+			if !ok {
+				wg.Wait()
+				return progressed, readErr
+			}
+			batch = append(batch, m)
+		case <-ctx.Done():
+			return progressed, ctx.Err()
+		}
+	more:
+		for len(batch) < f.cfg.MaxGroup {
+			select {
+			case m, ok := <-queue:
+				if !ok {
+					break more
+				}
+				batch = append(batch, m)
+			default:
+				break more
+			}
+		}
+		if err := f.commit(batch); err != nil {
+			return progressed, err
+		}
+		progressed = true
+	}
+}
+
+// check compares a greeting with the identity and schema the relay serves:
+// another stream behind the same URL is never mirrored into this one.
+func (f *Follower) check(g *wire.Greeting) error {
+	if f.streamID != "" && g.StreamID != f.streamID {
+		return fmt.Errorf("%w: the upstream's stream_id is now %q, not %q as when the relay started; it is another stream, and its offsets are not this one's", ErrStop, g.StreamID, f.streamID)
+	}
+	var now []byte
+	if len(g.Schema) > 0 && !bytes.Equal(g.Schema, []byte("null")) {
+		sch, err := schema.Compile(g.Schema)
+		if err != nil {
+			return fmt.Errorf("%w: the upstream's schema no longer compiles here: %v", ErrStop, err)
+		}
+		now = sch.JSON()
+	}
+	if !bytes.Equal(now, f.t.SchemaJSON()) {
+		return fmt.Errorf("%w: the upstream's schema changed (a migrate there?); restart serve so the relay serves the new one", ErrStop)
+	}
+	return nil
+}
+
+// commit commits one batch (durable relays) and fans it out. Every frame
+// the relay sends is built from the stored row as a replay would build it
+// (I4), and checked against the upstream's bytes, so the two nodes' frames
+// are the same.
+func (f *Follower) commit(batch []relayed) error {
+	durable := f.t.Durable()
+	first := batch[0].off
+	rows := make([][]byte, len(batch))
+	size := 0
+	for i := range batch {
+		m := &batch[i]
+		if durable && (m.off == wire.Null || m.off != first+int64(i)) {
+			return fmt.Errorf("%w: the upstream sent offset %s after %d; a durable relay needs every offset in order", ErrStop, offsetText(m.off), first+int64(i)-1)
+		}
+		rows[i] = m.row
+		size += len(m.payload) + 10
+	}
+	arena := make([]byte, 0, size)
+	var scratch []byte
+	frames := make([][]byte, len(batch))
+	for i := range batch {
+		m := &batch[i]
+		start := len(arena)
+		if durable {
+			scratch = wire.AppendFrame(scratch[:0], m.off, m.ts, rows[i])
+			if !bytes.Equal(scratch, m.payload) {
+				return fmt.Errorf("%w: the upstream's frame at offset %d is not in the form this server writes, so relayed and replayed frames would differ", ErrStop, m.off)
+			}
+			arena = frame.AppendData(arena, m.off, m.ts, rows[i])
+		} else {
+			// Live only: nothing is stored, so the upstream's frame is
+			// passed on as it came.
+			arena = append(arena, frame.Text(m.payload)...)
+		}
+		frames[i] = arena[start:len(arena):len(arena)]
+	}
+	if !durable {
+		f.received.Add(int64(len(batch)))
+		f.t.Deliver(frames, rows, wire.Null, wire.Null)
+		if last := batch[len(batch)-1].off; last != wire.Null {
+			f.next = last + 1
+		}
+		return nil
+	}
+	ts := make([]int64, len(batch))
+	for i := range batch {
+		ts[i] = batch[i].ts
+	}
+	if end := f.t.End(); first != end {
+		return fmt.Errorf("%w: the upstream sent offset %d, but the relay's log ends at %d; it would leave a gap", ErrStop, first, end)
+	}
+	if err := f.t.Commit(first, rows, ts); err != nil {
+		return err
+	}
+	// Counted before the fan-out: a client that saw a row sees it counted.
+	f.received.Add(int64(len(batch)))
+	f.t.Deliver(frames, rows, first, first+int64(len(rows)))
+	return nil
+}
+
+// offsetText renders an offset for a message, null as "null".
+func offsetText(v int64) string {
+	if v == wire.Null {
+		return "null"
+	}
+	return strconv.FormatInt(v, 10)
+}
