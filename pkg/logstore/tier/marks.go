@@ -57,6 +57,23 @@ func writeMarks(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass 
 	return dest, nil
 }
 
+// removeStaleMarks deletes the local copies of marks files that a pass
+// killed between writing and uploading one left in the log's files
+// directory. Only a publish pass writes them, under publish.lock, which
+// its caller holds, so none of them is in use.
+func removeStaleMarks(l *logstore.Log) error {
+	stale, err := filepath.Glob(filepath.Join(l.FilesDir(), ".marks-*.json"))
+	if err != nil {
+		return err
+	}
+	for _, f := range stale {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove the marks file %s a killed publish pass left: %w", f, err)
+		}
+	}
+	return nil
+}
+
 // ReadMarks reads the marks file the table's PropMarks names; ok=false
 // when the table names none (published before marks were).
 func ReadMarks(pt *warehouse.Table, props map[string]string) (mf MarksFile, ok bool, err error) {

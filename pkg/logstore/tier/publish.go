@@ -57,6 +57,9 @@ func Publish(ctx context.Context, l *logstore.Log, flush bool) (published int64,
 
 // publishPass is one Publish pass; the caller holds publish.lock.
 func publishPass(ctx context.Context, l *logstore.Log, pt *warehouse.Table, flush bool) (published int64, err error) {
+	if err := removeStaleMarks(l); err != nil {
+		return 0, err
+	}
 	if err := reconcilePublish(ctx, l, pt); err != nil {
 		return 0, fmt.Errorf("publish log %s: %w", l.Dir(), err)
 	}
