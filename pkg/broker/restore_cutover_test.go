@@ -344,6 +344,15 @@ func resumeAfter(t *testing.T, exe, cfg string, l *cutoverLoad, resume int64) {
 	t.Helper()
 	p := startServe(t, exe, cfg)
 	before := l.count()
+	// The loader's highest seq acknowledged before the restore: after an
+	// unplanned loss the rows above what the replica shipped are gone, and
+	// the loader must have resent them all before the check below can hold.
+	var topSeq int64
+	l.mu.Lock()
+	for seq := range l.eo {
+		topSeq = max(topSeq, seq)
+	}
+	l.mu.Unlock()
 	startLoad(p.base, l, l.last+1)
 	waitFor(t, "the clients to resume", time.Minute, func() bool {
 		l.mu.Lock()
@@ -351,7 +360,13 @@ func resumeAfter(t *testing.T, exe, cfg string, l *cutoverLoad, resume int64) {
 		if l.err != nil {
 			t.Fatalf("a client failed after the restore: %v", l.err)
 		}
-		return len(l.acked) >= before+200 && l.last >= resume
+		var resent int64 // the loader's highest seq acknowledged past the fence
+		for seq, off := range l.eo {
+			if off >= resume {
+				resent = max(resent, seq)
+			}
+		}
+		return len(l.acked) >= before+200 && l.last >= resume && resent >= topSeq
 	})
 	l.stop()
 	got := readAll(t, p.base)
