@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/pkg/broker/config"
@@ -209,10 +215,55 @@ func TestSQLAndSnapshotWithOnlyTheS3MetadataURI(t *testing.T) {
 	// --format parquet -o FILE reads back as the same rows.
 	pq := filepath.Join(s.dir, "out.parquet")
 	cli(t, "snapshot", "trades", "--config", bucketOnly, "--metadata", s.metadata, "--format", "parquet", "-o", pq)
-	if _, err := os.Stat(pq); err != nil {
+	checkSnapshotParquet(t, pq, local[3])
+}
+
+// checkSnapshotParquet reads a snapshot's Parquet file back and checks it
+// holds offsets 1 to 3000 once each, with as many flag and venue values as
+// counts says the history has ({"flags":F,"venues":V,"n":N}).
+func checkSnapshotParquet(t *testing.T, path, counts string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	_ = pq
+	defer f.Close()
+	rf, err := file.NewParquetReader(f)
+	if err != nil {
+		t.Fatalf("read %s back: %v", path, err)
+	}
+	fr, err := pqarrow.NewFileReader(rf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	col := func(name string) *arrow.Chunked {
+		idx := tbl.Schema().FieldIndices(name)
+		if len(idx) != 1 {
+			t.Fatalf("%s has no column %s: %s", path, name, tbl.Schema())
+		}
+		return tbl.Column(idx[0]).Data()
+	}
+	var sum int64
+	seen := make(map[int64]bool)
+	for _, c := range col("streamcast_offset").Chunks() {
+		for _, o := range c.(*array.Int64).Int64Values() {
+			seen[o], sum = true, sum+o
+		}
+	}
+	n := int64(remoteV1Rows + remoteV2Rows)
+	if tbl.NumRows() != n || int64(len(seen)) != n || sum != n*(n+1)/2 {
+		t.Errorf("%s: %d rows, %d distinct offsets summing to %d; want offsets 1 to %d once each", path, tbl.NumRows(), len(seen), sum, n)
+	}
+	flags, venues := col("flag"), col("venue")
+	got := fmt.Sprintf(`{"flags":%d,"venues":%d,"n":%d}`, int64(flags.Len()-flags.NullN()), int64(venues.Len()-venues.NullN()), tbl.NumRows())
+	if got != strings.TrimSpace(counts) {
+		t.Errorf("%s holds %s, the history says %s", path, got, counts)
+	}
 }
 
 // lockedBuffer is a bytes.Buffer that the follow goroutine writes while the
@@ -251,21 +302,21 @@ func TestSQLFollowOverS3AndTheBrokerConvergesOnTheOneShotAnswer(t *testing.T) {
 		// A time past what the bucket holds is refused, never answered
 		// short: trades-v2's rows are not published yet.
 		code, out, errOut := cliRun(t, "sql", "--config", cfg, "--metadata", s.metadata, "--as-of-ts", "2100-01-01T00:00:00Z", "SELECT count(*) FROM log")
-		if code != ExitFailure || out != "" || errOut == "" {
+		if code != ExitFailure || out != "" || !strings.Contains(errOut, "is later than what is published") || !strings.Contains(errOut, "offsets below 2001") {
 			t.Errorf("--as-of-ts past the published end over s3: exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
-		t.Logf("refusal: %s", errOut)
 		ctx, cancel := context.WithCancel(context.Background())
 		fout, ferr := &lockedBuffer{wrote: make(chan struct{}, 1)}, &lockedBuffer{}
 		done := make(chan int, 1)
 		go func() {
 			done <- Run(ctx, []string{"sql", "--config", cfg, "--metadata", s.metadata, "--broker", url, "--follow", "100ms", query}, strings.NewReader(""), fout, ferr)
 		}()
-		want := fmt.Sprintf(`"n":%d,`, remoteV1Rows+remoteV2Rows)
+		const want = remoteV1Rows + remoteV2Rows + 1 // the end of trades-v2
 		deadline := time.After(30 * time.Second)
 		var err error
+		var ok bool
 	wait:
-		for !strings.Contains(fout.String(), want) {
+		for followed, ok = refreshAt(fout.String(), want); !ok; followed, ok = refreshAt(fout.String(), want) {
 			select {
 			case <-fout.wrote:
 			case code := <-done:
@@ -280,14 +331,30 @@ func TestSQLFollowOverS3AndTheBrokerConvergesOnTheOneShotAnswer(t *testing.T) {
 		cancel()
 		code = <-done
 		if err != nil {
-			t.Fatalf("--follow never reached %s: %v (exit %d)\nstdout:\n%s\nstderr:\n%s", want, err, code, fout.String(), ferr.String())
+			t.Fatalf("--follow never refreshed at end_offset %d: %v (exit %d)\nstdout:\n%s\nstderr:\n%s", want, err, code, fout.String(), ferr.String())
 		}
-		lines := strings.Split(strings.TrimSpace(fout.String()), "\n")
-		followed = lines[len(lines)-1]
 	})
 	s.removeRoot(t)
 	oneShot := cli(t, "sql", "--config", s.writeConfig(t, "s3.yaml", ""), "--metadata", s.metadata, query)
-	if !strings.Contains(followed, strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(oneShot), "{"), "}"))) {
+	if followed != strings.TrimSpace(oneShot) || !strings.Contains(followed, `"n":3000,`) {
 		t.Errorf("--follow settled on %s, the one-shot read over s3 after retirement says %s", followed, oneShot)
 	}
+}
+
+// refreshAt finds, in sql --follow's NDJSON, the first complete refresh at
+// end_offset end and returns its one result row.
+func refreshAt(out string, end int64) (string, bool) {
+	for line := range strings.Lines(out) {
+		if !strings.HasSuffix(line, "\n") {
+			break // still being written
+		}
+		var r struct {
+			EndOffset int64             `json:"end_offset"`
+			Rows      []json.RawMessage `json:"rows"`
+		}
+		if json.Unmarshal([]byte(line), &r) == nil && r.EndOffset == end && len(r.Rows) == 1 {
+			return string(r.Rows[0]), true
+		}
+	}
+	return "", false
 }
