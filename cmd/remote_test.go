@@ -194,6 +194,18 @@ func TestSQLAndSnapshotWithOnlyTheS3MetadataURI(t *testing.T) {
 			t.Errorf("%s over s3:\n%s\nfrom the root:\n%s", q.name, got, local[i])
 		}
 	}
+	// The filter on offsets skips the whole first log in the bucket.
+	code, _, errOut := cliRun(t, "sql", "--config", bucketOnly, "--log-level", "debug", "--log-format", "json", "--metadata", s.metadata, "--filter", "streamcast_offset >= 2990", "SELECT count(*) FROM log")
+	if code != ExitOK || !strings.Contains(errOut, `"logs_skipped":1`) {
+		t.Errorf("--filter 'streamcast_offset >= 2990' over s3 skipped no log: exit %d\n%s", code, errOut)
+	}
+	// A filter on an ordinary column skips what its statistics rule out
+	// (the first log, whose ids stop at 2000): one file is opened, and the
+	// answer stays exact.
+	code, out, errOut := cliRun(t, "sql", "--config", bucketOnly, "--log-level", "debug", "--log-format", "json", "--metadata", s.metadata, "--filter", "id >= 2990", "SELECT count(*) AS n FROM log")
+	if code != ExitOK || out != "{\"n\":11}\n" || !strings.Contains(errOut, `"files_opened":1,`) {
+		t.Errorf("--filter 'id >= 2990' over s3: exit %d, stdout %q\n%s", code, out, errOut)
+	}
 	if got := cli(t, "sql", "--config", bucketOnly, "--metadata", s.metadata, "--as-of-ts", ts, "SELECT count(*) AS n, max(streamcast_offset) AS hi FROM log"); got != asOfTS {
 		t.Errorf("--as-of-ts %s over s3: %s, from the root: %s", ts, got, asOfTS)
 	}
@@ -203,7 +215,7 @@ func TestSQLAndSnapshotWithOnlyTheS3MetadataURI(t *testing.T) {
 	}
 
 	// Refusals name the numbers over s3 as well.
-	code, out, errOut := cliRun(t, "sql", "--config", bucketOnly, "--metadata", s.metadata, "--as-of-offset", "5000", "SELECT count(*) FROM log")
+	code, out, errOut = cliRun(t, "sql", "--config", bucketOnly, "--metadata", s.metadata, "--as-of-offset", "5000", "SELECT count(*) FROM log")
 	if code != ExitFailure || out != "" || !strings.Contains(errOut, "offset 5000 was never written; give --as-of-offset 3000 or earlier") {
 		t.Errorf("--as-of-offset 5000 over s3: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
