@@ -215,7 +215,7 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 				}
 				continue
 			}
-			if !opts.Reconnect || !retryable(serr) {
+			if !opts.Reconnect || !wire.Retryable(serr) {
 				if first {
 					return res, advise(serr, wire.Null)
 				}
@@ -277,7 +277,7 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 			return res, nil
 		case errors.Is(rerr, errWriter):
 			return res, w.failure()
-		case !opts.Reconnect || !retryable(rerr):
+		case !opts.Reconnect || !wire.Retryable(rerr):
 			return res, advise(rerr, resume)
 		}
 		if resume == wire.Null && next != wire.Null {
@@ -337,31 +337,6 @@ func tailOne(ctx context.Context, sub *wire.Subscription, w *tailWriter, res *Ta
 			return received, errTailDone
 		}
 	}
-}
-
-// retryable reports whether --reconnect should retry after err: the server
-// going away, dropping a slow reader, or the network failing. Refusals,
-// protocol errors and clean ends are final.
-func retryable(err error) bool {
-	var (
-		ga *wire.GoingAway
-		ts *wire.TooSlow
-		ce *wire.CloseError
-		pe *wire.ProtocolError
-		re wire.Refusal
-		ad *wire.AccessDenied
-	)
-	switch {
-	case errors.As(err, &ad):
-		return false // the same credentials get the same answer
-	case errors.As(err, &ga), errors.As(err, &ts), errors.As(err, &ce):
-		return true
-	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return false
-	case errors.As(err, &pe), errors.As(err, &re):
-		return false
-	}
-	return true // a network error: dial failure, reset, timeout
 }
 
 // tailError words err for the command line: what happened, with the

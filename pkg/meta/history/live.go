@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sync"
 	"time"
@@ -294,26 +293,9 @@ func (l *Live) read(ctx context.Context, sub *wire.Subscription) error {
 }
 
 // liveRetryable reports whether the subscription reconnects after err:
-// the server going away or dropping a slow reader, or the network failing.
+// as any following client does (wire.Retryable), except that the
+// history's own refusals are final.
 func liveRetryable(err error) bool {
-	var (
-		ga *wire.GoingAway
-		ts *wire.TooSlow
-		ce *wire.CloseError
-		pe *wire.ProtocolError
-		re wire.Refusal
-		ad *wire.AccessDenied
-		rf *Refusal
-	)
-	switch {
-	case errors.As(err, &ad), errors.As(err, &rf):
-		return false
-	case errors.As(err, &ga), errors.As(err, &ts), errors.As(err, &ce):
-		return true
-	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return false
-	case errors.As(err, &pe), errors.As(err, &re):
-		return false
-	}
-	return true
+	var rf *Refusal
+	return !errors.As(err, &rf) && wire.Retryable(err)
 }
