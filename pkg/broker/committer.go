@@ -18,11 +18,10 @@ const maxGroupRows = 10000
 // job is one publish frame waiting for the committer: its rows (canonical
 // bytes, validated on the publisher's goroutine) and where its reply goes.
 type job struct {
-	rows  [][]byte
-	one   [1][]byte // storage for rows of a one-row frame
-	pub   *publisher
-	reply *replySlot
-	slot  replySlot // storage for reply: one allocation per frame, not two
+	rows [][]byte
+	one  [1][]byte // storage for rows of a one-row frame
+	pub  *publisher
+	slot replySlot // the frame's reply, in the job: one allocation per frame, not two
 
 	// answer is the reply the deliverer built for this frame, on its way
 	// to the publisher's slot (see publisher.answerJobs).

@@ -199,8 +199,7 @@ func (p *publisher) handle(typ int, data []byte) {
 	var slot *replySlot
 	if st.log != nil {
 		j = &job{pub: p, read: read}
-		j.reply = &j.slot
-		slot = j.reply
+		slot = &j.slot
 	} else {
 		slot = &replySlot{}
 	}
@@ -276,7 +275,7 @@ func (p *publisher) resolve(slot *replySlot, frame []byte) {
 func (p *publisher) answerJobs() {
 	p.mu.Lock()
 	for _, j := range p.answered {
-		j.reply.frame, j.reply.done = j.answer, true
+		j.slot.frame, j.slot.done = j.answer, true
 		j.answer = nil
 	}
 	p.queueAnsweredLocked()
