@@ -27,7 +27,15 @@ func Start(t testing.TB, cfg config.Config) string {
 // Run to end; it runs at cleanup too, and only once.
 func Run(t testing.TB, cfg config.Config) (url string, stop func()) {
 	t.Helper()
-	srv, err := broker.New(cfg, broker.Options{})
+	srv, stop := Serve(t, cfg, broker.Options{})
+	return "ws://" + srv.Addr().String(), stop
+}
+
+// Serve is Run with the server's options, for tests that set its hooks, and
+// it returns the server itself.
+func Serve(t testing.TB, cfg config.Config, opts broker.Options) (srv *broker.Server, stop func()) {
+	t.Helper()
+	srv, err := broker.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,5 +58,5 @@ func Run(t testing.TB, cfg config.Config) (url string, stop func()) {
 		})
 	}
 	t.Cleanup(stop)
-	return "ws://" + srv.Addr().String(), stop
+	return srv, stop
 }

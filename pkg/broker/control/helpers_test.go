@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/pkg/broker"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/control"
@@ -135,34 +136,9 @@ func serveWith(t testing.TB, cfg config.Config) *fixture {
 // serveOpts runs the server with cfg and opts.
 func serveOpts(t testing.TB, cfg config.Config, opts broker.Options) *fixture {
 	t.Helper()
-	root := cfg.Root
-	srv, err := broker.New(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Run(context.Background()) }()
-	select {
-	case <-srv.Ready():
-	case err := <-errc:
-		t.Fatal(err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("server not ready after 20s")
-	}
-	f := &fixture{root: root, srv: srv, base: "http://" + srv.Addr().String(), ws: "ws://" + srv.Addr().String()}
-	stopped := false
-	f.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = srv.Close()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}
-	t.Cleanup(f.stop)
-	return f
+	srv, stop := brokertest.Serve(t, cfg, opts)
+	return &fixture{root: cfg.Root, srv: srv, stop: stop,
+		base: "http://" + srv.Addr().String(), ws: "ws://" + srv.Addr().String()}
 }
 
 // req is one raw HTTP request to the API.
