@@ -341,7 +341,15 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 		if err := c.checkMigration(ctx, ls, sch); err != nil {
 			return err
 		}
-		if _, err := lifecycle.Migrate(ctx, ls, lifecycle.Declaration{Schema: sch, Log: lc}, lifecycle.Options{}); err != nil {
+		d := lifecycle.Declaration{Schema: sch, Log: lc}
+		res, err := lifecycle.Migrate(ctx, ls, d, lifecycle.Options{})
+		if err == nil && res.Differs {
+			// It finished a migration an earlier run began (to the schema
+			// that run's intent recorded); this one asks for another, and
+			// the declaration below must say what the log holds.
+			_, err = lifecycle.Migrate(ctx, ls, d, lifecycle.Options{})
+		}
+		if err != nil {
 			return err
 		}
 		return c.reg.update(context.WithoutCancel(ctx), func(t tx) error {
