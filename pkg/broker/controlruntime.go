@@ -149,22 +149,24 @@ func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate
 	if err := s.restartMaintenance(s.runCtx); err != nil {
 		s.logger.Error("the maintenance children did not restart over the new set of logs", "err", err)
 	}
-	err := migrate(ctx)
-	if err == nil {
-		err = st.swapLog(s.runCtx, s.newRegistered(sv))
+	if err := migrate(ctx); err != nil {
+		// The old log is whole unless the migration got as far as its
+		// intent (then it may be fenced, and only a rerun finishes it):
+		// serve on it, the seam never moved.
+		if rerr := st.resumeOldLog(s.runCtx); rerr != nil {
+			s.logger.Error("the stream cannot serve its old log after its migration failed", "stream", name, "err", rerr)
+			s.stopAfterFailedMigration(st)
+			return "", err
+		}
+		if rerr := s.restartMaintenance(s.runCtx); rerr != nil {
+			s.logger.Error("the maintenance children did not restart over the new set of logs", "stream", name, "err", rerr)
+		}
+		s.logger.Warn("stream migration failed; it serves on its old log", "stream", name, "log", st.log.Dir(), "end", st.endOffset.Load(), "err", err)
+		return "", &control.MigrationFailed{Err: err, Serving: true}
 	}
+	err := st.swapLog(s.runCtx, s.newRegistered(sv))
 	if err != nil {
-		// The stream cannot serve either log now: stop it whole, its
-		// subscribers too, as StopStream would.
-		s.reg.Remove(name)
-		all := st.beginStop(wire.WhyStreamStopped)
-		st.unfence(false)
-		st.closeSubscribers(all)
-		// A connection ending takes no swap lock; one waiting for it is
-		// refused 4404 once it has it (register).
-		st.waitConns(all, 2*closeGrace)
-		_ = st.closeLog()
-		_ = s.restartMaintenance(s.runCtx)
+		s.stopAfterFailedMigration(st)
 		return "", err
 	}
 	st.unfence(true)
@@ -174,6 +176,48 @@ func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate
 	}
 	s.logger.Info("stream migrated", "stream", name, "log", st.log.Dir(), "seam", st.endOffset.Load(), "by", "control")
 	return st.streamID(), nil
+}
+
+// resumeOldLog serves st on the log its failed migration left: reopened
+// as it was (same schema, same end, so the seam never moved, I1), its
+// committer started again and its publishers let back in. A log the
+// migration fenced, or whose metadata records its intent, is refused:
+// it takes no rows until a rerun of the migration finishes it.
+func (st *stream) resumeOldLog(ctx context.Context) error {
+	seam := st.endOffset.Load()
+	if err := st.openLog(ctx, st.storageConfig().Root); err != nil {
+		return err
+	}
+	status, err := st.log.Status(ctx)
+	switch {
+	case err != nil:
+	case status.Fenced:
+		err = fmt.Errorf("its log %s was fenced by the migration", st.log.Dir())
+	case st.end != seam:
+		err = fmt.Errorf("its log %s ends at %d, not at %d where the migration began", st.log.Dir(), st.end, seam)
+	}
+	if err != nil {
+		_ = st.closeLog()
+		return err
+	}
+	st.inbox.reopen()
+	st.start()
+	st.unfence(false)
+	return nil
+}
+
+// stopAfterFailedMigration stops st whole, its subscribers too, as
+// StopStream would, when it can serve neither log. The swap lock is held.
+func (s *Server) stopAfterFailedMigration(st *stream) {
+	s.reg.Remove(st.name)
+	all := st.beginStop(wire.WhyStreamStopped)
+	st.unfence(false)
+	st.closeSubscribers(all)
+	// A connection ending takes no swap lock; one waiting for it is
+	// refused 4404 once it has it (register).
+	st.waitConns(all, 2*closeGrace)
+	_ = st.closeLog()
+	_ = s.restartMaintenance(s.runCtx)
 }
 
 // Serves implements control.Runtime. While a migration swaps its log the

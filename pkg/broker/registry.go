@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -255,7 +257,62 @@ func (st *stream) swapLog(ctx context.Context, next *stream) error {
 		_ = st.closeLog()
 		return err
 	}
+	st.refilter(seam)
 	st.inbox.reopen()
 	st.start()
 	return nil
+}
+
+// refilter recompiles every attached subscriber's where= against the
+// schema the log from seam on has: a compiled filter finds its columns
+// by their position in the schema it was compiled for, and a migration
+// may add, remove or reorder columns. A filter the new schema refuses (a
+// column removed, a null the column no longer allows) closes its
+// subscriber with 4400, after the rows below the seam it was sent, naming
+// the seam so it can subscribe again knowing where the schema changed.
+// The committer is stopped and the swap lock held: no commit fans out.
+func (st *stream) refilter(seam int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	shared := map[string]*sharedFilter{}
+	for _, sub := range st.subs {
+		if sub.filter == nil {
+			continue
+		}
+		old := sub.filter.JSON()
+		f, err := st.sch.CompileFilter(old)
+		if err != nil {
+			// Out of the shared set: the connection only waits to end.
+			sub.filter = nil
+			sub.c.close(wire.CloseBadRequest, (&wire.BadRequest{Detail: refilterDetail(seam, err)}).Reason())
+			st.srv.logger.Info("subscriber closed: its where= does not fit the migrated schema", "stream", st.name, "where", string(old), "seam", seam, "err", err)
+			continue
+		}
+		if f.All() {
+			f = nil
+		}
+		sub.filter = f
+		if f == nil {
+			continue
+		}
+		key := string(f.JSON())
+		if sf, ok := shared[key]; ok {
+			sf.refs++
+			sub.filter = sf.f
+		} else {
+			shared[key] = &sharedFilter{f: f, refs: 1}
+		}
+	}
+	st.filters = shared
+}
+
+// refilterDetail is the 4400 detail for a filter a migration's schema
+// refuses. The seam and the column come first: the close reason keeps 80
+// characters of it.
+func refilterDetail(seam int64, err error) string {
+	var fe *schema.FilterError
+	if errors.As(err, &fe) && fe.Column != "" {
+		return fmt.Sprintf("migrated at offset %d: where= column %q does not fit the new schema (%s)", seam, fe.Column, fe.Problem)
+	}
+	return fmt.Sprintf("migrated at offset %d: where= does not fit the new schema (%v)", seam, err)
 }

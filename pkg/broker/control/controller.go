@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -336,7 +338,18 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 	}
 	c.observe(name, func(o *Observed) { o.State = ObservedMigrating })
 	run := func(ctx context.Context) error {
-		if _, err := lifecycle.Migrate(ctx, ls, lifecycle.Declaration{Schema: sch, Log: lc}, lifecycle.Options{}); err != nil {
+		if err := c.checkMigration(ctx, ls, sch); err != nil {
+			return err
+		}
+		d := lifecycle.Declaration{Schema: sch, Log: lc}
+		res, err := lifecycle.Migrate(ctx, ls, d, lifecycle.Options{})
+		if err == nil && res.Differs {
+			// It finished a migration an earlier run began (to the schema
+			// that run's intent recorded); this one asks for another, and
+			// the declaration below must say what the log holds.
+			_, err = lifecycle.Migrate(ctx, ls, d, lifecycle.Options{})
+		}
+		if err != nil {
 			return err
 		}
 		return c.reg.update(context.WithoutCancel(ctx), func(t tx) error {
@@ -365,6 +378,19 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 			return err
 		}
 		id, err := c.rt.MigrateStream(ctx, *sv, run)
+		var mf *MigrationFailed
+		if errors.As(err, &mf) && mf.Serving {
+			// Nothing moved: the stream serves the declaration it served.
+			c.logger.Error("control: migration failed; the stream serves on its old log", "stream", name, "err", err)
+			// Its declaration is the one it served (the migration's
+			// revision changed none of it): observe that revision.
+			rev := rec.Revision
+			if cur, rerr := c.record(ctx, name); rerr == nil && cur != nil {
+				rev = cur.Revision
+			}
+			c.observe(name, func(o *Observed) { o.State, o.Revision, o.err = ObservedServing, rev, publicMessage(err) })
+			return err
+		}
 		if err != nil {
 			c.fail(name, err)
 			return err
@@ -381,6 +407,49 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 		return nil
 	}
 	return c.start(ctx, rec)
+}
+
+// checkMigration refuses, before the migration records its intent (so
+// before anything is written or fenced), what would make it fail half
+// way: a column whose type differs from the one the stream ever declared
+// for that name, and a place for the next log that something else holds.
+// Its refusals name the column or log, never a path (the server's log
+// has the path). An interrupted migration (its intent recorded) is left
+// to lifecycle.Migrate, which resumes it.
+func (c *Controller) checkMigration(ctx context.Context, ls lifecycle.Stream, sch *schema.Schema) error {
+	store, err := meta.NewStore(ctx, ls.Layout, ls.Name, ls.S3)
+	if err != nil {
+		return err
+	}
+	res, err := meta.Resolve(ctx, store)
+	if err != nil || res.Metadata == nil || res.Metadata.Intent != nil || res.Metadata.Current() == nil {
+		return err // lifecycle.Migrate words these
+	}
+	md := res.Metadata
+	if err := md.Clone().DeclareColumns(sch); err != nil {
+		return invalidf("the migration's schema is refused: %v; POST the migration again with that fixed", err)
+	}
+	next := md.NextLogName()
+	dir := ls.Layout.LogDir(ls.Name, next)
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+	case !fi.IsDir():
+		err = errors.New("a file is in its place")
+	default:
+		var entries []os.DirEntry
+		if entries, err = os.ReadDir(dir); err == nil && len(entries) > 0 {
+			err = fmt.Errorf("a directory holding %d entries is in its place", len(entries))
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	c.logger.Error("control: the migration's new log cannot be created", "stream", ls.Name, "log", next, "dir", dir, "err", err)
+	return invalidf("the migration's new log %s cannot be created: %v in the storage profile's root, and it is no log this migration made; "+
+		"the server's log names the path: move it away, then POST the migration again", next, err)
 }
 
 func cmpErr(a, b error) error {
@@ -554,9 +623,15 @@ func (c *Controller) observation(name string) Observed {
 func publicMessage(err error) string {
 	var be *bindError
 	var inv *invalid
+	var mf *MigrationFailed
 	switch {
 	case errors.As(err, &be):
 		return be.msg
+	case errors.As(err, &mf) && mf.Serving && errors.As(err, &inv):
+		return inv.msg + " The stream serves on its old log, from the same offsets."
+	case errors.As(err, &mf) && mf.Serving:
+		return "the migration failed before it changed the stream's log, and the stream serves on its old log from the same offsets; " +
+			"the server's log says why (look for the operation's id): fix that, then POST the migration again"
 	case errors.As(err, &inv):
 		return inv.msg
 	case errors.Is(err, lifecycle.ErrRetired):

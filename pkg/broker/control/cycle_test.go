@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,8 @@ import (
 // subscriber keep the neighbour busy. The neighbour's subscriber sees
 // every offset once, in order, and no 1001; afterwards the goroutines,
 // the open files and the child processes are back where they started.
+// This server runs no maintenance children (the count stays zero);
+// TestStartStopCyclesLeakNoMaintenanceChildren cycles with real ones.
 func TestStartStopCyclesLeakNothingWhileANeighbourIsUnderLoad(t *testing.T) {
 	cycles := soak.Count(100, 1000)
 	f := start(t)
@@ -152,13 +155,22 @@ func openFiles(t *testing.T) int {
 
 // children counts the processes whose parent is this one.
 func children(t *testing.T) int {
+	return len(childPIDs(t, os.Getpid()))
+}
+
+// childPIDs lists the processes whose parent is ppid, read from /proc.
+func childPIDs(t *testing.T, ppid int) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Skip("no /proc here")
 	}
-	me := fmt.Sprint(os.Getpid())
-	n := 0
+	parent := strconv.Itoa(ppid)
+	var pids []int
 	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
 		if err != nil {
 			continue
@@ -166,10 +178,10 @@ func children(t *testing.T) int {
 		// pid (comm) state ppid …; comm may hold spaces, so split after ')'.
 		s := string(b)
 		if i := strings.LastIndexByte(s, ')'); i >= 0 {
-			if fs := strings.Fields(s[i+1:]); len(fs) > 1 && fs[1] == me {
-				n++
+			if fs := strings.Fields(s[i+1:]); len(fs) > 1 && fs[1] == parent {
+				pids = append(pids, pid)
 			}
 		}
 	}
-	return n
+	return pids
 }

@@ -50,3 +50,21 @@ type Admission struct {
 	Write         bool // publishers are admitted (not retired, not fenced)
 	ChildrenReady bool // the maintenance children run over its log
 }
+
+// MigrationFailed is MigrateStream's error when the migration failed
+// before it touched the stream's log: the stream serves on that log from
+// the same end (Serving), so the migration may be retried, fixed, with
+// no offset lost or reissued.
+type MigrationFailed struct {
+	Err     error
+	Serving bool // the stream serves on its old log
+}
+
+func (e *MigrationFailed) Error() string {
+	if e.Serving {
+		return e.Err.Error() + "; the stream serves on its old log"
+	}
+	return e.Err.Error()
+}
+
+func (e *MigrationFailed) Unwrap() error { return e.Err }
