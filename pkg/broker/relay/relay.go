@@ -84,9 +84,9 @@ type Config struct {
 	StreamID string
 	// Home is the relay's stream directory, named in the stop that another
 	// stream behind the URL causes: moving it aside is the way out.
-	Home string
-	MaxGroup    int           // the most rows handed to one Commit
-	Logger      *log.Logger   // where drops, retries and the stop are logged; nil discards them
+	Home     string
+	MaxGroup int         // the most rows handed to one Commit
+	Logger   *log.Logger // where drops, retries and the stop are logged; nil discards them
 }
 
 // Stats are a Follower's figures for /stats.
