@@ -330,12 +330,7 @@ func TestRelayStopsLoudlyOnTooOldAndSkipsNothing(t *testing.T) {
 	lcfg := relayConfig(t, wsURL(mid, "/trades"), true)
 	last := startRelay(t, lcfg)
 	publishRows(t, up, 0, 5)
-	waitFor(t, "the last relay to mirror 5 rows", 20*time.Second, func() bool {
-		return streamStats(last, "trades").Relay.RowsMirrored == 5
-	})
-	if err := last.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closeOnceMirrored(t, last, 5)
 	publishRows(t, up, 5, 100)
 	sub.waitLen(t, "the middle relay's subscriber", 105)
 

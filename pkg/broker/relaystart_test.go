@@ -44,6 +44,18 @@ func TestRelayWritesNothingUnderPublished(t *testing.T) {
 	}
 }
 
+// closeOnceMirrored waits until relay has mirrored n rows, then shuts it
+// down (its log and the record of its upstream stay, for a restart).
+func closeOnceMirrored(t *testing.T, relay *Server, n int64) {
+	t.Helper()
+	waitFor(t, "the relay to mirror "+itoa(n)+" rows", 20*time.Second, func() bool {
+		return streamStats(relay, "trades").Relay.RowsMirrored == n
+	})
+	if err := relay.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestNewRelayStartsAtTheUpstreamsEarliestReplayableOffset: a relay with
 // an empty log, of an upstream whose max_replay window no longer reaches
 // offset 1, starts at the oldest offset that window holds; its log starts
@@ -93,12 +105,7 @@ func TestRelayRestartedAgainstARecreatedStreamStops(t *testing.T) {
 	rcfg := relayConfig(t, up, true)
 	relay := startRelay(t, rcfg)
 	publishRows(t, up, 0, 10)
-	waitFor(t, "the relay to mirror 10 rows", 20*time.Second, func() bool {
-		return streamStats(relay, "trades").Relay.RowsMirrored == 10
-	})
-	if err := relay.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closeOnceMirrored(t, relay, 10)
 
 	// The origin again, on the same address, with a new root: a new
 	// stream named trades, with a new stream_id.

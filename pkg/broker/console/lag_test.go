@@ -3,13 +3,13 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/pkg/broker"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -19,39 +19,6 @@ import (
 // in TestConsoleFlagsGrowingPublishLag: the page judges a lag growing over
 // a minute of the server's time (served_at), which this makes seconds.
 const lagSpeed = 8
-
-// runBroker runs a broker for cfg until the returned stop, failing the
-// test if it does not get ready.
-func runBroker(t *testing.T, cfg config.Config, o broker.Options) (srv *broker.Server, stop func()) {
-	t.Helper()
-	srv, err := broker.New(cfg, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Run(context.Background()) }()
-	select {
-	case <-srv.Ready():
-	case err := <-errc:
-		t.Fatal(err)
-	case <-time.After(30 * time.Second):
-		_ = srv.Close()
-		t.Fatal("server not ready after 30 s")
-	}
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = srv.Close()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return srv, stop
-}
 
 // TestConsoleFlagsGrowingPublishLag serves a durable stream that nothing
 // publishes (no maintenance children) while rows arrive, on a clock
@@ -82,7 +49,7 @@ func TestConsoleFlagsGrowingPublishLag(t *testing.T) {
 	})
 	addr := freeAddr(t)
 	cfg := tradesConfig(addr, t.TempDir())
-	_, stop := runBroker(t, cfg, broker.Options{Clock: clock})
+	_, stop := brokertest.Serve(t, cfg, broker.Options{Clock: clock})
 	stopLoad := load(t, "ws://"+addr, "trades", 200, 0)
 	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+addr+"/")); err != nil {
 		t.Fatal(err)
@@ -111,7 +78,7 @@ func TestConsoleFlagsGrowingPublishLag(t *testing.T) {
 	if b.err != nil {
 		t.Fatal(b.err)
 	}
-	srv, _ := runBroker(t, cfg, broker.Options{Clock: clock, Executable: b.path})
+	srv, _ := brokertest.Serve(t, cfg, broker.Options{Clock: clock, Executable: b.path})
 	after := float64(clock.Now().UnixMicro()) / 1e6
 	waitJS(t, ctx, 30*time.Second, "stats from the publishing server", fmt.Sprintf(`Number(document.querySelector("#streams").dataset.servedAt) > %f`, after), `document.querySelector("#streams").dataset.servedAt`)
 	waitJS(t, ctx, 30*time.Second, "the publish lag flag cleared", `!`+lagCell+`.classList.contains("bad") && !`+lagCell+`.classList.contains("warn") && `+row+`.className === ""`,
