@@ -72,6 +72,12 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 				_ = lg.Close()
 				return fmt.Errorf("stream %q: %w", s.name, err)
 			}
+			if lg, err = dropUnused(ctx, lg); err != nil {
+				return fmt.Errorf("stream %q: %w", s.name, err)
+			}
+			if lg == nil {
+				kept = "" // the new log records the upstream it starts from
+			}
 		}
 	}
 	closeLog := func() {
@@ -159,6 +165,30 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 	// The log is a cache: serve's seal, compact and clean children keep
 	// it by the tiers' retention, and nothing publishes it (cacheLogs).
 	return nil
+}
+
+// dropUnused removes a relay's log that was made but never given a row
+// (serve stopped before the first arrived) and returns nil; it holds
+// nothing to resume from, so the relay starts afresh, where the upstream's
+// replay window is now, rather than at a start that window may have left.
+// Any other log is returned as it is.
+func dropUnused(ctx context.Context, lg *logstore.Log) (*logstore.Log, error) {
+	_, end, err := lg.Extent(ctx)
+	if err != nil {
+		_ = lg.Close()
+		return nil, fmt.Errorf("read the extent of %s: %w", lg.Dir(), err)
+	}
+	if end != lg.Config().Start {
+		return lg, nil
+	}
+	dir := lg.Dir()
+	if err := lg.Close(); err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("remove the relay's unused log %s: %w", dir, err)
+	}
+	return nil, nil
 }
 
 // createRelayLog creates a relay's log, its first offset start.

@@ -92,6 +92,32 @@ func TestNewRelayStartsAtTheUpstreamsEarliestReplayableOffset(t *testing.T) {
 	}
 }
 
+// TestRelayWithAnUnusedLogStartsAfresh: a relay whose log was made but
+// never given a row (serve stopped before the first arrived) starts at the
+// upstream's window as it is now when it comes back, rather than being
+// refused at the start it had.
+func TestRelayWithAnUnusedLogStartsAfresh(t *testing.T) {
+	ocfg := originConfig(t)
+	ten := int64(10)
+	ocfg.Streams[0].MaxReplay = &ten
+	origin := startNode(t, ocfg)
+	up := wsURL(origin, "/trades")
+	rcfg := relayConfig(t, up, true)
+	relay := startRelay(t, rcfg)
+	if err := relay.Close(); err != nil {
+		t.Fatal(err)
+	}
+	publishRows(t, up, 0, 100)
+	relay = startRelay(t, rcfg)
+	if r := streamStats(relay, "trades").Relay; r.State != relayMirroring {
+		t.Fatalf("a relay with an unused log, restarted after the upstream's window moved on: %+v", r)
+	}
+	waitFor(t, "the relay to mirror the window's 10 rows", 20*time.Second, func() bool {
+		st := streamStats(relay, "trades")
+		return st.EndOffset != nil && *st.EndOffset == 101 && st.Relay.RowsMirrored == 10
+	})
+}
+
 // TestRelayRestartedAgainstARecreatedStreamStops: the relay keeps its
 // upstream's stream_id beside its log; restarted against a URL that now
 // serves another stream (recreated there, with more rows than the relay
