@@ -56,17 +56,22 @@ func closeOnceMirrored(t *testing.T, relay *Server, n int64) {
 	}
 }
 
+// windowedOrigin starts an origin whose "trades" stream replays at most
+// 10 rows back (max_replay) and returns the stream's URL.
+func windowedOrigin(t *testing.T) string {
+	ocfg := originConfig(t)
+	ten := int64(10)
+	ocfg.Streams[0].MaxReplay = &ten
+	return wsURL(startNode(t, ocfg), "/trades")
+}
+
 // TestNewRelayStartsAtTheUpstreamsEarliestReplayableOffset: a relay with
 // an empty log, of an upstream whose max_replay window no longer reaches
 // offset 1, starts at the oldest offset that window holds; its log starts
 // there, its frames are the upstream's from there on, and it goes on
 // mirroring what is published next.
 func TestNewRelayStartsAtTheUpstreamsEarliestReplayableOffset(t *testing.T) {
-	ocfg := originConfig(t)
-	ten := int64(10)
-	ocfg.Streams[0].MaxReplay = &ten
-	origin := startNode(t, ocfg)
-	up := wsURL(origin, "/trades")
+	up := windowedOrigin(t)
 	ref := collect(t, up)
 	publishRows(t, up, 0, 100)
 	ref.waitLen(t, "the origin's subscriber", 100)
@@ -97,11 +102,7 @@ func TestNewRelayStartsAtTheUpstreamsEarliestReplayableOffset(t *testing.T) {
 // upstream's window as it is now when it comes back, rather than being
 // refused at the start it had.
 func TestRelayWithAnUnusedLogStartsAfresh(t *testing.T) {
-	ocfg := originConfig(t)
-	ten := int64(10)
-	ocfg.Streams[0].MaxReplay = &ten
-	origin := startNode(t, ocfg)
-	up := wsURL(origin, "/trades")
+	up := windowedOrigin(t)
 	rcfg := relayConfig(t, up, true)
 	relay := startRelay(t, rcfg)
 	if err := relay.Close(); err != nil {
