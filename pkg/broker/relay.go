@@ -3,8 +3,18 @@ package broker
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/streamcast/streamcast/internal/durable"
+	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/streamlog"
+	"github.com/streamcast/streamcast/pkg/meta"
 
 	"github.com/streamcast/streamcast/pkg/broker/relay"
 	"github.com/streamcast/streamcast/pkg/broker/stats"
@@ -24,7 +34,12 @@ import (
 
 // openRelay prepares a relay stream: it reads the upstream's greeting for
 // the schema and identity the relay serves, then opens the stream's log
-// with that schema (durable relays) as open does for any stream.
+// (durable relays). A relay's log is a cache, not a stream of its own: it
+// gets no stream metadata (that names a stream's own identity, and its
+// copy lives under published:, where a relay writes nothing), only the
+// upstream's stream_id kept beside it (upstreamFile) so that a restart
+// against another stream behind the URL stops loudly rather than mix two
+// streams' offsets (I8).
 func (s *stream) openRelay(ctx context.Context, root string) error {
 	clean, cred, err := s.cfg.UpstreamURL()
 	if err != nil {
@@ -33,23 +48,73 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 	if cred == nil {
 		cred = s.srv.opts.UpstreamCredentials
 	}
+	tlsCfg, err := s.cfg.UpstreamTLS()
+	if err != nil {
+		return fmt.Errorf("stream %q: %w", s.name, err)
+	}
+	lay, err := meta.NewLayout(root, s.storageConfig().Published)
+	if err != nil {
+		return fmt.Errorf("stream %q: %w", s.name, config.PublishedError(err))
+	}
+	home := lay.StreamDir(s.name)
+	dir := lay.LogDir(s.name, meta.LogName(s.name, 1))
+	var lg *logstore.Log
+	var kept string // the upstream stream_id recorded beside the log
+	if s.cfg.Durable {
+		lg, err = logstore.Open(dir, logstore.Writer, logstore.WithClock(s.srv.opts.Clock), logstore.WithIdleClose(streamlog.IdleClose))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			lg = nil
+		case err != nil:
+			return fmt.Errorf("stream %q: %w", s.name, err)
+		default:
+			if kept, err = readUpstreamID(home, s.name); err != nil {
+				_ = lg.Close()
+				return fmt.Errorf("stream %q: %w", s.name, err)
+			}
+			if lg, err = dropUnused(ctx, lg); err != nil {
+				return fmt.Errorf("stream %q: %w", s.name, err)
+			}
+			if lg == nil {
+				kept = "" // the new log records the upstream it starts from
+			}
+		}
+	}
+	closeLog := func() {
+		if lg != nil {
+			_ = lg.Close()
+		}
+	}
 	r := relay.New(relay.Config{
 		URL:         clean,
 		Credentials: cred,
+		TLS:         tlsCfg,
+		StreamID:    kept,
+		Home:        home,
 		MaxGroup:    maxGroupRows,
 		Logger:      s.srv.logger.With("stream", s.name, "upstream", clean),
 	})
 	g, err := r.Open(ctx)
 	if err != nil {
-		return fmt.Errorf("stream %q relays %s, whose greeting carries the schema the relay serves, and got none: %w; "+
-			"start the upstream first (serve waits %s for it), or check the URL and its credentials",
-			s.name, clean, err, relay.GreetingWait)
+		closeLog()
+		way := "start the upstream first (serve waits " + relay.GreetingWait.String() + " for it), or check the URL and its credentials"
+		var cv *tls.CertificateVerificationError
+		if errors.As(err, &cv) {
+			way = "its certificate is not signed by a CA this host trusts: give the CA's certificate in the stream's upstream_ca_file:"
+		}
+		return fmt.Errorf("stream %q relays %s, whose greeting carries the schema the relay serves, and got none: %w; %s",
+			s.name, clean, err, way)
 	}
 	if s.cfg.Durable && !g.Durable {
+		closeLog()
 		return fmt.Errorf("stream %q is a durable relay of %s, which is live-only: its rows have no offsets to keep; set durable: false on the relay", s.name, clean)
 	}
 	sch := schema.Any()
-	if len(g.Schema) > 0 && !bytes.Equal(g.Schema, []byte("null")) {
+	if lg != nil {
+		// The log's schema is what its rows are; a greeting with another
+		// stops the follower, loudly, while the rows kept are still served.
+		sch = lg.Schema()
+	} else if len(g.Schema) > 0 && !bytes.Equal(g.Schema, []byte("null")) {
 		if sch, err = schema.Compile(g.Schema); err != nil {
 			return fmt.Errorf("stream %q: the schema of its upstream %s does not compile here: %w", s.name, clean, err)
 		}
@@ -65,11 +130,144 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 		s.endOffset.Store(wire.Null)
 		return nil
 	}
-	if err := s.openLog(ctx, root); err != nil {
-		return err
+	if lg == nil {
+		// A new relay starts where the upstream's replay reaches back to:
+		// asking for offset 1 of a stream whose window has moved on
+		// would only be refused (too_old). Its log starts there.
+		start, err := r.Earliest(ctx)
+		if err != nil {
+			return fmt.Errorf("stream %q: find where the relay of %s starts: %w", s.name, clean, err)
+		}
+		if lg, err = s.createRelayLog(lay, start); err != nil {
+			r.Stop()
+			return err
+		}
+		s.srv.logger.Info("new relay: its log starts at the upstream's earliest replayable offset", "stream", s.name, "upstream", clean, "offset", start, "upstream_stream_id", g.StreamID)
 	}
+	if kept == "" {
+		// A new log, or one kept before the relay recorded its upstream:
+		// the stream it mirrors from now on is this one.
+		if err := writeUpstreamID(home, s.name, g.StreamID); err != nil {
+			r.Stop()
+			_ = lg.Close()
+			return fmt.Errorf("stream %q: %w", s.name, err)
+		}
+	}
+	_, end, err := lg.Extent(ctx)
+	if err != nil {
+		r.Stop()
+		_ = lg.Close()
+		return fmt.Errorf("stream %q: read the extent of %s: %w", s.name, lg.Dir(), err)
+	}
+	s.log = lg
+	s.end = end
+	s.endOffset.Store(end)
 	// The log is a cache: serve's seal, compact and clean children keep
 	// it by the tiers' retention, and nothing publishes it (cacheLogs).
+	return nil
+}
+
+// dropUnused removes a relay's log that was made but never given a row
+// (serve stopped before the first arrived) and returns nil; it holds
+// nothing to resume from, so the relay starts afresh, where the upstream's
+// replay window is now, rather than at a start that window may have left.
+// Any other log is returned as it is.
+func dropUnused(ctx context.Context, lg *logstore.Log) (*logstore.Log, error) {
+	_, end, err := lg.Extent(ctx)
+	if err != nil {
+		_ = lg.Close()
+		return nil, fmt.Errorf("read the extent of %s: %w", lg.Dir(), err)
+	}
+	if end != lg.Config().Start {
+		return lg, nil
+	}
+	dir := lg.Dir()
+	if err := lg.Close(); err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("remove the relay's unused log %s: %w", dir, err)
+	}
+	return nil, nil
+}
+
+// createRelayLog creates a relay's log, its first offset start.
+func (s *stream) createRelayLog(lay meta.Layout, start int64) (*logstore.Log, error) {
+	name := meta.LogName(s.name, 1)
+	lc, err := s.storageConfig().LogSettings(s.cfg, name)
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: %w", s.name, err)
+	}
+	lc.Start = start
+	if err := os.MkdirAll(lay.StreamDir(s.name), 0o755); err != nil {
+		return nil, fmt.Errorf("stream %q: %w", s.name, err)
+	}
+	lg, err := logstore.Create(lay.LogDir(s.name, name), s.sch, lc, logstore.WithClock(s.srv.opts.Clock), logstore.WithIdleClose(streamlog.IdleClose))
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: %w", s.name, err)
+	}
+	return lg, nil
+}
+
+// upstreamFile is where a durable relay keeps its upstream's stream_id, in
+// its stream directory beside the log: <root>/<stream>/<stream>.upstream.json.
+func upstreamFile(home, stream string) string {
+	return filepath.Join(home, stream+".upstream.json")
+}
+
+// upstreamRecord is upstreamFile's content.
+type upstreamRecord struct {
+	StreamID string `json:"upstream_stream_id"`
+}
+
+// readUpstreamID returns the stream_id recorded in upstreamFile, "" when
+// there is none (a log kept before relays recorded it).
+func readUpstreamID(home, stream string) (string, error) {
+	path := upstreamFile(home, stream)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the relay's upstream identity: %w", err)
+	}
+	var rec upstreamRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return "", fmt.Errorf("the relay's upstream identity %s does not parse (%v); restore it, or move the relay's directory %s aside to start the relay afresh", path, err, home)
+	}
+	return rec.StreamID, nil
+}
+
+// writeUpstreamID records id in upstreamFile, durably (written aside,
+// synced, renamed into place, directory synced).
+func writeUpstreamID(home, stream, id string) error {
+	path := upstreamFile(home, stream)
+	b, err := json.Marshal(upstreamRecord{StreamID: id})
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("record the relay's upstream identity: %w", err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = durable.SyncDir(home)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("record the relay's upstream identity in %s: %w", path, err)
+	}
 	return nil
 }
 

@@ -315,9 +315,10 @@ func TestLiveRelayPassesTheOriginsFramesOn(t *testing.T) {
 }
 
 // TestRelayStopsLoudlyOnTooOldAndSkipsNothing: a chain whose middle relay
-// bounds replay; a fresh relay of it, asked to start from offset 1 beyond
-// max_replay, is refused too_old: it reports it in /stats and commits
-// nothing, rather than starting where the upstream would let it.
+// bounds replay; the last relay mirrors a few rows, is shut down while the
+// upstream moves on beyond max_replay, and restarts on its log: asked to
+// resume at its end, it is refused too_old, reports it in /stats and
+// commits nothing, rather than starting where the upstream would let it.
 func TestRelayStopsLoudlyOnTooOldAndSkipsNothing(t *testing.T) {
 	origin := startNode(t, originConfig(t))
 	up := wsURL(origin, "/trades")
@@ -326,10 +327,14 @@ func TestRelayStopsLoudlyOnTooOldAndSkipsNothing(t *testing.T) {
 	mcfg.Streams[0].MaxReplay = &ten
 	mid := startRelay(t, mcfg)
 	sub := collect(t, wsURL(mid, "/trades?offset=0"))
-	publishRows(t, up, 0, 100)
-	sub.waitLen(t, "the middle relay's subscriber", 100)
+	lcfg := relayConfig(t, wsURL(mid, "/trades"), true)
+	last := startRelay(t, lcfg)
+	publishRows(t, up, 0, 5)
+	closeOnceMirrored(t, last, 5)
+	publishRows(t, up, 5, 100)
+	sub.waitLen(t, "the middle relay's subscriber", 105)
 
-	last := startRelay(t, relayConfig(t, wsURL(mid, "/trades"), true))
+	last = startRelay(t, lcfg)
 	waitFor(t, "the last relay to stop", 20*time.Second, func() bool {
 		r := streamStats(last, "trades").Relay
 		return r != nil && r.State == relayStopped
@@ -338,8 +343,8 @@ func TestRelayStopsLoudlyOnTooOldAndSkipsNothing(t *testing.T) {
 	if !strings.Contains(st.Relay.Error, "max_replay") {
 		t.Errorf("/stats relay error %q does not say why (max_replay)", st.Relay.Error)
 	}
-	if st.EndOffset == nil || *st.EndOffset != 1 || st.Relay.RowsMirrored != 0 {
-		t.Errorf("a refused relay committed rows: end %v, mirrored %d", st.EndOffset, st.Relay.RowsMirrored)
+	if st.EndOffset == nil || *st.EndOffset != 6 || st.Relay.RowsMirrored != 0 {
+		t.Errorf("a refused relay committed rows: end %v, mirrored %d since the restart", st.EndOffset, st.Relay.RowsMirrored)
 	}
 }
 

@@ -16,7 +16,10 @@ import (
 
 // Stats returns the server's stats now.
 func (s *Server) Stats() stats.Stats {
-	now := time.Now()
+	// served_at is on the server's clock, as the rows' stamps and the
+	// publish lag are: the console measures how fast the lag grows
+	// against it.
+	now := s.opts.Clock.Now()
 	mono := time.Since(s.started)
 	streams := s.reg.List()
 	out := stats.Stats{ServedAt: unixSeconds(now), Process: stats.Process(), Streams: make([]stats.StreamStats, 0, len(streams)), Children: []supervise.ChildStats{}}

@@ -46,6 +46,9 @@ func (s Stream) Change(sch *schema.Schema, next Stream, nextSch *schema.Schema) 
 	if s.Upstream != next.Upstream {
 		keys = append(keys, "upstream")
 	}
+	if s.UpstreamCAFile != next.UpstreamCAFile {
+		keys = append(keys, "upstream_ca_file")
+	}
 	if len(keys) == 0 {
 		return ""
 	}

@@ -176,6 +176,11 @@ type Stream struct {
 	// greeting. See package relay. Secret: it may hold a password, so
 	// `streamcast config` prints it redacted.
 	Upstream string `yaml:"upstream,omitempty" secret:"true"`
+	// UpstreamCAFile, for a wss:// upstream, holds the PEM certificate(s)
+	// of a CA the relay trusts beside the system's, as tail's --ca-file:
+	// for an origin whose certificate a private CA signed. Relative to
+	// the config file's directory.
+	UpstreamCAFile string `yaml:"upstream_ca_file,omitempty"`
 }
 
 // Default returns the configuration with every default filled in and no

@@ -79,6 +79,9 @@ func load(base Config, file, dir string, data []byte, overrides []Override) (Con
 			if s.SchemaFile != "" && !filepath.IsAbs(s.SchemaFile) {
 				s.SchemaFile = filepath.Join(dir, s.SchemaFile)
 			}
+			if s.UpstreamCAFile != "" && !filepath.IsAbs(s.UpstreamCAFile) {
+				s.UpstreamCAFile = filepath.Join(dir, s.UpstreamCAFile)
+			}
 		}
 	}
 	if dir != "" {

@@ -1,7 +1,11 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/streamcast/streamcast/internal/conf"
@@ -17,6 +21,9 @@ func (s *Stream) IsRelay() bool { return s.Upstream != "" }
 // everything that would make it a writer of its own is refused.
 func (s *Stream) validateUpstream(key, label string) error {
 	if s.Upstream == "" {
+		if s.UpstreamCAFile != "" {
+			return badKey(key+".upstream_ca_file", "%s has upstream_ca_file: but no upstream:; it is the CA a relay trusts for its wss:// upstream, so drop it or add upstream:", label)
+		}
 		return nil
 	}
 	ukey := key + ".upstream"
@@ -35,6 +42,14 @@ func (s *Stream) validateUpstream(key, label string) error {
 		return badKey(ukey, "%s: upstream %s has a query; a relay chooses its own offset, so give the stream's URL alone (%s://%s%s)", label, clean, u.Scheme, u.Host, u.Path)
 	case strings.Contains(strings.TrimPrefix(u.Path, "/"), "/"):
 		return badKey(ukey, "%s: upstream %s has a path of more than one segment; give the server's address and the stream's name, as in ws://origin:8765/trades", label, clean)
+	}
+	if s.UpstreamCAFile != "" {
+		if u.Scheme != "wss" {
+			return badKey(key+".upstream_ca_file", "%s: upstream_ca_file: is for a wss:// upstream, and %s is not one; drop it, or use wss://", label, clean)
+		}
+		if _, err := s.UpstreamTLS(); err != nil {
+			return keyErr(key+".upstream_ca_file", fmt.Errorf("%s: %w", label, err))
+		}
 	}
 	for _, k := range []struct {
 		set  bool
@@ -59,4 +74,26 @@ func (s *Stream) validateUpstream(key, label string) error {
 // its user info held (nil when none).
 func (s *Stream) UpstreamURL() (string, *url.Userinfo, error) {
 	return wire.SplitCredentials(s.Upstream)
+}
+
+// UpstreamTLS returns the TLS configuration a relay dials its wss://
+// upstream with: the system's CAs and, with upstream_ca_file:, the CAs in
+// that file too (as tail's --ca-file). nil when no file is set (the
+// system's CAs alone).
+func (s *Stream) UpstreamTLS() (*tls.Config, error) {
+	if s.UpstreamCAFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(s.UpstreamCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("upstream_ca_file: %w; give the PEM certificate of the CA that signed the upstream's certificate", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("upstream_ca_file %s holds no PEM certificate; give the certificate of the CA that signed the upstream's certificate", s.UpstreamCAFile)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 }

@@ -23,12 +23,22 @@ import (
 // children serve starts.
 func buildStreamcast(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "streamcast")
-	out, err := exec.Command("go", "build", "-o", path, "github.com/streamcast/streamcast").CombinedOutput()
+	path, err := buildStreamcastIn(t.TempDir())
 	if err != nil {
-		t.Fatalf("go build the streamcast command: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return path
+}
+
+// buildStreamcastIn builds the streamcast command into dir; safe to call
+// from any goroutine, so a test can build while it does something else.
+func buildStreamcastIn(dir string) (string, error) {
+	path := filepath.Join(dir, "streamcast")
+	out, err := exec.Command("go", "build", "-o", path, "github.com/streamcast/streamcast").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build the streamcast command: %w\n%s", err, out)
+	}
+	return path, nil
 }
 
 // childOf is the role's child in the server's stats.

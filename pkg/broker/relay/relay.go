@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,10 @@ const (
 	// past it the reader waits, and the upstream's backpressure (4429)
 	// applies to the relay like any subscriber.
 	queueRows = 16384
+	// earliestTries bounds how often Earliest asks again when the
+	// upstream's replay window moved past the start it computed from a
+	// too_old refusal (the window slides with every commit there).
+	earliestTries = 8
 )
 
 // ErrStop marks an error after which mirroring stops for good: going on
@@ -72,8 +77,16 @@ type Target interface {
 type Config struct {
 	URL         string        // the upstream stream's URL, without credentials: safe to print
 	Credentials *url.Userinfo // sent to the upstream, if any
-	MaxGroup    int           // the most rows handed to one Commit
-	Logger      *log.Logger   // where drops, retries and the stop are logged; nil discards them
+	TLS         *tls.Config   // for a wss:// upstream: the CAs trusted; nil = the system's
+	// StreamID is the upstream's stream_id the relay's log was made from
+	// (the relay keeps it beside the log); "" takes the first greeting's.
+	// A greeting with another stops mirroring (I8).
+	StreamID string
+	// Home is the relay's stream directory, named in the stop that another
+	// stream behind the URL causes: moving it aside is the way out.
+	Home     string
+	MaxGroup int         // the most rows handed to one Commit
+	Logger   *log.Logger // where drops, retries and the stop are logged; nil discards them
 }
 
 // Stats are a Follower's figures for /stats.
@@ -107,6 +120,14 @@ type Follower struct {
 	reconnects int64
 	received   atomic.Int64
 
+	// refused is why Open's greeting may not be mirrored (another stream
+	// than the log's); run stops on it at once.
+	refused error
+
+	// parked is the subscription Earliest opened, which the first session
+	// reads from so that no row between the two is lost; nil once used.
+	parked *wire.Subscription
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -119,7 +140,7 @@ func New(cfg Config) *Follower {
 	if cfg.MaxGroup <= 0 {
 		cfg.MaxGroup = 1
 	}
-	return &Follower{cfg: cfg, next: wire.Null, state: Connecting, since: time.Now()}
+	return &Follower{cfg: cfg, streamID: cfg.StreamID, next: wire.Null, state: Connecting, since: time.Now()}
 }
 
 // URL is the upstream's URL, without credentials.
@@ -168,11 +189,19 @@ func (f *Follower) Open(ctx context.Context) (*wire.Greeting, error) {
 	defer cancel()
 	wait := minBackoff
 	for {
-		sub, err := wire.Subscribe(ctx, f.cfg.URL, wire.SubscribeOptions{DialOptions: wire.DialOptions{Credentials: f.cfg.Credentials}})
+		sub, err := wire.Subscribe(ctx, f.cfg.URL, f.options(nil))
 		if err == nil {
 			g := sub.Greeting()
 			_ = sub.Close()
-			f.streamID, f.metadata, f.hint = g.StreamID, g.Metadata, g.MetadataHint
+			if f.streamID == "" {
+				f.streamID = g.StreamID
+			}
+			f.metadata, f.hint = g.Metadata, g.MetadataHint
+			// Another stream behind the URL is not a reason to refuse to
+			// serve the rows the log holds; it stops mirroring, at once
+			// (run), before a refusal by the other stream's numbers
+			// could say something less clear.
+			f.refused = f.checkID(g)
 			return g, nil
 		}
 		var ref wire.Refusal
@@ -185,6 +214,64 @@ func (f *Follower) Open(ctx context.Context) (*wire.Greeting, error) {
 		}
 		wait = min(2*wait, maxBackoff)
 	}
+}
+
+// options are the subscribe options of a session starting at offset (nil:
+// live, from the upstream's frontier).
+func (f *Follower) options(offset *int64) wire.SubscribeOptions {
+	return wire.SubscribeOptions{
+		Offset:      offset,
+		DialOptions: wire.DialOptions{Credentials: f.cfg.Credentials, TLS: f.cfg.TLS},
+	}
+}
+
+// Earliest subscribes to the upstream at the earliest offset it will
+// replay and returns that offset: where a relay with an empty log starts,
+// since the upstream serves nothing further back. That is its earliest
+// row, or, with max_replay, the oldest its window still reaches (a
+// too_old refusal gives the numbers; the window slides meanwhile, so it
+// asks again), or its frontier when it holds no rows. The subscription
+// stays open for the first session, so no row published in between is
+// missed. Call it after Open and before Start.
+func (f *Follower) Earliest(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, GreetingWait)
+	defer cancel()
+	at := int64(0) // 0 is the earliest row
+	var last error
+	for range earliestTries {
+		sub, err := wire.Subscribe(ctx, f.cfg.URL, f.options(wire.At(at)))
+		if err == nil {
+			g := sub.Greeting()
+			if err := f.checkID(g); err != nil {
+				_ = sub.Close()
+				return 0, err
+			}
+			if g.Replay == nil {
+				_ = sub.Close()
+				return 0, fmt.Errorf("the upstream %s greeted a subscription at offset %d without a replay window; is it a durable stream?", f.cfg.URL, at)
+			}
+			f.parked = sub
+			return g.Replay.Start, nil
+		}
+		var nr *wire.NotReplayable
+		if !errors.As(err, &nr) {
+			return 0, err
+		}
+		switch {
+		case nr.Why == wire.WhyTooOld && nr.MaxReplay != wire.Null && nr.EndOffset != wire.Null:
+			at = max(nr.EndOffset-nr.MaxReplay, 1)
+		case nr.Why == wire.WhyEmpty && nr.EndOffset != wire.Null:
+			// Every row it held is gone (its retention): start at its
+			// frontier, an empty replay, with the rows to come.
+			at = nr.EndOffset
+		case nr.Why == wire.WhyEvicted && nr.Earliest != wire.Null:
+			at = nr.Earliest
+		default:
+			return 0, err
+		}
+		last = err
+	}
+	return 0, fmt.Errorf("the upstream %s refused %d starts in a row, its replay window moving past each: %w; raise its max_replay, or start the relay when it is less busy", f.cfg.URL, earliestTries, last)
 }
 
 // Start runs the mirroring loop into t until Stop. It returns a channel
@@ -205,6 +292,10 @@ func (f *Follower) Start(t Target) <-chan struct{} {
 // have been fanned out.
 func (f *Follower) Stop() {
 	if f.cancel == nil {
+		if f.parked != nil {
+			_ = f.parked.Close()
+			f.parked = nil
+		}
 		return
 	}
 	f.cancel()
@@ -219,7 +310,11 @@ func (f *Follower) run(ctx context.Context) {
 	wait := minBackoff
 	for {
 		f.setState(Connecting, nil)
-		progressed, err := f.session(ctx)
+		var progressed bool
+		err := f.refused
+		if err == nil {
+			progressed, err = f.session(ctx)
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -266,13 +361,20 @@ func (f *Follower) session(ctx context.Context) (progressed bool, err error) {
 	if f.t.Durable() {
 		from = f.t.End()
 	}
-	opts := wire.SubscribeOptions{DialOptions: wire.DialOptions{Credentials: f.cfg.Credentials}}
+	var at *int64
 	if from != wire.Null {
-		opts.Offset = wire.At(from)
+		at = wire.At(from)
 	}
-	sub, err := wire.Subscribe(ctx, f.cfg.URL, opts)
-	if err != nil {
-		return false, err
+	sub := f.parked
+	f.parked = nil
+	if sub == nil || sub.Greeting().Replay == nil || sub.Greeting().Replay.Start != from {
+		if sub != nil {
+			_ = sub.Close()
+		}
+		var err error
+		if sub, err = wire.Subscribe(ctx, f.cfg.URL, f.options(at)); err != nil {
+			return false, err
+		}
 	}
 	if err := f.check(sub.Greeting()); err != nil {
 		_ = sub.Close()
@@ -346,8 +448,8 @@ func (f *Follower) session(ctx context.Context) (progressed bool, err error) {
 // check compares a greeting with the identity and schema the relay serves:
 // another stream behind the same URL is never mirrored into this one.
 func (f *Follower) check(g *wire.Greeting) error {
-	if f.streamID != "" && g.StreamID != f.streamID {
-		return fmt.Errorf("%w: the upstream's stream_id is now %q, not %q as when the relay started; it is another stream, and its offsets are not this one's", ErrStop, g.StreamID, f.streamID)
+	if err := f.checkID(g); err != nil {
+		return err
 	}
 	var now []byte
 	if len(g.Schema) > 0 && !bytes.Equal(g.Schema, []byte("null")) {
@@ -361,6 +463,20 @@ func (f *Follower) check(g *wire.Greeting) error {
 		return fmt.Errorf("%w: the upstream's schema changed (a migrate there?); restart serve so the relay serves the new one", ErrStop)
 	}
 	return nil
+}
+
+// checkID refuses a greeting from another stream than the one the relay's
+// log holds: its offsets are not this one's (I8).
+func (f *Follower) checkID(g *wire.Greeting) error {
+	if f.streamID == "" || g.StreamID == f.streamID {
+		return nil
+	}
+	way := "restart serve once the URL serves that stream again"
+	if f.cfg.Home != "" {
+		way = fmt.Sprintf("to mirror the new stream, stop serve, move the relay's directory %s aside and start serve again (the relay then starts afresh); or point upstream: at the stream it was mirroring", f.cfg.Home)
+	}
+	return fmt.Errorf("%w: the upstream %s is now stream_id %q, but the relay's log holds stream_id %q: another stream (recreated there?), whose offsets are not the log's; %s",
+		ErrStop, f.cfg.URL, g.StreamID, f.streamID, way)
 }
 
 // commit commits one batch (durable relays) and fans it out. Every frame
