@@ -23,6 +23,7 @@ const module = "github.com/streamcast/streamcast"
 // another, except auth, certs and streamlog, which sit between config and
 // broker, relay, between frame and broker, and stats, between supervise and broker.
 var layer = map[string]int{
+	"pkg/schema/jsontext":      -2, // below schema: schema imports it; it imports nothing of the module
 	"pkg/schema":               0,
 	"pkg/schema/source":        2, // above schema (it imports it), below logstore: ingest's readers and type rules; logstore never imports it
 	"pkg/logstore/activity":    5, // below logstore: logstore imports it
