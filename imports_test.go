@@ -32,6 +32,7 @@ var layer = map[string]int{
 	"pkg/logstore/parquetfile": 5, // below logstore: logstore imports it
 	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it
 	"pkg/logstore/logconfig":   7, // above parquetfile and warehouse, below logstore: a log's Config
+	"pkg/logstore/catalog":     7, // above colstats, below logstore: answers read from buffer.db's records alone
 	"pkg/logstore":             10,
 	"pkg/logstore/tier":        12, // above logstore: its steps work through logstore's record API
 	"pkg/logstore/maintain":    15, // above logstore and tier: it runs tier's steps in a loop
