@@ -60,6 +60,7 @@ var layer = map[string]int{
 	"pkg/broker/stats":         27, // above supervise: /stats carries its children's figures
 	"pkg/broker/streamlog":     27, // above config: it opens a log as the config declares it
 	"pkg/broker/control":       28, // above auth: it checks the control and migrate grants
+	"pkg/broker/gate":          28, // above auth: it checks every request against the auth: section
 	"pkg/broker":               30,
 	"cmd":                      40,
 }

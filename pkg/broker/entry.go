@@ -28,7 +28,7 @@ type Middleware func(next http.Handler) http.Handler
 
 // handler builds the chain every request goes through.
 func (s *Server) handler() http.Handler {
-	chain := append([]Middleware{s.checkOrigin, s.checkAuth}, s.opts.Middleware...)
+	chain := append([]Middleware{s.checkOrigin, s.gate.Check}, s.opts.Middleware...)
 	h := s.routes()
 	for i := len(chain) - 1; i >= 0; i-- {
 		h = chain[i](h)

@@ -46,7 +46,7 @@ func (s *Server) RecordAuthFailure(status int) {
 
 // serveMetrics answers GET /metrics in the Prometheus text format.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	if !s.AuthorizeMetrics(w, r, s.metrics.public.Load()) {
+	if !s.gate.AuthorizeMetrics(w, r, s.metrics.public.Load()) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -123,3 +123,15 @@ func (s *Server) countClose(st *stream, code int) {
 		s.metrics.unrouted.Closed(code)
 	}
 }
+
+// AuthorizeMetrics is the access rule of GET /metrics, for its route:
+// public (metrics.public: true) lets everyone in; otherwise the request
+// needs stats on "*". It answers 401 or 403 itself and returns false when
+// the route must not serve r (gate.Gate.AuthorizeMetrics).
+func (s *Server) AuthorizeMetrics(w http.ResponseWriter, r *http.Request, public bool) bool {
+	return s.gate.AuthorizeMetrics(w, r, public)
+}
+
+// AuthFailures counts failed logins since the server started: bad or
+// unparsable credentials, not requests refused for lack of a grant.
+func (s *Server) AuthFailures() int64 { return s.gate.Failures() }

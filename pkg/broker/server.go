@@ -21,12 +21,12 @@ import (
 
 	"github.com/streamcast/streamcast/internal/ratelog"
 	"github.com/streamcast/streamcast/internal/waitfor"
-	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/broker/certs"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/control"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/broker/gate"
 	"github.com/streamcast/streamcast/pkg/broker/registry"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -159,12 +159,9 @@ type Server struct {
 	handlers  sync.WaitGroup // WebSocket handlers (each owns its connection's goroutines)
 	keepalive sync.WaitGroup // the keepalive and reclaimer goroutines
 
-	// auth is the compiled auth: section, nil when there is none (everyone
-	// may do everything); Reload replaces it. backoff slows down addresses
-	// that keep failing to log in, across reloads.
-	auth         atomic.Pointer[auth.Policy]
-	backoff      *auth.Backoff
-	authFailures atomic.Int64
+	// gate authenticates and authorises every request at the entry;
+	// Reload swaps its policy.
+	gate *gate.Gate
 
 	// reclaim gives memory back to the OS after connections holding large
 	// queues end (package backlog).
@@ -227,9 +224,8 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		ready:       make(chan struct{}),
 		conns:       map[*wsConn]struct{}{},
 		reclaim:     backlog.NewReclaimer(opts.Logger),
-		backoff:     auth.NewBackoff(opts.Clock.Now),
 	}
-	s.auth.Store(newPolicy(cfg.Auth, opts.Clock.Now))
+	s.gate = gate.New(cfg.Auth, opts.Clock.Now, opts.Logger, s.RecordAuthFailure)
 	if cfg.Metrics.Enabled {
 		s.metrics = newServerMetrics(s)
 	}
@@ -321,7 +317,7 @@ func (s *Server) Run(ctx context.Context) error {
 		} else {
 			s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.List()), "root", s.cfg.Root)
 		}
-		s.warnOpen(addr)
+		s.gate.WarnOpen(addr)
 		if s.opts.OnReady != nil {
 			s.opts.OnReady(addr)
 		}

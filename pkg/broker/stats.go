@@ -91,7 +91,7 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
 	a := auth.AccessOf(r)
 	if a.Policy != nil && !a.Policy.AllowsAny(a.Who, config.ActionStats) {
-		s.refuseAccess(w, a, "read /stats")
+		s.gate.Refuse(w, a, "read /stats")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
