@@ -135,9 +135,9 @@ type Server struct {
 	ready chan struct{}
 	addr  atomic.Pointer[net.Addr]
 
-	// sup runs the maintenance children; nil when there are none. Reload
-	// replaces it when the set of durable logs changes.
-	sup atomic.Pointer[supervise.Group]
+	// children runs the maintenance children (supervise.Group), none when
+	// no role runs; Reload and the control API replace its Group.
+	children supervise.Runner
 
 	// lifeMu serialises what changes the set of streams (Run's start and
 	// teardown, Reload), so a reload never races a shutdown.
@@ -437,7 +437,7 @@ func (s *Server) teardown(ent *entry) error {
 			writers = append(writers, st.log)
 		}
 	}
-	if sup := s.sup.Swap(nil); sup != nil {
+	if sup := s.children.Replace(nil); sup != nil {
 		sup.Stop(writers)
 	}
 	// 6. Release the logs' locks.
@@ -517,8 +517,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	old := s.sup.Load()
-	if old != nil && slices.Equal(old.Logs(), dirs) && slices.Equal(old.RetiredLogs, retired) && slices.Equal(old.ReplicateLogs, replicated) && slices.Equal(old.CacheLogs, cache) {
+	if s.children.Runs(dirs, retired, replicated, cache) {
 		return nil
 	}
 	m := s.cfg.Maintain
@@ -529,8 +528,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	if s.state.Load() == stateStarting && len(dirs) > 0 && !m.Runs(maintain.RoleSeal) {
 		s.logger.Warn("serve runs no seal role (maintain: false, --no-maintain or maintain.seal_every: 0): rows stay in each log's buffer unless you run `streamcast maintain --role seal` yourself")
 	}
-	if old != nil {
-		s.replaceSup(nil)
+	if old := s.children.Replace(nil); old != nil {
 		old.Halt()
 	}
 	if len(dirs)+len(retired)+len(cache) == 0 || len(roles)+len(replicated) == 0 {
@@ -546,9 +544,9 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	sup.Replicate = s.cfg.Replicate.Args(nil, 0)
 	sup.Overrides = s.cfg.Tiers.MaintainOverrides()
 	sup.MaxOpenLogs = m.MaxOpenLogs
-	s.sup.Store(sup)
+	s.children.Replace(sup)
 	if err := sup.Start(ctx); err != nil {
-		s.replaceSup(nil)
+		s.children.Replace(nil)
 		return err
 	}
 	return nil

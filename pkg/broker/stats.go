@@ -20,7 +20,7 @@ func (s *Server) Stats() stats.Stats {
 	mono := time.Since(s.started)
 	streams := s.reg.List()
 	out := stats.Stats{ServedAt: unixSeconds(now), Process: stats.Process(), Streams: make([]stats.StreamStats, 0, len(streams)), Children: []supervise.ChildStats{}}
-	if sup := s.sup.Load(); sup != nil {
+	if sup := s.children.Current(); sup != nil {
 		out.Children = sup.Stats()
 	}
 	for _, st := range streams {
