@@ -27,6 +27,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/control"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/gate"
+	"github.com/streamcast/streamcast/pkg/broker/listener"
 	"github.com/streamcast/streamcast/pkg/broker/registry"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -280,7 +281,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	addr := ent.ln.Addr()
+	addr := ent.Addr()
 	s.addr.Store(&addr)
 
 	// Listening already (so /health answers 503 while starting); open the
@@ -323,9 +324,8 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-		case err := <-ent.failed():
-			ent.done <- err // for close
-			if !errors.Is(err, http.ErrServerClosed) {
+		case <-ent.Failed():
+			if err := ent.Err(); !errors.Is(err, http.ErrServerClosed) {
 				runErr = fmt.Errorf("serve %s: %w", addr, err)
 			}
 		}
@@ -383,7 +383,7 @@ func (s *Server) start(ctx context.Context) error {
 // it is the one way Run ends, after a failed start as after serving. Each
 // step runs over every stream before the next begins, so no stream waits
 // on another's flush.
-func (s *Server) teardown(ent *entry) error {
+func (s *Server) teardown(ent *listener.Listener) error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
 	s.state.Store(stateStopping)
@@ -393,7 +393,7 @@ func (s *Server) teardown(ent *entry) error {
 	s.mu.Unlock()
 
 	// 1. Stop accepting.
-	_ = ent.close()
+	_ = ent.Close(closeGrace)
 
 	streams := s.reg.List()
 	conns := make([][]*wsConn, len(streams))
