@@ -27,6 +27,9 @@ func AppendFloat32(dst []byte, f float32) []byte {
 	return AppendFloat(dst, float64(f), 32)
 }
 
+// AppendFloat writes f in the canonical form of a float of the given bits
+// (32 or 64): AppendFloat64 and AppendFloat32 for a bit size known only at
+// run time.
 func AppendFloat(dst []byte, f float64, bits int) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(dst, "null"...)

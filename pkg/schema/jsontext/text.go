@@ -34,8 +34,8 @@ func UnsafeBytes(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-// IsSpace reports whether c is JSON whitespace.
-func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+// isSpace reports whether c is JSON whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // IsDigit reports whether c is an ASCII digit.
 func IsDigit(c byte) bool { return c >= '0' && c <= '9' }
@@ -43,7 +43,7 @@ func IsDigit(c byte) bool { return c >= '0' && c <= '9' }
 // SkipWS returns the first position at or after pos that is not JSON
 // whitespace.
 func SkipWS(data []byte, pos int) int {
-	for pos < len(data) && IsSpace(data[pos]) {
+	for pos < len(data) && isSpace(data[pos]) {
 		pos++
 	}
 	return pos
@@ -157,10 +157,11 @@ func ScanNumber(data []byte, pos int) (end int, plain, ok bool) {
 // IntProblem says why a number token is not an int64.
 type IntProblem uint8
 
+// The answers of ExactInt.
 const (
-	IntOK IntProblem = iota
-	IntFraction
-	IntRange
+	IntOK       IntProblem = iota // an exact int64
+	IntFraction                   // the value is not integral
+	IntRange                      // integral, but outside int64
 )
 
 // ParsePlainInt parses a well-formed plain integer token of at most 18
@@ -298,6 +299,8 @@ func ScanSimpleString(data []byte, pos int) (int, bool) {
 	return 0, false
 }
 
+// Unhex returns the value of the hex digit c (either case); false when c
+// is not one.
 func Unhex(c byte) (byte, bool) {
 	switch {
 	case c >= '0' && c <= '9':
@@ -425,6 +428,8 @@ func hex4(data []byte, i int) (rune, bool) {
 	return r, true
 }
 
+// Printable names byte c for a message: the character when it prints, its
+// hex otherwise.
 func Printable(c byte) string {
 	if c >= 0x20 && c < 0x7f {
 		return string(rune(c))
