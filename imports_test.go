@@ -23,6 +23,7 @@ const module = "github.com/streamcast/streamcast"
 // another, except auth, certs and streamlog, which sit between config and
 // broker, relay, between frame and broker, and stats, between supervise and broker.
 var layer = map[string]int{
+	"pkg/schema/jsontext":      -2, // below schema: schema imports it; it imports nothing of the module
 	"pkg/schema":               0,
 	"pkg/schema/source":        2, // above schema (it imports it), below logstore: ingest's readers and type rules; logstore never imports it
 	"pkg/logstore/activity":    5, // below logstore: logstore imports it
@@ -31,6 +32,7 @@ var layer = map[string]int{
 	"pkg/logstore/parquetfile": 5, // below logstore: logstore imports it
 	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it
 	"pkg/logstore/logconfig":   7, // above parquetfile and warehouse, below logstore: a log's Config
+	"pkg/logstore/catalog":     7, // above colstats, below logstore: answers read from buffer.db's records alone
 	"pkg/logstore":             10,
 	"pkg/logstore/tier":        12, // above logstore: its steps work through logstore's record API
 	"pkg/logstore/maintain":    15, // above logstore and tier: it runs tier's steps in a loop
@@ -45,6 +47,7 @@ var layer = map[string]int{
 	"pkg/broker/config":        25,
 	"pkg/broker/console":       25, // below broker: static files the routes serve; it imports nothing of the module
 	"pkg/broker/frame":         25,
+	"pkg/broker/listener":      25, // below broker: the listener and http.Server the routes are served on
 	"pkg/broker/marks":         25,
 	"pkg/broker/metrics":       25,
 	"pkg/broker/peerframe":     25,
@@ -58,6 +61,7 @@ var layer = map[string]int{
 	"pkg/broker/stats":         27, // above supervise: /stats carries its children's figures
 	"pkg/broker/streamlog":     27, // above config: it opens a log as the config declares it
 	"pkg/broker/control":       28, // above auth: it checks the control and migrate grants
+	"pkg/broker/gate":          28, // above auth: it checks every request against the auth: section
 	"pkg/broker":               30,
 	"cmd":                      40,
 }

@@ -61,7 +61,7 @@ func BenchmarkAuthCheck(b *testing.B) {
 		b.Fatal(err)
 	}
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	h := srv.checkAuth(next)
+	h := srv.gate.Check(next)
 	r, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1/live", nil)
 	r.RemoteAddr = "127.0.0.1:5000"
 	r.Header.Set("Upgrade", "websocket")

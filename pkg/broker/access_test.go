@@ -296,7 +296,7 @@ func TestStatsAreFilteredByGrant(t *testing.T) {
 // TestMetricsAccessRule: /metrics needs stats on "*", unless public.
 func TestMetricsAccessRule(t *testing.T) {
 	srv := startServer(t, authConfig(t))
-	pol := srv.auth.Load()
+	pol := auth.New(srv.cfg.Auth, time.Now) // the same grants as the gate's policy
 	for _, c := range []struct {
 		who    string
 		public bool

@@ -53,7 +53,7 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request, name strin
 		a := auth.AccessOf(r)
 		if a.Policy != nil && a.Who == auth.Anonymous &&
 			!a.Policy.AllowsAny(a.Who, config.ActionStats) && !a.Policy.AllowsAny(a.Who, config.ActionRead) {
-			s.refuseAccess(w, a, "open the web console")
+			s.gate.Refuse(w, a, "open the web console")
 			return
 		}
 	}

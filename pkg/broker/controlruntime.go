@@ -232,7 +232,7 @@ func (r ctlRuntime) Serves(name string) control.Admission {
 		return control.Admission{Served: true, Read: true}
 	}
 	defer st.life.swap.RUnlock()
-	ready := len(s.cfg.Maintain.Roles()) == 0 || s.sup.Load() != nil
+	ready := len(s.cfg.Maintain.Roles()) == 0 || s.children.Current() != nil
 	return control.Admission{Served: true, Read: true, Write: st.retirement() == nil, ChildrenReady: ready}
 }
 

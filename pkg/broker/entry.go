@@ -1,25 +1,30 @@
 package broker
 
 import (
-	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
-	stdlog "log"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/pkg/broker/listener"
 )
 
-// This file is the one place connections come in: the listener, then a
-// chain of HTTP middleware, then the routes (/stats, /health, /<stream>).
-// Authentication, TLS (tls.go: the listener is wrapped in listen) and
-// metrics plug in here.
+// This file is the one place connections come in: the listener (package
+// listener), then a chain of HTTP middleware, then the routes (/stats,
+// /health, /<stream>). Authentication (package gate), TLS (the listener is
+// wrapped in it) and metrics plug in here.
+
+// listen opens the listener and starts serving the handler chain.
+func (s *Server) listen() (*listener.Listener, error) {
+	var conf *tls.Config
+	if s.certs != nil {
+		conf = s.certs.ListenerConfig()
+	}
+	return listener.Listen(s.cfg.Listen, conf, s)
+}
 
 // Middleware wraps the handler requests reach next. The server's own
 // middleware (the Origin check, then authentication and grants) runs
@@ -28,7 +33,7 @@ type Middleware func(next http.Handler) http.Handler
 
 // handler builds the chain every request goes through.
 func (s *Server) handler() http.Handler {
-	chain := append([]Middleware{s.checkOrigin, s.checkAuth}, s.opts.Middleware...)
+	chain := append([]Middleware{s.checkOrigin, s.gate.Check}, s.opts.Middleware...)
 	h := s.routes()
 	for i := len(chain) - 1; i >= 0; i-- {
 		h = chain[i](h)
@@ -65,53 +70,4 @@ func (s *Server) checkOrigin(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// entry is the listening side of a running server.
-type entry struct {
-	ln   net.Listener
-	http *http.Server
-	done chan error // Serve's result
-}
-
-// listen opens the listener and starts serving the handler chain.
-func (s *Server) listen() (*entry, error) {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
-	}
-	if s.certs != nil {
-		// https and wss only: a plain request gets net/http's 400.
-		ln = tls.NewListener(ln, s.certs.ListenerConfig())
-	}
-	e := &entry{
-		ln: ln,
-		http: &http.Server{
-			Handler:           s,
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          stdlog.New(io.Discard, "", 0),
-		},
-		done: make(chan error, 1),
-	}
-	go func() { e.done <- e.http.Serve(ln) }()
-	return e, nil
-}
-
-// failed delivers Serve's result should it end before close is called
-// (whoever receives it puts it back for close).
-func (e *entry) failed() <-chan error { return e.done }
-
-// close stops accepting connections and waits for Serve to return.
-// Upgraded WebSocket connections are hijacked, so they are not closed here:
-// the streams close them, in the order that loses no row.
-func (e *entry) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
-	_ = e.http.Shutdown(ctx)
-	cancel()
-	_ = e.http.Close()
-	err := <-e.done
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
 }

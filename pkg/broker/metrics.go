@@ -2,33 +2,25 @@ package broker
 
 import (
 	"net/http"
-	"sync"
 	"sync/atomic"
 
 	"github.com/streamcast/streamcast/pkg/broker/metrics"
-	"github.com/streamcast/streamcast/pkg/broker/supervise"
 )
 
 // serverMetrics is what /metrics needs beside each stream's counters: its
-// handler (package metrics), the counters of requests no stream took, and
-// the restarts of children that were replaced.
+// handler (package metrics) and the counters of requests no stream took
+// (the children's restarts are supervise.Runner's).
 type serverMetrics struct {
 	handler  http.Handler
 	unrouted metrics.Stream // refusals of requests no served stream took
 
 	authFailures metrics.AuthFailures // RecordAuthFailure
 	public       atomic.Bool          // metrics.public; Reload changes it
-
-	// supMu makes folding a replaced Group's restarts into restarts and
-	// swapping s.sup one step for a scrape, so the restart counters never
-	// go down while the children are replaced.
-	supMu    sync.Mutex
-	restarts map[string]int64 // restarts of the children of replaced Groups, by role
 }
 
 // newServerMetrics builds the handler of s's /metrics.
 func newServerMetrics(s *Server) *serverMetrics {
-	m := &serverMetrics{restarts: map[string]int64{}}
+	m := &serverMetrics{}
 	m.public.Store(s.cfg.Metrics.Public)
 	m.handler = metrics.Handler(s.sampleMetrics)
 	return m
@@ -46,7 +38,7 @@ func (s *Server) RecordAuthFailure(status int) {
 
 // serveMetrics answers GET /metrics in the Prometheus text format.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	if !s.AuthorizeMetrics(w, r, s.metrics.public.Load()) {
+	if !s.gate.AuthorizeMetrics(w, r, s.metrics.public.Load()) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -57,7 +49,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 // as /stats reads them; everything else is an atomic load.
 func (s *Server) sampleMetrics() metrics.Sample {
 	m := s.metrics
-	out := metrics.Sample{Unrouted: &m.unrouted, Restarts: s.childRestarts()}
+	out := metrics.Sample{Unrouted: &m.unrouted, Restarts: s.children.Restarts()}
 	out.Unauthenticated, out.Forbidden = m.authFailures.Load()
 	for _, st := range s.reg.List() {
 		ss := metrics.StreamSample{
@@ -77,42 +69,6 @@ func (s *Server) sampleMetrics() metrics.Sample {
 	return out
 }
 
-// childRestarts returns the maintenance children's restarts since serve
-// started, by role: those of the children running now plus those of the
-// children replaced when the set of logs changed.
-func (s *Server) childRestarts() map[string]int64 {
-	m := s.metrics
-	m.supMu.Lock()
-	defer m.supMu.Unlock()
-	out := make(map[string]int64, len(m.restarts))
-	for role, n := range m.restarts {
-		out[role] = n
-	}
-	if sup := s.sup.Load(); sup != nil {
-		for _, c := range sup.Stats() {
-			out[c.Role] += int64(c.Restarts)
-		}
-	}
-	return out
-}
-
-// replaceSup stores sup as the running Group, keeping the restarts of
-// the one it replaces for /metrics.
-func (s *Server) replaceSup(sup *supervise.Group) {
-	m := s.metrics
-	if m == nil {
-		s.sup.Store(sup)
-		return
-	}
-	m.supMu.Lock()
-	defer m.supMu.Unlock()
-	if old := s.sup.Swap(sup); old != nil && old != sup {
-		for _, c := range old.Stats() {
-			m.restarts[c.Role] += int64(c.Restarts)
-		}
-	}
-}
-
 // countClose counts a close the server sent on a connection to st (nil: a
 // request no served stream took) for /metrics: drops and refusals.
 func (s *Server) countClose(st *stream, code int) {
@@ -123,3 +79,15 @@ func (s *Server) countClose(st *stream, code int) {
 		s.metrics.unrouted.Closed(code)
 	}
 }
+
+// AuthorizeMetrics is the access rule of GET /metrics, for its route:
+// public (metrics.public: true) lets everyone in; otherwise the request
+// needs stats on "*". It answers 401 or 403 itself and returns false when
+// the route must not serve r (gate.Gate.AuthorizeMetrics).
+func (s *Server) AuthorizeMetrics(w http.ResponseWriter, r *http.Request, public bool) bool {
+	return s.gate.AuthorizeMetrics(w, r, public)
+}
+
+// AuthFailures counts failed logins since the server started: bad or
+// unparsable credentials, not requests refused for lack of a grant.
+func (s *Server) AuthFailures() int64 { return s.gate.Failures() }

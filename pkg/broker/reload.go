@@ -125,13 +125,13 @@ func (s *Server) reloadAuth(a *config.Auth) {
 	if reflect.DeepEqual(was, a) {
 		return
 	}
-	s.auth.Store(newPolicy(a, s.opts.Clock.Now))
+	s.gate.Set(a)
 	s.cfg.Auth = a
 	switch {
 	case a == nil:
 		s.logger.Warn("auth: was removed from the config: new connections are no longer authenticated, and everyone may read, publish and read /stats; connections already open keep what they were admitted to")
 		if addr := s.Addr(); addr != nil {
-			s.warnOpen(addr)
+			s.gate.WarnOpen(addr)
 		}
 	default:
 		s.logger.Info("auth: reloaded; new connections are checked against it, connections already open keep what they were admitted to",

@@ -21,12 +21,13 @@ import (
 
 	"github.com/streamcast/streamcast/internal/ratelog"
 	"github.com/streamcast/streamcast/internal/waitfor"
-	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/broker/certs"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/control"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/broker/gate"
+	"github.com/streamcast/streamcast/pkg/broker/listener"
 	"github.com/streamcast/streamcast/pkg/broker/registry"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -135,9 +136,9 @@ type Server struct {
 	ready chan struct{}
 	addr  atomic.Pointer[net.Addr]
 
-	// sup runs the maintenance children; nil when there are none. Reload
-	// replaces it when the set of durable logs changes.
-	sup atomic.Pointer[supervise.Group]
+	// children runs the maintenance children (supervise.Group), none when
+	// no role runs; Reload and the control API replace its Group.
+	children supervise.Runner
 
 	// lifeMu serialises what changes the set of streams (Run's start and
 	// teardown, Reload), so a reload never races a shutdown.
@@ -159,12 +160,9 @@ type Server struct {
 	handlers  sync.WaitGroup // WebSocket handlers (each owns its connection's goroutines)
 	keepalive sync.WaitGroup // the keepalive and reclaimer goroutines
 
-	// auth is the compiled auth: section, nil when there is none (everyone
-	// may do everything); Reload replaces it. backoff slows down addresses
-	// that keep failing to log in, across reloads.
-	auth         atomic.Pointer[auth.Policy]
-	backoff      *auth.Backoff
-	authFailures atomic.Int64
+	// gate authenticates and authorises every request at the entry;
+	// Reload swaps its policy.
+	gate *gate.Gate
 
 	// reclaim gives memory back to the OS after connections holding large
 	// queues end (package backlog).
@@ -227,9 +225,8 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		ready:       make(chan struct{}),
 		conns:       map[*wsConn]struct{}{},
 		reclaim:     backlog.NewReclaimer(opts.Logger),
-		backoff:     auth.NewBackoff(opts.Clock.Now),
 	}
-	s.auth.Store(newPolicy(cfg.Auth, opts.Clock.Now))
+	s.gate = gate.New(cfg.Auth, opts.Clock.Now, opts.Logger, s.RecordAuthFailure)
 	if cfg.Metrics.Enabled {
 		s.metrics = newServerMetrics(s)
 	}
@@ -284,7 +281,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	addr := ent.ln.Addr()
+	addr := ent.Addr()
 	s.addr.Store(&addr)
 
 	// Listening already (so /health answers 503 while starting); open the
@@ -321,15 +318,14 @@ func (s *Server) Run(ctx context.Context) error {
 		} else {
 			s.logger.Info("listening on "+addr.String(), "streams", len(s.reg.List()), "root", s.cfg.Root)
 		}
-		s.warnOpen(addr)
+		s.gate.WarnOpen(addr)
 		if s.opts.OnReady != nil {
 			s.opts.OnReady(addr)
 		}
 		select {
 		case <-ctx.Done():
-		case err := <-ent.failed():
-			ent.done <- err // for close
-			if !errors.Is(err, http.ErrServerClosed) {
+		case <-ent.Failed():
+			if err := ent.Err(); !errors.Is(err, http.ErrServerClosed) {
 				runErr = fmt.Errorf("serve %s: %w", addr, err)
 			}
 		}
@@ -387,7 +383,7 @@ func (s *Server) start(ctx context.Context) error {
 // it is the one way Run ends, after a failed start as after serving. Each
 // step runs over every stream before the next begins, so no stream waits
 // on another's flush.
-func (s *Server) teardown(ent *entry) error {
+func (s *Server) teardown(ent *listener.Listener) error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
 	s.state.Store(stateStopping)
@@ -397,7 +393,7 @@ func (s *Server) teardown(ent *entry) error {
 	s.mu.Unlock()
 
 	// 1. Stop accepting.
-	_ = ent.close()
+	_ = ent.Close(closeGrace)
 
 	streams := s.reg.List()
 	conns := make([][]*wsConn, len(streams))
@@ -441,7 +437,7 @@ func (s *Server) teardown(ent *entry) error {
 			writers = append(writers, st.log)
 		}
 	}
-	if sup := s.sup.Swap(nil); sup != nil {
+	if sup := s.children.Replace(nil); sup != nil {
 		sup.Stop(writers)
 	}
 	// 6. Release the logs' locks.
@@ -521,8 +517,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	old := s.sup.Load()
-	if old != nil && slices.Equal(old.Logs(), dirs) && slices.Equal(old.RetiredLogs, retired) && slices.Equal(old.ReplicateLogs, replicated) && slices.Equal(old.CacheLogs, cache) {
+	if s.children.Runs(dirs, retired, replicated, cache) {
 		return nil
 	}
 	m := s.cfg.Maintain
@@ -533,8 +528,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	if s.state.Load() == stateStarting && len(dirs) > 0 && !m.Runs(maintain.RoleSeal) {
 		s.logger.Warn("serve runs no seal role (maintain: false, --no-maintain or maintain.seal_every: 0): rows stay in each log's buffer unless you run `streamcast maintain --role seal` yourself")
 	}
-	if old != nil {
-		s.replaceSup(nil)
+	if old := s.children.Replace(nil); old != nil {
 		old.Halt()
 	}
 	if len(dirs)+len(retired)+len(cache) == 0 || len(roles)+len(replicated) == 0 {
@@ -550,9 +544,9 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	sup.Replicate = s.cfg.Replicate.Args(nil, 0)
 	sup.Overrides = s.cfg.Tiers.MaintainOverrides()
 	sup.MaxOpenLogs = m.MaxOpenLogs
-	s.sup.Store(sup)
+	s.children.Replace(sup)
 	if err := sup.Start(ctx); err != nil {
-		s.replaceSup(nil)
+		s.children.Replace(nil)
 		return err
 	}
 	return nil

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -23,7 +22,7 @@ func (s *Server) Stats() stats.Stats {
 	mono := time.Since(s.started)
 	streams := s.reg.List()
 	out := stats.Stats{ServedAt: unixSeconds(now), Process: stats.Process(), Streams: make([]stats.StreamStats, 0, len(streams)), Children: []supervise.ChildStats{}}
-	if sup := s.sup.Load(); sup != nil {
+	if sup := s.children.Current(); sup != nil {
 		out.Children = sup.Stats()
 	}
 	for _, st := range streams {
@@ -94,46 +93,21 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
 	a := auth.AccessOf(r)
 	if a.Policy != nil && !a.Policy.AllowsAny(a.Who, config.ActionStats) {
-		s.refuseAccess(w, a, "read /stats")
+		s.gate.Refuse(w, a, "read /stats")
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	st := s.Stats()
-	if a.Everywhere(config.ActionStats) {
-		_ = enc.Encode(st)
-		return
-	}
-	// Without stats on "*": the streams granted, and no process figures.
-	shown := st.Streams[:0]
-	for _, ss := range st.Streams {
-		if a.Allows(config.ActionStats, ss.Name) {
-			shown = append(shown, ss)
-		}
-	}
-	_ = enc.Encode(streamStatsOnly{ServedAt: st.ServedAt, Streams: shown})
+	stats.Write(w, s.Stats(), a.Everywhere(config.ActionStats), func(stream string) bool { return a.Allows(config.ActionStats, stream) })
 }
 
-// streamStatsOnly is /stats for a principal without stats on "*": the
-// document's shape without its process-wide parts.
-type streamStatsOnly struct {
-	ServedAt float64             `json:"served_at"`
-	Streams  []stats.StreamStats `json:"streams"`
-}
-
+// serveHealth answers GET /health: ready, or 503 while starting or
+// stopping.
 func (s *Server) serveHealth(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
 	switch s.state.Load() {
 	case stateReady:
-		_, _ = w.Write([]byte("{\"status\":\"ready\"}\n"))
+		stats.WriteHealth(w, "ready")
 	case stateStarting:
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("{\"status\":\"starting\"}\n"))
+		stats.WriteHealth(w, "starting")
 	default:
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("{\"status\":\"stopping\"}\n"))
+		stats.WriteHealth(w, "stopping")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+
+	"github.com/streamcast/streamcast/pkg/logstore/catalog"
 )
 
 // FloorFor returns the retention floor for a cutoff: the smallest offset
@@ -20,30 +22,19 @@ func (l *Log) FloorFor(ctx context.Context, cutoffTS int64) (floor int64, err er
 	if err := l.checkOpen(); err != nil {
 		return 0, err
 	}
-	q := `SELECT min(s) FROM (
-		SELECT min(start_offset) AS s FROM files WHERE max_ts > ?1
-		UNION ALL SELECT min(first) FROM groups WHERE ts > ?1`
-	if l.tiers {
-		q += ` UNION ALL SELECT min(start_offset) FROM published WHERE max_ts > ?1`
-	}
-	q += `)`
-	tx, err := l.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	var cur int64
+	err = l.readTx(ctx, func(tx *sql.Tx) error {
+		newer, ok, err := catalog.FirstNewer(ctx, tx, l.tiers, cutoffTS)
+		if err == nil {
+			err = tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&floor, &cur)
+		}
+		if ok {
+			floor = newer
+		}
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("find the floor of log %s: %w", l.dir, err)
-	}
-	defer tx.Rollback()
-	var newer sql.NullInt64
-	var end, cur int64
-	err = tx.QueryRowContext(ctx, q, cutoffTS).Scan(&newer)
-	if err == nil {
-		err = tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &cur)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("find the floor of log %s: %w", l.dir, err)
-	}
-	floor = end
-	if newer.Valid {
-		floor = newer.Int64
 	}
 	return max(floor, cur, l.cfg.Start), nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/streamcast/streamcast/internal/durable"
+	"github.com/streamcast/streamcast/pkg/logstore/catalog"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
@@ -160,7 +161,7 @@ func (tx *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *s
 // SealedEnd is Log.SealedEnd inside the transaction; ok=false when no file
 // was ever made.
 func (tx *Tx) SealedEnd(ctx context.Context) (end int64, ok bool, err error) {
-	return sealedEnd(ctx, tx.c, true)
+	return catalog.SealedEnd(ctx, tx.c, true)
 }
 
 // Update runs fn inside one BEGIN IMMEDIATE transaction on buffer.db,
@@ -326,7 +327,7 @@ func (l *Log) IngestStart(ctx context.Context) (int64, error) {
 	if l.fenced != 0 {
 		return 0, &FencedError{Dir: l.dir, End: l.fenced}
 	}
-	sealed, ok, err := sealedEnd(ctx, l.rdb, l.tiers)
+	sealed, ok, err := catalog.SealedEnd(ctx, l.rdb, l.tiers)
 	if err != nil {
 		return 0, fmt.Errorf("ingest into log %s: %w", l.dir, err)
 	} else if !ok {
@@ -359,7 +360,7 @@ func (l *Log) AdvanceNext(ctx context.Context, start, end int64, fn func(tx *Tx)
 	defer l.wmu.Unlock()
 	err := l.writeTxLocked(ctx, func(c *sql.Conn) error {
 		var next int64
-		sealed, ok, err := sealedEnd(ctx, c, l.tiers)
+		sealed, ok, err := catalog.SealedEnd(ctx, c, l.tiers)
 		if err == nil {
 			err = c.QueryRowContext(ctx, `SELECT `+endSQL).Scan(&next)
 		}

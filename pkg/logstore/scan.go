@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/streamcast/streamcast/pkg/logstore/catalog"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -23,34 +24,17 @@ func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 	if err := l.checkOpen(); err != nil {
 		return 0, 0, err
 	}
-	tx, err := l.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return 0, 0, fmt.Errorf("read extent of log %s: %w", l.dir, err)
-	}
-	defer tx.Rollback()
-	var pmin, fmin, gmin sql.NullInt64
 	var floor int64
-	err = tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor)
-	if err == nil && l.tiers {
-		err = tx.QueryRowContext(ctx, `SELECT min(start_offset) FROM published`).Scan(&pmin)
-	}
-	if err == nil {
-		err = tx.QueryRowContext(ctx, `SELECT min(start_offset) FROM files`).Scan(&fmin)
-	}
-	if err == nil {
-		err = tx.QueryRowContext(ctx, `SELECT min(first) FROM groups`).Scan(&gmin)
-	}
+	err = l.readTx(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor); err != nil {
+			return err
+		}
+		earliest, err = catalog.Earliest(ctx, tx, l.tiers, end)
+		return err
+	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("read extent of log %s: %w", l.dir, err)
 	}
-	earliest = end
-	for _, v := range []sql.NullInt64{pmin, fmin, gmin} {
-		if v.Valid && v.Int64 < earliest {
-			earliest = v.Int64
-		}
-	}
-	// Rows below the floor may linger in a tier until tier.DeleteBelow takes
-	// them; they are never served.
 	return min(max(earliest, floor), end), end, nil
 }
 
@@ -240,7 +224,7 @@ func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if h, ok := holeAt(hs, next); ok {
+		if h, ok := catalog.HoleAt(hs, next); ok {
 			// No tier holds a row here, ever: skip to the hole's end. The
 			// rows after it carry their own offsets.
 			next, reloaded = min(h.End, to), false

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/streamcast/streamcast/pkg/logstore/catalog"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 )
 
@@ -36,7 +37,7 @@ func (l *Log) ReadBuffered(ctx context.Context, start int64, ratio float64, flus
 	if err != nil {
 		return b, false, fmt.Errorf("read holes: %w", err)
 	}
-	if h, ok := holeAt(hs, start); ok {
+	if h, ok := catalog.HoleAt(hs, start); ok {
 		start = h.End // a file never spans a hole: start after it
 	}
 	b.Start = start

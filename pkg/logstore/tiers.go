@@ -2,24 +2,10 @@ package logstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-)
 
-// sealedEnd returns the end of what files hold, local or published: the
-// offset the next seal starts at and below which buffered rows may go.
-// ok=false when no file was ever made.
-func sealedEnd(ctx context.Context, q Querier, tiers bool) (end int64, ok bool, err error) {
-	query := `SELECT max(end_offset) FROM files`
-	if tiers {
-		query = `SELECT max(e) FROM (SELECT max(end_offset) AS e FROM files UNION ALL SELECT max(end_offset) FROM published)`
-	}
-	var v sql.NullInt64
-	if err := q.QueryRowContext(ctx, query).Scan(&v); err != nil {
-		return 0, false, fmt.Errorf("read file records: %w", err)
-	}
-	return v.Int64, v.Valid, nil
-}
+	"github.com/streamcast/streamcast/pkg/logstore/catalog"
+)
 
 // SealedEnd returns the end of what files hold, local or published: the
 // offset the next seal starts at (0 when no file was ever made). A flushing
@@ -28,7 +14,7 @@ func (l *Log) SealedEnd(ctx context.Context) (int64, error) {
 	if err := l.checkOpen(); err != nil {
 		return 0, err
 	}
-	end, _, err := sealedEnd(ctx, l.rdb, l.tiers)
+	end, _, err := catalog.SealedEnd(ctx, l.rdb, l.tiers)
 	return end, err
 }
 

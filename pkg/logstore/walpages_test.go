@@ -54,7 +54,7 @@ func walPagesPerGroup(t testing.TB, groups int, marks bool) float64 {
 // cost in the WAL does not grow with anything but the group: one page for
 // the group's row (a small group fits in the groups table's last leaf),
 // one for the marks it upserts, one for the mark history a publish pass
-// reads (MarksAsOf), and no page of meta (the end is derived, endSQL).
+// reads (tier's marksAsOf), and no page of meta (the end is derived, endSQL).
 // Writing meta's next_offset on each commit cost one page more.
 // Averaged over many groups, so the occasional new leaf page is allowed for.
 func TestASingleRowCommitWritesOnePagePerTableItChanges(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/streamcast/streamcast/pkg/schema/jsontext"
 )
 
 // appendFunc appends the canonical value at p.pos to a builder of the
@@ -41,7 +43,7 @@ func (p *cparser) fail(what string) error {
 }
 
 func (p *cparser) lit(s string) bool {
-	if hasLit(p.data, p.pos, s) {
+	if jsontext.HasLit(p.data, p.pos, s) {
 		p.pos += len(s)
 		return true
 	}
@@ -54,7 +56,7 @@ func (p *cparser) null() bool {
 
 // number returns the number token at p.pos.
 func (p *cparser) number() ([]byte, error) {
-	end, _, ok := scanNumber(p.data, p.pos)
+	end, _, ok := jsontext.ScanNumber(p.data, p.pos)
 	if !ok {
 		return nil, p.fail("a number")
 	}
@@ -78,7 +80,7 @@ func (p *cparser) str() ([]byte, error) {
 		case '\\':
 			var prob string
 			var end int
-			p.tmp, end, prob = decodeString(data, pos, p.tmp[:0])
+			p.tmp, end, prob = jsontext.DecodeString(data, pos, p.tmp[:0])
 			if prob != "" {
 				return nil, p.fail("a valid string (" + prob + ")")
 			}
@@ -98,11 +100,11 @@ func (p *cparser) int64() (int64, error) {
 	}
 	start := i
 	var v int64
-	for i < len(data) && i-start < 18 && isDigit(data[i]) {
+	for i < len(data) && i-start < 18 && jsontext.IsDigit(data[i]) {
 		v = v*10 + int64(data[i]-'0')
 		i++
 	}
-	if i > start && (i == len(data) || (!isDigit(data[i]) && data[i] != '.' && data[i] != 'e' && data[i] != 'E')) {
+	if i > start && (i == len(data) || (!jsontext.IsDigit(data[i]) && data[i] != '.' && data[i] != 'e' && data[i] != 'E')) {
 		p.pos = i
 		if neg {
 			return -v, nil
@@ -113,15 +115,15 @@ func (p *cparser) int64() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, prob := exactInt(tok)
-	if prob != intOK {
+	v, prob := jsontext.ExactInt(tok)
+	if prob != jsontext.IntOK {
 		return 0, p.fail("an int64")
 	}
 	return v, nil
 }
 
 func (p *cparser) float(bits int) (float64, error) {
-	if f, n, ok := parseShortFloatPrefix(p.data[p.pos:], bits); ok {
+	if f, n, ok := jsontext.ParseShortFloatPrefix(p.data[p.pos:], bits); ok {
 		p.pos += n
 		return f, nil
 	}
@@ -129,7 +131,7 @@ func (p *cparser) float(bits int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	f, err := strconv.ParseFloat(unsafeString(tok), bits)
+	f, err := strconv.ParseFloat(jsontext.UnsafeString(tok), bits)
 	if err != nil {
 		return 0, p.fail("a finite number")
 	}
@@ -516,7 +518,7 @@ func newEncoder(n *node) encodeFunc {
 			if !ok {
 				return nullJSON(dst)
 			}
-			return appendFloat64(dst, a.Value(i))
+			return jsontext.AppendFloat64(dst, a.Value(i))
 		}
 	case kFloat32:
 		return func(dst []byte, arr arrow.Array, i int) []byte {
@@ -524,7 +526,7 @@ func newEncoder(n *node) encodeFunc {
 			if !ok {
 				return nullJSON(dst)
 			}
-			return appendFloat32(dst, a.Value(i))
+			return jsontext.AppendFloat32(dst, a.Value(i))
 		}
 	case kString:
 		return func(dst []byte, arr arrow.Array, i int) []byte {
@@ -532,7 +534,7 @@ func newEncoder(n *node) encodeFunc {
 			if !ok {
 				return nullJSON(dst)
 			}
-			return appendJSONString(dst, unsafeBytes(a.Value(i)))
+			return jsontext.AppendString(dst, jsontext.UnsafeBytes(a.Value(i)))
 		}
 	case kBinary:
 		return func(dst []byte, arr arrow.Array, i int) []byte {
@@ -609,7 +611,7 @@ func newEncoder(n *node) encodeFunc {
 				if j > start {
 					dst = append(dst, ',')
 				}
-				dst = appendJSONString(dst, unsafeBytes(keys.Value(int(j))))
+				dst = jsontext.AppendString(dst, jsontext.UnsafeBytes(keys.Value(int(j))))
 				dst = append(dst, ':')
 				if items.IsNull(int(j)) {
 					dst = append(dst, "null"...)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/streamcast/streamcast/pkg/schema/jsontext"
 )
 
 // maxSchemaDepth bounds how deeply a schema may nest objects, arrays and maps.
@@ -363,7 +365,7 @@ func parseBytesN(format string) (int, bool) {
 	}
 	n := 0
 	for _, c := range []byte(d) {
-		if !isDigit(c) {
+		if !jsontext.IsDigit(c) {
 			return 0, false
 		}
 		n = n*10 + int(c-'0')

@@ -12,11 +12,10 @@
 // The package knows nothing of the wire protocol, storage or the server: it
 // takes bytes and Arrow arrays and returns bytes, values and errors.
 //
-// It is larger than the project's other packages (about 4k lines) on
-// purpose. The JSON scanner (row.go, text.go, float.go), the Arrow
-// conversions (arrow.go) and the filters (filter.go) each switch over the
-// same column types, and I4 holds only while they agree type by type:
-// splitting them into packages would export the per-type internals they
-// share and put the round trip that the property test checks across package
-// lines, where a change to one side could land without the other.
+// The row decoder (row.go), the Arrow conversions (arrow.go) and the
+// filters (filter.go) stay in this one package: each switches over the same
+// column types, and I4 holds only while they agree type by type, so the
+// round trip the property test checks never crosses a package line. What
+// knows no column type, the JSON lexing and the canonical text of strings,
+// integers and floats, is package jsontext below it.
 package schema

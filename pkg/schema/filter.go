@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/streamcast/streamcast/pkg/schema/jsontext"
 )
 
 // Filter is a compiled where= filter: column → value (equality) or column →
@@ -242,14 +244,14 @@ func (t *term) canonOf(v fvalue) []byte {
 		return strconv.AppendInt(nil, v.i, 10)
 	case 'f':
 		if t.n != nil && t.n.kind == kFloat32 {
-			return appendFloat32(nil, float32(v.f))
+			return jsontext.AppendFloat32(nil, float32(v.f))
 		}
-		return appendFloat64(nil, v.f)
+		return jsontext.AppendFloat64(nil, v.f)
 	}
 	if t.n != nil && (t.n.kind == kBinary || t.n.kind == kFixed) {
 		return appendBinary(nil, v.s, t.n.enc)
 	}
-	return appendJSONString(nil, v.s)
+	return jsontext.AppendString(nil, v.s)
 }
 
 // filterValue converts a scalar filter value for column n (nil: no schema).
@@ -261,7 +263,7 @@ func filterValue(n *node, v *jvalue) (fvalue, string) {
 		case 's':
 			return fvalue{kind: 's', s: []byte(v.str)}, ""
 		}
-		if i, p := exactInt([]byte(v.str)); p == intOK {
+		if i, p := jsontext.ExactInt([]byte(v.str)); p == jsontext.IntOK {
 			return fvalue{kind: 'i', i: i}, ""
 		}
 		f, err := strconv.ParseFloat(v.str, 64)
@@ -289,11 +291,11 @@ func filterValue(n *node, v *jvalue) (fvalue, string) {
 		if v.kind != 'n' {
 			return wrong()
 		}
-		i, p := exactInt([]byte(v.str))
+		i, p := jsontext.ExactInt([]byte(v.str))
 		switch {
-		case p == intFraction:
+		case p == jsontext.IntFraction:
 			return fvalue{}, v.str + " is not an integer, so it would match nothing in an integer column"
-		case p == intRange || (n.kind == kInt32 && (i < math.MinInt32 || i > math.MaxInt32)):
+		case p == jsontext.IntRange || (n.kind == kInt32 && (i < math.MinInt32 || i > math.MaxInt32)):
 			return fvalue{}, v.str + " is out of range for the column's " + map[kind]string{kInt32: "int32", kInt64: "int64"}[n.kind]
 		}
 		return fvalue{kind: 'i', i: i}, ""
@@ -339,8 +341,8 @@ func decodeBinaryText(text []byte, enc Encoding) ([]byte, string) {
 		}
 		out := make([]byte, len(text)/2)
 		for i := 0; i < len(text); i += 2 {
-			h, ok1 := unhex(text[i])
-			l, ok2 := unhex(text[i+1])
+			h, ok1 := jsontext.Unhex(text[i])
+			l, ok2 := jsontext.Unhex(text[i+1])
 			if !ok1 || !ok2 {
 				return nil, "not a hex digit near position " + strconv.Itoa(i)
 			}
@@ -377,7 +379,7 @@ func (f *Filter) appendJSON(dst []byte) []byte {
 		if k > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, []byte(t.name))
+		dst = jsontext.AppendString(dst, []byte(t.name))
 		dst = append(dst, ':')
 		n := len(t.vals)
 		if t.hasNull {
@@ -392,7 +394,7 @@ func (f *Filter) appendJSON(dst []byte) []byte {
 				dst = append(dst, ',')
 			}
 			if t.n == nil && v.kind == 'f' {
-				dst = appendFloat64(dst, v.f)
+				dst = jsontext.AppendFloat64(dst, v.f)
 			} else {
 				dst = append(dst, t.canon[i]...)
 			}
@@ -537,11 +539,11 @@ func (f *Filter) matchAny(data []byte) bool {
 	for i := range spans {
 		spans[i] = span{-1, -1}
 	}
-	pos := skipWS(data, 0)
+	pos := jsontext.SkipWS(data, 0)
 	if pos >= len(data) || data[pos] != '{' {
 		return false
 	}
-	pos = skipWS(data, pos+1)
+	pos = jsontext.SkipWS(data, pos+1)
 	if pos < len(data) && data[pos] == '}' {
 		pos++
 	} else {
@@ -549,16 +551,16 @@ func (f *Filter) matchAny(data []byte) bool {
 			if pos >= len(data) || data[pos] != '"' {
 				return false
 			}
-			key, end, prob := decodeString(data, pos, nil)
+			key, end, prob := jsontext.DecodeString(data, pos, nil)
 			if prob != "" {
 				return false
 			}
-			pos = skipWS(data, end)
+			pos = jsontext.SkipWS(data, end)
 			if pos >= len(data) || data[pos] != ':' {
 				return false
 			}
-			pos = skipWS(data, pos+1)
-			vend, p := skipValue(data, pos, 0)
+			pos = jsontext.SkipWS(data, pos+1)
+			vend, p := jsontext.SkipValue(data, pos, 0)
 			if p != "" {
 				return false
 			}
@@ -567,9 +569,9 @@ func (f *Filter) matchAny(data []byte) bool {
 					spans[i] = span{pos, vend} // the last copy of a key wins
 				}
 			}
-			pos = skipWS(data, vend)
+			pos = jsontext.SkipWS(data, vend)
 			if pos < len(data) && data[pos] == ',' {
-				pos = skipWS(data, pos+1)
+				pos = jsontext.SkipWS(data, pos+1)
 				continue
 			}
 			if pos < len(data) && data[pos] == '}' {
@@ -601,16 +603,16 @@ func (t *term) matchAnyValue(v []byte) bool {
 	case c == 't' || c == 'f':
 		return t.hasBool(c == 't')
 	case c == '"':
-		s, _, prob := decodeString(v, 0, nil)
+		s, _, prob := jsontext.DecodeString(v, 0, nil)
 		return prob == "" && t.hasBytes(s)
-	case c == '-' || isDigit(c):
-		if i, ip := exactInt(v); ip == intOK && t.hasInt(i) {
+	case c == '-' || jsontext.IsDigit(c):
+		if i, ip := jsontext.ExactInt(v); ip == jsontext.IntOK && t.hasInt(i) {
 			return true
 		}
 		if len(t.floats) == 0 {
 			return false
 		}
-		fl, err := strconv.ParseFloat(unsafeString(v), 64)
+		fl, err := strconv.ParseFloat(jsontext.UnsafeString(v), 64)
 		return err == nil && t.hasFloat(fl)
 	}
 	return false

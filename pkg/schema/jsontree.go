@@ -1,6 +1,10 @@
 package schema
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/streamcast/streamcast/pkg/schema/jsontext"
+)
 
 // jvalue is a parsed JSON value that keeps the order of object keys, which
 // encoding/json's maps lose and a schema's column order depends on. It is
@@ -50,20 +54,20 @@ func (v *jvalue) kindName() string {
 // by guessing which one was meant.
 func parseJSON(data []byte) (*jvalue, error) {
 	p := jparser{data: data}
-	pos := skipWS(data, 0)
+	pos := jsontext.SkipWS(data, 0)
 	v, pos, err := p.value(pos, 0)
 	if err != nil {
 		return nil, err
 	}
-	if pos = skipWS(data, pos); pos != len(data) {
-		return nil, syntaxError("unexpected text after the document" + gotAt(data, pos))
+	if pos = jsontext.SkipWS(data, pos); pos != len(data) {
+		return nil, syntaxError("unexpected text after the document" + jsontext.GotAt(data, pos))
 	}
 	return v, nil
 }
 
 type syntaxError string
 
-func (e syntaxError) Error() string { return jsonProblem(string(e)) }
+func (e syntaxError) Error() string { return jsontext.Problem(string(e)) }
 
 type jparser struct{ data []byte }
 
@@ -72,21 +76,21 @@ func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
 	if pos >= len(data) {
 		return nil, pos, syntaxError("unexpected end of input, expected a value")
 	}
-	if depth >= maxDepth {
-		return nil, pos, syntaxError(tooDeep)
+	if depth >= jsontext.MaxDepth {
+		return nil, pos, syntaxError(jsontext.TooDeep)
 	}
 	switch c := data[pos]; {
 	case c == '{':
 		v := &jvalue{kind: 'o'}
-		pos = skipWS(data, pos+1)
+		pos = jsontext.SkipWS(data, pos+1)
 		if pos < len(data) && data[pos] == '}' {
 			return v, pos + 1, nil
 		}
 		for {
 			if pos >= len(data) || data[pos] != '"' {
-				return nil, pos, syntaxError("expected a string key" + gotAt(data, pos))
+				return nil, pos, syntaxError("expected a string key" + jsontext.GotAt(data, pos))
 			}
-			kb, end, prob := decodeString(data, pos, nil)
+			kb, end, prob := jsontext.DecodeString(data, pos, nil)
 			if prob != "" {
 				return nil, end, syntaxError(prob)
 			}
@@ -94,28 +98,28 @@ func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
 			if v.get(key) != nil {
 				return nil, pos, syntaxError("the key " + strconv.Quote(key) + " appears twice in one object")
 			}
-			pos = skipWS(data, end)
+			pos = jsontext.SkipWS(data, end)
 			if pos >= len(data) || data[pos] != ':' {
-				return nil, pos, syntaxError("expected ':' after a key" + gotAt(data, pos))
+				return nil, pos, syntaxError("expected ':' after a key" + jsontext.GotAt(data, pos))
 			}
-			child, end2, err := p.value(skipWS(data, pos+1), depth+1)
+			child, end2, err := p.value(jsontext.SkipWS(data, pos+1), depth+1)
 			if err != nil {
 				return nil, end2, err
 			}
 			v.members = append(v.members, jmember{key, child})
-			pos = skipWS(data, end2)
+			pos = jsontext.SkipWS(data, end2)
 			if pos < len(data) && data[pos] == ',' {
-				pos = skipWS(data, pos+1)
+				pos = jsontext.SkipWS(data, pos+1)
 				continue
 			}
 			if pos < len(data) && data[pos] == '}' {
 				return v, pos + 1, nil
 			}
-			return nil, pos, syntaxError("expected ',' or '}' in an object" + gotAt(data, pos))
+			return nil, pos, syntaxError("expected ',' or '}' in an object" + jsontext.GotAt(data, pos))
 		}
 	case c == '[':
 		v := &jvalue{kind: 'a'}
-		pos = skipWS(data, pos+1)
+		pos = jsontext.SkipWS(data, pos+1)
 		if pos < len(data) && data[pos] == ']' {
 			return v, pos + 1, nil
 		}
@@ -125,34 +129,34 @@ func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
 				return nil, end, err
 			}
 			v.items = append(v.items, child)
-			pos = skipWS(data, end)
+			pos = jsontext.SkipWS(data, end)
 			if pos < len(data) && data[pos] == ',' {
-				pos = skipWS(data, pos+1)
+				pos = jsontext.SkipWS(data, pos+1)
 				continue
 			}
 			if pos < len(data) && data[pos] == ']' {
 				return v, pos + 1, nil
 			}
-			return nil, pos, syntaxError("expected ',' or ']' in an array" + gotAt(data, pos))
+			return nil, pos, syntaxError("expected ',' or ']' in an array" + jsontext.GotAt(data, pos))
 		}
 	case c == '"':
-		b, end, prob := decodeString(data, pos, nil)
+		b, end, prob := jsontext.DecodeString(data, pos, nil)
 		if prob != "" {
 			return nil, end, syntaxError(prob)
 		}
 		return &jvalue{kind: 's', str: string(b)}, end, nil
-	case c == 't' && hasLit(data, pos, "true"):
+	case c == 't' && jsontext.HasLit(data, pos, "true"):
 		return &jvalue{kind: 'b', str: "true"}, pos + 4, nil
-	case c == 'f' && hasLit(data, pos, "false"):
+	case c == 'f' && jsontext.HasLit(data, pos, "false"):
 		return &jvalue{kind: 'b', str: "false"}, pos + 5, nil
-	case c == 'n' && hasLit(data, pos, "null"):
+	case c == 'n' && jsontext.HasLit(data, pos, "null"):
 		return &jvalue{kind: 'z'}, pos + 4, nil
-	case c == '-' || isDigit(c):
-		end, _, ok := scanNumber(data, pos)
+	case c == '-' || jsontext.IsDigit(c):
+		end, _, ok := jsontext.ScanNumber(data, pos)
 		if !ok {
-			return nil, end, syntaxError("malformed number" + gotAt(data, end))
+			return nil, end, syntaxError("malformed number" + jsontext.GotAt(data, end))
 		}
 		return &jvalue{kind: 'n', str: string(data[pos:end])}, end, nil
 	}
-	return nil, pos, syntaxError("expected a value" + gotAt(data, pos))
+	return nil, pos, syntaxError("expected a value" + jsontext.GotAt(data, pos))
 }

@@ -7,6 +7,8 @@ import (
 	"math/rand"
 	"strconv"
 	"strings"
+
+	"github.com/streamcast/streamcast/pkg/schema/jsontext"
 )
 
 // tnode describes a random schema for the property tests: the test renders
@@ -82,7 +84,7 @@ func (n *tnode) doc() string {
 	return b.String()
 }
 
-func quote(s string) string { return string(appendJSONString(nil, []byte(s))) }
+func quote(s string) string { return string(jsontext.AppendString(nil, []byte(s))) }
 
 func (n *tnode) write(b *strings.Builder) {
 	typ := quote(n.kind.typeWord())

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/streamcast/streamcast/pkg/schema/jsontext"
 )
 
 // RowError is a row that was refused. Path names the column, with a dotted
@@ -129,9 +131,9 @@ func (s *Schema) appendRow(d *decoder, out, data []byte) ([]byte, error) {
 		d.spans = make([]span, n)
 	}
 	d.spans = d.spans[:n]
-	pos := skipWS(data, 0)
+	pos := jsontext.SkipWS(data, 0)
 	if pos >= len(data) || data[pos] != '{' {
-		return out, &RowError{Problem: "expected a JSON object, got " + describe(data, pos)}
+		return out, &RowError{Problem: "expected a JSON object, got " + jsontext.Describe(data, pos)}
 	}
 	d.pos = pos
 	out, err := d.structValue(s.root, out, true)
@@ -139,8 +141,8 @@ func (s *Schema) appendRow(d *decoder, out, data []byte) ([]byte, error) {
 	if err != nil {
 		return out, err
 	}
-	if p := skipWS(data, d.pos); p != len(data) {
-		return out, &RowError{Problem: "unexpected text after the row's object" + gotAt(data, p)}
+	if p := jsontext.SkipWS(data, d.pos); p != len(data) {
+		return out, &RowError{Problem: "unexpected text after the row's object" + jsontext.GotAt(data, p)}
 	}
 	return out, nil
 }
@@ -148,16 +150,16 @@ func (s *Schema) appendRow(d *decoder, out, data []byte) ([]byte, error) {
 // appendAny checks that data is one well-formed JSON object and appends it
 // unchanged: a stream without a schema relays what it was given.
 func appendAny(out, data []byte) ([]byte, error) {
-	pos := skipWS(data, 0)
+	pos := jsontext.SkipWS(data, 0)
 	if pos >= len(data) || data[pos] != '{' {
-		return out, &RowError{Problem: "expected a JSON object, got " + describe(data, pos)}
+		return out, &RowError{Problem: "expected a JSON object, got " + jsontext.Describe(data, pos)}
 	}
-	end, prob := skipValue(data, pos, 0)
+	end, prob := jsontext.SkipValue(data, pos, 0)
 	if prob != "" {
-		return out, &RowError{Problem: jsonProblem(prob)}
+		return out, &RowError{Problem: jsontext.Problem(prob)}
 	}
-	if p := skipWS(data, end); p != len(data) {
-		return out, &RowError{Problem: "unexpected text after the row's object" + gotAt(data, p)}
+	if p := jsontext.SkipWS(data, end); p != len(data) {
+		return out, &RowError{Problem: "unexpected text after the row's object" + jsontext.GotAt(data, p)}
 	}
 	return append(out, data...), nil
 }
@@ -171,11 +173,11 @@ func wrap(err error, seg string) error {
 }
 
 func syntaxErr(prob string) error {
-	return &RowError{Problem: jsonProblem(prob)}
+	return &RowError{Problem: jsontext.Problem(prob)}
 }
 
 func (d *decoder) wrongType(n *node) error {
-	return &RowError{Problem: "expected " + n.wants() + ", got " + describe(d.data, d.pos)}
+	return &RowError{Problem: "expected " + n.wants() + ", got " + jsontext.Describe(d.data, d.pos)}
 }
 
 // structValue decodes the object at d.pos into out, fields in schema order.
@@ -196,7 +198,7 @@ func (d *decoder) structValue(n *node, out []byte, top bool) ([]byte, error) {
 func (d *decoder) structFast(n *node, out []byte, top bool) ([]byte, bool, error) {
 	data, fields := d.data, n.fields
 	out = append(out, '{')
-	pos := skipWS(data, d.pos+1)
+	pos := jsontext.SkipWS(data, d.pos+1)
 	next := 0
 	if pos < len(data) && data[pos] == '}' {
 		pos++
@@ -205,7 +207,7 @@ func (d *decoder) structFast(n *node, out []byte, top bool) ([]byte, bool, error
 			if pos >= len(data) || data[pos] != '"' {
 				return out, false, nil
 			}
-			kend, simple := scanSimpleString(data, pos)
+			kend, simple := jsontext.ScanSimpleString(data, pos)
 			if !simple {
 				return out, false, nil
 			}
@@ -225,7 +227,7 @@ func (d *decoder) structFast(n *node, out []byte, top bool) ([]byte, bool, error
 			for ; next < j; next++ {
 				out = d.null(out, fields, next, top)
 			}
-			pos = skipWS(data, kend)
+			pos = jsontext.SkipWS(data, kend)
 			if pos >= len(data) || data[pos] != ':' {
 				return out, false, nil
 			}
@@ -234,7 +236,7 @@ func (d *decoder) structFast(n *node, out []byte, top bool) ([]byte, bool, error
 			}
 			out = append(out, fields[j].key...)
 			vs := len(out)
-			d.pos = skipWS(data, pos+1)
+			d.pos = jsontext.SkipWS(data, pos+1)
 			var err error
 			if out, err = d.value(fields[j], out); err != nil {
 				return out, false, wrap(err, fields[j].name)
@@ -243,9 +245,9 @@ func (d *decoder) structFast(n *node, out []byte, top bool) ([]byte, bool, error
 				d.spans[j] = span{vs, len(out)}
 			}
 			next = j + 1
-			pos = skipWS(data, d.pos)
+			pos = jsontext.SkipWS(data, d.pos)
 			if pos < len(data) && data[pos] == ',' {
-				pos = skipWS(data, pos+1)
+				pos = jsontext.SkipWS(data, pos+1)
 				continue
 			}
 			if pos < len(data) && data[pos] == '}' {
@@ -289,21 +291,21 @@ func (d *decoder) structSlow(n *node, out []byte, top bool) ([]byte, error) {
 
 func (d *decoder) structSlowBody(n *node, out []byte, top bool, base int) ([]byte, error) {
 	data, fields := d.data, n.fields
-	pos := skipWS(data, d.pos+1)
+	pos := jsontext.SkipWS(data, d.pos+1)
 	if pos < len(data) && data[pos] == '}' {
 		pos++
 	} else {
 		for {
 			if pos >= len(data) || data[pos] != '"' {
-				return out, syntaxErr("expected a string key" + gotAt(data, pos))
+				return out, syntaxErr("expected a string key" + jsontext.GotAt(data, pos))
 			}
 			var key []byte
-			kend, simple := scanSimpleString(data, pos)
+			kend, simple := jsontext.ScanSimpleString(data, pos)
 			if simple {
 				key = data[pos+1 : kend-1]
 			} else {
 				var prob string
-				d.scratch, kend, prob = decodeString(data, pos, d.scratch[:0])
+				d.scratch, kend, prob = jsontext.DecodeString(data, pos, d.scratch[:0])
 				if prob != "" {
 					return out, syntaxErr(prob)
 				}
@@ -316,26 +318,26 @@ func (d *decoder) structSlowBody(n *node, out []byte, top bool, base int) ([]byt
 			if d.stack[base+idx] >= 0 {
 				return out, &RowError{Path: string(key), Problem: "given twice; each key may appear once in an object"}
 			}
-			pos = skipWS(data, kend)
+			pos = jsontext.SkipWS(data, kend)
 			if pos >= len(data) || data[pos] != ':' {
-				return out, syntaxErr("expected ':' after a key" + gotAt(data, pos))
+				return out, syntaxErr("expected ':' after a key" + jsontext.GotAt(data, pos))
 			}
-			pos = skipWS(data, pos+1)
+			pos = jsontext.SkipWS(data, pos+1)
 			d.stack[base+idx] = pos
-			end, prob := skipValue(data, pos, 0)
+			end, prob := jsontext.SkipValue(data, pos, 0)
 			if prob != "" {
-				return out, &RowError{Path: string(key), Problem: jsonProblem(prob)}
+				return out, &RowError{Path: string(key), Problem: jsontext.Problem(prob)}
 			}
-			pos = skipWS(data, end)
+			pos = jsontext.SkipWS(data, end)
 			if pos < len(data) && data[pos] == ',' {
-				pos = skipWS(data, pos+1)
+				pos = jsontext.SkipWS(data, pos+1)
 				continue
 			}
 			if pos < len(data) && data[pos] == '}' {
 				pos++
 				break
 			}
-			return out, syntaxErr("expected ',' or '}' in an object" + gotAt(data, pos))
+			return out, syntaxErr("expected ',' or '}' in an object" + jsontext.GotAt(data, pos))
 		}
 	}
 	end := pos
@@ -399,8 +401,8 @@ func (d *decoder) value(n *node, out []byte) ([]byte, error) {
 	}
 	c := data[pos]
 	if c == 'n' {
-		if !hasLit(data, pos, "null") {
-			return out, syntaxErr("expected a value" + gotAt(data, pos))
+		if !jsontext.HasLit(data, pos, "null") {
+			return out, syntaxErr("expected a value" + jsontext.GotAt(data, pos))
 		}
 		if !n.nullable {
 			return out, &RowError{Problem: "null, but its type is " + n.typeText() + `, which does not allow null (add "null" to the type to allow it)`}
@@ -410,16 +412,16 @@ func (d *decoder) value(n *node, out []byte) ([]byte, error) {
 	}
 	switch n.kind {
 	case kInt64, kInt32:
-		if c != '-' && !isDigit(c) {
+		if c != '-' && !jsontext.IsDigit(c) {
 			return out, d.wrongType(n)
 		}
-		end, plain, ok := scanNumber(data, pos)
+		end, plain, ok := jsontext.ScanNumber(data, pos)
 		if !ok {
-			return out, syntaxErr("malformed number" + gotAt(data, end))
+			return out, syntaxErr("malformed number" + jsontext.GotAt(data, end))
 		}
 		tok := data[pos:end]
 		if plain && len(tok) <= 18 {
-			v := parsePlainInt(tok)
+			v := jsontext.ParsePlainInt(tok)
 			if n.kind == kInt32 && (v < math.MinInt32 || v > math.MaxInt32) {
 				return out, int32Range(tok)
 			}
@@ -429,11 +431,11 @@ func (d *decoder) value(n *node, out []byte) ([]byte, error) {
 				out = append(out, tok...)
 			}
 		} else {
-			v, p := exactInt(tok)
+			v, p := jsontext.ExactInt(tok)
 			switch {
-			case p == intFraction:
+			case p == jsontext.IntFraction:
 				return out, &RowError{Problem: string(tok) + " is not an integer; the column's type is \"integer\""}
-			case p == intRange:
+			case p == jsontext.IntRange:
 				return out, &RowError{Problem: string(tok) + " is out of range for int64 [-9223372036854775808, 9223372036854775807]"}
 			case n.kind == kInt32 && (v < math.MinInt32 || v > math.MaxInt32):
 				return out, int32Range(tok)
@@ -443,19 +445,19 @@ func (d *decoder) value(n *node, out []byte) ([]byte, error) {
 		d.pos = end
 		return out, nil
 	case kFloat64, kFloat32:
-		if c != '-' && !isDigit(c) {
+		if c != '-' && !jsontext.IsDigit(c) {
 			return out, d.wrongType(n)
 		}
-		end, _, ok := scanNumber(data, pos)
+		end, _, ok := jsontext.ScanNumber(data, pos)
 		if !ok {
-			return out, syntaxErr("malformed number" + gotAt(data, end))
+			return out, syntaxErr("malformed number" + jsontext.GotAt(data, end))
 		}
 		tok := data[pos:end]
 		bits, digits := 64, 15
 		if n.kind == kFloat32 {
 			bits, digits = 32, 6
 		}
-		if dot, ok := canonicalFloatToken(tok, digits); ok {
+		if dot, ok := jsontext.CanonicalFloatToken(tok, digits); ok {
 			d.pos = end
 			out = append(out, tok...)
 			if dot {
@@ -463,7 +465,7 @@ func (d *decoder) value(n *node, out []byte) ([]byte, error) {
 			}
 			return out, nil
 		}
-		f, err := strconv.ParseFloat(unsafeString(tok), bits)
+		f, err := strconv.ParseFloat(jsontext.UnsafeString(tok), bits)
 		if err != nil {
 			if bits == 32 {
 				return out, &RowError{Problem: string(tok) + " is out of range for float32 (±3.4028235e+38)"}
@@ -471,13 +473,13 @@ func (d *decoder) value(n *node, out []byte) ([]byte, error) {
 			return out, &RowError{Problem: string(tok) + " is not a finite number: it is beyond float64's range (±1.7976931348623157e+308)"}
 		}
 		d.pos = end
-		return appendFloat(out, f, bits), nil
+		return jsontext.AppendFloat(out, f, bits), nil
 	case kBool:
 		switch {
-		case c == 't' && hasLit(data, pos, "true"):
+		case c == 't' && jsontext.HasLit(data, pos, "true"):
 			d.pos = pos + 4
 			return append(out, "true"...), nil
-		case c == 'f' && hasLit(data, pos, "false"):
+		case c == 'f' && jsontext.HasLit(data, pos, "false"):
 			d.pos = pos + 5
 			return append(out, "false"...), nil
 		}
@@ -486,18 +488,18 @@ func (d *decoder) value(n *node, out []byte) ([]byte, error) {
 		if c != '"' {
 			return out, d.wrongType(n)
 		}
-		if end, ok := scanSimpleString(data, pos); ok {
+		if end, ok := jsontext.ScanSimpleString(data, pos); ok {
 			d.pos = end
 			return append(out, data[pos:end]...), nil
 		}
 		var end int
 		var prob string
-		d.scratch, end, prob = decodeString(data, pos, d.scratch[:0])
+		d.scratch, end, prob = jsontext.DecodeString(data, pos, d.scratch[:0])
 		if prob != "" {
 			return out, &RowError{Problem: prob}
 		}
 		d.pos = end
-		return appendJSONString(out, d.scratch), nil
+		return jsontext.AppendString(out, d.scratch), nil
 	case kBinary, kFixed:
 		if c != '"' {
 			return out, d.wrongType(n)
@@ -532,12 +534,12 @@ func int32Range(tok []byte) error {
 func (d *decoder) binary(n *node, out []byte) ([]byte, error) {
 	data, pos := d.data, d.pos
 	var text []byte
-	end, simple := scanSimpleString(data, pos)
+	end, simple := jsontext.ScanSimpleString(data, pos)
 	if simple {
 		text = data[pos+1 : end-1]
 	} else {
 		var prob string
-		d.scratch, end, prob = decodeString(data, pos, d.scratch[:0])
+		d.scratch, end, prob = jsontext.DecodeString(data, pos, d.scratch[:0])
 		if prob != "" {
 			return out, &RowError{Problem: prob}
 		}
@@ -546,13 +548,13 @@ func (d *decoder) binary(n *node, out []byte) ([]byte, error) {
 	var size int
 	if n.enc == EncodingBase16 {
 		if len(text)%2 != 0 {
-			return out, &RowError{Problem: describe(data, pos) + " is not valid base16: it has an odd number of hex digits (" + strconv.Itoa(len(text)) + ")"}
+			return out, &RowError{Problem: jsontext.Describe(data, pos) + " is not valid base16: it has an odd number of hex digits (" + strconv.Itoa(len(text)) + ")"}
 		}
 		mark := len(out)
 		out = append(out, '"')
 		for i, c := range text {
-			if _, ok := unhex(c); !ok {
-				return out[:mark], &RowError{Problem: describe(data, pos) + " is not valid base16: '" + printable(c) + "' at position " + strconv.Itoa(i) + " is not a hex digit"}
+			if _, ok := jsontext.Unhex(c); !ok {
+				return out[:mark], &RowError{Problem: jsontext.Describe(data, pos) + " is not valid base16: '" + jsontext.Printable(c) + "' at position " + strconv.Itoa(i) + " is not a hex digit"}
 			}
 			if c >= 'A' && c <= 'F' {
 				c += 'a' - 'A'
@@ -563,7 +565,7 @@ func (d *decoder) binary(n *node, out []byte) ([]byte, error) {
 		size = len(text) / 2
 	} else {
 		if i := bytes.IndexAny(text, "\r\n"); i >= 0 {
-			return out, &RowError{Problem: describe(data, pos) + " is not valid base64: a line break at position " + strconv.Itoa(i)}
+			return out, &RowError{Problem: jsontext.Describe(data, pos) + " is not valid base64: a line break at position " + strconv.Itoa(i)}
 		}
 		need := b64.DecodedLen(len(text))
 		if cap(d.bin) < need {
@@ -571,7 +573,7 @@ func (d *decoder) binary(n *node, out []byte) ([]byte, error) {
 		}
 		nb, err := b64.Decode(d.bin[:need], text)
 		if err != nil {
-			return out, &RowError{Problem: describe(data, pos) + " is not valid base64 (standard alphabet, padded): " + strings.TrimPrefix(err.Error(), "illegal base64 data ")}
+			return out, &RowError{Problem: jsontext.Describe(data, pos) + " is not valid base64 (standard alphabet, padded): " + strings.TrimPrefix(err.Error(), "illegal base64 data ")}
 		}
 		size = nb
 		out = append(out, '"')
@@ -588,7 +590,7 @@ func (d *decoder) binary(n *node, out []byte) ([]byte, error) {
 func (d *decoder) list(n *node, out []byte) ([]byte, error) {
 	data := d.data
 	out = append(out, '[')
-	pos := skipWS(data, d.pos+1)
+	pos := jsontext.SkipWS(data, d.pos+1)
 	if pos < len(data) && data[pos] == ']' {
 		d.pos = pos + 1
 		return append(out, ']'), nil
@@ -602,16 +604,16 @@ func (d *decoder) list(n *node, out []byte) ([]byte, error) {
 		if out, err = d.value(n.elem, out); err != nil {
 			return out, wrap(err, "["+strconv.Itoa(i)+"]")
 		}
-		pos = skipWS(data, d.pos)
+		pos = jsontext.SkipWS(data, d.pos)
 		if pos < len(data) && data[pos] == ',' {
-			pos = skipWS(data, pos+1)
+			pos = jsontext.SkipWS(data, pos+1)
 			continue
 		}
 		if pos < len(data) && data[pos] == ']' {
 			d.pos = pos + 1
 			return append(out, ']'), nil
 		}
-		return out, syntaxErr("expected ',' or ']' in an array" + gotAt(data, pos))
+		return out, syntaxErr("expected ',' or ']' in an array" + jsontext.GotAt(data, pos))
 	}
 }
 
@@ -629,7 +631,7 @@ func (d *decoder) mapValue(n *node, out []byte) ([]byte, error) {
 func (d *decoder) mapBody(n *node, out []byte, base int) ([]byte, error) {
 	data := d.data
 	out = append(out, '{')
-	pos := skipWS(data, d.pos+1)
+	pos := jsontext.SkipWS(data, d.pos+1)
 	if pos < len(data) && data[pos] == '}' {
 		d.pos = pos + 1
 		return append(out, '}'), nil
@@ -637,22 +639,22 @@ func (d *decoder) mapBody(n *node, out []byte, base int) ([]byte, error) {
 	var seen map[string]struct{}
 	for i := 0; ; i++ {
 		if pos >= len(data) || data[pos] != '"' {
-			return out, syntaxErr("expected a string key" + gotAt(data, pos))
+			return out, syntaxErr("expected a string key" + jsontext.GotAt(data, pos))
 		}
 		if i > 0 {
 			out = append(out, ',')
 		}
 		ks := len(out)
-		if end, ok := scanSimpleString(data, pos); ok {
+		if end, ok := jsontext.ScanSimpleString(data, pos); ok {
 			out = append(out, data[pos:end]...)
 			pos = end
 		} else {
 			var prob string
-			d.scratch, pos, prob = decodeString(data, pos, d.scratch[:0])
+			d.scratch, pos, prob = jsontext.DecodeString(data, pos, d.scratch[:0])
 			if prob != "" {
 				return out, syntaxErr(prob)
 			}
-			out = appendJSONString(out, d.scratch)
+			out = jsontext.AppendString(out, d.scratch)
 		}
 		key := out[ks:]
 		dup := false
@@ -677,25 +679,25 @@ func (d *decoder) mapBody(n *node, out []byte, base int) ([]byte, error) {
 		if dup {
 			return out, &RowError{Path: "[" + string(key) + "]", Problem: "given twice; each key may appear once in a map"}
 		}
-		pos = skipWS(data, pos)
+		pos = jsontext.SkipWS(data, pos)
 		if pos >= len(data) || data[pos] != ':' {
-			return out, syntaxErr("expected ':' after a key" + gotAt(data, pos))
+			return out, syntaxErr("expected ':' after a key" + jsontext.GotAt(data, pos))
 		}
 		out = append(out, ':')
-		d.pos = skipWS(data, pos+1)
+		d.pos = jsontext.SkipWS(data, pos+1)
 		var err error
 		if out, err = d.value(n.elem, out); err != nil {
 			return out, wrap(err, "["+string(out[ks:ks+len(key)])+"]")
 		}
-		pos = skipWS(data, d.pos)
+		pos = jsontext.SkipWS(data, d.pos)
 		if pos < len(data) && data[pos] == ',' {
-			pos = skipWS(data, pos+1)
+			pos = jsontext.SkipWS(data, pos+1)
 			continue
 		}
 		if pos < len(data) && data[pos] == '}' {
 			d.pos = pos + 1
 			return append(out, '}'), nil
 		}
-		return out, syntaxErr("expected ',' or '}' in an object" + gotAt(data, pos))
+		return out, syntaxErr("expected ',' or '}' in an object" + jsontext.GotAt(data, pos))
 	}
 }

@@ -1,11 +1,14 @@
 package schema
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/streamcast/streamcast/pkg/schema/jsontext"
 )
 
 // Encoding says how a binary or fixed-size binary column is written in JSON.
@@ -193,7 +196,7 @@ func prepareStruct(n *node) {
 	n.index = make(map[string]int, len(n.fields))
 	for i, f := range n.fields {
 		n.index[f.name] = i
-		k := appendJSONString(nil, []byte(f.name))
+		k := jsontext.AppendString(nil, []byte(f.name))
 		f.key = append(k, ':')
 	}
 }
@@ -357,7 +360,7 @@ func appendSchemaJSON(dst []byte, n *node, top bool) []byte {
 			} else {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, []byte(f.name))
+			dst = jsontext.AppendString(dst, []byte(f.name))
 		}
 		if !first {
 			dst = append(dst, ']')
@@ -519,4 +522,30 @@ func joinPath(parent, child string) string {
 		return parent + child
 	}
 	return parent + "." + child
+}
+
+// AppendJSONString appends s as a canonical JSON string. Other packages
+// use it so that every string the project writes, in rows, greetings and
+// close reasons, is escaped one way.
+func AppendJSONString(dst, s []byte) []byte { return jsontext.AppendString(dst, s) }
+
+// b64 is strict standard base64 with padding: exactly one text per byte
+// string, so the canonical form of valid input is the input itself.
+var b64 = base64.StdEncoding.Strict()
+
+// hexDigit are the digits of base16, lowercase.
+const hexDigit = "0123456789abcdef"
+
+// appendBinary writes b as a JSON string in the column's encoding: base16 as
+// lowercase hex, base64 as standard padded.
+func appendBinary(dst []byte, b []byte, enc Encoding) []byte {
+	dst = append(dst, '"')
+	if enc == EncodingBase16 {
+		for _, c := range b {
+			dst = append(dst, hexDigit[c>>4], hexDigit[c&0xF])
+		}
+	} else {
+		dst = b64.AppendEncode(dst, b)
+	}
+	return append(dst, '"')
 }

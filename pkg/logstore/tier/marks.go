@@ -33,7 +33,7 @@ type MarkEntry struct {
 // the table's PropMarks at it, and sweepMetadata takes it once no commit
 // does any more.
 func writeMarks(ctx context.Context, l *logstore.Log, pt *warehouse.Table, pass string, through int64) (string, error) {
-	marks, err := logstore.MarksAsOf(ctx, l.Records(), through)
+	marks, err := marksAsOf(ctx, l.Records(), through)
 	if err != nil {
 		return "", err
 	}
@@ -98,4 +98,46 @@ func ReadMarks(pt *warehouse.Table, props map[string]string) (mf MarksFile, ok b
 		return mf, false, fmt.Errorf("the marks file %s is not valid: %w", p, err)
 	}
 	return mf, true, nil
+}
+
+// marksAsOf returns the exactly-once marks as they stood once offset
+// through was committed, read through q: a publisher whose last row is at
+// or below through has its mark; one that committed more since has the
+// mark of its last row at or below through (mark_history), and one that
+// committed nothing by then has none. A publish pass writes these beside
+// the table, so a restore from the table alone resumes each publisher at
+// exactly the rows it restores.
+func marksAsOf(ctx context.Context, q logstore.Querier, through int64) ([]logstore.Mark, error) {
+	rows, err := q.QueryContext(ctx, `SELECT publisher, last_seq, last_offset FROM marks WHERE last_offset <= ?1
+		UNION ALL
+		SELECT h.publisher, h.last_seq, h.last_offset FROM mark_history h JOIN marks m ON m.publisher = h.publisher
+		WHERE m.last_offset > ?1 AND h.last_offset = (SELECT max(last_offset) FROM mark_history WHERE publisher = h.publisher AND last_offset <= ?1)
+		ORDER BY 1`, through)
+	if err != nil {
+		return nil, fmt.Errorf("read the marks as of offset %d: %w", through, err)
+	}
+	defer rows.Close()
+	out := []logstore.Mark{}
+	for rows.Next() {
+		var m logstore.Mark
+		if err := rows.Scan(&m.Publisher, &m.LastSeq, &m.LastOffset); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// pruneMarkHistory drops the mark history a publish pass through offset
+// through no longer needs, in the caller's transaction: every row of a
+// publisher whose mark is at or below through, and for the others every
+// row below their last one at or below through.
+func pruneMarkHistory(ctx context.Context, tx *logstore.Tx, through int64) error {
+	_, err := tx.ExecContext(ctx, `DELETE FROM mark_history WHERE publisher IN (SELECT publisher FROM marks WHERE last_offset <= ?1)
+		OR (last_offset <= ?1 AND last_offset < (SELECT max(h.last_offset) FROM mark_history h
+			WHERE h.publisher = mark_history.publisher AND h.last_offset <= ?1))`, through)
+	if err != nil {
+		return fmt.Errorf("prune the mark history through offset %d: %w", through, err)
+	}
+	return nil
 }

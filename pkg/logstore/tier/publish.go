@@ -388,7 +388,7 @@ func recordPublish(ctx context.Context, l *logstore.Log, pass string, through in
 		if _, err := c.ExecContext(ctx, `UPDATE meta SET v = max(v, ?) WHERE k = 'published_through'`, through); err != nil {
 			return err
 		}
-		if err := logstore.PruneMarkHistory(ctx, c, through); err != nil {
+		if err := pruneMarkHistory(ctx, c, through); err != nil {
 			return err
 		}
 		_, err = c.ExecContext(ctx, `DELETE FROM publish_intents WHERE pass = ?`, pass)

@@ -1,12 +1,12 @@
-package logstore
+package catalog
 
 import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 
 	"github.com/streamcast/streamcast/pkg/logstore/colstats"
+	"github.com/streamcast/streamcast/pkg/schema"
 )
 
 // Summary is what a log's tier records say about the rows it holds at or
@@ -34,39 +34,24 @@ type Summary struct {
 	Nulls map[string]int64
 }
 
-// Summary rolls up the log's file records (local and published) and the
-// stamps of its buffered groups at or above from, or the floor when that
-// is higher (a floor about to be set counts before SetFloor), in one read
-// transaction. Records wholly below go uncounted.
-func (l *Log) Summary(ctx context.Context, from int64) (Summary, error) {
+// Summarize rolls up the file records (local and published) and the
+// stamps of the buffered groups of a log at or above floor, read through q
+// (one read transaction): sch is the log's schema, tiers says whether it
+// has a published tier, end is its next offset. Records wholly below floor
+// go uncounted.
+func Summarize(ctx context.Context, q Querier, sch *schema.Schema, tiers bool, floor, end int64) (Summary, error) {
 	var s Summary
-	if err := l.checkOpen(); err != nil {
-		return s, err
-	}
-	tx, err := l.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return s, fmt.Errorf("summarise log %s: %w", l.dir, err)
-	}
-	defer tx.Rollback()
-	fail := func(err error) (Summary, error) {
-		return Summary{}, fmt.Errorf("summarise log %s: %w", l.dir, err)
-	}
-	var end, floor int64
-	if err := tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor); err != nil {
-		return fail(err)
-	}
-	floor = max(floor, from)
 	// The order AddRecord needs to count a file in both tiers once.
 	files := `SELECT min_ts, max_ts, stats, start_offset, end_offset FROM files WHERE end_offset > ?1`
-	if l.tiers {
+	if tiers {
 		files += ` UNION ALL SELECT min_ts, max_ts, stats, start_offset, end_offset FROM published WHERE end_offset > ?1`
 	}
 	files += ` ORDER BY start_offset, end_offset DESC`
-	rows, err := tx.QueryContext(ctx, files, floor)
+	rows, err := q.QueryContext(ctx, files, floor)
 	if err != nil {
-		return fail(err)
+		return Summary{}, err
 	}
-	m := colstats.NewMerger(l.sch)
+	m := colstats.NewMerger(sch)
 	var sealed int64
 	seen := func(lo, hi int64) {
 		if !s.HasTS {
@@ -80,18 +65,18 @@ func (l *Log) Summary(ctx context.Context, from int64) (Summary, error) {
 		var stats string
 		if err := rows.Scan(&lo, &hi, &stats, &b, &e); err != nil {
 			rows.Close()
-			return fail(err)
+			return Summary{}, err
 		}
 		seen(lo, hi)
 		m.AddRecord(b, e, []byte(stats))
 		sealed = max(sealed, e)
 	}
 	if err := rows.Close(); err != nil {
-		return fail(err)
+		return Summary{}, err
 	}
 	var lo, hi sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT min(ts), max(ts) FROM groups WHERE first + n > ?`, max(floor, sealed)).Scan(&lo, &hi); err != nil {
-		return fail(err)
+	if err := q.QueryRowContext(ctx, `SELECT min(ts), max(ts) FROM groups WHERE first + n > ?`, max(floor, sealed)).Scan(&lo, &hi); err != nil {
+		return Summary{}, err
 	}
 	if lo.Valid {
 		seen(lo.Int64, hi.Int64)
@@ -99,15 +84,15 @@ func (l *Log) Summary(ctx context.Context, from int64) (Summary, error) {
 	// A restore's fence leaves a hole from the last row held to the end;
 	// the files cover everything there is when only holes lie past them.
 	if sealed > 0 && sealed < end {
-		hs, err := ReadHoles(ctx, tx)
+		hs, err := ReadHoles(ctx, q)
 		if err != nil {
-			return fail(err)
+			return Summary{}, err
 		}
 		if HoleSpans(hs, sealed, end) {
 			sealed = end
 		}
 	}
-	if sealed >= end && sealed > 0 && !l.sch.IsAny() {
+	if sealed >= end && sealed > 0 && !sch.IsAny() {
 		s.Stats, s.Nulls = map[string][2]json.RawMessage{}, map[string]int64{}
 		for col, c := range m.Columns() {
 			if c.HasBounds() {

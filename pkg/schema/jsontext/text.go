@@ -1,68 +1,64 @@
-package schema
+// Package jsontext holds the canonical text forms of JSON scalars and the
+// small JSON lexing helpers that package schema's row decoder, Arrow
+// conversions and where-filters share. schema's Decode and AppendJSON both
+// write scalars only through the Append* functions here, which is what
+// makes live and replayed rows byte-identical (docs/design.md I4). It reads
+// and writes bytes only; it knows nothing of schemas or columns.
+package jsontext
 
 import (
-	"encoding/base64"
 	"math"
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
 )
 
-// This file holds the canonical text forms of scalar values and the small
-// JSON lexing helpers shared by the row decoder, the Arrow conversions and
-// the filters. Decode and AppendJSON both write scalars only through the
-// append* functions here, which is what makes live and replayed rows
-// byte-identical (I4).
-
+// hexDigits are the digits of a \u00xx escape and of a control
+// character named in a message.
 const hexDigits = "0123456789abcdef"
 
-// b64 is strict standard base64 with padding: exactly one text per byte
-// string, so the canonical form of valid input is the input itself.
-var b64 = base64.StdEncoding.Strict()
-
-// unsafeString views b as a string without copying. The result must not
+// UnsafeString views b as a string without copying. The result must not
 // outlive b or be retained (strconv.Parse* do not retain their argument).
-func unsafeString(b []byte) string {
+func UnsafeString(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
 }
 
-// unsafeBytes views s as a byte slice without copying; never written to.
-func unsafeBytes(s string) []byte {
+// UnsafeBytes views s as a byte slice without copying; never written to.
+func UnsafeBytes(s string) []byte {
 	if len(s) == 0 {
 		return nil
 	}
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
+// isSpace reports whether c is JSON whitespace.
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+// IsDigit reports whether c is an ASCII digit.
+func IsDigit(c byte) bool { return c >= '0' && c <= '9' }
 
-func skipWS(data []byte, pos int) int {
+// SkipWS returns the first position at or after pos that is not JSON
+// whitespace.
+func SkipWS(data []byte, pos int) int {
 	for pos < len(data) && isSpace(data[pos]) {
 		pos++
 	}
 	return pos
 }
 
-// hasLit reports whether data[pos:] starts with lit.
-func hasLit(data []byte, pos int, lit string) bool {
+// HasLit reports whether data[pos:] starts with lit.
+func HasLit(data []byte, pos int, lit string) bool {
 	return len(data)-pos >= len(lit) && string(data[pos:pos+len(lit)]) == lit
 }
 
-// AppendJSONString appends s as a canonical JSON string. Other packages
-// use it so that every string the project writes, in rows, greetings and
-// close reasons, is escaped one way.
-func AppendJSONString(dst, s []byte) []byte { return appendJSONString(dst, s) }
-
-// appendJSONString writes s as a canonical JSON string: only '"', '\\' and
+// AppendString writes s as a canonical JSON string: only '"', '\\' and
 // control characters are escaped (\b \f \n \r \t, others as \u00xx), nothing
 // is HTML-escaped, and valid UTF-8 is kept as is. Invalid UTF-8 (which Decode
 // refuses, but a foreign Arrow file may hold) is written as U+FFFD.
-func appendJSONString(dst []byte, s []byte) []byte {
+func AppendString(dst []byte, s []byte) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -107,24 +103,10 @@ func appendJSONString(dst []byte, s []byte) []byte {
 	return append(dst, '"')
 }
 
-// appendBinary writes b as a JSON string in the column's encoding: base16 as
-// lowercase hex, base64 as standard padded.
-func appendBinary(dst []byte, b []byte, enc Encoding) []byte {
-	dst = append(dst, '"')
-	if enc == EncodingBase16 {
-		for _, c := range b {
-			dst = append(dst, hexDigits[c>>4], hexDigits[c&0xF])
-		}
-	} else {
-		dst = b64.AppendEncode(dst, b)
-	}
-	return append(dst, '"')
-}
-
-// scanNumber checks the JSON number grammar from pos. It returns the end of
+// ScanNumber checks the JSON number grammar from pos. It returns the end of
 // the token, whether it is a plain integer (no fraction, no exponent) and
 // whether it is well formed.
-func scanNumber(data []byte, pos int) (end int, plain, ok bool) {
+func ScanNumber(data []byte, pos int) (end int, plain, ok bool) {
 	i := pos
 	if i < len(data) && data[i] == '-' {
 		i++
@@ -137,7 +119,7 @@ func scanNumber(data []byte, pos int) (end int, plain, ok bool) {
 		i++
 	case c >= '1' && c <= '9':
 		i++
-		for i < len(data) && isDigit(data[i]) {
+		for i < len(data) && IsDigit(data[i]) {
 			i++
 		}
 	default:
@@ -148,7 +130,7 @@ func scanNumber(data []byte, pos int) (end int, plain, ok bool) {
 		plain = false
 		i++
 		s := i
-		for i < len(data) && isDigit(data[i]) {
+		for i < len(data) && IsDigit(data[i]) {
 			i++
 		}
 		if i == s {
@@ -162,7 +144,7 @@ func scanNumber(data []byte, pos int) (end int, plain, ok bool) {
 			i++
 		}
 		s := i
-		for i < len(data) && isDigit(data[i]) {
+		for i < len(data) && IsDigit(data[i]) {
 			i++
 		}
 		if i == s {
@@ -172,18 +154,19 @@ func scanNumber(data []byte, pos int) (end int, plain, ok bool) {
 	return i, plain, true
 }
 
-// intProblem says why a number token is not an int64.
-type intProblem uint8
+// IntProblem says why a number token is not an int64.
+type IntProblem uint8
 
+// The answers of ExactInt.
 const (
-	intOK intProblem = iota
-	intFraction
-	intRange
+	IntOK       IntProblem = iota // an exact int64
+	IntFraction                   // the value is not integral
+	IntRange                      // integral, but outside int64
 )
 
-// parsePlainInt parses a well-formed plain integer token of at most 18
+// ParsePlainInt parses a well-formed plain integer token of at most 18
 // digits, which cannot overflow.
-func parsePlainInt(tok []byte) int64 {
+func ParsePlainInt(tok []byte) int64 {
 	neg := tok[0] == '-'
 	i := 0
 	if neg {
@@ -199,11 +182,11 @@ func parsePlainInt(tok []byte) int64 {
 	return v
 }
 
-// exactInt parses a well-formed JSON number token as an exact int64. Like
+// ExactInt parses a well-formed JSON number token as an exact int64. Like
 // JSON Schema's "integer", it accepts any number whose value is integral
 // (1.0, 1e3, 12.5e1) and refuses fractions (1.5, 1e-3) and values outside
 // int64; the digits are examined exactly, never through a float.
-func exactInt(tok []byte) (int64, intProblem) {
+func ExactInt(tok []byte) (int64, IntProblem) {
 	if len(tok) > 0 && len(tok) <= 18 {
 		plain := true
 		for _, c := range tok {
@@ -213,7 +196,7 @@ func exactInt(tok []byte) (int64, intProblem) {
 			}
 		}
 		if plain {
-			return parsePlainInt(tok), intOK
+			return ParsePlainInt(tok), IntOK
 		}
 	}
 	i := 0
@@ -223,7 +206,7 @@ func exactInt(tok []byte) (int64, intProblem) {
 		i++
 	}
 	intStart := i
-	for i < len(tok) && isDigit(tok[i]) {
+	for i < len(tok) && IsDigit(tok[i]) {
 		i++
 	}
 	intEnd := i
@@ -231,7 +214,7 @@ func exactInt(tok []byte) (int64, intProblem) {
 	if i < len(tok) && tok[i] == '.' {
 		i++
 		fracStart = i
-		for i < len(tok) && isDigit(tok[i]) {
+		for i < len(tok) && IsDigit(tok[i]) {
 			i++
 		}
 		fracEnd = i
@@ -271,15 +254,15 @@ func exactInt(tok []byte) (int64, intProblem) {
 		}
 	}
 	if first < 0 {
-		return 0, intOK
+		return 0, IntOK
 	}
 	// The last significant digit has weight 10^e.
 	e := nInt - 1 - last + exp
 	if e < 0 {
-		return 0, intFraction
+		return 0, IntFraction
 	}
 	if last-first+1+e > 19 {
-		return 0, intRange
+		return 0, IntRange
 	}
 	var u uint64
 	for k := first; k <= last; k++ {
@@ -290,20 +273,20 @@ func exactInt(tok []byte) (int64, intProblem) {
 	}
 	if neg {
 		if u > 1<<63 {
-			return 0, intRange
+			return 0, IntRange
 		}
-		return -int64(u), intOK
+		return -int64(u), IntOK
 	}
 	if u > math.MaxInt64 {
-		return 0, intRange
+		return 0, IntRange
 	}
-	return int64(u), intOK
+	return int64(u), IntOK
 }
 
-// scanSimpleString scans a JSON string starting at the quote at pos. If it
-// holds only printable ASCII without escapes it returns the index after the
+// ScanSimpleString scans a JSON string starting at the quote at pos. If it
+// holds only Printable ASCII without escapes it returns the index after the
 // closing quote and true; otherwise false (the caller takes the slow path).
-func scanSimpleString(data []byte, pos int) (int, bool) {
+func ScanSimpleString(data []byte, pos int) (int, bool) {
 	for i := pos + 1; i < len(data); i++ {
 		c := data[i]
 		if c == '"' {
@@ -316,7 +299,9 @@ func scanSimpleString(data []byte, pos int) (int, bool) {
 	return 0, false
 }
 
-func unhex(c byte) (byte, bool) {
+// Unhex returns the value of the hex digit c (either case); false when c
+// is not one.
+func Unhex(c byte) (byte, bool) {
 	switch {
 	case c >= '0' && c <= '9':
 		return c - '0', true
@@ -328,15 +313,15 @@ func unhex(c byte) (byte, bool) {
 	return 0, false
 }
 
-// decodeString decodes the JSON string starting at the quote at pos,
+// DecodeString decodes the JSON string starting at the quote at pos,
 // appending its text to buf. It refuses what JSON or UTF-8 forbid: raw
 // control characters, bad escapes, lone surrogates and invalid UTF-8. It
 // returns the index after the closing quote; problem is "" on success.
-func decodeString(data []byte, pos int, buf []byte) (out []byte, end int, problem string) {
+func DecodeString(data []byte, pos int, buf []byte) (out []byte, end int, problem string) {
 	return scanString(data, pos, buf, true)
 }
 
-// scanString is decodeString; with keep false it only validates and
+// scanString is DecodeString; with keep false it only validates and
 // appends nothing.
 func scanString(data []byte, pos int, buf []byte, keep bool) (out []byte, end int, problem string) {
 	i := pos + 1
@@ -410,7 +395,7 @@ func scanString(data []byte, pos int, buf []byte, keep bool) (out []byte, end in
 					buf = utf8.AppendRune(buf, r)
 				}
 			default:
-				return buf, i, "invalid escape \\" + printable(e) + " in a string"
+				return buf, i, "invalid escape \\" + Printable(e) + " in a string"
 			}
 			start = i
 		case c < 0x20:
@@ -434,7 +419,7 @@ func hex4(data []byte, i int) (rune, bool) {
 	}
 	var r rune
 	for k := 0; k < 4; k++ {
-		v, ok := unhex(data[i+k])
+		v, ok := Unhex(data[i+k])
 		if !ok {
 			return 0, false
 		}
@@ -443,103 +428,105 @@ func hex4(data []byte, i int) (rune, bool) {
 	return r, true
 }
 
-func printable(c byte) string {
+// Printable names byte c for a message: the character when it prints, its
+// hex otherwise.
+func Printable(c byte) string {
 	if c >= 0x20 && c < 0x7f {
 		return string(rune(c))
 	}
 	return "x" + string([]byte{hexDigits[c>>4], hexDigits[c&0xF]})
 }
 
-// skipValue checks that data[pos:] starts with one well-formed JSON value
-// (strings valid UTF-8, nesting at most maxDepth) and returns its end.
-func skipValue(data []byte, pos int, depth int) (int, string) {
+// SkipValue checks that data[pos:] starts with one well-formed JSON value
+// (strings valid UTF-8, nesting at most MaxDepth) and returns its end.
+func SkipValue(data []byte, pos int, depth int) (int, string) {
 	if pos >= len(data) {
 		return pos, "unexpected end of input, expected a value"
 	}
 	switch c := data[pos]; {
 	case c == '"':
-		if end, ok := scanSimpleString(data, pos); ok {
+		if end, ok := ScanSimpleString(data, pos); ok {
 			return end, ""
 		}
 		return skipString(data, pos)
 	case c == '{':
-		if depth >= maxDepth {
-			return pos, tooDeep
+		if depth >= MaxDepth {
+			return pos, TooDeep
 		}
-		pos = skipWS(data, pos+1)
+		pos = SkipWS(data, pos+1)
 		if pos < len(data) && data[pos] == '}' {
 			return pos + 1, ""
 		}
 		for {
 			if pos >= len(data) || data[pos] != '"' {
-				return pos, "expected a string key" + gotAt(data, pos)
+				return pos, "expected a string key" + GotAt(data, pos)
 			}
 			end, p := skipString(data, pos)
 			if p != "" {
 				return end, p
 			}
-			pos = skipWS(data, end)
+			pos = SkipWS(data, end)
 			if pos >= len(data) || data[pos] != ':' {
-				return pos, "expected ':' after a key" + gotAt(data, pos)
+				return pos, "expected ':' after a key" + GotAt(data, pos)
 			}
-			pos, p = skipValue(data, skipWS(data, pos+1), depth+1)
+			pos, p = SkipValue(data, SkipWS(data, pos+1), depth+1)
 			if p != "" {
 				return pos, p
 			}
-			pos = skipWS(data, pos)
+			pos = SkipWS(data, pos)
 			if pos < len(data) && data[pos] == ',' {
-				pos = skipWS(data, pos+1)
+				pos = SkipWS(data, pos+1)
 				continue
 			}
 			if pos < len(data) && data[pos] == '}' {
 				return pos + 1, ""
 			}
-			return pos, "expected ',' or '}' in an object" + gotAt(data, pos)
+			return pos, "expected ',' or '}' in an object" + GotAt(data, pos)
 		}
 	case c == '[':
-		if depth >= maxDepth {
-			return pos, tooDeep
+		if depth >= MaxDepth {
+			return pos, TooDeep
 		}
-		pos = skipWS(data, pos+1)
+		pos = SkipWS(data, pos+1)
 		if pos < len(data) && data[pos] == ']' {
 			return pos + 1, ""
 		}
 		for {
 			var p string
-			pos, p = skipValue(data, pos, depth+1)
+			pos, p = SkipValue(data, pos, depth+1)
 			if p != "" {
 				return pos, p
 			}
-			pos = skipWS(data, pos)
+			pos = SkipWS(data, pos)
 			if pos < len(data) && data[pos] == ',' {
-				pos = skipWS(data, pos+1)
+				pos = SkipWS(data, pos+1)
 				continue
 			}
 			if pos < len(data) && data[pos] == ']' {
 				return pos + 1, ""
 			}
-			return pos, "expected ',' or ']' in an array" + gotAt(data, pos)
+			return pos, "expected ',' or ']' in an array" + GotAt(data, pos)
 		}
 	case c == 't':
-		if hasLit(data, pos, "true") {
+		if HasLit(data, pos, "true") {
 			return pos + 4, ""
 		}
 	case c == 'f':
-		if hasLit(data, pos, "false") {
+		if HasLit(data, pos, "false") {
 			return pos + 5, ""
 		}
 	case c == 'n':
-		if hasLit(data, pos, "null") {
+		if HasLit(data, pos, "null") {
 			return pos + 4, ""
 		}
-	case c == '-' || isDigit(c):
-		end, _, ok := scanNumber(data, pos)
+	case c == '-' || IsDigit(c):
+		end, _, ok := ScanNumber(data, pos)
 		if ok {
 			return end, ""
 		}
 		return end, "malformed number"
 	}
-	return pos, "expected a value" + gotAt(data, pos)
+	return pos, "expected a value" + GotAt(data, pos)
 }
 
 func skipString(data []byte, pos int) (int, string) {
@@ -547,39 +534,39 @@ func skipString(data []byte, pos int) (int, string) {
 	return end, p
 }
 
-// maxDepth bounds the nesting of any JSON this package parses, so hostile
+// MaxDepth bounds the nesting of any JSON this package parses, so hostile
 // input cannot exhaust the stack.
-const maxDepth = 512
+const MaxDepth = 512
 
-// tooDeep is the problem of JSON nested deeper than maxDepth (its number
+// TooDeep is the problem of JSON nested deeper than MaxDepth (its number
 // kept in step, which TestDeepJSONSaysTheLimit checks). Such JSON may well
-// be valid, so it is never worded as "invalid JSON" (jsonProblem).
-const tooDeep = "nested deeper than 512 levels, the most this server reads; flatten it"
+// be valid, so it is never worded as "invalid JSON" (Problem).
+const TooDeep = "nested deeper than 512 levels, the most this server reads; flatten it"
 
-// jsonProblem words a problem found while reading JSON: "invalid JSON: …",
+// Problem words a problem found while reading JSON: "invalid JSON: …",
 // except nesting past the limit, which says so and gives the limit.
-func jsonProblem(prob string) string {
-	if prob == tooDeep {
+func Problem(prob string) string {
+	if prob == TooDeep {
 		return prob
 	}
 	return "invalid JSON: " + prob
 }
 
-// gotAt describes the byte at pos for a syntax error.
-func gotAt(data []byte, pos int) string {
+// GotAt describes the byte at pos for a syntax error.
+func GotAt(data []byte, pos int) string {
 	if pos >= len(data) {
 		return ", got the end of input"
 	}
-	return ", got '" + printable(data[pos]) + "' at byte " + strconv.Itoa(pos)
+	return ", got '" + Printable(data[pos]) + "' at byte " + strconv.Itoa(pos)
 }
 
-// describe names the JSON value at data[pos:] for an error message, e.g.
+// Describe names the JSON value at data[pos:] for an error message, e.g.
 // `a string "abc"` or `a number 1.5`, shortened when long.
-func describe(data []byte, pos int) string {
+func Describe(data []byte, pos int) string {
 	if pos >= len(data) {
 		return "nothing"
 	}
-	end, p := skipValue(data, pos, 0)
+	end, p := SkipValue(data, pos, 0)
 	if p != "" || end <= pos {
 		end = pos + 1
 	}
@@ -603,8 +590,8 @@ func describe(data []byte, pos int) string {
 		return "a boolean " + short
 	case c == 'n':
 		return "null"
-	case c == '-' || isDigit(c):
+	case c == '-' || IsDigit(c):
 		return "a number " + short
 	}
-	return "'" + printable(data[pos]) + "'"
+	return "'" + Printable(data[pos]) + "'"
 }

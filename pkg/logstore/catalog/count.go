@@ -1,4 +1,4 @@
-package logstore
+package catalog
 
 import (
 	"cmp"
@@ -8,12 +8,13 @@ import (
 	"slices"
 )
 
-// CountRows returns how many rows the log holds in [from, to), counted
-// from the records of its tiers (published files, local files, the
+// Count returns how many rows a log holds in [from, to), read through q
+// (one read transaction; tiers says whether the log has a published tier),
+// counted from the records of its tiers (published files, local files, the
 // buffer's extent), never by reading rows: a file record is dense over its
 // [start, end), so a file partly inside the range counts by arithmetic.
-// Rows below the floor (SetFloor) are not counted, nor the ranges recorded
-// in the holes table. Each tier's rows are one dense run in the common
+// Rows below the floor are not counted, nor the ranges recorded in the
+// holes table. Each tier's rows are one dense run in the common
 // case, which three aggregate queries find; a tier with a gap in its
 // records (clean took a published local file out of the middle) is read
 // record by record.
@@ -22,29 +23,7 @@ import (
 // past a fence): no file ever spans one, so the file tiers already leave
 // them out, but the buffer's extent [first group, next offset) could span
 // one, and the holes are subtracted from the union of the tiers.
-func (l *Log) CountRows(ctx context.Context, from, to int64) (int64, error) {
-	if err := l.checkOpen(); err != nil {
-		return 0, err
-	}
-	if from > to {
-		return 0, &RangeError{From: from, To: to}
-	}
-	if from == to {
-		return 0, nil
-	}
-	tx, err := l.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return 0, fmt.Errorf("count rows of log %s: %w", l.dir, err)
-	}
-	defer tx.Rollback()
-	n, err := countRows(ctx, tx, l.tiers, from, to)
-	if err != nil {
-		return 0, fmt.Errorf("count rows of log %s in [%d,%d): %w", l.dir, from, to, err)
-	}
-	return n, nil
-}
-
-func countRows(ctx context.Context, tx *sql.Tx, tiers bool, from, to int64) (int64, error) {
+func Count(ctx context.Context, tx Querier, tiers bool, from, to int64) (int64, error) {
 	var floor, hasHoles int64
 	err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT v FROM meta WHERE k = 'floor'), 0),
 		(SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'holes')`).Scan(&floor, &hasHoles)
@@ -118,7 +97,7 @@ func countRows(ctx context.Context, tx *sql.Tx, tiers bool, from, to int64) (int
 // table (files or published) hold, as sorted disjoint runs. Records in one
 // table never overlap, so when their clipped lengths add up to the span
 // from the first to the last, they hold it all, and one aggregate answers.
-func fileRuns(ctx context.Context, tx *sql.Tx, table string, from, to int64) ([]Span, error) {
+func fileRuns(ctx context.Context, tx Querier, table string, from, to int64) ([]Span, error) {
 	// Only the first record can start before from and only the last end
 	// after to, so the clipped sum is the plain sum less two overhangs.
 	var cnt, sum int64
@@ -159,25 +138,4 @@ func union(runs []Span) []Span {
 		out = append(out, r)
 	}
 	return out
-}
-
-// Span is an offset range [Start, End).
-type Span struct{ Start, End int64 }
-
-// Spans runs query, which selects start and end offsets, and returns them.
-func Spans(ctx context.Context, q Querier, query string) ([]Span, error) {
-	rows, err := q.QueryContext(ctx, query)
-	if err != nil {
-		return nil, fmt.Errorf("read intents: %w", err)
-	}
-	defer rows.Close()
-	var out []Span
-	for rows.Next() {
-		var r Span
-		if err := rows.Scan(&r.Start, &r.End); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
 }

@@ -1,4 +1,4 @@
-package schema
+package jsontext
 
 import (
 	"math"
@@ -6,28 +6,31 @@ import (
 )
 
 // The canonical text of floats. Decode and AppendJSON both go through
-// appendFloat, so a float prints the same live and on replay (I4); the fast
+// AppendFloat, so a float prints the same live and on replay (I4); the fast
 // paths below are exact, and TestFloatFastPathsMatchStrconv checks them
 // against strconv.
 
-// appendFloat64 writes f in the canonical form: the shortest decimal that
+// AppendFloat64 writes f in the canonical form: the shortest decimal that
 // parses back to f, in plain notation with a ".0" kept when integral
 // (85565.0, 0.001, -0.0) for 1e-6 <= |f| < 1e21, and in exponent notation
 // otherwise (1e+21, 1.5e-7: mantissa as short as possible, exponent signed
 // and without leading zeros), the thresholds JavaScript and Go's
 // encoding/json use. Non-finite values have no JSON form and are written as
 // null; Decode never produces them.
-func appendFloat64(dst []byte, f float64) []byte {
-	return appendFloat(dst, f, 64)
+func AppendFloat64(dst []byte, f float64) []byte {
+	return AppendFloat(dst, f, 64)
 }
 
-// appendFloat32 is appendFloat64 for a float32 column: the shortest decimal
+// AppendFloat32 is AppendFloat64 for a float32 column: the shortest decimal
 // that parses back to the same float32.
-func appendFloat32(dst []byte, f float32) []byte {
-	return appendFloat(dst, float64(f), 32)
+func AppendFloat32(dst []byte, f float32) []byte {
+	return AppendFloat(dst, float64(f), 32)
 }
 
-func appendFloat(dst []byte, f float64, bits int) []byte {
+// AppendFloat writes f in the canonical form of a float of the given bits
+// (32 or 64): AppendFloat64 and AppendFloat32 for a bit size known only at
+// run time.
+func AppendFloat(dst []byte, f float64, bits int) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(dst, "null"...)
 	}
@@ -79,7 +82,7 @@ func appendFloat(dst []byte, f float64, bits int) []byte {
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
 	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
 
-// appendShort64 is the fast path of appendFloat for 1e-6 <= |f| < 1e15.
+// appendShort64 is the fast path of AppendFloat for 1e-6 <= |f| < 1e15.
 // It scales |f| by the largest 10^K that keeps m = |f|·10^K below 10^15,
 // rounds to r, drops r's trailing zeros (k decimals remain) and accepts the
 // decimal r/10^k if dividing gives back f exactly.
@@ -192,20 +195,20 @@ func appendDecimal(dst []byte, neg bool, r uint64, k int) []byte {
 	return append(dst, buf[i:]...)
 }
 
-// canonicalFloatToken reports whether a well-formed JSON number token is
+// CanonicalFloatToken reports whether a well-formed JSON number token is
 // already the canonical form of the float it parses to, save a ".0" that
 // dot says to add. That holds for plain decimals (no exponent, no trailing
 // fraction zeros, |x| >= 1e-6) with at most maxDigits significant digits
 // (15 for float64, 6 for float32): such decimals map to distinct floats, so
 // the token is the shortest round-trip form. The decoder then copies the
 // token instead of parsing and formatting it.
-func canonicalFloatToken(tok []byte, maxDigits int) (dot, ok bool) {
+func CanonicalFloatToken(tok []byte, maxDigits int) (dot, ok bool) {
 	i := 0
 	if tok[0] == '-' {
 		i = 1
 	}
 	intStart := i
-	for i < len(tok) && isDigit(tok[i]) {
+	for i < len(tok) && IsDigit(tok[i]) {
 		i++
 	}
 	nInt := i - intStart
@@ -217,7 +220,7 @@ func canonicalFloatToken(tok []byte, maxDigits int) (dot, ok bool) {
 	}
 	i++
 	fracStart := i
-	for i < len(tok) && isDigit(tok[i]) {
+	for i < len(tok) && IsDigit(tok[i]) {
 		i++
 	}
 	if i != len(tok) || tok[len(tok)-1] == '0' {
@@ -243,14 +246,14 @@ func canonicalFloatToken(tok []byte, maxDigits int) (dot, ok bool) {
 // IEEE division rounds correctly (Clinger's fast path). Canonical floats are
 // nearly always of this shape.
 func parseShortFloat(tok []byte, bits int) (float64, bool) {
-	f, n, ok := parseShortFloatPrefix(tok, bits)
+	f, n, ok := ParseShortFloatPrefix(tok, bits)
 	return f, ok && n == len(tok)
 }
 
-// parseShortFloatPrefix is parseShortFloat on the number at the start of
+// ParseShortFloatPrefix is parseShortFloat on the number at the start of
 // data, returning its length; ok is false when the number is not short and
 // plain (then the caller takes the strconv path).
-func parseShortFloatPrefix(data []byte, bits int) (f float64, n int, ok bool) {
+func ParseShortFloatPrefix(data []byte, bits int) (f float64, n int, ok bool) {
 	i := 0
 	neg := false
 	if len(data) > 0 && data[0] == '-' {
@@ -262,7 +265,7 @@ loop:
 	for ; i < len(data); i++ {
 		c := data[i]
 		switch {
-		case isDigit(c):
+		case IsDigit(c):
 			mant = mant*10 + uint64(c-'0')
 			digits++
 			if k >= 0 {

@@ -1,9 +1,9 @@
-package logstore
+package catalog
 
 import (
 	"context"
 	"database/sql"
-	"fmt"
+	"time"
 )
 
 // Status is a log's tiers at one moment, for /stats and for tests.
@@ -23,35 +23,30 @@ type Status struct {
 	PendingDeletes   int64   // files and objects waiting in the delete queue
 }
 
-// Status reads the log's tiers in one read transaction.
-func (l *Log) Status(ctx context.Context) (Status, error) {
-	var st Status
-	if err := l.checkOpen(); err != nil {
-		return st, err
-	}
-	tx, err := l.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return st, fmt.Errorf("read status of log %s: %w", l.dir, err)
-	}
-	defer tx.Rollback()
-	q := func(query string, dst ...any) {
+// ReadStatus reads the status of a log whose next offset is end through q,
+// which should be one read transaction so the figures agree; tiers says
+// whether the log keeps a published tier, now is the clock PublishLagSecs
+// is measured against.
+func ReadStatus(ctx context.Context, q Querier, tiers bool, end int64, now time.Time) (Status, error) {
+	st := Status{End: end}
+	var err error
+	row := func(query string, dst ...any) {
 		if err == nil {
-			err = tx.QueryRowContext(ctx, query).Scan(dst...)
+			err = q.QueryRowContext(ctx, query).Scan(dst...)
 		}
 	}
-	q(`SELECT `+endSQL, &st.End)
-	q(`SELECT (SELECT v FROM meta WHERE k = 'start_offset'), (SELECT count(*) FROM meta WHERE k = 'fenced_end'),
+	row(`SELECT (SELECT v FROM meta WHERE k = 'start_offset'), (SELECT count(*) FROM meta WHERE k = 'fenced_end'),
 		coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`, &st.Start, &st.Fenced, &st.Floor)
-	q(`SELECT coalesce(sum(n), 0), count(*) FROM groups`, &st.BufferedRows, &st.BufferedGroups)
-	q(`SELECT count(*), coalesce(sum(file_bytes), 0) FROM files`, &st.LocalFiles, &st.LocalBytes)
+	row(`SELECT coalesce(sum(n), 0), count(*) FROM groups`, &st.BufferedRows, &st.BufferedGroups)
+	row(`SELECT count(*), coalesce(sum(file_bytes), 0) FROM files`, &st.LocalFiles, &st.LocalBytes)
 	var oldestTS sql.NullInt64
-	if l.tiers {
-		q(`SELECT count(*) FROM published`, &st.PublishedFiles)
-		q(`SELECT v FROM meta WHERE k = 'published_through'`, &st.PublishedThrough)
-		q(`SELECT count(*) FROM delete_queue`, &st.PendingDeletes)
+	if tiers {
+		row(`SELECT count(*) FROM published`, &st.PublishedFiles)
+		row(`SELECT v FROM meta WHERE k = 'published_through'`, &st.PublishedThrough)
+		row(`SELECT count(*) FROM delete_queue`, &st.PendingDeletes)
 	}
 	if err != nil {
-		return st, fmt.Errorf("read status of log %s: %w", l.dir, err)
+		return st, err
 	}
 	first := st.PublishedThrough + 1
 	if st.PublishedThrough == 0 {
@@ -60,18 +55,18 @@ func (l *Log) Status(ctx context.Context) (Status, error) {
 	st.PublishLagRows = st.End - first
 	if st.PublishLagRows > 0 {
 		// The first unpublished row is in a local file or still buffered.
-		err := tx.QueryRowContext(ctx, `SELECT min_ts FROM files WHERE end_offset > ? ORDER BY start_offset LIMIT 1`, first).Scan(&oldestTS)
+		err := q.QueryRowContext(ctx, `SELECT min_ts FROM files WHERE end_offset > ? ORDER BY start_offset LIMIT 1`, first).Scan(&oldestTS)
 		if err != nil && err != sql.ErrNoRows {
-			return st, fmt.Errorf("read status of log %s: %w", l.dir, err)
+			return st, err
 		}
 		if !oldestTS.Valid {
-			err := tx.QueryRowContext(ctx, `SELECT ts FROM groups WHERE first + n > ? ORDER BY first LIMIT 1`, first).Scan(&oldestTS)
+			err := q.QueryRowContext(ctx, `SELECT ts FROM groups WHERE first + n > ? ORDER BY first LIMIT 1`, first).Scan(&oldestTS)
 			if err != nil && err != sql.ErrNoRows {
-				return st, fmt.Errorf("read status of log %s: %w", l.dir, err)
+				return st, err
 			}
 		}
 		if oldestTS.Valid {
-			st.PublishLagSecs = max(0, float64(l.now().UnixMicro()-oldestTS.Int64)/1e6)
+			st.PublishLagSecs = max(0, float64(now.UnixMicro()-oldestTS.Int64)/1e6)
 		}
 	}
 	return st, nil

@@ -1,0 +1,200 @@
+// Package gate is the server's entry check: it authenticates every request
+// against the auth: section's users and checks the grant a WebSocket
+// upgrade needs, before any stream lookup, query parsing or upgrade
+// (docs/design.md §3.2), and slows down addresses that keep failing to log
+// in. Without an auth: section every request is let through. Package
+// broker puts Check first in its handler chain and swaps the policy on a
+// reload.
+package gate
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/pkg/broker/auth"
+	"github.com/streamcast/streamcast/pkg/broker/config"
+)
+
+// Gate checks requests at the entry. Its policy is swapped whole by Set,
+// so a request sees one auth: section from start to end. Safe for
+// concurrent use.
+type Gate struct {
+	// policy is the compiled auth: section, nil when there is none
+	// (everyone may do everything). backoff slows down addresses that keep
+	// failing to log in, across Sets.
+	policy   atomic.Pointer[auth.Policy]
+	backoff  *auth.Backoff
+	failures atomic.Int64
+	clock    func() time.Time
+	logger   *log.Logger
+	record   func(status int) // counts a 401 or 403 for /metrics
+}
+
+// New builds the gate of the validated auth: section a (nil for none).
+// clock times the login backoff and the credential cache; record is called
+// with the status of every request refused for its credentials or grants.
+func New(a *config.Auth, clock func() time.Time, logger *log.Logger, record func(status int)) *Gate {
+	g := &Gate{backoff: auth.NewBackoff(clock), clock: clock, logger: logger, record: record}
+	g.Set(a)
+	return g
+}
+
+// Set puts the validated auth: section a in force for the requests that
+// come after (nil: no authentication).
+func (g *Gate) Set(a *config.Auth) {
+	if a == nil {
+		g.policy.Store(nil)
+		return
+	}
+	g.policy.Store(auth.New(a, g.clock))
+}
+
+// Check authenticates every request but /health and, for a WebSocket
+// upgrade, checks the grant for the stream and action asked before any
+// other part of the server sees the request: missing or bad credentials
+// get 401 with a Basic challenge, a principal without the grant 403. Plain
+// HTTP routes check their own grant (/stats, /metrics) with the access
+// this puts in the request's context.
+func (g *Gate) Check(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pol := g.policy.Load()
+		if pol == nil || r.URL.Path == "/health" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		who, ok := g.authenticate(w, r, pol)
+		if !ok {
+			return
+		}
+		a := auth.Access{Policy: pol, Who: who}
+		if websocket.IsWebSocketUpgrade(r) {
+			stream, action := auth.StreamAction(r)
+			if !a.Allows(action, stream) {
+				g.Refuse(w, a, fmt.Sprintf("%s stream %q", action, stream))
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithAccess(r.Context(), a)))
+	})
+}
+
+// authenticate returns the principal r's credentials name (auth.Anonymous
+// without any). It answers 401 itself for bad credentials, and 429 while
+// r's address serves a backoff for failing too often; a pair verified
+// recently passes even then, so a client that knows its password is not
+// held up by a neighbour behind the same address guessing.
+func (g *Gate) authenticate(w http.ResponseWriter, r *http.Request, pol *auth.Policy) (auth.Principal, bool) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		// Under mutual TLS the verified certificate's CN names the
+		// principal, matched against the grants as a user name.
+		if cn, ok := PrincipalFromTLS(r); ok {
+			return cn, true
+		}
+		return auth.Anonymous, true
+	}
+	addr := auth.RemoteHost(r)
+	user, password, ok := auth.ParseBasic(h)
+	if ok && pol.Cached(user, password) {
+		return user, true
+	}
+	if wait := g.backoff.Wait(addr); wait > 0 {
+		secs := int(math.Ceil(wait.Seconds()))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		http.Error(w, auth.BackoffRefusal(addr, secs), http.StatusTooManyRequests)
+		return "", false
+	}
+	if ok {
+		who, err := pol.Authenticate(r.Context(), user, password)
+		if err == nil {
+			g.backoff.Succeed(addr)
+			return who, true
+		}
+		if r.Context().Err() != nil {
+			return "", false // the client went away while another checked the same pair
+		}
+	}
+	g.failed(addr, user, ok, pol)
+	w.Header().Set("WWW-Authenticate", auth.Challenge)
+	http.Error(w, auth.LoginRefusal(ok), http.StatusUnauthorized)
+	return "", false
+}
+
+// failed counts and logs a failed login. The line names the address
+// and, only when it is a configured user, the user name: what a client
+// typed as a name may be a password typed in the wrong field.
+func (g *Gate) failed(addr, user string, parsed bool, pol *auth.Policy) {
+	g.failures.Add(1)
+	g.record(http.StatusUnauthorized)
+	f := g.backoff.Fail(addr)
+	if !f.Log {
+		return
+	}
+	g.logger.Warn("authentication failed", auth.FailureLog(addr, user, parsed, pol, f)...)
+}
+
+// Refuse answers a request whose principal lacks the grant for
+// what: 401 with a challenge when it sent no credentials (it may have some
+// that would do), 403 when it did.
+func (g *Gate) Refuse(w http.ResponseWriter, a auth.Access, what string) {
+	status, msg := auth.Refusal(a, what)
+	g.record(status)
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", auth.Challenge)
+	}
+	http.Error(w, msg, status)
+}
+
+// AuthorizeMetrics is the access rule of GET /metrics, for its route:
+// public (metrics.public: true) lets everyone in; otherwise the request
+// needs stats on "*", as /stats's process-wide figures do. It answers 401
+// or 403 itself and returns false when the route must not serve r. With
+// no auth: section everyone may.
+func (g *Gate) AuthorizeMetrics(w http.ResponseWriter, r *http.Request, public bool) bool {
+	a := auth.AccessOf(r)
+	if public || a.Everywhere(config.ActionStats) {
+		return true
+	}
+	g.Refuse(w, a, `read /metrics (it needs stats on "*")`)
+	return false
+}
+
+// Failures counts failed logins since the server started: bad or
+// unparsable credentials, not requests refused for lack of a grant.
+func (g *Gate) Failures() int64 { return g.failures.Load() }
+
+// WarnOpen logs, when there is no auth: section and the server listens on
+// an address other than loopback, that anyone who can reach it may read,
+// publish and see stats.
+func (g *Gate) WarnOpen(addr net.Addr) {
+	if g.policy.Load() != nil {
+		return
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return
+	}
+	g.logger.Warn("serving without authentication on "+addr.String()+", which is not a loopback address: anyone who can reach it may read and publish every stream and read /stats; "+
+		"add an auth: section (users and grants) to the config, or listen on 127.0.0.1", "listen", addr.String())
+}
+
+// PrincipalFromTLS returns the principal a request's client certificate
+// names: the common name of the verified leaf, when the server runs mutual
+// TLS (tls.client_ca_file) and the name is not empty. ok is false for a
+// request without a verified client certificate, over plain HTTP or
+// one-way TLS. Authorization maps the name to grants exactly as it maps a
+// user name; the name is as trustworthy as the CA that signed it.
+func PrincipalFromTLS(r *http.Request) (principal string, ok bool) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return "", false
+	}
+	cn := r.TLS.VerifiedChains[0][0].Subject.CommonName
+	return cn, cn != ""
+}
