@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -452,7 +453,9 @@ func (in *ingestRun) openFile(ctx context.Context, offs *array.Int64) error {
 	if err != nil {
 		return fmt.Errorf("record the intent to write a file from offset %d: %w", lo, err)
 	}
-	w, err := parquetfile.Create(filepath.Join(l.FilesDir(), tmp), l.FileSchema())
+	// A bulk load's columns are encoded on every core (the same file
+	// seal would write; encoding and zstd are most of the load's time).
+	w, err := parquetfile.CreateConcurrent(filepath.Join(l.FilesDir(), tmp), l.FileSchema(), runtime.GOMAXPROCS(0))
 	if err != nil {
 		_ = l.RecoverSeals(context.WithoutCancel(ctx))
 		return fmt.Errorf("create a file from offset %d: %w", lo, err)
