@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
@@ -147,4 +149,141 @@ func (c *columnsWriter) writeColumn(ctx context.Context, rgw file.BufferedRowGro
 // close writes the footer.
 func (c *columnsWriter) close() error {
 	return c.fw.Close()
+}
+
+// GroupBounds returns, for each column of rec, the row group written
+// last, its smallest and largest non-null value as the Parquet writer
+// recorded them in the group's statistics: a two-element array [min, max]
+// of the column's type. It is nil for a column the writer kept no exact
+// bounds for (an all-null column; a string or binary column holding a
+// value longer than the statistics' size limit, whose bound Parquet drops
+// or mangles), a
+// float column whose bound is zero (Parquet writes -0 and +0 whatever the
+// zero was), and for every column of a schema with a nested column (its
+// Parquet columns are not its Arrow columns). Float bounds leave NaN out:
+// a caller whose contract counts NaN checks for it itself.
+func (w *Writer) GroupBounds(rec arrow.RecordBatch) ([]arrow.Array, error) {
+	var md *metadata.FileMetaData
+	var err error
+	if w.cc != nil {
+		md, err = w.cc.fw.FileMetadata()
+	} else {
+		md, err = w.fw.FileMetadata()
+	}
+	sc := w.sc
+	if err != nil {
+		return nil, err
+	}
+	out := make([]arrow.Array, sc.NumFields())
+	if md.NumRowGroups() == 0 || !allFlat(sc) {
+		return out, nil
+	}
+	rg := md.RowGroup(md.NumRowGroups() - 1)
+	for i, f := range sc.Fields() {
+		cc, err := rg.ColumnChunk(i)
+		if err != nil {
+			return nil, err
+		}
+		st, err := cc.Statistics()
+		if err != nil {
+			return nil, err
+		}
+		if st == nil || !st.HasMinMax() || longest(rec.Column(i)) > parquet.DefaultMaxStatsSize {
+			continue
+		}
+		out[i] = boundsArray(f.Type, st)
+	}
+	return out, nil
+}
+
+// boundsArray makes [min, max] of type dt from st, nil when st's
+// physical type is not dt's or its bounds are not exact values of dt.
+func boundsArray(dt arrow.DataType, st metadata.TypedStatistics) arrow.Array {
+	b := array.NewBuilder(memory.DefaultAllocator, dt)
+	defer b.Release()
+	switch s := st.(type) {
+	case *metadata.Int64Statistics:
+		bb, ok := b.(*array.Int64Builder)
+		if !ok {
+			return nil
+		}
+		bb.AppendValues([]int64{s.Min(), s.Max()}, nil)
+	case *metadata.Int32Statistics:
+		switch bb := b.(type) {
+		case *array.Int32Builder:
+			bb.AppendValues([]int32{s.Min(), s.Max()}, nil)
+		default:
+			return nil // int8/16 are stored as int32: not worth a case
+		}
+	case *metadata.Float64Statistics:
+		bb, ok := b.(*array.Float64Builder)
+		if !ok || s.Min() == 0 || s.Max() == 0 {
+			return nil
+		}
+		bb.AppendValues([]float64{s.Min(), s.Max()}, nil)
+	case *metadata.Float32Statistics:
+		bb, ok := b.(*array.Float32Builder)
+		if !ok || s.Min() == 0 || s.Max() == 0 {
+			return nil
+		}
+		bb.AppendValues([]float32{s.Min(), s.Max()}, nil)
+	case *metadata.BooleanStatistics:
+		bb, ok := b.(*array.BooleanBuilder)
+		if !ok {
+			return nil
+		}
+		bb.AppendValues([]bool{s.Min(), s.Max()}, nil)
+	case *metadata.ByteArrayStatistics:
+		switch bb := b.(type) {
+		case *array.StringBuilder:
+			bb.Append(string(s.Min()))
+			bb.Append(string(s.Max()))
+		case *array.BinaryBuilder:
+			bb.Append(s.Min())
+			bb.Append(s.Max())
+		default:
+			return nil
+		}
+	case *metadata.FixedLenByteArrayStatistics:
+		bb, ok := b.(*array.FixedSizeBinaryBuilder)
+		if !ok {
+			return nil
+		}
+		bb.Append(s.Min())
+		bb.Append(s.Max())
+	default:
+		return nil
+	}
+	return b.NewArray()
+}
+
+// longest returns the length of a string or binary column's longest value
+// (0 for other columns), from its offsets.
+func longest(a arrow.Array) int64 {
+	var n int64
+	switch a := a.(type) {
+	case *array.String:
+		o := a.ValueOffsets()
+		for i := 1; i < len(o); i++ {
+			n = max(n, int64(o[i]-o[i-1]))
+		}
+	case *array.Binary:
+		o := a.ValueOffsets()
+		for i := 1; i < len(o); i++ {
+			n = max(n, int64(o[i]-o[i-1]))
+		}
+	case *array.LargeString:
+		o := a.ValueOffsets()
+		for i := 1; i < len(o); i++ {
+			n = max(n, o[i]-o[i-1])
+		}
+	case *array.LargeBinary:
+		o := a.ValueOffsets()
+		for i := 1; i < len(o); i++ {
+			n = max(n, o[i]-o[i-1])
+		}
+	case *array.FixedSizeBinary:
+		n = int64(a.DataType().(*arrow.FixedSizeBinaryType).ByteWidth)
+	}
+	return n
 }

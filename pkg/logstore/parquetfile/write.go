@@ -37,6 +37,7 @@ func Write(path string, rec arrow.RecordBatch) (int64, error) {
 // target, holding one row group in memory at a time.
 type Writer struct {
 	path string
+	sc   *arrow.Schema
 	f    *os.File
 	cw   countingWriter
 	bw   *bufio.Writer
@@ -72,7 +73,7 @@ func CreateConcurrent(path string, sc *arrow.Schema, workers int) (*Writer, erro
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{path: path, f: f}
+	w := &Writer{path: path, sc: sc, f: f}
 	w.cw.w = f
 	w.bw = bufio.NewWriterSize(&w.cw, 1<<20)
 	props := writerProperties()
