@@ -178,8 +178,9 @@ type ingestRun struct {
 	pendingBytes int64
 	taken        int64
 
-	file   *ingestFile // the file being written; nil between files
-	marked bool        // the mark says Done
+	file     *ingestFile // the file being written; nil between files
+	inflight *groupWrite // the file's row group being written, if any
+	marked   bool        // the mark says Done
 }
 
 func (in *ingestRun) mark(end, position int64, done bool) IngestMark {
@@ -245,6 +246,7 @@ func (in *ingestRun) run(ctx context.Context, src IngestSource) (err error) {
 			}
 		}
 		<-done
+		in.dropInflight()
 		in.releasePending()
 	}()
 	var srcErr error
@@ -383,9 +385,11 @@ func (in *ingestRun) releasePending() {
 	in.pending, in.pendingBytes = in.pending[:0], 0
 }
 
-// flushGroup writes the pending rows as one row group, sorted by sort_by
-// then offset, opening a file first when none is open and closing it
-// once it reaches the target.
+// flushGroup hands the pending rows to the file as one row group, sorted
+// by sort_by then offset, opening a file first when none is open. The
+// group is encoded on a goroutine of its own (groupWrite) while the run
+// takes and sorts the next one; the group before it is settled first, so
+// at most one is in flight.
 func (in *ingestRun) flushGroup(ctx context.Context) error {
 	if len(in.pending) == 0 {
 		return nil
@@ -396,29 +400,65 @@ func (in *ingestRun) flushGroup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer rec.Release()
 	if len(l.Config().SortBy) > 0 {
 		sorted, err := parquetfile.Sort(rec, l.SortColumns())
+		rec.Release()
 		if err != nil {
 			return err
 		}
-		defer sorted.Release()
 		rec = sorted
+	}
+	if err := in.settle(ctx); err != nil {
+		rec.Release()
+		return err
 	}
 	if in.file == nil {
 		if err := in.openFile(ctx, rec.Column(0).(*array.Int64)); err != nil {
+			rec.Release()
 			return err
 		}
 	}
-	f := in.file
-	if err := f.w.WriteGroup(rec); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(l.FilesDir(), f.tmp), err)
+	g := &groupWrite{rec: rec, done: make(chan struct{})}
+	w, sch := in.file.w, l.Schema()
+	go func() {
+		defer close(g.done)
+		if g.err = w.WriteGroup(rec); g.err != nil {
+			return
+		}
+		g.stats, g.statsErr = groupStats(sch, rec, w)
+	}()
+	in.inflight = g
+	return nil
+}
+
+// groupWrite is a row group being written by its own goroutine; the
+// run owns it and waits for done (settle or dropInflight) on every path.
+type groupWrite struct {
+	rec      arrow.RecordBatch
+	done     chan struct{}
+	err      error // the write's
+	stats    []byte
+	statsErr error
+}
+
+// settle waits for the row group in flight and counts it into its file,
+// closing the file once it reaches the target.
+func (in *ingestRun) settle(ctx context.Context) error {
+	g := in.inflight
+	if g == nil {
+		return nil
 	}
-	st, err := groupStats(l.Schema(), rec, f.w)
-	if err != nil {
-		return err
+	<-g.done
+	in.inflight = nil
+	defer g.rec.Release()
+	l, f, rec := in.l, in.file, g.rec
+	if g.err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Join(l.FilesDir(), f.tmp), g.err)
 	}
-	f.stats.Add(st)
+	if g.statsErr != nil {
+		return g.statsErr
+	}
+	f.stats.Add(g.stats)
 	n := rec.NumRows()
 	stamps := rec.Column(1).(*array.Int64).Int64Values()
 	if f.rows == 0 {
@@ -434,6 +474,15 @@ func (in *ingestRun) flushGroup(ctx context.Context) error {
 		return in.closeFile(ctx, false)
 	}
 	return nil
+}
+
+// dropInflight waits for the row group in flight, if any, and forgets it.
+func (in *ingestRun) dropInflight() {
+	if g := in.inflight; g != nil {
+		<-g.done
+		g.rec.Release()
+		in.inflight = nil
+	}
 }
 
 // openFile records the intent of a file starting at the first offset of
@@ -467,6 +516,11 @@ func (in *ingestRun) openFile(ctx context.Context, offs *array.Int64) error {
 // the next offset and set the mark (or clear it when last is the end of
 // the source).
 func (in *ingestRun) closeFile(ctx context.Context, last bool) error {
+	// The group in flight first: it may itself close the file at the
+	// target, which leaves none to close here.
+	if err := in.settle(ctx); err != nil {
+		return err
+	}
 	f := in.file
 	if f == nil {
 		return nil
@@ -535,6 +589,7 @@ func (in *ingestRun) closeFile(ctx context.Context, last bool) error {
 // abortFile gives up the open file: seal recovery deletes whatever its
 // intents name. Rows recorded before it stay.
 func (in *ingestRun) abortFile(ctx context.Context) {
+	in.dropInflight()
 	if in.file == nil {
 		return
 	}
