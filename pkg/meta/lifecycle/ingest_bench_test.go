@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"testing"
@@ -356,6 +357,21 @@ func runLargeChild() int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	// STREAMCAST_INGEST_CPUPROFILE=FILE profiles the load (a benchmark's
+	// -cpuprofile sees only the parent).
+	if p := os.Getenv("STREAMCAST_INGEST_CPUPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	format := source.Format(os.Getenv(ingestFormatEnv))
 	if format == "" {
