@@ -663,27 +663,14 @@ func groupStats(sch *schema.Schema, rec arrow.RecordBatch, w *parquetfile.Writer
 			}
 		}
 	}()
-	stats := map[string]colstats.Column{}
-	for i, c := range sch.Columns() {
-		if i >= len(cols) {
-			return nil, fmt.Errorf("column statistics: the record has %d declared columns, the schema %d", len(cols), len(sch.Columns()))
+	// The writer's float bounds leave NaN out; Compute's have none then.
+	for i, c := range cols {
+		if bounds[i+2] != nil && hasNaN(c) {
+			bounds[i+2].Release()
+			bounds[i+2] = nil
 		}
-		n := int64(cols[i].NullN())
-		st := colstats.Column{Nulls: &n}
-		from := cols[i]
-		if b := bounds[i+2]; b != nil && !hasNaN(cols[i]) {
-			from = b
-		}
-		if mn, mx, ok := sch.MinMax(i, from); ok {
-			st.Min, st.Max = mn, mx
-		}
-		stats[c.Name] = st
 	}
-	b, err := json.Marshal(stats)
-	if err != nil {
-		return nil, fmt.Errorf("encode column statistics: %w", err)
-	}
-	return b, nil
+	return colstats.ComputeWithBounds(sch, cols, bounds[2:])
 }
 
 // hasNaN reports whether a float column holds a NaN (in a value or under
