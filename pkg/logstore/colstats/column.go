@@ -98,6 +98,14 @@ func (r Record) Column(name string) (c Column, ok bool) {
 // which Arrow keeps with the array. It runs when a file is written, never
 // on the append path.
 func Compute(sch *schema.Schema, cols []arrow.Array) ([]byte, error) {
+	return ComputeWithBounds(sch, cols, nil)
+}
+
+// ComputeWithBounds is Compute taking column i's min and max from
+// bounds[i] instead of scanning cols[i] where bounds[i] is not nil: an
+// array of the column's type holding its least and greatest values (as
+// the Parquet writer recorded them, say). The null counts are cols'.
+func ComputeWithBounds(sch *schema.Schema, cols, bounds []arrow.Array) ([]byte, error) {
 	stats := map[string]Column{}
 	if !sch.IsAny() {
 		for i, c := range sch.Columns() {
@@ -106,7 +114,11 @@ func Compute(sch *schema.Schema, cols []arrow.Array) ([]byte, error) {
 			}
 			n := int64(cols[i].NullN())
 			st := Column{Nulls: &n}
-			if mn, mx, ok := sch.MinMax(i, cols[i]); ok {
+			from := cols[i]
+			if i < len(bounds) && bounds[i] != nil {
+				from = bounds[i]
+			}
+			if mn, mx, ok := sch.MinMax(i, from); ok {
 				st.Min, st.Max = mn, mx
 			}
 			stats[c.Name] = st

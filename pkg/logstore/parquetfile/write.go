@@ -37,10 +37,12 @@ func Write(path string, rec arrow.RecordBatch) (int64, error) {
 // target, holding one row group in memory at a time.
 type Writer struct {
 	path string
+	sc   *arrow.Schema
 	f    *os.File
 	cw   countingWriter
 	bw   *bufio.Writer
 	fw   *pqarrow.FileWriter
+	cc   *columnsWriter // instead of fw: the columns are encoded concurrently
 }
 
 // countingWriter counts the bytes that reached the file's buffer.
@@ -57,22 +59,30 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 // Create creates path (which must not exist) for a file of schema sc.
 func Create(path string, sc *arrow.Schema) (*Writer, error) {
+	return CreateConcurrent(path, sc, 1)
+}
+
+// CreateConcurrent is Create with each row group's columns encoded and
+// compressed by up to workers goroutines at once, when every column of
+// sc is flat (no struct, list or map): a bulk load then keeps more than
+// one core busy. The file is the one Create writes, byte for byte
+// (TestConcurrentWriterWritesTheSameFile). A schema with a nested column
+// is written by one goroutine, as Create does.
+func CreateConcurrent(path string, sc *arrow.Schema, workers int) (*Writer, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{path: path, f: f}
+	w := &Writer{path: path, sc: sc, f: f}
 	w.cw.w = f
 	w.bw = bufio.NewWriterSize(&w.cw, 1<<20)
-	props := parquet.NewWriterProperties(
-		parquet.WithCompression(compress.Codecs.Zstd),
-		parquet.WithCompressionLevel(1),
-		// Each WriteGroup call is one row group, whatever its length.
-		parquet.WithMaxRowGroupLength(1<<62),
-		parquet.WithStats(true),
-		parquet.WithDictionaryDefault(false),
-	)
-	w.fw, err = pqarrow.NewFileWriter(sc, w.bw, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	props := writerProperties()
+	aprops := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())
+	if workers > 1 && allFlat(sc) {
+		w.cc, err = newColumnsWriter(sc, w.bw, props, aprops, workers)
+	} else {
+		w.fw, err = pqarrow.NewFileWriter(sc, w.bw, props, aprops)
+	}
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -80,8 +90,23 @@ func Create(path string, sc *arrow.Schema) (*Writer, error) {
 	return w, nil
 }
 
+// writerProperties are the Parquet properties of every file of a log.
+func writerProperties() *parquet.WriterProperties {
+	return parquet.NewWriterProperties(
+		parquet.WithCompression(compress.Codecs.Zstd),
+		parquet.WithCompressionLevel(1),
+		// Each WriteGroup call is one row group, whatever its length.
+		parquet.WithMaxRowGroupLength(1<<62),
+		parquet.WithStats(true),
+		parquet.WithDictionaryDefault(false),
+	)
+}
+
 // WriteGroup writes rec as one row group.
 func (w *Writer) WriteGroup(rec arrow.RecordBatch) error {
+	if w.cc != nil {
+		return w.cc.writeGroup(rec)
+	}
 	return w.fw.Write(rec)
 }
 
@@ -99,7 +124,7 @@ func (w *Writer) Close() (int64, error) {
 			w.f.Close()
 		}
 	}()
-	if err := w.fw.Close(); err != nil {
+	if err := w.closeParquet(); err != nil {
 		return 0, err
 	}
 	if err := w.bw.Flush(); err != nil {
@@ -121,8 +146,16 @@ func (w *Writer) Close() (int64, error) {
 
 // Abort closes the file without finishing it; the caller deletes it.
 func (w *Writer) Abort() {
-	_ = w.fw.Close()
+	_ = w.closeParquet()
 	_ = w.f.Close()
+}
+
+// closeParquet writes the footer into the buffer.
+func (w *Writer) closeParquet() error {
+	if w.cc != nil {
+		return w.cc.close()
+	}
+	return w.fw.Close()
 }
 
 // ArrowBytes sums the buffer sizes of a record's columns.

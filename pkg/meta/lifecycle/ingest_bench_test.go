@@ -4,14 +4,15 @@ package lifecycle_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -211,55 +212,51 @@ func benchRows() int {
 	return 2_000_000
 }
 
-var (
-	benchSrcMu sync.Mutex
-	benchSrc   = map[source.Format]string{}
-	benchDir   string
-)
+// benchCache is where the benchmark's sources are made once and kept,
+// named by format and row count, so that -count runs, later runs and
+// profiles pay for them once: STREAMCAST_BENCH_CACHE (or the older
+// STREAMCAST_INGEST_DIR), else streamcast-ingest-bench in the temp dir.
+// Delete it to make them again.
+func benchCache() string {
+	for _, env := range []string{"STREAMCAST_BENCH_CACHE", "STREAMCAST_INGEST_DIR"} {
+		if d := os.Getenv(env); d != "" {
+			return d
+		}
+	}
+	return filepath.Join(os.TempDir(), "streamcast-ingest-bench")
+}
 
-// benchSource returns a trades file of format f, made once per process.
+// benchSource returns the cached trades file of format f, making it the
+// first time.
 func benchSource(b *testing.B, f source.Format) string {
-	benchSrcMu.Lock()
-	defer benchSrcMu.Unlock()
-	if p, ok := benchSrc[f]; ok {
+	dir := benchCache()
+	p := filepath.Join(dir, fmt.Sprintf("trades-%d.%s", benchRows(), f))
+	if _, err := os.Stat(p); err == nil {
 		return p
 	}
-	// STREAMCAST_INGEST_DIR keeps the sources between runs (so a
-	// profile holds the load alone); they are made there once.
-	if keep := os.Getenv("STREAMCAST_INGEST_DIR"); keep != "" {
-		p := filepath.Join(keep, fmt.Sprintf("trades-%d.%s", benchRows(), f))
-		if _, err := os.Stat(p); err != nil {
-			if err := os.MkdirAll(keep, 0o755); err != nil {
-				b.Fatal(err)
-			}
-			if err := os.Rename(writeTrades(b, b.TempDir(), f, benchRows()), p); err != nil {
-				b.Fatal(err)
-			}
-		}
-		benchSrc[f] = p
-		return p
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
 	}
-	if benchDir == "" {
-		d, err := os.MkdirTemp("", "ingest-bench-")
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchDir = d
+	// Made beside its final name and renamed, so a killed run leaves no
+	// half file under it.
+	tmp, err := os.MkdirTemp(dir, "making-")
+	if err != nil {
+		b.Fatal(err)
 	}
-	p := writeTrades(b, benchDir, f, benchRows())
-	benchSrc[f] = p
+	defer os.RemoveAll(tmp)
+	if err := os.Rename(writeTrades(b, tmp, f, benchRows()), p); err != nil {
+		b.Fatal(err)
+	}
 	return p
 }
 
-// BenchmarkIngest loads trades into a fresh log per iteration: each
-// format into files (--no-publish), and Parquet end to end with a publish
-// to the local prefix. Reports rows/s. Run with -benchtime 1x -count 3.
+// BenchmarkIngest loads trades into a fresh log per iteration, in a child
+// process (the test binary, as TestIngestLargeInputBoundedRSS runs it):
+// each format into files (--no-publish), and Parquet end to end with a
+// publish to the local prefix. Reports rows/s, rows per CPU-second of the
+// child (the box is shared: that says what the code costs whatever the
+// neighbours do) and the child's peak RSS. Run with -benchtime 1x -count 3.
 func BenchmarkIngest(b *testing.B) {
-	b.Cleanup(func() {
-		if benchDir != "" {
-			_ = os.RemoveAll(benchDir)
-		}
-	})
 	for _, tc := range []struct {
 		name    string
 		f       source.Format
@@ -274,30 +271,54 @@ func BenchmarkIngest(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			src := benchSource(b, tc.f)
-			st, _ := os.Stat(src)
+			st, err := os.Stat(src)
+			if err != nil {
+				b.Fatal(err)
+			}
 			var rows int64
-			cpu0 := cpuTime()
+			var cpu time.Duration
+			var rss int64
 			b.ResetTimer()
 			for range b.N {
 				b.StopTimer()
 				f := tradesLog(b)
 				b.StartTimer()
-				res, err := lifecycle.Ingest(context.Background(), f.stream(), lifecycle.IngestOptions{
-					Inputs: []source.Input{{Path: src, Format: tc.f}}, NoPublish: !tc.publish,
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
+				res, ru := ingestChild(b, f.root, src, tc.f, tc.publish)
 				rows += res.Rows
+				cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+				rss = max(rss, ru.Maxrss<<10) // KiB on Linux
 			}
 			b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
-			// The box is shared: rows per second of this process's CPU
-			// time says what the code costs whatever the neighbours do.
-			b.ReportMetric(float64(rows)/(cpuTime()-cpu0).Seconds(), "rows/cpu-s")
+			b.ReportMetric(float64(rows)/cpu.Seconds(), "rows/cpu-s")
+			b.ReportMetric(float64(rss>>20), "peak-RSS-MiB")
 			b.ReportMetric(float64(st.Size())/float64(benchRows()), "src-B/row")
 		})
 	}
 }
+
+// ingestChild loads src into the stream under root in a child process
+// and returns what it loaded and its resource usage.
+func ingestChild(tb testing.TB, root, src string, f source.Format, publish bool) (lifecycle.Ingested, *syscall.Rusage) {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=ingest-large", rootEnv+"="+root, ingestFilesEnv+"="+src,
+		ingestFormatEnv+"="+string(f), ingestPublishEnv+"="+strconv.FormatBool(publish))
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("the ingest child: %v\n%s", err, errOut.Bytes())
+	}
+	var res lifecycle.Ingested
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		tb.Fatalf("the ingest child printed %q: %v", out.Bytes(), err)
+	}
+	return res, cmd.ProcessState.SysUsage().(*syscall.Rusage)
+}
+
+const (
+	ingestFormatEnv  = "LIFECYCLE_TEST_INGEST_FORMAT"  // the child's source format; parquet when unset
+	ingestPublishEnv = "LIFECYCLE_TEST_INGEST_PUBLISH" // "true": the child publishes
+)
 
 // TestIngestLargeInputBoundedRSS loads a large Parquet source in a child
 // process and checks its peak RSS stays under 1 GiB: the load holds a row
@@ -310,17 +331,11 @@ func TestIngestLargeInputBoundedRSS(t *testing.T) {
 	n := soak.Count(1_000_000, 20_000_000)
 	f := tradesLog(t)
 	src := writeTrades(t, t.TempDir(), source.Parquet, n)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=ingest-large", rootEnv+"="+f.root, ingestFilesEnv+"="+src)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the ingest child: %v\n%s", err, out)
+	res, ru := ingestChild(t, f.root, src, source.Parquet, false)
+	if res.Rows != int64(n) {
+		t.Fatalf("the child loaded %+v; want %d rows", res, n)
 	}
-	var res lifecycle.Ingested
-	if err := json.Unmarshal(out, &res); err != nil || res.Rows != int64(n) {
-		t.Fatalf("the child loaded %+v (%v); want %d rows:\n%s", res, err, n, out)
-	}
-	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // KiB on Linux
+	rss := ru.Maxrss << 10 // KiB on Linux
 	t.Logf("%d rows (%d MiB of Parquet) loaded with a peak RSS of %d MiB", n, fileSize(t, src)>>20, rss>>20)
 	if rss > 1<<30 {
 		t.Errorf("peak RSS %d MiB; want at most 1024 MiB", rss>>20)
@@ -335,15 +350,36 @@ func fileSize(t *testing.T, p string) int64 {
 	return st.Size()
 }
 
-// runLargeChild is the child of TestIngestLargeInputBoundedRSS.
+// runLargeChild is the child of TestIngestLargeInputBoundedRSS and
+// BenchmarkIngest.
 func runLargeChild() int {
 	lay, err := meta.NewLayout(os.Getenv(rootEnv), "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// STREAMCAST_INGEST_CPUPROFILE=FILE profiles the load (a benchmark's
+	// -cpuprofile sees only the parent).
+	if p := os.Getenv("STREAMCAST_INGEST_CPUPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	format := source.Format(os.Getenv(ingestFormatEnv))
+	if format == "" {
+		format = source.Parquet
+	}
 	res, err := lifecycle.Ingest(context.Background(), lifecycle.Stream{Layout: lay, Name: stream}, lifecycle.IngestOptions{
-		Inputs: []source.Input{{Path: os.Getenv(ingestFilesEnv), Format: source.Parquet}}, NoPublish: true,
+		Inputs:    []source.Input{{Path: os.Getenv(ingestFilesEnv), Format: format}},
+		NoPublish: os.Getenv(ingestPublishEnv) != "true",
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -352,11 +388,4 @@ func runLargeChild() int {
 	b, _ := json.Marshal(res)
 	fmt.Println(string(b))
 	return 0
-}
-
-// cpuTime is this process's user + system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -239,7 +239,38 @@ func openArrowFile(sch *schema.Schema, rs readSource) (_ batchReader, err error)
 	if err != nil {
 		return nil, fmt.Errorf("not a readable Arrow IPC file: %w", err)
 	}
+	if err := sameSchemaAsStream(fr.Schema(), rs.f.f, fi.Size()); err != nil {
+		fr.Close()
+		return nil, fmt.Errorf("not a readable Arrow IPC file: %w", err)
+	}
 	return newArrowReader(sch, fr.Schema(), &ipcFileSource{r: fr, c: rs.c})
+}
+
+// sameSchemaAsStream checks that the schema an IPC file's footer declares
+// (the one arrow-go reads its batches by) is the schema of the stream the
+// file wraps, in its first message. A footer that says int32 where the
+// batches hold int16 would otherwise load other values than were written.
+func sameSchemaAsStream(footer *arrow.Schema, f io.ReaderAt, size int64) error {
+	// The stream starts after the magic and its padding ("ARROW1\0\0").
+	const start = 8
+	r, err := ipc.NewReader(&verifiedStream{r: io.NewSectionReader(f, start, size-start)}, ipc.WithAllocator(alloc))
+	if err != nil {
+		return fmt.Errorf("its first message is not a schema: %w", err)
+	}
+	defer r.Release()
+	msg := r.Schema()
+	if footer.Equal(msg) {
+		return nil
+	}
+	if a, b := footer.NumFields(), msg.NumFields(); a != b {
+		return fmt.Errorf("%w: its footer declares %d columns, its first message %d", errDamagedIPC, a, b)
+	}
+	for i, fd := range footer.Fields() {
+		if m := msg.Field(i); !fd.Equal(m) {
+			return fmt.Errorf("%w: its footer declares column %d as %s, its first message as %s", errDamagedIPC, i+1, fd, m)
+		}
+	}
+	return fmt.Errorf("%w: its footer declares another schema than its first message", errDamagedIPC)
 }
 
 func (s *ipcFileSource) read() (arrow.RecordBatch, error) {

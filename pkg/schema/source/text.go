@@ -309,17 +309,46 @@ func (r *csvReader) object(rec []string) ([]byte, *csvCol, string) {
 	return r.js, nil, ""
 }
 
-// numberText reports whether s is one JSON number token, so a cell can
-// never carry more than its own value into the row.
+// numberText reports whether s is one JSON number token (RFC 8259's
+// grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?), so a cell can
+// never carry more than its own value into the row. It runs on every
+// numeric cell, so it scans by hand rather than through json.Valid.
 func numberText(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= '0' && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E':
-		default:
+	i := 0
+	digits := func() bool {
+		start := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		return i > start
+	}
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		digits()
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if !digits() {
 			return false
 		}
 	}
-	return json.Valid([]byte(s))
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	return i == len(s)
 }
 
 func (r *csvReader) next(ctx context.Context) (arrow.RecordBatch, error) {
