@@ -13,8 +13,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/internal/soak"
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
 )
 
@@ -48,8 +50,16 @@ func BenchmarkPublish8x100RowFramesReplicated(b *testing.B) {
 //	STREAMCAST_REPLICATION_RATE     rows/s to offer (default 50000; 0 = flat out)
 //	STREAMCAST_REPLICATION_SECONDS  how long to publish (default 10; 60 under STREAMCAST_SOAK=full)
 //
+// It runs with the replica in a directory (dir) and on versitygw (s3).
+//
 //	go test ./pkg/broker -run '^$' -bench ReplicationLag -benchtime 1x
 func BenchmarkReplicationLag(b *testing.B) {
+	for _, kind := range []string{"dir", "s3"} {
+		b.Run(kind, func(b *testing.B) { benchReplicationLag(b, kind) })
+	}
+}
+
+func benchReplicationLag(b *testing.B, kind string) {
 	secs := 10 * time.Second
 	if soak.Full() {
 		secs = time.Minute
@@ -69,7 +79,17 @@ func BenchmarkReplicationLag(b *testing.B) {
 		}
 		rate = r
 	}
-	srv := startServer(b, replicatedConfig(b), Options{Executable: streamcastExe(b)})
+	cfg := replicatedConfig(b)
+	if kind == "s3" {
+		// litestream's S3 client cannot load a CA bundle; versitygw is
+		// plain HTTP.
+		b.Setenv("AWS_CA_BUNDLE", "")
+		s3 := s3test.Start(b, helperForker.Start)
+		s3.UseCredentials(b)
+		cfg.Published = "s3://" + testBucket + "/tables"
+		cfg.S3 = logstore.S3Config{Endpoint: s3.Endpoint(), Region: testRegion, PathStyle: true}
+	}
+	srv := startServer(b, cfg, Options{Executable: streamcastExe(b)})
 	dir := srv.reg.Get("trades").log.Dir()
 	p := dialPublisher(b, srv, "trades")
 
