@@ -558,11 +558,16 @@ func TestPlannedCutoverUnderLoadLosesNothing(t *testing.T) {
 // replica had shipped (as /stats last showed it) is back at its offset, no
 // offset at or below the highest one acknowledged is issued again, and the
 // exactly-once loader resumes with no duplicate and no gap. On a directory
-// prefix and on versitygw.
+// prefix, and under STREAMCAST_SOAK=full on versitygw too.
 func TestUnplannedLossMidLoadFencesEveryAcknowledgedOffset(t *testing.T) {
 	exe := streamcastExe(t)
 	for _, pc := range cutoverPrefixes() {
 		t.Run(pc.name, func(t *testing.T) {
+			if pc.name == "s3" && !soak.Full() {
+				// About 20 s more; the planned cutover runs on versitygw
+				// every time, and CI runs this one there too.
+				t.Skip("the unplanned loss on versitygw runs under " + soak.Env + "=full")
+			}
 			dir := t.TempDir()
 			unplannedLoss(t, exe, dir, pc.make(t, dir))
 		})
