@@ -277,10 +277,6 @@ type delivery struct {
 	pubs    []*publisher // the publishers answered in this group
 }
 
-// okReplyBytes is about the size of one single-row ack frame, to size the
-// buffer a group's acks share.
-const okReplyBytes = 24
-
 // deliverGroup fans a committed group out and acknowledges it (or answers
 // commit_failed for every frame of a group that failed). Each publisher's
 // replies of the group are queued at once, so its writer sends them with
@@ -310,8 +306,14 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 				j.answer = reply
 			}
 		} else {
+			// Sized for the offsets of the group's end, so the acks share
+			// one allocation.
+			room := 0
+			for _, j := range g.jobs {
+				room += frame.OKReplyRoom(g.first+int64(len(g.rows)), len(j.rows))
+			}
 			off := g.first
-			buf := make([]byte, 0, len(g.jobs)*okReplyBytes)
+			buf := make([]byte, 0, room)
 			for _, j := range g.jobs {
 				buf, j.answer = frame.AppendOKReply(buf, off, len(j.rows))
 				off += int64(len(j.rows))
