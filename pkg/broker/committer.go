@@ -20,8 +20,11 @@ const maxGroupRows = 10000
 type job struct {
 	rows [][]byte
 	one  [1][]byte // storage for rows of a one-row frame
-	pub  *publisher
-	slot replySlot // the frame's reply, in the job: one allocation per frame, not two
+	// arena holds the canonical bytes of rows (pubframe.Decoder.DecodeTo);
+	// a recycled job reuses it (see publisher.free).
+	arena []byte
+	pub   *publisher
+	slot  replySlot // the frame's reply, in the job: one allocation per frame, not two
 
 	// answer is the reply the deliverer built for this frame, on its way
 	// to the publisher's slot (see publisher.answerJobs).
@@ -157,12 +160,23 @@ type committed struct {
 // publishers' marks go into the same transaction as their rows.
 func (s *stream) commit() {
 	groups := make(chan committed, 2)
+	// spare carries a delivered group's slices back to the committer for
+	// reuse, so a group allocates no job list or row list of its own. It
+	// holds more than the groups in flight, so the deliverer never waits
+	// on it.
+	spare := make(chan committed, 4)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		var d delivery
 		for g := range groups {
 			s.deliverGroup(g, &d)
+			clear(g.jobs)
+			clear(g.rows)
+			select {
+			case spare <- committed{jobs: g.jobs[:0], rows: g.rows[:0]}:
+			default:
+			}
 		}
 	}()
 	defer func() {
@@ -177,7 +191,12 @@ func (s *stream) commit() {
 	s.mu.Unlock()
 	var marks []logstore.Mark
 	for {
-		jobs := s.inbox.take(s.cfg.GroupCommit, nil)
+		var reuse committed
+		select {
+		case reuse = <-spare:
+		default:
+		}
+		jobs := s.inbox.take(s.cfg.GroupCommit, reuse.jobs)
 		if jobs == nil {
 			return
 		}
@@ -188,7 +207,10 @@ func (s *stream) commit() {
 		if s.marks != nil {
 			marks = s.marks.Admit(jobs, next, marks)
 		}
-		rows := make([][]byte, 0, taken)
+		rows := reuse.rows
+		if cap(rows) < taken {
+			rows = make([][]byte, 0, taken)
+		}
 		for _, j := range jobs {
 			if !j.eo.Failed() {
 				rows = append(rows, j.rows...)
@@ -237,16 +259,23 @@ func (s *stream) appendGroup(ctx context.Context, rows [][]byte, ts int64, marks
 	return s.log.Append(ctx, rows, ts, marks)
 }
 
+// encodeIfWatched encodes the frames of rows for the fan-out when the
+// stream has a subscriber, outside the fan-out lock; with none it returns
+// nil, and deliverStamped encodes under the lock only if one attached
+// meanwhile. A publisher nobody subscribes to then pays no encoding.
+func (s *stream) encodeIfWatched(rows [][]byte, first, ts int64) [][]byte {
+	if s.subscribers.Load() == 0 {
+		return nil
+	}
+	return frame.Encode(rows, first, ts)
+}
+
 // delivery is the deliverer goroutine's scratch space, reused across
 // groups.
 type delivery struct {
 	replies [][]byte     // exactly-once answers, by job
 	pubs    []*publisher // the publishers answered in this group
 }
-
-// okReplyBytes is about the size of one single-row ack frame, to size the
-// buffer a group's acks share.
-const okReplyBytes = 24
 
 // deliverGroup fans a committed group out and acknowledges it (or answers
 // commit_failed for every frame of a group that failed). Each publisher's
@@ -266,8 +295,7 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 			m.RowsCommitted.Add(int64(len(g.rows)))
 			m.CommitGroups.Add(1)
 		}
-		frames := frame.Encode(g.rows, g.first, g.ts)
-		s.deliver(frames, g.rows, g.first, g.first+int64(len(g.rows)))
+		s.deliverStamped(s.encodeIfWatched(g.rows, g.first, g.ts), g.rows, g.first, g.first+int64(len(g.rows)), g.ts)
 	}
 	s.observeAcks(g.jobs)
 	if s.marks == nil {
@@ -278,8 +306,14 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 				j.answer = reply
 			}
 		} else {
+			// Sized for the offsets of the group's end, so the acks share
+			// one allocation.
+			room := 0
+			for _, j := range g.jobs {
+				room += frame.OKReplyRoom(g.first+int64(len(g.rows)), len(j.rows))
+			}
 			off := g.first
-			buf := make([]byte, 0, len(g.jobs)*okReplyBytes)
+			buf := make([]byte, 0, room)
 			for _, j := range g.jobs {
 				buf, j.answer = frame.AppendOKReply(buf, off, len(j.rows))
 				off += int64(len(j.rows))

@@ -17,6 +17,9 @@ import (
 type replySlot struct {
 	frame []byte // the complete reply frame, once resolved
 	done  bool
+	// reuse is the job the slot is part of when the publisher recycles
+	// that job once the slot's reply is queued (see publisher.free).
+	reuse *job
 }
 
 // publisher is one publishing connection. Its reader goroutine validates each
@@ -46,6 +49,14 @@ type publisher struct {
 
 	dec pubframe.Decoder // reused across frames
 	buf []byte           // reused read buffer
+
+	// free is jobs whose replies are queued, for the reader's next frames:
+	// a single-row publisher then allocates no job per frame. Only plain
+	// publishers of durable streams recycle: once a plain job's reply is
+	// queued, nothing else refers to it (the committer and the deliverer
+	// are done with it; exactly-once jobs stay referenced by package
+	// marks). Guarded by mu.
+	free []*job
 
 	// answered is the jobs of this publisher whose answers the stream's
 	// deliverer has built in the group it delivers; only the deliverer
@@ -197,13 +208,13 @@ func (p *publisher) handle(typ int, data []byte) {
 	}
 	var j *job
 	var slot *replySlot
+	p.mu.Lock()
 	if st.log != nil {
-		j = &job{pub: p, read: read}
+		j = p.newJobLocked(read)
 		slot = &j.slot
 	} else {
 		slot = &replySlot{}
 	}
-	p.mu.Lock()
 	p.slots = append(p.slots, slot)
 	p.owed++
 	p.peakOwed = max(p.peakOwed, p.owed)
@@ -214,10 +225,13 @@ func (p *publisher) handle(typ int, data []byte) {
 		return
 	}
 	var rows [][]byte
+	var seq int64
+	var code, detail string
 	if j != nil {
-		rows = j.one[:0]
+		seq, rows, j.arena, code, detail = p.dec.DecodeTo(j.one[:0], j.arena[:0], data, p.eo != nil)
+	} else {
+		seq, rows, code, detail = p.dec.Decode(nil, data, p.eo != nil)
 	}
-	seq, rows, code, detail := p.dec.Decode(rows, data, p.eo != nil)
 	if code != "" {
 		p.resolve(slot, frame.ErrorReply(code, detail))
 		return
@@ -252,11 +266,47 @@ func (p *publisher) handle(typ int, data []byte) {
 	if st.m != nil {
 		st.m.RowsCommitted.Add(int64(len(rows)))
 	}
-	st.deliver(frame.Encode(rows, wire.Null, ts), rows, wire.Null, wire.Null)
+	st.deliverStamped(st.encodeIfWatched(rows, wire.Null, ts), rows, wire.Null, wire.Null, ts)
 	if st.m != nil {
 		st.m.AckLatency.Observe(time.Since(read))
 	}
 	p.resolve(slot, frame.OKReply(wire.Null, len(rows)))
+}
+
+// newJobLocked returns a job for the next frame, a recycled one when p
+// has one; p.mu is held.
+func (p *publisher) newJobLocked(read time.Time) *job {
+	if n := len(p.free); n > 0 {
+		j := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		j.read = read
+		return j
+	}
+	j := &job{pub: p, read: read}
+	if p.eo == nil {
+		j.slot.reuse = j
+	}
+	return j
+}
+
+// maxKeptArena bounds the row storage a recycled job keeps, so a publisher
+// that once sent a large frame does not pin max_in_flight copies of it.
+const maxKeptArena = 64 << 10
+
+// recycleLocked keeps j, whose reply is queued, for a later frame; p.mu is
+// held. At most max_in_flight jobs are kept: no more are ever in use.
+func (p *publisher) recycleLocked(j *job) {
+	if len(p.free) >= p.max {
+		return
+	}
+	arena := j.arena[:0]
+	if cap(arena) > maxKeptArena {
+		arena = nil
+	}
+	*j = job{pub: p, arena: arena}
+	j.slot.reuse = j
+	p.free = append(p.free, j)
 }
 
 // resolve answers slot and queues every reply now answerable in send order.
@@ -296,6 +346,9 @@ func (p *publisher) queueAnsweredLocked() {
 			p.cond.Broadcast()
 		}
 		p.slots[k].frame = nil
+		if j := p.slots[k].reuse; j != nil {
+			p.recycleLocked(j)
+		}
 		k++
 	}
 	if k == 0 {

@@ -167,7 +167,18 @@ func (s *stream) closeLog() error {
 // subscriber's queue gets the frames its filter takes. It never blocks on a
 // subscriber (I5). first is the offset of rows[0] (wire.Null when live-only).
 func (s *stream) deliver(frames, rows [][]byte, first, next int64) {
+	s.deliverStamped(frames, rows, first, next, 0)
+}
+
+// deliverStamped is deliver for a caller that encodes frames only when a
+// subscriber may take them (encodeIfWatched): frames nil means not encoded,
+// and they are encoded here, from rows and stamp ts, if a subscriber
+// attached meanwhile. A group nobody watches costs no encoding.
+func (s *stream) deliverStamped(frames, rows [][]byte, first, next, ts int64) {
 	s.mu.Lock()
+	if frames == nil && len(s.subs) > 0 {
+		frames = frame.Encode(rows, first, ts)
+	}
 	if first != wire.Null {
 		s.end = next
 		s.endOffset.Store(next)

@@ -159,6 +159,17 @@ func AppendOKReply(buf []byte, first int64, n int) (grown, frame []byte) {
 	return buf, buf[at:len(buf):len(buf)]
 }
 
+// OKReplyRoom is at least the bytes AppendOKReply(buf, first, n) appends,
+// to size a buffer that a commit group's acks then share without growing.
+func OKReplyRoom(first int64, n int) int {
+	d := 4 // "null"
+	if first != wire.Null {
+		d = digits(first + int64(max(n-1, 0)))
+	}
+	// The reserved header, {"ok":[ and ]}, and n offsets with their commas.
+	return 10 + 9 + n*(d+1)
+}
+
 // OKReply is the reply acknowledging n rows committed from offset first.
 func OKReply(first int64, n int) []byte {
 	return Reply(8+n*12, func(b []byte) []byte { return wire.AppendOK(b, first, n) })

@@ -3,6 +3,8 @@ package frame
 import (
 	"bytes"
 	"testing"
+
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // TestAppendOKReplyMatchesOKReply: the acks a commit group builds in one
@@ -24,6 +26,20 @@ func TestAppendOKReplyMatchesOKReply(t *testing.T) {
 	for i, c := range cases {
 		if want := OKReply(c.first, c.n); !bytes.Equal(frames[i], want) {
 			t.Errorf("AppendOKReply(%d, %d) = %.40q…; want %.40q…", c.first, c.n, frames[i], want)
+		}
+	}
+}
+
+// TestOKReplyRoomFitsTheReply: a buffer of OKReplyRoom bytes takes the ack
+// without growing, so a commit group's acks share one allocation.
+func TestOKReplyRoomFitsTheReply(t *testing.T) {
+	for _, first := range []int64{wire.Null, 0, 1, 9, 10, 99_999, 9_999_999, 1 << 40, 1<<62 - 200} {
+		for _, n := range []int{1, 2, 9, 10, 100} {
+			buf := make([]byte, 0, OKReplyRoom(first, n))
+			grown, f := AppendOKReply(buf, first, n)
+			if cap(grown) != cap(buf) {
+				t.Errorf("OKReplyRoom(%d, %d) = %d; the ack %q needed the buffer to grow", first, n, cap(buf), f)
+			}
 		}
 	}
 }

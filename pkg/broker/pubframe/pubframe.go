@@ -71,13 +71,22 @@ func hasSeq(data []byte) bool {
 // at all is asked only then, so a valid frame is parsed once; a frame that
 // is not is a bad_frame saying where it stops being JSON.
 func (d *Decoder) Decode(rows [][]byte, data []byte, exactlyOnce bool) (seq int64, _ [][]byte, code, detail string) {
+	seq, rows, _, code, detail = d.DecodeTo(rows, nil, data, exactlyOnce)
+	return seq, rows, code, detail
+}
+
+// DecodeTo is Decode storing the canonical rows in arena (appended to,
+// and returned grown) rather than in storage of their own, so a caller
+// that reuses arena once it is done with a frame's rows decodes without
+// allocating.
+func (d *Decoder) DecodeTo(rows [][]byte, arena []byte, data []byte, exactlyOnce bool) (seq int64, _ [][]byte, _ []byte, code, detail string) {
 	if exactlyOnce {
-		seq, rows, code, detail = d.decodeSeq(rows, data)
+		seq, rows, arena, code, detail = d.decodeSeq(rows, arena, data)
 	} else {
-		rows, code, detail = d.decode(rows, data)
+		rows, arena, code, detail = d.decode(rows, arena, data)
 	}
 	if code == "" {
-		return seq, rows, "", ""
+		return seq, rows, arena, "", ""
 	}
 	switch msg := syntaxError(data); {
 	case msg != "":
@@ -87,56 +96,61 @@ func (d *Decoder) Decode(rows [][]byte, data []byte, exactlyOnce bool) (seq int6
 		detail = "publish frame starts with a number, like an exactly-once [seq, row] frame, but this connection " +
 			"has no publisher id; send the row(s) without a seq, or connect with &publisher=ID to a stream with exactly_once: true"
 	}
-	return 0, nil, code, detail
+	return 0, nil, arena, code, detail
 }
 
-// decode splits and validates a publish frame into canonical rows (one
-// allocation holds them all). On failure it returns the reply's error code
-// and detail.
-func (d *Decoder) decode(rows [][]byte, data []byte) ([][]byte, string, string) {
+// decode splits and validates a publish frame into canonical rows, stored
+// in arena (one allocation holds them all when arena has no room). On
+// failure it returns the reply's error code and detail.
+func (d *Decoder) decode(rows [][]byte, arena, data []byte) ([][]byte, []byte, string, string) {
 	sch := d.Schema
 	b := trimSpace(data)
 	if len(b) == 0 {
-		return nil, wire.ReplyBadFrame, "publish frame is empty; send a row (a JSON object) or a list of rows"
+		return nil, arena, wire.ReplyBadFrame, "publish frame is empty; send a row (a JSON object) or a list of rows"
 	}
 	switch b[0] {
 	case '{':
 		if err := sch.Decode(&d.row, b); err != nil {
-			return nil, rowErrorCode(err, b), rowErrorDetail(-1, err, b)
+			return nil, arena, rowErrorCode(err, b), rowErrorDetail(-1, err, b)
 		}
-		row := append([]byte(nil), d.row.Canonical...)
-		return append(rows, row), "", ""
+		start := len(arena)
+		arena = append(arena, d.row.Canonical...)
+		return append(rows, arena[start:len(arena):len(arena)]), arena, "", ""
 	case '[':
 		elems, err := splitArray(b)
 		if err != nil {
-			return nil, wire.ReplyBadFrame, "publish frame is not JSON: " + err.Error()
+			return nil, arena, wire.ReplyBadFrame, "publish frame is not JSON: " + err.Error()
 		}
 		if len(elems) == 0 {
-			return nil, wire.ReplyBadFrame, "publish frame is an empty list; send a row or a list of rows"
+			return nil, arena, wire.ReplyBadFrame, "publish frame is an empty list; send a row or a list of rows"
 		}
-		var arena []byte
+		base := len(arena)
 		ends := make([]int, 0, len(elems))
 		for i, e := range elems {
 			if e[0] != '{' {
-				return nil, wire.ReplyBadFrame, fmt.Sprintf("publish frame holds %s at position %d, not a row (a JSON object)", jsonKind(e[0]), i)
+				return nil, arena[:base], wire.ReplyBadFrame, fmt.Sprintf("publish frame holds %s at position %d, not a row (a JSON object)", jsonKind(e[0]), i)
 			}
 			if err := sch.Decode(&d.row, e); err != nil {
-				return nil, rowErrorCode(err, e), rowErrorDetail(i, err, e)
+				return nil, arena[:base], rowErrorCode(err, e), rowErrorDetail(i, err, e)
 			}
-			if arena == nil {
-				arena = make([]byte, 0, len(d.row.Canonical)*len(elems)+64)
+			if i == 0 && cap(arena)-len(arena) < len(d.row.Canonical)*len(elems) {
+				// Room for rows of about this size, in one allocation.
+				grown := make([]byte, len(arena), len(arena)+len(d.row.Canonical)*len(elems)+64)
+				copy(grown, arena)
+				arena = grown
 			}
 			arena = append(arena, d.row.Canonical...)
 			ends = append(ends, len(arena))
 		}
-		start := 0
+		// Sliced only now: the rows then share arena's final storage.
+		start := base
 		for _, end := range ends {
 			rows = append(rows, arena[start:end:end])
 			start = end
 		}
-		return rows, "", ""
+		return rows, arena, "", ""
 	default:
-		return nil, wire.ReplyBadFrame, fmt.Sprintf("publish frame is %s, not a row (a JSON object) or a list of rows", jsonKind(b[0]))
+		return nil, arena, wire.ReplyBadFrame, fmt.Sprintf("publish frame is %s, not a row (a JSON object) or a list of rows", jsonKind(b[0]))
 	}
 }
 
@@ -280,35 +294,35 @@ func splitArray(b []byte) ([][]byte, error) {
 
 // decodeSeq splits an exactly-once frame, [seq, row] or [seq, [rows…]], and
 // validates its rows. On failure it returns the reply's error code and detail.
-func (d *Decoder) decodeSeq(rows [][]byte, data []byte) (int64, [][]byte, string, string) {
+func (d *Decoder) decodeSeq(rows [][]byte, arena, data []byte) (int64, [][]byte, []byte, string, string) {
 	const shape = "a publisher with an id sends [seq, row] or [seq, [rows…]], seq being the number of the frame's first row"
 	b := trimSpace(data)
 	if len(b) == 0 {
-		return 0, nil, wire.ReplyBadFrame, "publish frame is empty; " + shape
+		return 0, nil, arena, wire.ReplyBadFrame, "publish frame is empty; " + shape
 	}
 	if b[0] != '[' {
-		return 0, nil, wire.ReplyBadFrame, "publish frame is " + jsonKind(b[0]) + " without a seq; " + shape
+		return 0, nil, arena, wire.ReplyBadFrame, "publish frame is " + jsonKind(b[0]) + " without a seq; " + shape
 	}
 	elems, err := splitArray(b)
 	if err != nil {
-		return 0, nil, wire.ReplyBadFrame, "publish frame is not JSON: " + err.Error()
+		return 0, nil, arena, wire.ReplyBadFrame, "publish frame is not JSON: " + err.Error()
 	}
 	if len(elems) == 0 || elems[0][0] == '{' || elems[0][0] == '[' {
-		return 0, nil, wire.ReplyBadFrame, "publish frame has no seq; " + shape
+		return 0, nil, arena, wire.ReplyBadFrame, "publish frame has no seq; " + shape
 	}
 	if len(elems) != 2 {
-		return 0, nil, wire.ReplyBadFrame, fmt.Sprintf("publish frame has %d elements; %s", len(elems), shape)
+		return 0, nil, arena, wire.ReplyBadFrame, fmt.Sprintf("publish frame has %d elements; %s", len(elems), shape)
 	}
 	seq, err := strconv.ParseInt(string(elems[0]), 10, 64)
 	if err != nil || seq < 1 {
-		return 0, nil, wire.ReplyBadFrame, fmt.Sprintf("seq %.30s is not a whole number ≥ 1 (a fresh publisher id starts at 1; resume from the greeting's last_seq + 1)", elems[0])
+		return 0, nil, arena, wire.ReplyBadFrame, fmt.Sprintf("seq %.30s is not a whole number ≥ 1 (a fresh publisher id starts at 1; resume from the greeting's last_seq + 1)", elems[0])
 	}
-	rows, code, detail := d.decode(rows, elems[1])
+	rows, arena, code, detail := d.decode(rows, arena, elems[1])
 	if code != "" {
-		return 0, nil, code, detail
+		return 0, nil, arena, code, detail
 	}
 	if seq > 1<<62-int64(len(rows)) {
-		return 0, nil, wire.ReplyBadFrame, fmt.Sprintf("seq %d is too large; seqs stay below 2^62", seq)
+		return 0, nil, arena, wire.ReplyBadFrame, fmt.Sprintf("seq %d is too large; seqs stay below 2^62", seq)
 	}
-	return seq, rows, "", ""
+	return seq, rows, arena, "", ""
 }
