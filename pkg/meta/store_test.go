@@ -528,20 +528,30 @@ func fileEnv(t *testing.T) testEnv {
 func TestCommitFsyncsEachPlaceTwice(t *testing.T) {
 	e := fileEnv(t)
 	st := e.store(t, "trades")
-	ctx := context.Background()
-	m, err := New("trades")
+	commits(t, st, 3, func(i int) {
+		if n := st.syncs.Swap(0); n != 4 {
+			t.Fatalf("commit %d fsynced %d directories, want 4 (two places, the version's and the plain copy's each)", i, n)
+		}
+	})
+}
+
+// commits commits n versions of a new stream's metadata to st, calling
+// after (if set) after each, and returns the last.
+func commits(t *testing.T, st *Store, n int, after func(i int)) *Metadata {
+	t.Helper()
+	m, err := New(st.Stream())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= 3; i++ {
-		st.syncs.Store(0)
-		if m, err = st.Commit(ctx, m); err != nil {
+	for i := 1; i <= n; i++ {
+		if m, err = st.Commit(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
-		if n := st.syncs.Load(); n != 4 {
-			t.Fatalf("commit %d fsynced %d directories, want 4 (two places, the version's and the plain copy's each)", i, n)
+		if after != nil {
+			after(i)
 		}
 	}
+	return m
 }
 
 // TestHintLeftBehindByACrashReadsTheNewestVersion is the crash the
@@ -552,15 +562,7 @@ func TestHintLeftBehindByACrashReadsTheNewestVersion(t *testing.T) {
 	e := fileEnv(t)
 	st := e.store(t, "trades")
 	ctx := context.Background()
-	m, err := New("trades")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= 2; i++ {
-		if m, err = st.Commit(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	commits(t, st, 2, nil)
 	for _, dir := range []string{e.layout(t).StreamDir("trades"), filepath.Join(strings.TrimPrefix(e.pub, "file://"), "trades")} {
 		if err := os.WriteFile(filepath.Join(dir, "trades.metadata", HintFile), []byte("1\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -576,7 +578,7 @@ func TestHintLeftBehindByACrashReadsTheNewestVersion(t *testing.T) {
 	if err != nil || res.Metadata.Version != 2 {
 		t.Fatalf("resolve with both hints one behind: %+v, %v; want version 2", res, err)
 	}
-	if m, err = st.Commit(ctx, res.Metadata); err != nil || m.Version != 3 {
+	if m, err := st.Commit(ctx, res.Metadata); err != nil || m.Version != 3 {
 		t.Fatalf("the next commit: %+v, %v; want version 3", m, err)
 	}
 	if hint := strings.TrimSpace(string(e.getURI(t, st.PublishedHintURI()))); hint != "3" {
