@@ -143,7 +143,7 @@ func (p dirPlace) put(ctx context.Context, name string, data []byte) error {
 
 // putHint renames a fsynced temporary file over name and leaves the
 // directory unsynced: the hint sits beside the versions, and the next
-// version's create fsyncs that directory (docs/design.md, the metadata
+// version's create fsyncs that directory (docs/design.md §4.7, the metadata
 // store: the version file is the commit point, the hint only saves
 // probes). A crash before then leaves the previous hint, whole, one
 // version behind, and read probes forward past it. That is one fsync less

@@ -522,7 +522,7 @@ func fileEnv(t *testing.T) testEnv {
 // TestCommitFsyncsEachPlaceTwice counts what a commit costs the disk in
 // directory fsyncs: per local place one for the version (the commit
 // point, before the hint may name it) and one for the plain copy; the
-// hint's rename rides on the next version's (docs/design.md, the metadata
+// hint's rename rides on the next version's (docs/design.md §4.7, the metadata
 // store). Each directory fsync is a flush a neighbour's commit queues
 // behind while a migration commits.
 func TestCommitFsyncsEachPlaceTwice(t *testing.T) {
