@@ -8,6 +8,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/control"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -119,9 +120,11 @@ func (r ctlRuntime) StopStream(_ context.Context, name string) error {
 // registry and its subscribers stay attached: only its writes stop. Its
 // publishers are fenced and drained as StopStream does, then, once no
 // connection is setting up or replaying (the swap lock), the children
-// leave the old log, it is closed, migrate runs, and the new log opens
+// leave the old log, migrate runs over it (lent open: closing it here and
+// reopening it there cost two WAL checkpoints, disk flushes the other
+// streams' commits wait behind), it is closed, and the new log opens
 // under the same fan-out set from the seam on.
-func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate func(context.Context) error) (string, error) {
+func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate func(context.Context, *logstore.Log) error) (string, error) {
 	s := r.s
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
@@ -142,14 +145,21 @@ func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate
 	st.life.swap.Lock()
 	defer st.life.swap.Unlock()
 	st.life.tiers.Store(nil)
-	if err := st.closeLog(); err != nil {
-		s.logger.Error("close the log before its migration", "stream", name, "err", err)
-	}
+	// The stream lets go of its log (the children's set of logs is the
+	// streams' open ones), but the handle stays open for the migration.
+	old := st.log
+	st.log = nil
 	// The children leave the old log before Migrate seals and fences it.
 	if err := s.restartMaintenance(s.runCtx); err != nil {
 		s.logger.Error("the maintenance children did not restart over the new set of logs", "err", err)
 	}
-	if err := migrate(ctx); err != nil {
+	err := migrate(ctx, old)
+	// Done with the old log either way: a failed migration reopens it
+	// (resumeOldLog) to check what it left.
+	if cerr := old.Close(); cerr != nil {
+		s.logger.Error("close the log after its migration", "stream", name, "err", cerr)
+	}
+	if err != nil {
 		// The old log is whole unless the migration got as far as its
 		// intent (then it may be fenced, and only a rerun finishes it):
 		// serve on it, the seam never moved.
@@ -164,7 +174,7 @@ func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate
 		s.logger.Warn("stream migration failed; it serves on its old log", "stream", name, "log", st.log.Dir(), "end", st.endOffset.Load(), "err", err)
 		return "", &control.MigrationFailed{Err: err, Serving: true}
 	}
-	err := st.swapLog(s.runCtx, s.newRegistered(sv))
+	err = st.swapLog(s.runCtx, s.newRegistered(sv))
 	if err != nil {
 		s.stopAfterFailedMigration(st)
 		return "", err

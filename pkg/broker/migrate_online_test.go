@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/broker/control"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -43,7 +44,7 @@ func TestMigrateStreamKeepsSubscribersAndHoldsNewConnections(t *testing.T) {
 	entered, proceed := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := ctlRuntime{srv}.MigrateStream(context.Background(), sv, func(context.Context) error {
+		_, err := ctlRuntime{srv}.MigrateStream(context.Background(), sv, func(context.Context, *logstore.Log) error {
 			close(entered)
 			<-proceed
 			return nil

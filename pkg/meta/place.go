@@ -35,8 +35,14 @@ type place interface {
 	// create writes name only if nothing is there (compare-and-swap
 	// against "absent"); errExists when something is.
 	create(ctx context.Context, name string, data []byte) error
-	// put replaces name as a whole.
+	// put replaces name as a whole, durably.
 	put(ctx context.Context, name string, data []byte) error
+	// putHint replaces name as a whole, its bytes durable but the new
+	// name not yet: a crash may bring back the name's previous file
+	// until the place's next durable change in the same directory. Only
+	// for the version hint, which readers probe past (Store.read) and
+	// which the next version's create makes durable.
+	putHint(ctx context.Context, name string, data []byte) error
 	// remove deletes name; absent is no error.
 	remove(ctx context.Context, name string) error
 	// list returns the entries one level under the place, directories
@@ -52,6 +58,7 @@ var errExists = errors.New("already exists")
 type dirPlace struct {
 	dir   string
 	lists *atomic.Int64 // counts list calls (tests: an existing home never lists)
+	syncs *atomic.Int64 // counts directory fsyncs (tests: what a commit costs the disk)
 }
 
 func (p dirPlace) path(name string) string { return filepath.Join(p.dir, filepath.FromSlash(name)) }
@@ -122,11 +129,27 @@ func (p dirPlace) create(_ context.Context, name string, data []byte) error {
 	if err := os.Remove(tmp); err != nil {
 		return fmt.Errorf("remove %s: %w", tmp, err)
 	}
-	return durable.SyncDir(filepath.Dir(path))
+	return p.syncDir(path)
 }
 
-// put replaces name by renaming a fsynced temporary file over it.
-func (p dirPlace) put(_ context.Context, name string, data []byte) error {
+// put replaces name by renaming a fsynced temporary file over it, and
+// fsyncs the directory so the rename survives a crash.
+func (p dirPlace) put(ctx context.Context, name string, data []byte) error {
+	if err := p.putHint(ctx, name, data); err != nil {
+		return err
+	}
+	return p.syncDir(p.path(name))
+}
+
+// putHint renames a fsynced temporary file over name and leaves the
+// directory unsynced: the hint sits beside the versions, and the next
+// version's create fsyncs that directory (docs/design.md §4.7, the metadata
+// store: the version file is the commit point, the hint only saves
+// probes). A crash before then leaves the previous hint, whole, one
+// version behind, and read probes forward past it. That is one fsync less
+// per commit and place, each one a disk flush the neighbours' commits
+// queue behind.
+func (p dirPlace) putHint(_ context.Context, name string, data []byte) error {
 	path := p.path(name)
 	tmp, err := tempFile(path, data)
 	if err != nil {
@@ -135,6 +158,14 @@ func (p dirPlace) put(_ context.Context, name string, data []byte) error {
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("replace %s: %w", path, err)
+	}
+	return nil
+}
+
+// syncDir fsyncs the directory holding path.
+func (p dirPlace) syncDir(path string) error {
+	if p.syncs != nil {
+		p.syncs.Add(1)
 	}
 	return durable.SyncDir(filepath.Dir(path))
 }
@@ -256,6 +287,11 @@ func (p s3Place) put(ctx context.Context, name string, data []byte) error {
 		return fmt.Errorf("write %s: %w", p.uri(name), err)
 	}
 	return nil
+}
+
+// putHint is put: a PUT is durable once answered.
+func (p s3Place) putHint(ctx context.Context, name string, data []byte) error {
+	return p.put(ctx, name, data)
 }
 
 func (p s3Place) remove(ctx context.Context, name string) error {

@@ -57,6 +57,7 @@ type Store struct {
 	pub    place
 
 	lists atomic.Int64 // one-level listings of the published place (tests)
+	syncs atomic.Int64 // directory fsyncs in either local place (tests)
 
 	// failAt, when set, is called at each named step of a write; an error
 	// stops the write there, as a crash would (tests). The points:
@@ -77,10 +78,11 @@ func (s *Store) fail(point string) error {
 // with the endpoint and region of s3 and credentials from the standard
 // AWS environment only (never from a location or a config file of ours).
 func NewStore(ctx context.Context, lay Layout, stream string, s3cfg warehouse.S3) (*Store, error) {
-	st := &Store{lay: lay, stream: stream, home: dirPlace{dir: lay.StreamDir(stream)}}
+	st := &Store{lay: lay, stream: stream}
+	st.home = dirPlace{dir: lay.StreamDir(stream), syncs: &st.syncs}
 	p := lay.Published()
 	if p.S3 == "" {
-		st.pub = dirPlace{dir: p.Join(stream), lists: &st.lists}
+		st.pub = dirPlace{dir: p.Join(stream), lists: &st.lists, syncs: &st.syncs}
 		return st, nil
 	}
 	bucket, path, _ := strings.Cut(strings.TrimPrefix(p.S3, "s3://"), "/")
@@ -282,7 +284,7 @@ func (s *Store) install(ctx context.Context, p place, n int, data []byte) error 
 	if err != nil {
 		return fmt.Errorf("commit version %d of the metadata of stream %q: %w", n, s.stream, err)
 	}
-	if err := p.put(ctx, s.hintName(), []byte(strconv.Itoa(n)+"\n")); err != nil {
+	if err := p.putHint(ctx, s.hintName(), []byte(strconv.Itoa(n)+"\n")); err != nil {
 		return fmt.Errorf("commit version %d of the metadata of stream %q: %w", n, s.stream, err)
 	}
 	if err := p.put(ctx, s.plainName(), data); err != nil {

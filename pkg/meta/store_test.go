@@ -512,3 +512,76 @@ func TestCommitChild(t *testing.T) {
 	}
 	fmt.Println("REREAD", by.By, res.Metadata.Version)
 }
+
+// fileEnv is a file:// env without versitygw.
+func fileEnv(t *testing.T) testEnv {
+	dir := t.TempDir()
+	return testEnv{kind: "file", root: filepath.Join(dir, "root"), pub: "file://" + filepath.Join(dir, "pub")}
+}
+
+// TestCommitFsyncsEachPlaceTwice counts what a commit costs the disk in
+// directory fsyncs: per local place one for the version (the commit
+// point, before the hint may name it) and one for the plain copy; the
+// hint's rename rides on the next version's (docs/design.md §4.7, the metadata
+// store). Each directory fsync is a flush a neighbour's commit queues
+// behind while a migration commits.
+func TestCommitFsyncsEachPlaceTwice(t *testing.T) {
+	e := fileEnv(t)
+	st := e.store(t, "trades")
+	commits(t, st, 3, func(i int) {
+		if n := st.syncs.Swap(0); n != 4 {
+			t.Fatalf("commit %d fsynced %d directories, want 4 (two places, the version's and the plain copy's each)", i, n)
+		}
+	})
+}
+
+// commits commits n versions of a new stream's metadata to st, calling
+// after (if set) after each, and returns the last.
+func commits(t *testing.T, st *Store, n int, after func(i int)) *Metadata {
+	t.Helper()
+	m, err := New(st.Stream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= n; i++ {
+		if m, err = st.Commit(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		if after != nil {
+			after(i)
+		}
+	}
+	return m
+}
+
+// TestHintLeftBehindByACrashReadsTheNewestVersion is the crash the
+// unsynced hint allows: version N durable, the hint's rename lost, so the
+// hint names N-1. Every reader of ours probes past it, and the next
+// commit writes N+1.
+func TestHintLeftBehindByACrashReadsTheNewestVersion(t *testing.T) {
+	e := fileEnv(t)
+	st := e.store(t, "trades")
+	ctx := context.Background()
+	commits(t, st, 2, nil)
+	for _, dir := range []string{e.layout(t).StreamDir("trades"), filepath.Join(strings.TrimPrefix(e.pub, "file://"), "trades")} {
+		if err := os.WriteFile(filepath.Join(dir, "trades.metadata", HintFile), []byte("1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for what, load := range map[string]func(context.Context) (*Metadata, error){"home": st.Load, "published": st.LoadPublished} {
+		got, err := load(ctx)
+		if err != nil || got.Version != 2 {
+			t.Fatalf("the %s with its hint one behind reads %+v, %v; want version 2", what, got, err)
+		}
+	}
+	res, err := Resolve(ctx, st)
+	if err != nil || res.Metadata.Version != 2 {
+		t.Fatalf("resolve with both hints one behind: %+v, %v; want version 2", res, err)
+	}
+	if m, err := st.Commit(ctx, res.Metadata); err != nil || m.Version != 3 {
+		t.Fatalf("the next commit: %+v, %v; want version 3", m, err)
+	}
+	if hint := strings.TrimSpace(string(e.getURI(t, st.PublishedHintURI()))); hint != "3" {
+		t.Fatalf("the published hint says %q after the next commit, want 3", hint)
+	}
+}

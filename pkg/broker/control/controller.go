@@ -15,6 +15,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
@@ -337,16 +338,17 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 		return err
 	}
 	c.observe(name, func(o *Observed) { o.State = ObservedMigrating })
-	run := func(ctx context.Context) error {
+	run := func(ctx context.Context, current *logstore.Log) error {
 		if err := c.checkMigration(ctx, ls, sch); err != nil {
 			return err
 		}
 		d := lifecycle.Declaration{Schema: sch, Log: lc}
-		res, err := lifecycle.Migrate(ctx, ls, d, lifecycle.Options{})
+		res, err := lifecycle.Migrate(ctx, ls, d, lifecycle.Options{Current: current})
 		if err == nil && res.Differs {
 			// It finished a migration an earlier run began (to the schema
 			// that run's intent recorded); this one asks for another, and
-			// the declaration below must say what the log holds.
+			// the declaration below must say what the log holds. Its
+			// current log is the one the first made, not the lent one.
 			_, err = lifecycle.Migrate(ctx, ls, d, lifecycle.Options{})
 		}
 		if err != nil {
@@ -398,7 +400,7 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 		c.served(ctx, rec, id)
 		return nil
 	}
-	if err := run(ctx); err != nil {
+	if err := run(ctx, nil); err != nil {
 		c.fail(name, err)
 		return err
 	}

@@ -4,13 +4,16 @@ import (
 	"context"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
 // Runtime is what the controller needs of the running server: start and
 // stop one registered stream while every other stream serves on, and see
 // what it serves. pkg/broker implements it; the controller never touches
-// a connection or a log that is open for serving.
+// a connection, nor a log that is open for serving: MigrateStream lends
+// the migration its log only once the log's writes are fenced and its
+// committer stopped.
 type Runtime interface {
 	// StartStream opens the stream's log as storage says (the I8 checks
 	// apply: a log its metadata names is never created afresh) and serves
@@ -23,11 +26,13 @@ type Runtime interface {
 	StopStream(ctx context.Context, name string) error
 	// MigrateStream moves the served stream sv names to a new log while
 	// its subscribers stay connected: its writes are fenced and its
-	// publishers closed with 1001 once what they sent is acknowledged, its
-	// log is closed, migrate runs over it, and the new log (as sv
-	// declares it) serves from the seam on. On failure the stream is
-	// stopped. It returns the stream's id.
-	MigrateStream(ctx context.Context, sv Serve, migrate func(context.Context) error) (streamID string, err error)
+	// publishers closed with 1001 once what they sent is acknowledged,
+	// migrate runs over its log (lent to it still open as the Writer, so
+	// the migration neither closes nor reopens it: lifecycle.Options.Current),
+	// the log is closed, and the new log (as sv declares it) serves from
+	// the seam on. On failure the stream is stopped. It returns the
+	// stream's id.
+	MigrateStream(ctx context.Context, sv Serve, migrate func(ctx context.Context, current *logstore.Log) error) (streamID string, err error)
 	// Serves reports what the server does with name now.
 	Serves(name string) Admission
 	// Static reports whether name is one of the config's streams: list,

@@ -307,3 +307,48 @@ func TestResumedMigrationKeepsItsRecordedSchema(t *testing.T) {
 	}
 	checkMigrated(t, f)
 }
+
+// TestMigrateWorksThroughTheLentWriter is the online migration's way in:
+// serve holds the current log open as the Writer and lends it
+// (Options.Current). Migrate works through that handle, neither closing
+// it nor opening the log again (which the held lock would refuse), and
+// the stream ends up exactly as after an offline migration; a handle of
+// another log is not taken for the current one.
+func TestMigrateWorksThroughTheLentWriter(t *testing.T) {
+	f := newFixture(t, "default", 23)
+	ctx := context.Background()
+	other, err := logstore.Create(t.TempDir()+"/other", mustSchema(t, schemaV1), f.logConfig("other", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	lg, err := logstore.Open(f.lay.LogDir(stream, stream), logstore.Writer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	d := lifecycle.Declaration{Schema: mustSchema(t, schemaV2), Log: f.logConfig("", nil)}
+	_, err = lifecycle.Migrate(ctx, f.stream(), d, lifecycle.Options{Current: other})
+	if err == nil || !strings.Contains(err.Error(), "is open for writing by") {
+		t.Fatalf("Migrate lent another log's handle: %v; want the current log's lock to refuse it", err)
+	}
+	if md := f.load(t); md.Version != 1 || md.Intent != nil {
+		t.Fatalf("the refused migration moved the metadata to version %d (intent %+v)", md.Version, md.Intent)
+	}
+	m, err := lifecycle.Migrate(ctx, f.stream(), d, lifecycle.Options{Current: lg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.From != stream || m.To != "trades-v2" || m.Seam != 24 || m.Marks != 1 || m.Version != 3 {
+		t.Errorf("Migrate = %+v; want trades → trades-v2 at 24, one mark, version 3", m)
+	}
+	// Still open: the owner closes it.
+	st, err := lg.Status(ctx)
+	if err != nil || !st.Fenced || st.End != 24 {
+		t.Fatalf("the lent handle after the migration: %+v, %v; want it open, fenced at 24", st, err)
+	}
+	if err := lg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkMigrated(t, f)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -62,6 +63,15 @@ type Options struct {
 	// constants) completes: tests stop the process there, as a crash
 	// would.
 	AfterStep func(step string)
+	// Current, when set, is the stream's current log already open as the
+	// Writer by the caller, which keeps it and closes it: serve's own
+	// handle during an online migration, its committer stopped and its
+	// writes fenced. The operation works through it instead of closing
+	// and reopening the log, which costs two WAL checkpoints, disk
+	// flushes every other stream's commits queue behind. A log that is
+	// not the current one by the metadata is ignored (and then locks the
+	// operation out, as any other writer does).
+	Current *logstore.Log
 }
 
 func (o Options) after(step string) {
@@ -88,6 +98,7 @@ type session struct {
 	store *meta.Store
 	md    *meta.Metadata
 	lg    *logstore.Log // the current log, open as the Writer; nil until openCurrent
+	lent  bool          // lg is Options.Current: the caller closes it
 }
 
 // resolve finds the stream's current metadata (meta.Resolve: adopting,
@@ -120,6 +131,9 @@ func resolve(ctx context.Context, s Stream, o Options, what string) (*session, e
 func (ses *session) openCurrent(what string) error {
 	cur := ses.md.Current()
 	dir := ses.s.Layout.LogDir(ses.s.Name, cur.Name)
+	if lg := ses.o.Current; lg != nil && filepath.Clean(lg.Dir()) == filepath.Clean(dir) {
+		return ses.checkCurrent(what, dir, lg, true)
+	}
 	lg, err := logstore.Open(dir, logstore.Writer, logstore.WithClock(ses.o.Clock))
 	var locked *logstore.LockedError
 	switch {
@@ -136,29 +150,41 @@ func (ses *session) openCurrent(what string) error {
 	case err != nil:
 		return fmt.Errorf("%s stream %q: %w", what, ses.s.Name, err)
 	}
+	return ses.checkCurrent(what, dir, lg, false)
+}
+
+// checkCurrent refuses lg, the log in dir, unless the metadata names it
+// live and it publishes under the layout's prefix, and makes it the
+// session's log. A lent log (Options.Current) is left open for its owner.
+func (ses *session) checkCurrent(what, dir string, lg *logstore.Log, lent bool) error {
+	drop := func() {
+		if !lent {
+			_ = lg.Close()
+		}
+	}
 	if err := ses.md.CheckLive(lg); err != nil {
-		_ = lg.Close()
+		drop()
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	have, err := lg.Config().PublishedPrefix(dir)
 	if err != nil {
-		_ = lg.Close()
+		drop()
 		return fmt.Errorf("%s stream %q: %w", what, ses.s.Name, err)
 	}
 	if want := ses.s.Layout.Published(); have != want {
-		_ = lg.Close()
+		drop()
 		return fmt.Errorf("%s stream %q: its log %s publishes to %s, but the config's published prefix is %s; a stream's logs and metadata publish under one prefix, so set published back to %s",
 			what, ses.s.Name, dir, have, want, have)
 	}
-	ses.lg = lg
+	ses.lg, ses.lent = lg, lent
 	return nil
 }
 
 func (ses *session) close() {
-	if ses.lg != nil {
+	if ses.lg != nil && !ses.lent {
 		_ = ses.lg.Close()
-		ses.lg = nil
 	}
+	ses.lg = nil
 }
 
 // maxAttempts bounds the retries of a metadata commit that lost its race
