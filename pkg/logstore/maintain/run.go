@@ -45,6 +45,13 @@ const (
 	freeEvery      = 10 * time.Second
 )
 
+// A role whose passes are keepOpenBelow or more apart (clean-published,
+// retain) closes every log at the end of a pass: a log held open until
+// the next pass would pin its descriptors and page caches for nothing,
+// and retain, which steps every log each pass, would keep MaxOpen of them
+// open for good.
+const keepOpenBelow = time.Minute
+
 // Options tunes Run.
 type Options struct {
 	// Every is the pause between passes; it must be positive.
@@ -151,8 +158,12 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 	defer r.closeAll()
 
 	now := opts.Clock.Now
+	// Only seal and publish flush: the other roles keep their own
+	// cadence, so a flush boundary never wakes them (retain, whose pass
+	// steps every log, would otherwise open all of them once a minute).
+	flushes := opts.FlushEvery > 0 && (role == RoleSeal || role == RolePublish)
 	var nextFlush time.Time
-	if opts.FlushEvery > 0 {
+	if flushes {
 		nextFlush = now().Truncate(opts.FlushEvery).Add(opts.FlushEvery)
 	}
 	if opts.Ready != nil {
@@ -162,7 +173,7 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 	for pass := 1; ; pass++ {
 		t := now()
 		flush := forced
-		if opts.FlushEvery > 0 && !t.Before(nextFlush) {
+		if flushes && !t.Before(nextFlush) {
 			flush = true
 			nextFlush = t.Truncate(opts.FlushEvery).Add(opts.FlushEvery)
 		}
@@ -177,7 +188,7 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 			return nil
 		}
 		wait := opts.Every
-		if opts.FlushEvery > 0 {
+		if flushes {
 			if d := nextFlush.Sub(now()); d < wait {
 				wait = max(d, 0)
 			}
@@ -295,6 +306,9 @@ func (r *runner) pass(ctx context.Context, flush, forced bool) {
 	r.opened = 0
 	for _, dir := range r.dirs {
 		r.visit(ctx, dir, flush, forced)
+	}
+	if r.every >= keepOpenBelow {
+		r.closeAll()
 	}
 	// Opening many logs leaves megabytes of freed heap (page caches,
 	// schemas) that the runtime would give back only slowly; an idle
