@@ -324,7 +324,7 @@ func (r *runner) pass(ctx context.Context, flush, forced bool) {
 func (r *runner) visit(ctx context.Context, dir string, flush, forced bool) {
 	st := r.state[dir]
 	// Only seal and publish flush; the other roles ignore the schedule.
-	flush = flush && (r.role == RoleSeal || r.role == RolePublish)
+	flush = flush && r.flushes()
 	// The retain step is due every pass (its cadence is Every): its work
 	// comes from the clock and the stream's metadata, which no Activity of
 	// the log shows.
@@ -373,12 +373,24 @@ func (r *runner) visit(ctx context.Context, dir string, flush, forced bool) {
 	r.failures.Recovered(ctx, "open "+dir, "log opens again", "log", dir)
 	if r.step(ctx, l, st, flush, forced) {
 		st.stepped, st.seen = true, act
-		if flush {
+		if flush || (!st.flushedOnce && r.flushes() && r.published(ctx, l)) {
 			st.flushedOnce, st.flushed = true, act
 		}
 	} else {
 		st.stepped = false // try again next pass
 	}
+}
+
+// flushes reports whether the role acts on flush boundaries.
+func (r *runner) flushes() bool { return r.role == RoleSeal || r.role == RolePublish }
+
+// published reports whether the published table holds every row l's
+// buffer had when its Activity was read before the step just taken: a
+// flush would then find nothing to cut or push. Without it, the first
+// flush boundary after a start opens every log, idle or not.
+func (r *runner) published(ctx context.Context, l *logstore.Log) bool {
+	st, err := l.Status(ctx)
+	return err == nil && st.PublishLagRows == 0
 }
 
 // get returns the open log of dir, opening it (and closing the one used

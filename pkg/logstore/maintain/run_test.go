@@ -526,3 +526,28 @@ func TestRunRareRoleClosesItsLogsAfterAPass(t *testing.T) {
 		t.Fatalf("%d steps over two passes of 3 logs; want 6", steps)
 	}
 }
+
+// TestRunFirstFlushSkipsLogsWithNothingUnpublished: a log whose every row
+// is published (here: none were ever committed) has nothing for a flush,
+// so the first flush boundary after a start opens only the logs with
+// rows to cut (it opened every log, a minute after every start).
+func TestRunFirstFlushSkipsLogsWithNothingUnpublished(t *testing.T) {
+	empty := newLog(t, logstore.Config{})
+	busy := newLog(t, logstore.Config{}) // a target far above what is buffered
+	appendRows(t, busy, "x", 3)
+	r := newRunner(RoleSeal, []string{empty.Dir(), busy.Dir()}, Options{Every: time.Millisecond})
+	defer r.closeAll()
+	ctx := context.Background()
+	r.pass(ctx, false, false)
+	if n := status(t, busy).LocalFiles; n != 0 {
+		t.Fatalf("the first pass sealed %d files below the target", n)
+	}
+	r.closeAll()
+	r.pass(ctx, true, false)
+	if r.opened != 1 {
+		t.Errorf("the flush pass opened %d logs; want only the one with buffered rows", r.opened)
+	}
+	if n := status(t, busy).LocalFiles; n != 1 {
+		t.Fatalf("the flush pass left %d files in the busy log; want its rows cut into 1", n)
+	}
+}
