@@ -94,15 +94,16 @@ it), each SIGUSR2 writes a heap profile, heap-ROLE-PID.pprof, there.`,
 				}
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
-			defer cancel()
+			flush, flushDone := flushSignals(ctx)
+			defer func() { cancel(); <-flushDone }()
 			if dir := os.Getenv(heapProfileEnv); dir != "" {
-				done := heapProfiles(ctx, dir, string(args.Role), a.logger)
-				defer func() { cancel(); <-done }()
+				heapDone := heapProfiles(ctx, dir, string(args.Role), a.logger)
+				defer func() { cancel(); <-heapDone }()
 			}
 			return maintain.Run(ctx, args.Role, slices.Concat(args.Logs, args.CacheLogs), maintain.Options{
 				Every:      args.Every,
 				FlushEvery: args.FlushEvery,
-				Flush:      flushSignals(ctx),
+				Flush:      flush,
 				Ready:      func() { say("ready") },
 				Flushed:    func() { say("flushed") },
 				Override:   args.Override,
@@ -142,27 +143,12 @@ const heapProfileEnv = "STREAMCAST_HEAP_PROFILE_DIR"
 // heapProfiles writes dir/heap-ROLE-PID.pprof, after a collection, on
 // each SIGUSR2 until ctx ends; the channel closes when it has stopped.
 func heapProfiles(ctx context.Context, dir, role string, logger *log.Logger) <-chan struct{} {
-	done := make(chan struct{})
-	sig := make(chan os.Signal, 1)
-	if len(heapSignal) > 0 {
-		signal.Notify(sig, heapSignal...)
-	}
-	go func() {
-		defer close(done)
-		defer signal.Stop(sig)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-sig:
-				path := filepath.Join(dir, fmt.Sprintf("heap-%s-%d.pprof", role, os.Getpid()))
-				if err := writeHeapProfile(path); err != nil {
-					logger.Warn("heap profile not written", "role", role, "path", path, "err", err)
-				}
-			}
+	return onSignal(ctx, heapSignal, func() {
+		path := filepath.Join(dir, fmt.Sprintf("heap-%s-%d.pprof", role, os.Getpid()))
+		if err := writeHeapProfile(path); err != nil {
+			logger.Warn("heap profile not written", "role", role, "path", path, "err", err)
 		}
-	}()
-	return done
+	})
 }
 
 // writeHeapProfile writes the heap profile, after a collection so it
@@ -181,26 +167,36 @@ func writeHeapProfile(path string) error {
 }
 
 // flushSignals turns each SIGUSR1 into a request for a flushing pass, until
-// ctx ends.
-func flushSignals(ctx context.Context) <-chan struct{} {
+// ctx ends; done closes when it has stopped.
+func flushSignals(ctx context.Context) (flush <-chan struct{}, done <-chan struct{}) {
+	c := make(chan struct{}, 1)
+	return c, onSignal(ctx, flushSignal, func() {
+		select {
+		case c <- struct{}{}:
+		default: // one is already pending
+		}
+	})
+}
+
+// onSignal calls fn on each of sigs that arrives until ctx ends; the
+// channel closes when it has stopped listening.
+func onSignal(ctx context.Context, sigs []os.Signal, fn func()) <-chan struct{} {
+	done := make(chan struct{})
 	sig := make(chan os.Signal, 1)
-	if len(flushSignal) > 0 { // Notify with no signals would relay every signal
-		signal.Notify(sig, flushSignal...)
+	if len(sigs) > 0 { // Notify with no signals would relay every signal
+		signal.Notify(sig, sigs...)
 	}
-	flush := make(chan struct{}, 1)
 	go func() {
+		defer close(done)
 		defer signal.Stop(sig)
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-sig:
-				select {
-				case flush <- struct{}{}:
-				default: // one is already pending
-				}
+				fn()
 			}
 		}
 	}()
-	return flush
+	return done
 }
