@@ -39,10 +39,12 @@ const (
 const idleCheck = 2 * time.Second
 
 // A pass that opened freeAfterOpens logs or more returns freed memory to
-// the system, unless one did less than freeEvery ago.
+// the system, unless one did less than freeEvery ago; so does a pass that
+// ends with no log open, at most once per freeIdleEvery.
 const (
 	freeAfterOpens = 16
 	freeEvery      = 10 * time.Second
+	freeIdleEvery  = 30 * time.Second
 )
 
 // A role whose passes are keepOpenBelow or more apart (clean-published,
@@ -228,9 +230,10 @@ type runner struct {
 	byDir map[string]*list.Element
 	state map[string]*logState
 	// opened counts the logs this pass opened; freed is when memory was
-	// last given back.
+	// last given back, by free (debug.FreeOSMemory).
 	opened int
 	freed  time.Time
+	free   func()
 }
 
 // openLog is an element of runner.open.
@@ -287,7 +290,7 @@ func newRunner(role Role, dirs []string, opts Options) *runner {
 		maxOpen = DefaultMaxOpen
 	}
 	r := &runner{role: role, dirs: dirs, logger: logger, override: opts.Override, clock: opts.Clock, maxOpen: maxOpen, every: opts.Every,
-		sealWait: min(opts.Every, 2*time.Second), retain: opts.Retain, open: list.New(), byDir: map[string]*list.Element{}, state: map[string]*logState{}}
+		sealWait: min(opts.Every, 2*time.Second), retain: opts.Retain, open: list.New(), byDir: map[string]*list.Element{}, state: map[string]*logState{}, free: debug.FreeOSMemory}
 	// charmbracelet's Logger is a slog.Handler, so the limiter's lines go
 	// out through the same logger, role and format included.
 	r.failures = ratelog.New(slog.New(logger), repeat, time.Now)
@@ -314,8 +317,15 @@ func (r *runner) pass(ctx context.Context, flush, forced bool) {
 	// schemas) that the runtime would give back only slowly; an idle
 	// process should hold little, so give it back now, at most once per
 	// freeEvery.
-	if r.opened >= freeAfterOpens && time.Since(r.freed) >= freeEvery {
-		debug.FreeOSMemory()
+	//
+	// An idle process keeps allocating a little (each look at a log), and
+	// the runtime keeps as much freed heap as its collection goal, twice
+	// the live heap, allows: with no log open, nothing needs that
+	// headroom, so give it back too, less often (a collection of an idle
+	// child's heap costs a few milliseconds).
+	since := time.Since(r.freed)
+	if (r.opened >= freeAfterOpens && since >= freeEvery) || (r.open.Len() == 0 && since >= freeIdleEvery) {
+		r.free()
 		r.freed = time.Now()
 	}
 }

@@ -551,3 +551,28 @@ func TestRunFirstFlushSkipsLogsWithNothingUnpublished(t *testing.T) {
 		t.Fatalf("the flush pass left %d files in the busy log; want its rows cut into 1", n)
 	}
 }
+
+// TestRunGivesMemoryBackOnceIdle: a pass that ends with no log open gives
+// freed memory back to the system (the runtime would keep up to its
+// collection goal, twice the live heap, for good), at most once per
+// freeIdleEvery; a pass with a log open does not.
+func TestRunGivesMemoryBackOnceIdle(t *testing.T) {
+	l := newLog(t, logstore.Config{})
+	appendRows(t, l, "x", 3)
+	r := newRunner(RoleSeal, []string{l.Dir()}, Options{Every: time.Millisecond})
+	defer r.closeAll()
+	frees := 0
+	r.free = func() { frees++ }
+	ctx := context.Background()
+	var got []int
+	for range 3 {
+		r.pass(ctx, false, false)
+		r.state[l.Dir()].nextCheck = time.Time{} // look at the log every pass
+		got = append(got, frees)
+	}
+	// The first pass steps the log and keeps it open; the second finds it
+	// idle and closes it; the third is within freeIdleEvery of that.
+	if fmt.Sprint(got) != "[0 1 1]" {
+		t.Fatalf("memory given back after passes 1-3: %v times; want [0 1 1]", got)
+	}
+}
