@@ -7,8 +7,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 
+	"github.com/charmbracelet/log"
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -65,7 +69,8 @@ written to that file descriptor once every log has been opened, and
 with work (a commit since their last step, a flush or a deletion come due);
 an idle log is closed, and at most --max-open-logs are open at once. Two processes never run one role on one log at the same
 time: each role holds <log>/<role>.lock while it works, and the other skips
-its pass.`,
+its pass. With STREAMCAST_HEAP_PROFILE_DIR set (serve's children inherit
+it), each SIGUSR2 writes a heap profile, heap-ROLE-PID.pprof, there.`,
 		Example: `  streamcast maintain --role seal --every 250ms --flush-every 60s --log data/trades/trades
   streamcast maintain --role publish --every 10s --flush-every 60s --log data/trades/trades
   streamcast maintain --role clean --every 10s --log data/trades/trades --log data/quotes/quotes`,
@@ -89,11 +94,16 @@ its pass.`,
 				}
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
-			defer cancel()
+			flush, flushDone := flushSignals(ctx)
+			defer func() { cancel(); <-flushDone }()
+			if dir := os.Getenv(heapProfileEnv); dir != "" {
+				heapDone := heapProfiles(ctx, dir, string(args.Role), a.logger)
+				defer func() { cancel(); <-heapDone }()
+			}
 			return maintain.Run(ctx, args.Role, slices.Concat(args.Logs, args.CacheLogs), maintain.Options{
 				Every:      args.Every,
 				FlushEvery: args.FlushEvery,
-				Flush:      flushSignals(ctx),
+				Flush:      flush,
 				Ready:      func() { say("ready") },
 				Flushed:    func() { say("flushed") },
 				Override:   args.Override,
@@ -124,27 +134,69 @@ func (a *app) retainPass(ctx context.Context, l *logstore.Log) (int64, error) {
 	return r.Taken(), err
 }
 
-// flushSignals turns each SIGUSR1 into a request for a flushing pass, until
-// ctx ends.
-func flushSignals(ctx context.Context) <-chan struct{} {
-	sig := make(chan os.Signal, 1)
-	if len(flushSignal) > 0 { // Notify with no signals would relay every signal
-		signal.Notify(sig, flushSignal...)
+// heapProfileEnv names the directory a maintain process writes a heap
+// profile to on each SIGUSR2; unset (the default), it writes none and
+// SIGUSR2 keeps its default action. It is for measuring what a child
+// holds (internal/idlecost), which serve's --pprof cannot reach.
+const heapProfileEnv = "STREAMCAST_HEAP_PROFILE_DIR"
+
+// heapProfiles writes dir/heap-ROLE-PID.pprof, after a collection, on
+// each SIGUSR2 until ctx ends; the channel closes when it has stopped.
+func heapProfiles(ctx context.Context, dir, role string, logger *log.Logger) <-chan struct{} {
+	return onSignal(ctx, heapSignal, func() {
+		path := filepath.Join(dir, fmt.Sprintf("heap-%s-%d.pprof", role, os.Getpid()))
+		if err := writeHeapProfile(path); err != nil {
+			logger.Warn("heap profile not written", "role", role, "path", path, "err", err)
+		}
+	})
+}
+
+// writeHeapProfile writes the heap profile, after a collection so it
+// shows what is live, to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create the heap profile (is %s a writable directory?): %w", heapProfileEnv, err)
 	}
-	flush := make(chan struct{}, 1)
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write the heap profile: %w", err)
+	}
+	return f.Close()
+}
+
+// flushSignals turns each SIGUSR1 into a request for a flushing pass, until
+// ctx ends; done closes when it has stopped.
+func flushSignals(ctx context.Context) (flush <-chan struct{}, done <-chan struct{}) {
+	c := make(chan struct{}, 1)
+	return c, onSignal(ctx, flushSignal, func() {
+		select {
+		case c <- struct{}{}:
+		default: // one is already pending
+		}
+	})
+}
+
+// onSignal calls fn on each of sigs that arrives until ctx ends; the
+// channel closes when it has stopped listening.
+func onSignal(ctx context.Context, sigs []os.Signal, fn func()) <-chan struct{} {
+	done := make(chan struct{})
+	sig := make(chan os.Signal, 1)
+	if len(sigs) > 0 { // Notify with no signals would relay every signal
+		signal.Notify(sig, sigs...)
+	}
 	go func() {
+		defer close(done)
 		defer signal.Stop(sig)
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-sig:
-				select {
-				case flush <- struct{}{}:
-				default: // one is already pending
-				}
+				fn()
 			}
 		}
 	}()
-	return flush
+	return done
 }

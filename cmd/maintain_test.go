@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -85,7 +86,13 @@ func TestMaintainRunsEveryRoleUntilCancelled(t *testing.T) {
 	}
 }
 
+// TestMaintainReportsReadyAndFlushedOnTheReadyDescriptor: "ready", then
+// "flushed" after a SIGUSR1; and, with STREAMCAST_HEAP_PROFILE_DIR set, a
+// SIGUSR2 writes a heap profile there (unset, SIGUSR2 would end the
+// process, this test's).
 func TestMaintainReportsReadyAndFlushedOnTheReadyDescriptor(t *testing.T) {
+	profiles := t.TempDir()
+	t.Setenv(heapProfileEnv, profiles)
 	dir := filepath.Join(t.TempDir(), "s", "log")
 	l, err := logstore.Create(dir, schema.Any(), logstore.Config{})
 	if err != nil {
@@ -124,6 +131,20 @@ func TestMaintainReportsReadyAndFlushedOnTheReadyDescriptor(t *testing.T) {
 	}
 	if !lines.Scan() || lines.Text() != "flushed" {
 		t.Fatalf("after SIGUSR1: %q", lines.Text())
+	}
+	if err := unix.Kill(os.Getpid(), unix.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	profile := filepath.Join(profiles, fmt.Sprintf("heap-seal-%d.pprof", os.Getpid()))
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		// WriteHeapProfile writes the whole profile at once, after the
+		// collection: a non-empty file is a written one, or close to it.
+		if fi, err := os.Stat(profile); err == nil && fi.Size() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no heap profile at %s 20s after SIGUSR2:\n%s", profile, errOut.String())
+		}
 	}
 	cancel()
 	if code := <-done; code != ExitOK {

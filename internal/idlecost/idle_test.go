@@ -19,8 +19,8 @@ import (
 // Settings, from the environment so one command line measures any size:
 //
 //	STREAMCAST_IDLE_STREAMS  durable streams in the config (default 1000)
-//	STREAMCAST_IDLE_WINDOW   the idle window measured (default 30s)
-//	STREAMCAST_IDLE_SETTLE   the wait after serve listens, before the window (default 10s)
+//	STREAMCAST_IDLE_WINDOW   the idle window measured (default 60s: one flush boundary at least)
+//	STREAMCAST_IDLE_SETTLE   the longest wait, after every child is ready, for them to settle (default 15m)
 //	STREAMCAST_IDLE_BINARY   a streamcast binary to measure (default: go build this tree)
 //	STREAMCAST_IDLE_MAX_OPEN maintain.max_open_logs in the config (default: not set)
 func setting(b *testing.B, name, def string) string {
@@ -39,9 +39,11 @@ func duration(b *testing.B, name, def string) time.Duration {
 }
 
 // BenchmarkIdleStreams reports, for a server with STREAMCAST_IDLE_STREAMS
-// idle durable streams: the seconds until every maintenance child was ready, the resident
-// memory (MB) and CPU (% of one core over the window) of all maintenance
-// children together and of serve, and the most descriptors any child held.
+// idle durable streams: the seconds until every maintenance child was
+// ready, and then until they settled; over the window after that, the
+// resident and proportional memory (MB) and CPU (% of one core) of all
+// maintenance children together and of serve, and the most descriptors
+// any child held.
 //
 //	go test ./internal/idlecost -run '^$' -bench IdleStreams -benchtime 1x
 func BenchmarkIdleStreams(b *testing.B) {
@@ -55,8 +57,8 @@ func BenchmarkIdleStreams(b *testing.B) {
 	if err != nil || streams < 1 {
 		b.Fatalf("STREAMCAST_IDLE_STREAMS: give a positive number of streams")
 	}
-	window := duration(b, "STREAMCAST_IDLE_WINDOW", "30s")
-	settle := duration(b, "STREAMCAST_IDLE_SETTLE", "10s")
+	window := duration(b, "STREAMCAST_IDLE_WINDOW", "60s")
+	settle := duration(b, "STREAMCAST_IDLE_SETTLE", "15m")
 	bin := binary(b)
 	// serve holds a few descriptors per durable stream: room for them,
 	// where the process may raise its hard limit.
@@ -150,13 +152,13 @@ func measure(b *testing.B, bin string, streams int, settle, window time.Duration
 		b.Fatal("serve's children were not ready within 15 minutes")
 	}
 	started := time.Since(start)
-	time.Sleep(settle)
 
 	serve := cmd.Process.Pid
 	kids := children(serve)
 	if len(kids) == 0 {
 		b.Fatalf("serve (pid %d) runs no maintenance child", serve)
 	}
+	settled := settleWait(b, kids, settle)
 	before := map[int]float64{serve: cpuSeconds(serve)}
 	for _, k := range kids {
 		before[k] = cpuSeconds(k)
@@ -183,6 +185,7 @@ func measure(b *testing.B, bin string, streams int, settle, window time.Duration
 			k, role(k), rss, anon, pss, 100*cpu/elapsed, n)
 	}
 	b.ReportMetric(started.Seconds(), "ready_s")
+	b.ReportMetric(settled.Seconds(), "settle_s")
 	// VmRSS counts the pages of the binary every child maps in each child;
 	// Pss shares them out, so its sum is what the children cost together.
 	b.ReportMetric(kidsRSS, "children_rss_MB")
@@ -192,13 +195,44 @@ func measure(b *testing.B, bin string, streams int, settle, window time.Duration
 	b.ReportMetric(float64(maxFDs), "child_max_fds")
 	serveRSS, serveFDs := memMB(serve, "status", "VmRSS:"), fds(serve)
 	b.ReportMetric(serveRSS, "serve_rss_MB")
+	b.ReportMetric(memMB(serve, "smaps_rollup", "Pss:"), "serve_pss_MB")
 	b.ReportMetric(100*(cpuSeconds(serve)-before[serve])/elapsed, "serve_cpu_%")
 	b.ReportMetric(float64(serveFDs), "serve_fds")
 	// What issue 19 asks of a thousand idle streams: descriptors per
 	// stream in serve, and the resident memory of the whole server.
 	b.ReportMetric(float64(serveFDs)/float64(streams), "serve_fds/stream")
 	b.ReportMetric(serveRSS+kidsRSS, "total_rss_MB")
-	b.Logf("%d streams, %d children; every child ready after %s", streams, len(kids), started.Round(time.Millisecond))
+	b.Logf("%d streams, %d children; every child ready after %s, settled %s later", streams, len(kids),
+		started.Round(time.Millisecond), settled.Round(time.Second))
+}
+
+// settledFDs is the most descriptors a settled child holds: with no log
+// open a child holds about 10 (standard streams, the ready pipe, the
+// runtime's poller), and each open log about 5 more (buffer.db, its WAL
+// and index, the lock file), so this allows two open logs, no more.
+const settledFDs = 20
+
+// settleWait waits until every child has settled from its start-up (its
+// first pass opens every log, and the first flush boundary may too): each
+// holds at most settledFDs descriptors, at 5 looks a second apart in a
+// row. It gives up after most, saying so, and returns how long it waited.
+func settleWait(b *testing.B, kids []int, most time.Duration) time.Duration {
+	t0 := time.Now()
+	quiet := 0
+	for quiet < 5 {
+		if time.Since(t0) > most {
+			b.Logf("the children had not settled %s after ready; measuring them as they are", most)
+			break
+		}
+		time.Sleep(time.Second)
+		quiet++
+		for _, k := range kids {
+			if fds(k) > settledFDs {
+				quiet = 0
+			}
+		}
+	}
+	return time.Since(t0)
 }
 
 // children returns the pids whose parent is pid.

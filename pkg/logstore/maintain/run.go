@@ -39,11 +39,20 @@ const (
 const idleCheck = 2 * time.Second
 
 // A pass that opened freeAfterOpens logs or more returns freed memory to
-// the system, unless one did less than freeEvery ago.
+// the system, unless one did less than freeEvery ago; so does a pass that
+// ends with no log open, at most once per freeIdleEvery.
 const (
 	freeAfterOpens = 16
 	freeEvery      = 10 * time.Second
+	freeIdleEvery  = 30 * time.Second
 )
+
+// A role whose passes are keepOpenBelow or more apart (clean-published,
+// retain) closes every log at the end of a pass: a log held open until
+// the next pass would pin its descriptors and page caches for nothing,
+// and retain, which steps every log each pass, would keep MaxOpen of them
+// open for good.
+const keepOpenBelow = time.Minute
 
 // Options tunes Run.
 type Options struct {
@@ -151,8 +160,12 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 	defer r.closeAll()
 
 	now := opts.Clock.Now
+	// Only seal and publish flush: the other roles keep their own
+	// cadence, so a flush boundary never wakes them (retain, whose pass
+	// steps every log, would otherwise open all of them once a minute).
+	flushes := opts.FlushEvery > 0 && (role == RoleSeal || role == RolePublish)
 	var nextFlush time.Time
-	if opts.FlushEvery > 0 {
+	if flushes {
 		nextFlush = now().Truncate(opts.FlushEvery).Add(opts.FlushEvery)
 	}
 	if opts.Ready != nil {
@@ -162,7 +175,7 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 	for pass := 1; ; pass++ {
 		t := now()
 		flush := forced
-		if opts.FlushEvery > 0 && !t.Before(nextFlush) {
+		if flushes && !t.Before(nextFlush) {
 			flush = true
 			nextFlush = t.Truncate(opts.FlushEvery).Add(opts.FlushEvery)
 		}
@@ -177,7 +190,7 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 			return nil
 		}
 		wait := opts.Every
-		if opts.FlushEvery > 0 {
+		if flushes {
 			if d := nextFlush.Sub(now()); d < wait {
 				wait = max(d, 0)
 			}
@@ -217,9 +230,10 @@ type runner struct {
 	byDir map[string]*list.Element
 	state map[string]*logState
 	// opened counts the logs this pass opened; freed is when memory was
-	// last given back.
+	// last given back, by free (debug.FreeOSMemory).
 	opened int
 	freed  time.Time
+	free   func()
 }
 
 // openLog is an element of runner.open.
@@ -276,7 +290,7 @@ func newRunner(role Role, dirs []string, opts Options) *runner {
 		maxOpen = DefaultMaxOpen
 	}
 	r := &runner{role: role, dirs: dirs, logger: logger, override: opts.Override, clock: opts.Clock, maxOpen: maxOpen, every: opts.Every,
-		sealWait: min(opts.Every, 2*time.Second), retain: opts.Retain, open: list.New(), byDir: map[string]*list.Element{}, state: map[string]*logState{}}
+		sealWait: min(opts.Every, 2*time.Second), retain: opts.Retain, open: list.New(), byDir: map[string]*list.Element{}, state: map[string]*logState{}, free: debug.FreeOSMemory}
 	// charmbracelet's Logger is a slog.Handler, so the limiter's lines go
 	// out through the same logger, role and format included.
 	r.failures = ratelog.New(slog.New(logger), repeat, time.Now)
@@ -296,12 +310,22 @@ func (r *runner) pass(ctx context.Context, flush, forced bool) {
 	for _, dir := range r.dirs {
 		r.visit(ctx, dir, flush, forced)
 	}
+	if r.every >= keepOpenBelow {
+		r.closeAll()
+	}
 	// Opening many logs leaves megabytes of freed heap (page caches,
 	// schemas) that the runtime would give back only slowly; an idle
 	// process should hold little, so give it back now, at most once per
 	// freeEvery.
-	if r.opened >= freeAfterOpens && time.Since(r.freed) >= freeEvery {
-		debug.FreeOSMemory()
+	//
+	// An idle process keeps allocating a little (each look at a log), and
+	// the runtime keeps as much freed heap as its collection goal, twice
+	// the live heap, allows: with no log open, nothing needs that
+	// headroom, so give it back too, less often (a collection of an idle
+	// child's heap costs a few milliseconds).
+	since := time.Since(r.freed)
+	if (r.opened >= freeAfterOpens && since >= freeEvery) || (r.open.Len() == 0 && since >= freeIdleEvery) {
+		r.free()
 		r.freed = time.Now()
 	}
 }
@@ -310,7 +334,7 @@ func (r *runner) pass(ctx context.Context, flush, forced bool) {
 func (r *runner) visit(ctx context.Context, dir string, flush, forced bool) {
 	st := r.state[dir]
 	// Only seal and publish flush; the other roles ignore the schedule.
-	flush = flush && (r.role == RoleSeal || r.role == RolePublish)
+	flush = flush && r.flushes()
 	// The retain step is due every pass (its cadence is Every): its work
 	// comes from the clock and the stream's metadata, which no Activity of
 	// the log shows.
@@ -359,12 +383,24 @@ func (r *runner) visit(ctx context.Context, dir string, flush, forced bool) {
 	r.failures.Recovered(ctx, "open "+dir, "log opens again", "log", dir)
 	if r.step(ctx, l, st, flush, forced) {
 		st.stepped, st.seen = true, act
-		if flush {
+		if flush || (!st.flushedOnce && r.flushes() && r.published(ctx, l)) {
 			st.flushedOnce, st.flushed = true, act
 		}
 	} else {
 		st.stepped = false // try again next pass
 	}
+}
+
+// flushes reports whether the role acts on flush boundaries.
+func (r *runner) flushes() bool { return r.role == RoleSeal || r.role == RolePublish }
+
+// published reports whether the published table holds every row l's
+// buffer had when its Activity was read before the step just taken: a
+// flush would then find nothing to cut or push. Without it, the first
+// flush boundary after a start opens every log, idle or not.
+func (r *runner) published(ctx context.Context, l *logstore.Log) bool {
+	st, err := l.Status(ctx)
+	return err == nil && st.PublishLagRows == 0
 }
 
 // get returns the open log of dir, opening it (and closing the one used

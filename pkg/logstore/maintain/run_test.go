@@ -468,3 +468,111 @@ func TestRunIsReadyBeforeItsFirstPass(t *testing.T) {
 		t.Fatalf("ready before each step: %v; want ready before the first", readyBeforeStep)
 	}
 }
+
+// TestRunFlushBoundaryWakesOnlySealAndPublish: a flush boundary is seal's
+// and publish's; retain, whose every pass steps every log, keeps its own
+// cadence (it used to open every log at each minute's boundary).
+func TestRunFlushBoundaryWakesOnlySealAndPublish(t *testing.T) {
+	l := newLog(t, logstore.Config{})
+	// 100ms before a 10s boundary, with an hour between passes: only the
+	// boundary could bring the second pass within the test.
+	start := time.Date(2026, 1, 1, 0, 0, 9, 900_000_000, time.UTC)
+	base := time.Now()
+	steps := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := Run(ctx, RoleRetain, []string{l.Dir()}, Options{
+		Every: time.Hour, FlushEvery: 10 * time.Second, Passes: 2,
+		Clock: func() time.Time { return start.Add(time.Since(base)) },
+		Retain: func(context.Context, *logstore.Log) (int64, error) {
+			steps++
+			return 0, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// TestRunFlushesAtWallClockMultiples shows the same boundary wakes
+	// seal within its 100ms; 2s is twenty times that.
+	if ctx.Err() == nil || steps != 1 {
+		t.Fatalf("retain ran %d passes in 2s with an hour between them: the flush boundary woke it", steps)
+	}
+}
+
+// TestRunRareRoleClosesItsLogsAfterAPass: a role whose passes are a minute
+// or more apart holds no log open between them, though it stepped every
+// log (retain kept MaxOpen logs, five descriptors each, open for good).
+func TestRunRareRoleClosesItsLogsAfterAPass(t *testing.T) {
+	var dirs []string
+	for range 3 {
+		dirs = append(dirs, newLog(t, logstore.Config{}).Dir())
+	}
+	steps := 0
+	for _, tc := range []struct {
+		every time.Duration
+		open  int
+	}{{time.Second, 3}, {time.Hour, 0}} {
+		r := newRunner(RoleRetain, dirs, Options{Every: tc.every, Retain: func(context.Context, *logstore.Log) (int64, error) {
+			steps++
+			return 0, nil
+		}})
+		r.pass(context.Background(), false, false)
+		if n := r.open.Len(); n != tc.open {
+			t.Errorf("after a pass with %s between passes, %d logs are open; want %d", tc.every, n, tc.open)
+		}
+		r.closeAll()
+	}
+	if steps != 6 {
+		t.Fatalf("%d steps over two passes of 3 logs; want 6", steps)
+	}
+}
+
+// TestRunFirstFlushSkipsLogsWithNothingUnpublished: a log whose every row
+// is published (here: none were ever committed) has nothing for a flush,
+// so the first flush boundary after a start opens only the logs with
+// rows to cut (it opened every log, a minute after every start).
+func TestRunFirstFlushSkipsLogsWithNothingUnpublished(t *testing.T) {
+	empty := newLog(t, logstore.Config{})
+	busy := newLog(t, logstore.Config{}) // a target far above what is buffered
+	appendRows(t, busy, "x", 3)
+	r := newRunner(RoleSeal, []string{empty.Dir(), busy.Dir()}, Options{Every: time.Millisecond})
+	defer r.closeAll()
+	ctx := context.Background()
+	r.pass(ctx, false, false)
+	if n := status(t, busy).LocalFiles; n != 0 {
+		t.Fatalf("the first pass sealed %d files below the target", n)
+	}
+	r.closeAll()
+	r.pass(ctx, true, false)
+	if r.opened != 1 {
+		t.Errorf("the flush pass opened %d logs; want only the one with buffered rows", r.opened)
+	}
+	if n := status(t, busy).LocalFiles; n != 1 {
+		t.Fatalf("the flush pass left %d files in the busy log; want its rows cut into 1", n)
+	}
+}
+
+// TestRunGivesMemoryBackOnceIdle: a pass that ends with no log open gives
+// freed memory back to the system (the runtime would keep up to its
+// collection goal, twice the live heap, for good), at most once per
+// freeIdleEvery; a pass with a log open does not.
+func TestRunGivesMemoryBackOnceIdle(t *testing.T) {
+	l := newLog(t, logstore.Config{})
+	appendRows(t, l, "x", 3)
+	r := newRunner(RoleSeal, []string{l.Dir()}, Options{Every: time.Millisecond})
+	defer r.closeAll()
+	frees := 0
+	r.free = func() { frees++ }
+	ctx := context.Background()
+	var got []int
+	for range 3 {
+		r.pass(ctx, false, false)
+		r.state[l.Dir()].nextCheck = time.Time{} // look at the log every pass
+		got = append(got, frees)
+	}
+	// The first pass steps the log and keeps it open; the second finds it
+	// idle and closes it; the third is within freeIdleEvery of that.
+	if fmt.Sprint(got) != "[0 1 1]" {
+		t.Fatalf("memory given back after passes 1-3: %v times; want [0 1 1]", got)
+	}
+}
