@@ -46,10 +46,20 @@ func (r *arrowReader) read() (rec arrow.RecordBatch, err error) {
 	defer recovered(&err)
 	for {
 		rec, err = r.src.read()
-		if err != nil || rec.NumRows() > 0 {
-			return rec, err
+		if err != nil {
+			return nil, err
 		}
-		rec.Release()
+		if rec.NumRows() == 0 {
+			rec.Release()
+			continue
+		}
+		// Nothing reads a value before the batch's shape is known
+		// good (shape.go).
+		if err := checkBatch(rec); err != nil {
+			rec.Release()
+			return nil, err
+		}
+		return rec, nil
 	}
 }
 
