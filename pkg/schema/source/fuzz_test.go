@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -106,18 +105,11 @@ func FuzzParquet(f *testing.F) {
 	f.Add(b)
 	f.Add(b[len(b)/3:])
 	// A compressed file, so that the pages' decompression is fuzzed too.
-	var z bytes.Buffer
-	w, err := pqarrow.NewFileWriter(rec.Schema(), &z, parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy)), pqarrow.DefaultWriterProps())
+	z, err := os.ReadFile(writeParquetWith(f, rec, parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy))))
 	if err != nil {
 		f.Fatal(err)
 	}
-	if err := w.Write(rec); err != nil {
-		f.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(z.Bytes())
+	f.Add(z)
 	file := filepath.Join(f.TempDir(), "src.parquet")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, Parquet, file, data) })
 }
