@@ -514,6 +514,10 @@ func (v *verifiedStream) next() error {
 	if err != nil {
 		return err
 	}
+	if bodyLen > maxBuffer {
+		// arrow-go would ask the allocator for it whole, and be refused.
+		return errTooLarge(bodyLen)
+	}
 	body, err := readPart(v.r, bodyLen, "body")
 	if err != nil {
 		return err
