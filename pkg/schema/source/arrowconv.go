@@ -206,14 +206,16 @@ func convertData(d arrow.ArrayData, want arrow.DataType) (arrow.ArrayData, error
 		out := array.NewData(want, d.Len(), d.Buffers()[:1], children, d.NullN(), d.Offset())
 		release()
 		return out, nil
-	case arrow.LIST, arrow.MAP:
-		var elem arrow.DataType
-		if m, ok := want.(*arrow.MapType); ok {
-			elem = m.Elem()
-		} else {
-			elem = want.(*arrow.ListType).Elem()
+	case arrow.MAP:
+		child, err := convertEntries(d.Children()[0], want.(*arrow.MapType))
+		if err != nil {
+			return nil, err
 		}
-		child, err := convertData(d.Children()[0], elem)
+		out := array.NewData(want, d.Len(), d.Buffers(), []arrow.ArrayData{child}, d.NullN(), d.Offset())
+		child.Release()
+		return out, nil
+	case arrow.LIST:
+		child, err := convertData(d.Children()[0], want.(*arrow.ListType).Elem())
 		if err != nil {
 			return nil, err
 		}
@@ -241,6 +243,27 @@ func convertData(d arrow.ArrayData, want arrow.DataType) (arrow.ArrayData, error
 	od := out.Data()
 	od.Retain()
 	return od, nil
+}
+
+// convertEntries casts a map's entries, a struct of key and value, to
+// those of want. They go by position, not by name: the names of a map's
+// entry fields are not part of its type (castable compares only the key
+// and item types), and a file may call them anything.
+func convertEntries(d arrow.ArrayData, want *arrow.MapType) (arrow.ArrayData, error) {
+	if len(d.Children()) != 2 {
+		return nil, fmt.Errorf("the file is damaged: a map's entries have %d fields, not a key and a value", len(d.Children()))
+	}
+	key, err := convertData(d.Children()[0], want.KeyType())
+	if err != nil {
+		return nil, err
+	}
+	defer key.Release()
+	item, err := convertData(d.Children()[1], want.ItemType())
+	if err != nil {
+		return nil, err
+	}
+	defer item.Release()
+	return array.NewData(want.Elem(), d.Len(), d.Buffers()[:1], []arrow.ArrayData{key, item}, d.NullN(), d.Offset()), nil
 }
 
 // check finds the first row a column refuses: a null where the schema

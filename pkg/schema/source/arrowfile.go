@@ -46,10 +46,20 @@ func (r *arrowReader) read() (rec arrow.RecordBatch, err error) {
 	defer recovered(&err)
 	for {
 		rec, err = r.src.read()
-		if err != nil || rec.NumRows() > 0 {
-			return rec, err
+		if err != nil {
+			return nil, err
 		}
-		rec.Release()
+		if rec.NumRows() == 0 {
+			rec.Release()
+			continue
+		}
+		// Nothing reads a value before the batch's shape is known
+		// good (shape.go).
+		if err := checkBatch(rec); err != nil {
+			rec.Release()
+			return nil, err
+		}
+		return rec, nil
 	}
 }
 
@@ -124,6 +134,15 @@ func openParquet(sch *schema.Schema, rs readSource) (_ batchReader, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("not a readable Parquet file: %w", err)
 	}
+	fi, err := rs.f.f.Stat()
+	if err != nil {
+		pf.Close()
+		return nil, err
+	}
+	if err := checkColumnChunks(pf, fi.Size()); err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("not a readable Parquet file: %w", err)
+	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: parquetBatch, Parallel: false}, alloc)
 	if err != nil {
 		pf.Close()
@@ -143,6 +162,35 @@ func openParquet(sch *schema.Schema, rs readSource) (_ batchReader, err error) {
 		return nil, err
 	}
 	return &parquetReader{arrowReader: ar, ps: ps}, nil
+}
+
+// checkColumnChunks checks that every column chunk the footer lists lies
+// inside the file of size bytes. arrow-go allocates a chunk's declared
+// length before reading it, and does so for a struct's fields on
+// goroutines of its own, where a damaged length's panic (or an allocation
+// of any size) is beyond recovered's reach: a footer of a few bytes could
+// kill the process.
+func checkColumnChunks(pf *file.Reader, size int64) error {
+	md := pf.MetaData()
+	for g := range md.NumRowGroups() {
+		rg := md.RowGroup(g)
+		for c := range rg.NumColumns() {
+			cc, err := rg.ColumnChunk(c)
+			if err != nil {
+				return err
+			}
+			// Where arrow-go starts reading the chunk (row_group_reader.go).
+			start := cc.DataPageOffset()
+			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && start > cc.DictionaryPageOffset() {
+				start = cc.DictionaryPageOffset()
+			}
+			n := cc.TotalCompressedSize()
+			if start < 0 || n < 0 || start > size || n > size-start {
+				return fmt.Errorf("the footer is damaged: row group %d's column %d claims %d bytes at offset %d of a file of %d bytes", g, c, n, start, size)
+			}
+		}
+	}
+	return nil
 }
 
 func (s *parquetSource) read() (arrow.RecordBatch, error) {

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -17,16 +20,19 @@ import (
 // each row's JSON decodes (as publish would) to the very same bytes (I4).
 // A refusal or an error is fine; a panic or a batch that breaks this is
 // not.
-func fuzzRead(t *testing.T, f Format, data []byte) {
+//
+// A format read from a file has data written to file, which the caller
+// makes once per fuzz target (the f.Fuzz preamble): a directory made and
+// removed per execution cost more than many of the reads.
+func fuzzRead(t *testing.T, f Format, file string, data []byte) {
 	sch := mustSchema(t)
 	in := Input{Path: "-", Format: f}
 	o := Options{Stdin: bytes.NewReader(data), BatchRows: 3}
 	if !f.streaming() {
-		p := filepath.Join(t.TempDir(), "src")
-		if err := os.WriteFile(p, data, 0o644); err != nil {
+		if err := os.WriteFile(file, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		in.Path = p
+		in.Path = file
 	}
 	r, err := Open(sch, []Input{in}, o)
 	if err != nil {
@@ -61,7 +67,7 @@ func FuzzNDJSON(f *testing.F) {
 	}
 	f.Add([]byte(`{"id":1,"n32":2,"px":1e3,"sym":"\u00e9","ok":true}` + "\n\n" + `{"id":1}`))
 	f.Add([]byte("\n\n  \r\n{}"))
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, NDJSON, data) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, NDJSON, "", data) })
 }
 
 func FuzzCSV(f *testing.F) {
@@ -69,7 +75,7 @@ func FuzzCSV(f *testing.F) {
 	f.Add([]byte(csvHeader + "2,7,-0.5,,é,false,,,,\n"))
 	f.Add([]byte("id,n32,px,sym,ok\n1,2,3,\"a,b\",false\n"))
 	f.Add([]byte("\ufeffid,n32,px,sym,ok\r\n1,2,1e400,x,true\r\n"))
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, CSV, data) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, CSV, "", data) })
 }
 
 func FuzzArrowStream(f *testing.F) {
@@ -86,7 +92,7 @@ func FuzzArrowStream(f *testing.F) {
 	for _, d := range damagedStreams(f, b) {
 		f.Add(d)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, ArrowStream, data) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, ArrowStream, "", data) })
 }
 
 func FuzzParquet(f *testing.F) {
@@ -98,5 +104,12 @@ func FuzzParquet(f *testing.F) {
 	}
 	f.Add(b)
 	f.Add(b[len(b)/3:])
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, Parquet, data) })
+	// A compressed file, so that the pages' decompression is fuzzed too.
+	z, err := os.ReadFile(writeParquetWith(f, rec, parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy))))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(z)
+	file := filepath.Join(f.TempDir(), "src.parquet")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, Parquet, file, data) })
 }

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -440,18 +441,18 @@ const ipcContinuation = 0xFFFFFFFF
 // unverified flatbuffer.
 type verifiedStream struct {
 	r       io.Reader
-	pending []byte // verified bytes not yet handed out
-	body    int64  // body bytes to pass through before the next message
+	pending []byte // verified metadata not yet handed out
+	body    []byte // the body that follows it, read whole
 	done    bool   // end of stream (its marker, or a clean EOF) passed on
 	err     error
 }
 
-// maxIPCMetadata bounds one message's metadata, as arrow-go's reader does
-// by default (64 MiB).
+// maxIPCMetadata bounds one message's metadata, as arrow-go's file
+// reader does by default (64 MiB).
 const maxIPCMetadata = 64 << 20
 
 func (v *verifiedStream) Read(p []byte) (int, error) {
-	for len(v.pending) == 0 && v.body == 0 {
+	for len(v.pending) == 0 && len(v.body) == 0 {
 		if v.err != nil {
 			return 0, v.err
 		}
@@ -465,18 +466,9 @@ func (v *verifiedStream) Read(p []byte) (int, error) {
 		v.pending = v.pending[n:]
 		return n, nil
 	}
-	if int64(len(p)) > v.body {
-		p = p[:v.body]
-	}
-	n, err := v.r.Read(p)
-	v.body -= int64(n)
-	if errors.Is(err, io.EOF) && v.body > 0 {
-		err = io.ErrUnexpectedEOF
-	}
-	if v.body == 0 && errors.Is(err, io.EOF) {
-		err = nil
-	}
-	return n, err
+	n := copy(p, v.body)
+	v.body = v.body[n:]
+	return n, nil
 }
 
 // next reads and verifies the next message's prefix and metadata.
@@ -499,22 +491,51 @@ func (v *verifiedStream) next() error {
 		prefix = append(prefix, word[:]...)
 		n = binary.LittleEndian.Uint32(word[:])
 	}
-	if n == 0 || int32(n) < 4 || n > maxIPCMetadata {
+	if n == 0 || int32(n) < 4 {
 		// The end marker, or a length arrow-go refuses itself.
 		v.pending, v.done = prefix, true
 		return nil
 	}
-	meta := make([]byte, n)
-	if _, err := io.ReadFull(v.r, meta); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return fmt.Errorf("%w: a message's metadata is cut short: %w", errDamagedIPC, err)
+	if n > maxIPCMetadata {
+		// arrow-go's stream reader does not apply its own bound: it
+		// would allocate the length before reading a byte.
+		return fmt.Errorf("%w: a message's metadata of %d bytes is more than the %d a message may have", errDamagedIPC, n, maxIPCMetadata)
 	}
-	body, err := verifyMessage(meta)
+	// Neither the metadata nor the body is allocated at its declared
+	// length: arrow-go does that before it reads a byte, so a damaged
+	// length made a stream of a few bytes cost up to a gigabyte. Both are
+	// read here first, into memory that grows only as their bytes arrive,
+	// and passed on only when all of them are there.
+	meta, err := readPart(v.r, int64(n), "metadata")
+	if err != nil {
+		return err
+	}
+	bodyLen, err := verifyMessage(meta)
+	if err != nil {
+		return err
+	}
+	if bodyLen > maxBuffer {
+		// arrow-go would ask the allocator for it whole, and be refused.
+		return errTooLarge(bodyLen)
+	}
+	body, err := readPart(v.r, bodyLen, "body")
 	if err != nil {
 		return err
 	}
 	v.pending, v.body = append(prefix, meta...), body
 	return nil
+}
+
+// readPart reads the n bytes of a message's part (what) from r into a
+// buffer that grows with the bytes read, not with n.
+func readPart(r io.Reader, n int64, what string) ([]byte, error) {
+	var b bytes.Buffer
+	got, err := b.ReadFrom(io.LimitReader(r, n))
+	if err != nil {
+		return nil, err
+	}
+	if got < n {
+		return nil, fmt.Errorf("%w: a message's %s is cut short: it declares %d bytes and the stream ends after %d", errDamagedIPC, what, n, got)
+	}
+	return b.Bytes(), nil
 }

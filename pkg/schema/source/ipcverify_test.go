@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -101,5 +102,58 @@ func readToEnd(t *testing.T, f Format, data []byte) error {
 			return err
 		}
 		rec.Release()
+	}
+}
+
+// TestDamagedStreamLengthsCostNoMemory: a stream of a few kilobytes whose
+// message declares a metadata or body length of hundreds of megabytes is
+// refused without allocating that length. arrow-go's stream reader
+// allocates a declared length before it reads a byte (and applies no
+// bound to the metadata's), so without readPart each of these cost the
+// declared size.
+func TestDamagedStreamLengthsCostNoMemory(t *testing.T) {
+	rec := fromJSON(t, wideSchema(), wideRows)
+	defer rec.Release()
+	stream, err := os.ReadFile(writeIPC(t, rec, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withMetaLen := func(n uint32) []byte {
+		out := bytes.Clone(stream)
+		binary.LittleEndian.PutUint32(out[4:], n)
+		return out
+	}
+	// The record batch follows the schema message, which has no body.
+	second := 8 + int64(binary.LittleEndian.Uint32(stream[4:]))
+	meta := fbuf(stream[second+8:])
+	m, err := meta.table(int64(meta.u32(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodyAt := m.field(msgBodyLength)
+	if bodyAt == 0 {
+		t.Fatal("the test's own record batch message has no body length")
+	}
+	withBodyLen := bytes.Clone(stream)
+	binary.LittleEndian.PutUint64(withBodyLen[second+8+bodyAt:], 900<<20)
+
+	const bound = 16 << 20
+	for name, data := range map[string][]byte{
+		"metadata of 1.4 GB": withMetaLen(0x58000000),
+		"metadata of 60 MB":  withMetaLen(60 << 20),
+		"body of 900 MB":     withBodyLen,
+	} {
+		t.Run(name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := readToEnd(t, ArrowStream, data)
+			runtime.ReadMemStats(&after)
+			if err == nil {
+				t.Fatal("read whole, want it refused as damaged")
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > bound {
+				t.Fatalf("reading %d bytes allocated %d MB (bound %d MB); err %v", len(data), got>>20, bound>>20, err)
+			}
+		})
 	}
 }

@@ -95,12 +95,18 @@ func writeFile(t testing.TB, name, text string) string {
 // writeParquet writes rec as a Parquet file, in row groups of rg rows.
 func writeParquet(t testing.TB, rec arrow.RecordBatch, rg int64) string {
 	t.Helper()
+	return writeParquetWith(t, rec, parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(rg)))
+}
+
+// writeParquetWith writes rec as a Parquet file with the properties props.
+func writeParquetWith(t testing.TB, rec arrow.RecordBatch, props *parquet.WriterProperties) string {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "src.parquet")
 	f, err := os.Create(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := pqarrow.NewFileWriter(rec.Schema(), f, parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(rg)), pqarrow.DefaultWriterProps())
+	w, err := pqarrow.NewFileWriter(rec.Schema(), f, props, pqarrow.DefaultWriterProps())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,6 +194,10 @@ func firstWords(s string, n int) string {
 func OpenDSN(dsn string) (*sql.DB, Dialect, error) {
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {
+		// A DSN with an @ may hold a password: it is not quoted.
+		if strings.Contains(dsn, "@") {
+			return nil, 0, fmt.Errorf("txbox: the DSN has no scheme (no \"://\"); give sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host/db")
+		}
 		return nil, 0, fmt.Errorf("txbox: DSN %q has no scheme; give sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host/db", dsn)
 	}
 	switch strings.ToLower(scheme) {
@@ -222,7 +226,26 @@ func OpenDSN(dsn string) (*sql.DB, Dialect, error) {
 		}
 		return db, Postgres, nil
 	}
+	if !validScheme(scheme) {
+		// What stands before "://" is then not a scheme, and may be a
+		// mistyped user:password@host: it is not quoted.
+		return nil, 0, fmt.Errorf("txbox: the DSN does not start with a scheme (letters, digits, +, - or . before \"://\"); give sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host/db")
+	}
 	return nil, 0, fmt.Errorf("txbox: DSN scheme %q is not one this package speaks; give sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host/db", scheme)
+}
+
+// validScheme reports whether s is a URL scheme (RFC 3986 §3.1): a letter,
+// then letters, digits, "+", "-" or ".".
+func validScheme(s string) bool {
+	for i, c := range s {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // redact drops a password from a URL before it goes into a message.
