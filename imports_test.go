@@ -54,6 +54,7 @@ var layer = map[string]int{
 	"pkg/broker/pubframe":      25,
 	"pkg/broker/registry":      25,
 	"pkg/broker/replay":        25,
+	"pkg/broker/streamlife":    25, // below broker: a stream's attached connections and its stop and fence states
 	"pkg/broker/supervise":     25,
 	"pkg/broker/auth":          27, // above config: it compiles the auth: section
 	"pkg/broker/certs":         27, // above config: it loads the tls: section's files

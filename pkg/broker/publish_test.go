@@ -237,9 +237,7 @@ func TestWhereFiltersLiveAndReplayAlike(t *testing.T) {
 func publisherOf(t *testing.T, srv *Server, stream string) *publisher {
 	t.Helper()
 	st := srv.reg.Get(stream)
-	st.life.mu.Lock()
-	defer st.life.mu.Unlock()
-	for c := range st.life.conns {
+	for _, c := range st.life.Conns() {
 		if c.pub != nil {
 			return c.pub
 		}
