@@ -47,6 +47,7 @@ var layer = map[string]int{
 	"pkg/broker/config":        25,
 	"pkg/broker/console":       25, // below broker: static files the routes serve; it imports nothing of the module
 	"pkg/broker/frame":         25,
+	"pkg/broker/inbox":         25, // below broker: the bounded queue between publishers and the committer
 	"pkg/broker/listener":      25, // below broker: the listener and http.Server the routes are served on
 	"pkg/broker/marks":         25,
 	"pkg/broker/metrics":       25,

@@ -200,7 +200,7 @@ func (st *stream) resumeOldLog(ctx context.Context) error {
 		_ = st.closeLog()
 		return err
 	}
-	st.inbox.reopen()
+	st.inbox.Reopen()
 	st.start()
 	st.unfence(false)
 	return nil

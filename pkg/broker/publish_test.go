@@ -327,10 +327,7 @@ func TestMaxInboundHoldsPublishersBack(t *testing.T) {
 			if e := streamStats(srv, "trades").EndOffset; *e != int64(1+pubs*frames*c.size) {
 				t.Fatalf("end_offset %d, want %d", *e, 1+pubs*frames*c.size)
 			}
-			in := &srv.reg.Get("trades").inbox
-			in.mu.Lock()
-			peak := in.peak
-			in.mu.Unlock()
+			peak := srv.reg.Get("trades").inbox.Peak()
 			switch {
 			case peak > c.want:
 				t.Fatalf("%d rows were queued for commit at once; max_inbound is %d and frames hold %d rows", peak, cfg.Limits.MaxInbound, c.size)

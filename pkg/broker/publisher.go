@@ -252,7 +252,7 @@ func (p *publisher) handle(typ int, data []byte) {
 	}
 	if j != nil {
 		p.c.holding.Store(true) // put may wait for room under max_inbound
-		ok := st.inbox.put(j)
+		ok := st.inbox.Put(j, len(j.rows))
 		p.c.holding.Store(false)
 		if !ok {
 			p.resolve(slot, frame.ErrorReply(wire.ReplyCommitFailed, "the server is stopping this stream; nothing was committed, so sending these rows again is safe"))

@@ -86,7 +86,7 @@ func (st *stream) fence(conns []*wsConn) {
 			c.pub.fence()
 		}
 	}
-	st.inbox.stop()
+	st.inbox.Stop()
 	st.life.WaitReaders()
 }
 
@@ -97,7 +97,7 @@ func (st *stream) drain() {
 	if st.relay != nil {
 		st.relay.Stop()
 	}
-	st.inbox.close()
+	st.inbox.Close()
 	if st.life.committed != nil {
 		<-st.life.committed
 	}
@@ -152,7 +152,7 @@ func (st *stream) swapLog(ctx context.Context, next *stream) error {
 		return err
 	}
 	st.refilter(seam)
-	st.inbox.reopen()
+	st.inbox.Reopen()
 	st.start()
 	return nil
 }

@@ -407,7 +407,7 @@ func (s *Server) teardown(ent *listener.Listener) error {
 	// 3. Commit what was accepted, fan it out and acknowledge it; each
 	// publisher closes with 1001 once its replies are written.
 	for _, st := range streams {
-		st.inbox.close()
+		st.inbox.Close()
 	}
 	for _, st := range streams {
 		st.drain()
