@@ -47,6 +47,7 @@ var layer = map[string]int{
 	"pkg/broker/config":        25,
 	"pkg/broker/console":       25, // below broker: static files the routes serve; it imports nothing of the module
 	"pkg/broker/frame":         25,
+	"pkg/broker/inbox":         25, // below broker: the bounded queue between publishers and the committer
 	"pkg/broker/listener":      25, // below broker: the listener and http.Server the routes are served on
 	"pkg/broker/marks":         25,
 	"pkg/broker/metrics":       25,
@@ -54,6 +55,7 @@ var layer = map[string]int{
 	"pkg/broker/pubframe":      25,
 	"pkg/broker/registry":      25,
 	"pkg/broker/replay":        25,
+	"pkg/broker/streamlife":    25, // below broker: a stream's attached connections and its stop and fence states
 	"pkg/broker/supervise":     25,
 	"pkg/broker/auth":          27, // above config: it compiles the auth: section
 	"pkg/broker/certs":         27, // above config: it loads the tls: section's files

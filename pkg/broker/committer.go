@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker/frame"
@@ -36,107 +35,6 @@ type job struct {
 	// read is when the frame was read, for the ack latency metric; zero
 	// when metrics are disabled.
 	read time.Time
-}
-
-// inbox holds the jobs of a durable stream until its committer takes them.
-// rows counts the rows queued or being committed, bounded by max_inbound.
-type inbox struct {
-	mu       sync.Mutex
-	nonEmpty sync.Cond // the committer waits for jobs
-	room     sync.Cond // publishers wait for room under max_inbound
-	jobs     []*job
-	rows     int
-	max      int
-	peak     int  // the most rows ever queued: max_inbound bounds it (tests observe the bound through it)
-	closed   bool // no more jobs: the committer drains and exits
-	stopping bool // shutdown: publishers stop waiting for room
-}
-
-func (in *inbox) init(max int) {
-	in.nonEmpty.L = &in.mu
-	in.room.L = &in.mu
-	in.max = max
-}
-
-// put queues j, waiting while the stream holds max_inbound rows (a frame
-// larger than the bound goes alone, when the inbox is empty). It reports false
-// when the inbox is closed.
-func (in *inbox) put(j *job) bool {
-	n := len(j.rows)
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	for !in.closed && !in.stopping && in.rows > 0 && in.rows+n > in.max {
-		in.room.Wait()
-	}
-	if in.closed {
-		return false
-	}
-	in.jobs = append(in.jobs, j)
-	in.rows += n
-	in.peak = max(in.peak, in.rows)
-	in.nonEmpty.Signal()
-	return true
-}
-
-// take waits for jobs and returns them: everything queued (up to
-// maxGroupRows, at least one job) with group commit, else one job. It returns
-// nil once the inbox is closed and empty.
-func (in *inbox) take(group bool, dst []*job) []*job {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	for len(in.jobs) == 0 && !in.closed {
-		in.nonEmpty.Wait()
-	}
-	if len(in.jobs) == 0 {
-		return nil
-	}
-	k := 1
-	if group {
-		rows := len(in.jobs[0].rows)
-		for k < len(in.jobs) && rows+len(in.jobs[k].rows) <= maxGroupRows {
-			rows += len(in.jobs[k].rows)
-			k++
-		}
-	}
-	dst = append(dst[:0], in.jobs[:k]...)
-	rest := copy(in.jobs, in.jobs[k:])
-	clear(in.jobs[rest:])
-	in.jobs = in.jobs[:rest]
-	return dst
-}
-
-// release gives back the room of n committed (or failed) rows.
-func (in *inbox) release(n int) {
-	in.mu.Lock()
-	in.rows -= n
-	in.room.Broadcast()
-	in.mu.Unlock()
-}
-
-// close stops the inbox: queued jobs are still taken, new ones refused.
-func (in *inbox) close() {
-	in.mu.Lock()
-	in.closed = true
-	in.nonEmpty.Broadcast()
-	in.room.Broadcast()
-	in.mu.Unlock()
-}
-
-// reopen takes jobs again after close, for the committer a migration
-// starts over the new log; the old committer has returned.
-func (in *inbox) reopen() {
-	in.mu.Lock()
-	in.closed, in.stopping = false, false
-	in.mu.Unlock()
-}
-
-// stop releases publishers waiting for room (shutdown: what they hold is
-// accepted and committed, the bound notwithstanding).
-func (in *inbox) stop() {
-	in.mu.Lock()
-	in.stopping = true
-	in.room.Broadcast()
-	in.mu.Unlock()
 }
 
 // committed is a group the committer appended (or failed to), on its way to
@@ -196,7 +94,7 @@ func (s *stream) commit() {
 		case reuse = <-spare:
 		default:
 		}
-		jobs := s.inbox.take(s.cfg.GroupCommit, reuse.jobs)
+		jobs := s.inbox.Take(s.cfg.GroupCommit, maxGroupRows, reuse.jobs)
 		if jobs == nil {
 			return
 		}
@@ -320,7 +218,7 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 			}
 		}
 		d.pubs = answerJobs(g.jobs, d.pubs)
-		s.inbox.release(g.taken)
+		s.inbox.Release(g.taken)
 		return
 	}
 	if cap(d.replies) < len(g.jobs) {
@@ -336,7 +234,7 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 	// queued ahead of its 4409.
 	s.marks.Done(g.jobs)
 	clear(replies)
-	s.inbox.release(g.taken)
+	s.inbox.Release(g.taken)
 }
 
 // answerJobs hands each job's answer to its publisher, one call per

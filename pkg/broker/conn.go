@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -434,7 +433,7 @@ func (c *wsConn) writeFrames(ctrl, batch [][]byte, closing []byte) error {
 // A plain TCP connection takes them all in one writev. A TLS connection
 // has no writev: net.Buffers would make each frame a record of its own,
 // sealed and written with a syscall of its own, so the frames are copied
-// into one buffer of up to sealChunk bytes first, which TLS seals as a few
+// into one buffer of up to frame.SealChunk bytes first, which TLS seals as a few
 // records of 16 KiB. The copy costs less than the records and syscalls it
 // saves (BenchmarkWriteBatchTLS).
 func (c *wsConn) writeBatch(frames [][]byte) (int64, error) {
@@ -442,51 +441,7 @@ func (c *wsConn) writeBatch(frames [][]byte) (int64, error) {
 		bufs := net.Buffers(frames)
 		return bufs.WriteTo(c.nc)
 	}
-	return writeCoalesced(c.nc, frames)
-}
-
-// sealChunk bounds the buffer frames are copied into over TLS: four full
-// TLS records.
-const sealChunk = 64 << 10
-
-var sealBufs = sync.Pool{New: func() any { b := make([]byte, 0, sealChunk); return &b }}
-
-// writeCoalesced writes frames to w as buffers of up to sealChunk bytes;
-// a frame as large as a buffer is written as it is, uncopied.
-func writeCoalesced(w io.Writer, frames [][]byte) (int64, error) {
-	bp := sealBufs.Get().(*[]byte)
-	b := (*bp)[:0]
-	defer func() {
-		*bp = b[:0]
-		sealBufs.Put(bp)
-	}()
-	var total int64
-	flush := func() error {
-		if len(b) == 0 {
-			return nil
-		}
-		n, err := w.Write(b)
-		total += int64(n)
-		b = b[:0]
-		return err
-	}
-	for _, f := range frames {
-		if len(b)+len(f) > sealChunk {
-			if err := flush(); err != nil {
-				return total, err
-			}
-		}
-		if len(f) >= sealChunk {
-			n, err := w.Write(f)
-			total += int64(n)
-			if err != nil {
-				return total, err
-			}
-			continue
-		}
-		b = append(b, f...)
-	}
-	return total, flush()
+	return frame.WriteCoalesced(c.nc, frames)
 }
 
 // writeDirect writes b from the goroutine that owns the socket (the replay).

@@ -210,7 +210,7 @@ func (st *stream) resumeOldLog(ctx context.Context) error {
 		_ = st.closeLog()
 		return err
 	}
-	st.inbox.reopen()
+	st.inbox.Reopen()
 	st.start()
 	st.unfence(false)
 	return nil

@@ -87,12 +87,12 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 		return
 	}
 	defer s.unregister(c)
-	if st != nil && !st.register(c) {
+	if st != nil && !st.life.Register(c) {
 		// The stream left the registry between the lookup and now: it is
 		// stopping, and serves no new connection.
 		st, isPub = nil, false
 	} else if st != nil {
-		defer st.unregister(c)
+		defer st.life.Unregister(c)
 	}
 
 	var sub *subscriber
@@ -118,7 +118,7 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 		c.refuse(&wire.ExactlyOnceUnavailable{Why: "stream"})
 	case isPub:
 		// A publisher is fenced, not waited for, by a migration
-		// (addPublisherReader).
+		// (streamlife.Life.AddReader).
 		release()
 		s.publish(c.pub)
 	default:

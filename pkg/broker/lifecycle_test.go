@@ -42,7 +42,8 @@ func TestRetiredStreamGetsOnlyTheRetainChild(t *testing.T) {
 	}
 
 	srv = startServer(t, cfg)
-	dirs, retired, _, err := srv.durableLogs()
+	logs, err := srv.maintainedLogs()
+	dirs, retired := logs.Live, logs.Retired
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,8 @@ func TestServeServesTheMigratedLog(t *testing.T) {
 	one := int64(1) // the distance to the seam is past max_replay: the count of held rows decides
 	cfg.Streams[0].MaxReplay = &one
 	srv = startServer(t, cfg)
-	dirs, _, _, err := srv.durableLogs()
+	logs, err := srv.maintainedLogs()
+	dirs := logs.Live
 	if err != nil {
 		t.Fatal(err)
 	}

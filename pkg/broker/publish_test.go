@@ -237,9 +237,7 @@ func TestWhereFiltersLiveAndReplayAlike(t *testing.T) {
 func publisherOf(t *testing.T, srv *Server, stream string) *publisher {
 	t.Helper()
 	st := srv.reg.Get(stream)
-	st.life.mu.Lock()
-	defer st.life.mu.Unlock()
-	for c := range st.life.conns {
+	for _, c := range st.life.Conns() {
 		if c.pub != nil {
 			return c.pub
 		}
@@ -329,10 +327,7 @@ func TestMaxInboundHoldsPublishersBack(t *testing.T) {
 			if e := streamStats(srv, "trades").EndOffset; *e != int64(1+pubs*frames*c.size) {
 				t.Fatalf("end_offset %d, want %d", *e, 1+pubs*frames*c.size)
 			}
-			in := &srv.reg.Get("trades").inbox
-			in.mu.Lock()
-			peak := in.peak
-			in.mu.Unlock()
+			peak := srv.reg.Get("trades").inbox.Peak()
 			switch {
 			case peak > c.want:
 				t.Fatalf("%d rows were queued for commit at once; max_inbound is %d and frames hold %d rows", peak, cfg.Limits.MaxInbound, c.size)

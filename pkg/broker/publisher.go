@@ -35,7 +35,7 @@ type publisher struct {
 	id string
 	eo *marks.Holder
 
-	gen int64 // st's log generation it was built in (see addPublisherReader)
+	gen int64 // st's log generation it was built in (see streamlife.Life.AddReader)
 
 	mu         sync.Mutex
 	cond       sync.Cond    // the reader waits for in-flight room; shutdown waits for owed == 0
@@ -68,7 +68,7 @@ type publisher struct {
 // publisher id ("" for a plain publisher).
 func newPublisher(c *wsConn, st *stream, id string) *publisher {
 	// owed starts at 1: the greeting counts until it is written.
-	p := &publisher{c: c, st: st, max: st.limits.MaxInFlight, owed: 1, id: id, gen: st.generation(), dec: pubframe.Decoder{Schema: st.sch}}
+	p := &publisher{c: c, st: st, max: st.limits.MaxInFlight, owed: 1, id: id, gen: st.life.Generation(), dec: pubframe.Decoder{Schema: st.sch}}
 	p.cond.L = &p.mu
 	c.pub = p
 	c.afterWrite = p.written
@@ -83,8 +83,8 @@ func (srv *Server) publish(p *publisher) {
 	st.publishers.Add(1)
 	defer st.publishers.Add(-1)
 
-	if !st.addPublisherReader(p.gen) {
-		c.close(wire.CloseGoingAway, st.goingAwayReason())
+	if !st.life.AddReader(p.gen) {
+		c.close(wire.CloseGoingAway, st.life.GoingAway())
 		return
 	}
 	var mark *wire.PublisherMark
@@ -92,7 +92,7 @@ func (srv *Server) publish(p *publisher) {
 		m, ok := p.claim()
 		defer st.marks.Release(p.eo)
 		if !ok {
-			st.life.pubReaders.Done()
+			st.life.ReaderDone()
 			c.close(wire.CloseSuperseded, (&wire.Superseded{Publisher: p.id}).Reason())
 			return
 		}
@@ -104,14 +104,14 @@ func (srv *Server) publish(p *publisher) {
 	}
 	c.enqueue(st.greetingWith(end, nil, nil, mark))
 	stopping := p.readFrames()
-	st.life.pubReaders.Done()
+	st.life.ReaderDone()
 
 	switch {
 	case stopping:
 		// Shutdown: every frame read so far is committed and answered
 		// before the 1001 (the committer drains after every reader stopped).
 		p.waitOwed(30 * time.Second)
-		c.close(wire.CloseGoingAway, st.goingAwayReason())
+		c.close(wire.CloseGoingAway, st.life.GoingAway())
 	case p.isSuperseded():
 		// The frames this connection queued are answered first, then 4409:
 		// its peer learns exactly which of them landed.
@@ -252,7 +252,7 @@ func (p *publisher) handle(typ int, data []byte) {
 	}
 	if j != nil {
 		p.c.holding.Store(true) // put may wait for room under max_inbound
-		ok := st.inbox.put(j)
+		ok := st.inbox.Put(j, len(j.rows))
 		p.c.holding.Store(false)
 		if !ok {
 			p.resolve(slot, frame.ErrorReply(wire.ReplyCommitFailed, "the server is stopping this stream; nothing was committed, so sending these rows again is safe"))

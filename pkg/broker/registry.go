@@ -10,7 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/internal/waitfor"
+	"github.com/streamcast/streamcast/pkg/broker/streamlife"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -20,19 +20,15 @@ import (
 // and go while the others serve (Server.Reload), so every lookup goes
 // through it. A stream leaves the registry before it starts stopping: a
 // connection that arrives afterwards is refused 4404, never attached to a
-// half-stopped stream (see streamLife.register for one that looked it up
-// just before).
+// half-stopped stream (see streamlife.Life.Register for one that looked it
+// up just before).
 
 // streamLife is what starting and stopping one stream takes, beside its
-// log and its fan-out set: the connections attached to it, its publisher
-// readers and its committer goroutine, which the stream owns and waits for.
+// log and its fan-out set: the connections attached to it and its
+// publisher readers (package streamlife), and its committer goroutine,
+// which the stream owns and waits for.
 type streamLife struct {
-	mu        sync.Mutex
-	conns     map[*wsConn]struct{}
-	stopping  bool
-	fenced    bool   // migrating: no publisher reader joins, subscribers stay
-	gen       int64  // bumped by each swap of the log; a publisher built before one is refused
-	goingAway string // the 1001 reason its connections get once stopping or fenced
+	streamlife.Life[*wsConn]
 
 	// swap guards what a migration replaces under the stream's
 	// subscribers (log, schema, metadata, marks: swapLog). A connection
@@ -41,65 +37,11 @@ type streamLife struct {
 	// takes it: the hot path is as before.
 	swap sync.RWMutex
 
-	handlers   sync.WaitGroup  // connections registered with the stream, until they end
-	pubReaders sync.WaitGroup  // publisher read loops still able to queue rows
-	committed  <-chan struct{} // closed when the committer returned; nil when none started
+	committed <-chan struct{} // closed when the committer returned; nil when none started
 
 	// tiers is the log /stats reads the tiers of: set once the log is open,
 	// cleared before it is closed (nil on a live-only stream).
 	tiers atomic.Pointer[logstore.Log]
-}
-
-// register attaches c to st, so stopping st closes it and waits for it. It
-// reports false once st is stopping: the caller refuses the connection
-// (4404), for st has left the registry.
-func (st *stream) register(c *wsConn) bool {
-	l := &st.life
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stopping {
-		return false
-	}
-	if l.conns == nil {
-		l.conns = map[*wsConn]struct{}{}
-	}
-	l.conns[c] = struct{}{}
-	l.handlers.Add(1)
-	return true
-}
-
-// unregister undoes register, once the connection has ended.
-func (st *stream) unregister(c *wsConn) {
-	l := &st.life
-	l.mu.Lock()
-	delete(l.conns, c)
-	l.mu.Unlock()
-	l.handlers.Done()
-}
-
-// addPublisherReader counts a publisher read loop stopping must wait for;
-// false once st is stopping or fenced for a migration, or when its log was
-// swapped since the publisher was built (gen: it decodes by the old schema).
-func (st *stream) addPublisherReader(gen int64) bool {
-	l := &st.life
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stopping || l.fenced || l.gen != gen {
-		return false
-	}
-	l.pubReaders.Add(1)
-	return true
-}
-
-// goingAwayReason is the 1001 reason for st's connections.
-func (st *stream) goingAwayReason() string {
-	l := &st.life
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.goingAway == "" {
-		return wire.GoingAwayReason(wire.WhyServerStopping)
-	}
-	return l.goingAway
 }
 
 // hold takes st's swap lock for reading: what a connection reads of st
@@ -109,14 +51,6 @@ func (st *stream) hold() (release func()) {
 	st.life.swap.RLock()
 	var once sync.Once
 	return func() { once.Do(st.life.swap.RUnlock) }
-}
-
-// generation is the number of log swaps so far; hold is held.
-func (st *stream) generation() int64 {
-	l := &st.life
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.gen
 }
 
 // start makes an open stream serve: /stats reads its log and, on a durable
@@ -141,20 +75,7 @@ func (st *stream) start() {
 
 // beginStop marks st stopping (no connection or publisher reader joins it
 // from now on) and returns the connections to close. why is the 1001's.
-func (st *stream) beginStop(why string) []*wsConn {
-	l := &st.life
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.stopping = true
-	if l.goingAway == "" {
-		l.goingAway = wire.GoingAwayReason(why)
-	}
-	conns := make([]*wsConn, 0, len(l.conns))
-	for c := range l.conns {
-		conns = append(conns, c)
-	}
-	return conns
-}
+func (st *stream) beginStop(why string) []*wsConn { return st.life.BeginStop(why) }
 
 // fence stops reading st's publishers; what they sent so far is accepted,
 // the max_inbound bound notwithstanding. It returns once no reader can
@@ -165,8 +86,8 @@ func (st *stream) fence(conns []*wsConn) {
 			c.pub.fence()
 		}
 	}
-	st.inbox.stop()
-	st.life.pubReaders.Wait()
+	st.inbox.Stop()
+	st.life.WaitReaders()
 }
 
 // drain closes the inbox and waits for the committer to commit, fan out and
@@ -176,7 +97,7 @@ func (st *stream) drain() {
 	if st.relay != nil {
 		st.relay.Stop()
 	}
-	st.inbox.close()
+	st.inbox.Close()
 	if st.life.committed != nil {
 		<-st.life.committed
 	}
@@ -185,7 +106,7 @@ func (st *stream) drain() {
 // closeSubscribers queues 1001 to every subscriber of st, behind the frames
 // already queued for it.
 func (st *stream) closeSubscribers(conns []*wsConn) {
-	reason := st.goingAwayReason()
+	reason := st.life.GoingAway()
 	for _, c := range conns {
 		if c.pub == nil {
 			c.close(websocket.CloseGoingAway, reason)
@@ -196,45 +117,18 @@ func (st *stream) closeSubscribers(conns []*wsConn) {
 // waitConns waits for every connection of st to end, dropping those still
 // open after the grace.
 func (st *stream) waitConns(conns []*wsConn, grace time.Duration) bool {
-	if waitfor.Group(&st.life.handlers, grace) {
-		return true
-	}
-	for _, c := range conns {
-		c.abort()
-	}
-	st.life.handlers.Wait()
-	return false
+	return st.life.WaitConns(conns, grace, (*wsConn).abort)
 }
 
 // fenceWrites begins a migration of st: no publisher reader joins it from
 // now on, and the publishers it has get 1001 (why) once what they sent is
 // committed and acknowledged. Its subscribers stay. It returns the
 // connections to fence.
-func (st *stream) fenceWrites(why string) []*wsConn {
-	l := &st.life
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.fenced = true
-	l.goingAway = wire.GoingAwayReason(why)
-	conns := make([]*wsConn, 0, len(l.conns))
-	for c := range l.conns {
-		conns = append(conns, c)
-	}
-	return conns
-}
+func (st *stream) fenceWrites(why string) []*wsConn { return st.life.Fence(why) }
 
 // unfence ends a migration: publishers join again, built from the
 // generation bumped (swapLog).
-func (st *stream) unfence(swapped bool) {
-	l := &st.life
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.fenced = false
-	l.goingAway = ""
-	if swapped {
-		l.gen++
-	}
-}
+func (st *stream) unfence(swapped bool) { st.life.Unfence(swapped) }
 
 // swapLog serves next, st's successor log, to st's subscribers: the
 // committer stopped and the old log closed, next's schema, sort order,
@@ -258,7 +152,7 @@ func (st *stream) swapLog(ctx context.Context, next *stream) error {
 		return err
 	}
 	st.refilter(seam)
-	st.inbox.reopen()
+	st.inbox.Reopen()
 	st.start()
 	return nil
 }

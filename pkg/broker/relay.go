@@ -4,14 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 
-	"github.com/streamcast/streamcast/internal/durable"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/streamlog"
 	"github.com/streamcast/streamcast/pkg/meta"
@@ -37,9 +32,9 @@ import (
 // (durable relays). A relay's log is a cache, not a stream of its own: it
 // gets no stream metadata (that names a stream's own identity, and its
 // copy lives under published:, where a relay writes nothing), only the
-// upstream's stream_id kept beside it (upstreamFile) so that a restart
-// against another stream behind the URL stops loudly rather than mix two
-// streams' offsets (I8).
+// upstream's stream_id kept beside it (streamlog.OpenCache) so that a
+// restart against another stream behind the URL stops loudly rather than
+// mix two streams' offsets (I8).
 func (s *stream) openRelay(ctx context.Context, root string) error {
 	clean, cred, err := s.cfg.UpstreamURL()
 	if err != nil {
@@ -61,23 +56,8 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 	var lg *logstore.Log
 	var kept string // the upstream stream_id recorded beside the log
 	if s.cfg.Durable {
-		lg, err = logstore.Open(dir, logstore.Writer, logstore.WithClock(s.srv.opts.Clock), logstore.WithIdleClose(streamlog.IdleClose))
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			lg = nil
-		case err != nil:
+		if lg, kept, err = streamlog.OpenCache(ctx, dir, home, s.name, s.srv.opts.Clock); err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
-		default:
-			if kept, err = readUpstreamID(home, s.name); err != nil {
-				_ = lg.Close()
-				return fmt.Errorf("stream %q: %w", s.name, err)
-			}
-			if lg, err = dropUnused(ctx, lg); err != nil {
-				return fmt.Errorf("stream %q: %w", s.name, err)
-			}
-			if lg == nil {
-				kept = "" // the new log records the upstream it starts from
-			}
 		}
 	}
 	closeLog := func() {
@@ -138,7 +118,8 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 		if err != nil {
 			return fmt.Errorf("stream %q: find where the relay of %s starts: %w", s.name, clean, err)
 		}
-		if lg, err = s.createRelayLog(lay, start); err != nil {
+		sp := streamlog.Spec{Stream: s.cfg, Schema: s.sch, Server: s.storageConfig(), Clock: s.srv.opts.Clock}
+		if lg, err = streamlog.CreateCache(sp, lay, start); err != nil {
 			r.Stop()
 			return err
 		}
@@ -147,7 +128,7 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 	if kept == "" {
 		// A new log, or one kept before the relay recorded its upstream:
 		// the stream it mirrors from now on is this one.
-		if err := writeUpstreamID(home, s.name, g.StreamID); err != nil {
+		if err := streamlog.RecordUpstream(home, s.name, g.StreamID); err != nil {
 			r.Stop()
 			_ = lg.Close()
 			return fmt.Errorf("stream %q: %w", s.name, err)
@@ -164,110 +145,6 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 	s.endOffset.Store(end)
 	// The log is a cache: serve's seal, compact and clean children keep
 	// it by the tiers' retention, and nothing publishes it (cacheLogs).
-	return nil
-}
-
-// dropUnused removes a relay's log that was made but never given a row
-// (serve stopped before the first arrived) and returns nil; it holds
-// nothing to resume from, so the relay starts afresh, where the upstream's
-// replay window is now, rather than at a start that window may have left.
-// Any other log is returned as it is.
-func dropUnused(ctx context.Context, lg *logstore.Log) (*logstore.Log, error) {
-	_, end, err := lg.Extent(ctx)
-	if err != nil {
-		_ = lg.Close()
-		return nil, fmt.Errorf("read the extent of %s: %w", lg.Dir(), err)
-	}
-	if end != lg.Config().Start {
-		return lg, nil
-	}
-	dir := lg.Dir()
-	if err := lg.Close(); err != nil {
-		return nil, err
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("remove the relay's unused log %s: %w", dir, err)
-	}
-	return nil, nil
-}
-
-// createRelayLog creates a relay's log, its first offset start.
-func (s *stream) createRelayLog(lay meta.Layout, start int64) (*logstore.Log, error) {
-	name := meta.LogName(s.name, 1)
-	lc, err := s.storageConfig().LogSettings(s.cfg, name)
-	if err != nil {
-		return nil, fmt.Errorf("stream %q: %w", s.name, err)
-	}
-	lc.Start = start
-	if err := os.MkdirAll(lay.StreamDir(s.name), 0o755); err != nil {
-		return nil, fmt.Errorf("stream %q: %w", s.name, err)
-	}
-	lg, err := logstore.Create(lay.LogDir(s.name, name), s.sch, lc, logstore.WithClock(s.srv.opts.Clock), logstore.WithIdleClose(streamlog.IdleClose))
-	if err != nil {
-		return nil, fmt.Errorf("stream %q: %w", s.name, err)
-	}
-	return lg, nil
-}
-
-// upstreamFile is where a durable relay keeps its upstream's stream_id, in
-// its stream directory beside the log: <root>/<stream>/<stream>.upstream.json.
-func upstreamFile(home, stream string) string {
-	return filepath.Join(home, stream+".upstream.json")
-}
-
-// upstreamRecord is upstreamFile's content.
-type upstreamRecord struct {
-	StreamID string `json:"upstream_stream_id"`
-}
-
-// readUpstreamID returns the stream_id recorded in upstreamFile, "" when
-// there is none (a log kept before relays recorded it).
-func readUpstreamID(home, stream string) (string, error) {
-	path := upstreamFile(home, stream)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("read the relay's upstream identity: %w", err)
-	}
-	var rec upstreamRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return "", fmt.Errorf("the relay's upstream identity %s does not parse (%v); restore it, or move the relay's directory %s aside to start the relay afresh", path, err, home)
-	}
-	return rec.StreamID, nil
-}
-
-// writeUpstreamID records id in upstreamFile, durably (written aside,
-// synced, renamed into place, directory synced).
-func writeUpstreamID(home, stream, id string) error {
-	path := upstreamFile(home, stream)
-	b, err := json.Marshal(upstreamRecord{StreamID: id})
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("record the relay's upstream identity: %w", err)
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = durable.SyncDir(home)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("record the relay's upstream identity in %s: %w", path, err)
-	}
 	return nil
 }
 

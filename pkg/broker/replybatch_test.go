@@ -10,10 +10,7 @@ import (
 // inboxRows is how many rows stream's inbox holds queued or being
 // committed: zero once every group taken has been answered.
 func inboxRows(srv *Server, stream string) int {
-	in := &srv.reg.Get(stream).inbox
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.rows
+	return srv.reg.Get(stream).inbox.Rows()
 }
 
 // TestRepliesOfOneCommitGroupLeaveInOneWrite: the replies to every frame a

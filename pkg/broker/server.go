@@ -213,7 +213,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		opts.CertPollInterval = DefaultCertPollInterval
 	}
 	if roles := cfg.Maintain.Roles(); len(roles) > 0 && opts.Executable == "" && slices.ContainsFunc(cfg.Streams, func(s config.Stream) bool { return s.Durable }) {
-		return nil, errNoExecutable(len(roles))
+		return nil, supervise.NoExecutable(len(roles))
 	}
 	s := &Server{
 		cfg:         cfg,
@@ -407,7 +407,7 @@ func (s *Server) teardown(ent *listener.Listener) error {
 	// 3. Commit what was accepted, fan it out and acknowledge it; each
 	// publisher closes with 1001 once its replies are written.
 	for _, st := range streams {
-		st.inbox.close()
+		st.inbox.Close()
 	}
 	for _, st := range streams {
 		st.drain()
@@ -451,112 +451,63 @@ func (s *Server) teardown(ent *listener.Listener) error {
 	return err
 }
 
-// durableLogs returns the absolute directories of the open logs of the
-// streams served, in registry order: live are the logs that take rows,
-// which every maintenance child runs over; retired are retired streams'
-// logs, fenced and wholly published (retire did both), so only the retain
-// child runs over them: their retention window still applies.
-// replicated are the live logs of the streams with replicate: true, which
-// the replicate child ships.
-func (s *Server) durableLogs() (live, retired, replicated []string, err error) {
+// maintainedLogs returns the absolute directories of the open logs of the
+// streams served, in registry order, by what the maintenance children do
+// with them: a retired stream's log is fenced and wholly published (retire
+// did both), so only retain runs over it; a relay's log is a cache of its
+// upstream's, which must never publish (docs/design.md §4.1).
+func (s *Server) maintainedLogs() (supervise.Logs, error) {
+	var out supervise.Logs
 	for _, st := range s.reg.List() {
-		if st.log == nil || st.relay != nil {
-			// A relay's log is a cache of its upstream's: it must never
-			// publish (cacheLogs lists it for the roles that keep it).
+		if st.log == nil {
 			continue
 		}
 		dir, err := filepath.Abs(st.log.Dir())
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("stream %q: %w", st.name, err)
+			return supervise.Logs{}, fmt.Errorf("stream %q: %w", st.name, err)
 		}
 		switch {
+		case st.relay != nil:
+			out.Cache = append(out.Cache, dir)
 		case st.retirement() != nil:
-			retired = append(retired, dir)
+			out.Retired = append(out.Retired, dir)
 		case st.cfg.Replicate:
-			live = append(live, dir)
-			replicated = append(replicated, dir)
+			out.Live = append(out.Live, dir)
+			out.Replicated = append(out.Replicated, dir)
 		default:
-			live = append(live, dir)
+			out.Live = append(out.Live, dir)
 		}
-	}
-	return live, retired, replicated, nil
-}
-
-// cacheLogs returns the absolute directories of the relay streams' logs,
-// in registry order: caches of their upstreams' logs, which seal, compact
-// and clean (by the tiers' retention alone) keep and nothing publishes
-// (docs/design.md §4.1).
-func (s *Server) cacheLogs() ([]string, error) {
-	var out []string
-	for _, st := range s.reg.List() {
-		if st.log == nil || st.relay == nil {
-			continue
-		}
-		dir, err := filepath.Abs(st.log.Dir())
-		if err != nil {
-			return nil, fmt.Errorf("stream %q: %w", st.name, err)
-		}
-		out = append(out, dir)
 	}
 	return out, nil
 }
 
 // restartMaintenance makes the maintenance children run over the logs of
-// the streams served now: one child per configured role over every durable
-// log, each ready before it returns. Children already running over exactly
-// these logs are left alone; otherwise they are stopped (SIGTERM: each
-// finishes its pass) and started again with the new --log list. Serve's
-// own writes go on meanwhile: a child only seals, publishes and cleans
-// what is committed, so no stream's writes are fenced. lifeMu is held.
+// the streams served now (supervise.Runner.Ensure). Serve's own writes go
+// on meanwhile: a child only seals, publishes and cleans what is
+// committed, so no stream's writes are fenced. lifeMu is held.
 func (s *Server) restartMaintenance(ctx context.Context) error {
-	dirs, retired, replicated, err := s.durableLogs()
+	logs, err := s.maintainedLogs()
 	if err != nil {
 		return err
-	}
-	cache, err := s.cacheLogs()
-	if err != nil {
-		return err
-	}
-	if s.children.Runs(dirs, retired, replicated, cache) {
-		return nil
 	}
 	m := s.cfg.Maintain
-	var roles []supervise.Schedule
-	for _, r := range m.Roles() {
-		roles = append(roles, supervise.Schedule(r))
+	sp := supervise.Spec{
+		Executable:   s.opts.Executable,
+		ConfigFile:   s.opts.ConfigFile,
+		FlushEvery:   m.FlushEvery,
+		ReadyTimeout: s.opts.ChildReadyTimeout,
+		Replicate:    s.cfg.Replicate.Args(nil, 0),
+		Overrides:    s.cfg.Tiers.MaintainOverrides(),
+		MaxOpenLogs:  m.MaxOpenLogs,
+		Logger:       s.logger,
 	}
-	if s.state.Load() == stateStarting && len(dirs) > 0 && !m.Runs(maintain.RoleSeal) {
+	for _, r := range m.Roles() {
+		sp.Roles = append(sp.Roles, supervise.Schedule(r))
+	}
+	if s.state.Load() == stateStarting && len(logs.Live) > 0 && !m.Runs(maintain.RoleSeal) {
 		s.logger.Warn("serve runs no seal role (maintain: false, --no-maintain or maintain.seal_every: 0): rows stay in each log's buffer unless you run `streamcast maintain --role seal` yourself")
 	}
-	if old := s.children.Replace(nil); old != nil {
-		old.Halt()
-	}
-	if len(dirs)+len(retired)+len(cache) == 0 || len(roles)+len(replicated) == 0 {
-		return nil
-	}
-	if s.opts.Executable == "" {
-		return errNoExecutable(len(roles) + min(len(replicated), 1))
-	}
-	sup := supervise.New(s.opts.Executable, s.opts.ConfigFile, roles, dirs, m.FlushEvery, s.opts.ChildReadyTimeout, s.logger)
-	sup.RetiredLogs = retired
-	sup.CacheLogs = cache
-	sup.ReplicateLogs = replicated
-	sup.Replicate = s.cfg.Replicate.Args(nil, 0)
-	sup.Overrides = s.cfg.Tiers.MaintainOverrides()
-	sup.MaxOpenLogs = m.MaxOpenLogs
-	s.children.Replace(sup)
-	if err := sup.Start(ctx); err != nil {
-		s.children.Replace(nil)
-		return err
-	}
-	return nil
-}
-
-// errNoExecutable refuses to run maintenance children when nothing says
-// which binary they run.
-func errNoExecutable(roles int) error {
-	return fmt.Errorf("maintain runs %d roles as child processes, but no streamcast executable was given to run them (Options.Executable); "+
-		"give one, or set maintain: false to run none", roles)
+	return s.children.Ensure(ctx, logs, sp)
 }
 
 // Close shuts the server down as cancelling Run's context does, and waits

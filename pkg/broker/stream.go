@@ -10,6 +10,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/frame"
+	"github.com/streamcast/streamcast/pkg/broker/inbox"
 	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/broker/metrics"
 	"github.com/streamcast/streamcast/pkg/broker/relay"
@@ -42,8 +43,8 @@ type stream struct {
 	// of the config's streams: list, which uses the server's.
 	storage *config.Config
 
-	inbox inbox      // durable streams: rows waiting for the committer
-	life  streamLife // its connections and committer, for starting and stopping it (registry.go)
+	inbox inbox.Inbox[*job] // durable streams: rows waiting for the committer
+	life  streamLife        // its connections and committer, for starting and stopping it (registry.go)
 
 	// marks is the exactly-once state of a stream declared exactly_once
 	// (nil otherwise); set by open, before the committer starts.
@@ -86,7 +87,7 @@ func newStream(srv *Server, cfg config.Stream, sch *schema.Schema, limits config
 	if !sch.IsAny() {
 		s.schemaJSON = sch.JSON()
 	}
-	s.inbox.init(limits.MaxInbound)
+	s.inbox.Init(limits.MaxInbound)
 	if srv.metrics != nil {
 		s.m = new(metrics.Stream)
 	}

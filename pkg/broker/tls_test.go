@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/tlstest"
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -404,61 +404,6 @@ func TestMutualTLS(t *testing.T) {
 	}
 }
 
-// TestWriteCoalescedKeepsFramesInOrder: the TLS write path hands every
-// byte over, in order, in buffers of at most sealChunk bytes (a frame
-// larger than that on its own, uncopied).
-func TestWriteCoalescedKeepsFramesInOrder(t *testing.T) {
-	var frames [][]byte
-	var want []byte
-	for i, n := range []int{10, 200, sealChunk - 5, 7, sealChunk, 3, sealChunk + 9, 1, 1} {
-		b := []byte(strings.Repeat(string(rune('a'+i)), n))
-		frames = append(frames, b)
-		want = append(want, b...)
-	}
-	for range 3000 {
-		b := []byte("[1,2,{}]")
-		frames = append(frames, b)
-		want = append(want, b...)
-	}
-	w := &writeRecorder{}
-	n, err := writeCoalesced(w, frames)
-	if err != nil || n != int64(len(want)) {
-		t.Fatalf("wrote %d bytes, err %v; want %d", n, err, len(want))
-	}
-	if string(w.all) != string(want) {
-		t.Fatal("the bytes written differ from the frames in order")
-	}
-	for i, l := range w.writes {
-		if l > sealChunk && l != sealChunk+9 {
-			t.Fatalf("write %d is %d bytes, over sealChunk %d", i, l, sealChunk)
-		}
-	}
-	if len(w.writes) > 10 {
-		t.Fatalf("%d writes for %d frames; the small frames were not coalesced", len(w.writes), len(frames))
-	}
-
-	// A failed write stops at once and reports the bytes taken.
-	fw := &writeRecorder{failAfter: 1}
-	if _, err := writeCoalesced(fw, frames); err == nil {
-		t.Fatal("a failed write was not reported")
-	}
-}
-
-type writeRecorder struct {
-	all       []byte
-	writes    []int
-	failAfter int
-}
-
-func (w *writeRecorder) Write(p []byte) (int, error) {
-	if w.failAfter > 0 && len(w.writes) >= w.failAfter {
-		return 0, errors.New("peer gone")
-	}
-	w.all = append(w.all, p...)
-	w.writes = append(w.writes, len(p))
-	return len(p), nil
-}
-
 // BenchmarkWriteBatchTLS measures the frame writer's two ways of handing a
 // batch of small frames to a TLS connection: net.Buffers (a record and a
 // syscall per frame, as a writev-less connection gets) against the copy
@@ -483,7 +428,7 @@ func BenchmarkWriteBatchTLS(b *testing.B) {
 						bufs := net.Buffers(scratch)
 						_, err = bufs.WriteTo(server)
 					} else {
-						_, err = writeCoalesced(server, frames)
+						_, err = frame.WriteCoalesced(server, frames)
 					}
 					if err != nil {
 						b.Fatal(err)

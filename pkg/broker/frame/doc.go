@@ -4,6 +4,8 @@
 // (I4), the replies to publishers, and the ping, pong and close frames.
 //
 // It sits below pkg/broker: broker imports it, and it must never import
-// broker or its other sub-packages. It only encodes bytes: it holds no
-// connection, no state and no lock, and never writes to a socket.
+// broker or its other sub-packages. It encodes bytes and, for a writer
+// without writev, coalesces them into few writes (WriteCoalesced): it holds
+// no connection and no lock, no state but a pool of copy buffers, and
+// never owns a socket.
 package frame

@@ -5,7 +5,9 @@
 // never creating it afresh (docs/design.md I8). Before the log is handed
 // over it checks that the log was created with the configured schema, that
 // the config agrees with what the log stores (published prefix, S3), and
-// the stream's history_guard.
+// the stream's history_guard. It also opens and creates a relay stream's
+// cache log, which has no stream metadata of its own, and keeps the
+// upstream stream_id recorded beside it (OpenCache, RecordUpstream).
 //
 // It sits above pkg/broker/config, whose stream and server settings it
 // reads, and below pkg/broker; it imports no other sub-package of broker.

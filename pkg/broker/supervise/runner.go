@@ -1,7 +1,6 @@
 package supervise
 
 import (
-	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -21,15 +20,6 @@ type Runner struct {
 
 // Current returns the Group running now, nil when there is none.
 func (r *Runner) Current() *Group { return r.cur.Load() }
-
-// Runs reports whether a Group runs now over exactly these logs: logs
-// (every role), retired (retain only), replicated (the replicate child)
-// and cache (the roles that keep a relay's cache).
-func (r *Runner) Runs(logs, retired, replicated, cache []string) bool {
-	g := r.cur.Load()
-	return g != nil && slices.Equal(g.Logs(), logs) && slices.Equal(g.RetiredLogs, retired) &&
-		slices.Equal(g.ReplicateLogs, replicated) && slices.Equal(g.CacheLogs, cache)
-}
 
 // Replace stores g (nil: none) as the running Group and returns the one it
 // replaced, whose children's restarts it keeps. It neither starts g nor
