@@ -209,6 +209,10 @@ func (f *Follower) Open(ctx context.Context) (*wire.Greeting, error) {
 		if errors.As(err, &ref) || (errors.As(err, &denied) && denied.Status != http.StatusTooManyRequests) {
 			return nil, err // the upstream answered: retrying would get the same
 		}
+		var untrusted *tls.CertificateVerificationError
+		if errors.As(err, &untrusted) {
+			return nil, err // the same certificate would fail again: the fix is in the config
+		}
 		if !waitfor.Sleep(ctx, wait) {
 			return nil, err
 		}
