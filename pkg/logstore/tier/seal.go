@@ -65,15 +65,17 @@ func sealAll(ctx context.Context, l *logstore.Log, flush bool) (sealed int64, er
 			if !ok {
 				return
 			}
+			// The ratio is read before the record is handed on: the
+			// writer releases it, and a released record has no bytes.
+			start = in.End
+			if in.JSONBytes > 0 {
+				ratio = float64(parquetfile.ArrowBytes(in.Rec)) / float64(in.JSONBytes)
+			}
 			select {
 			case ch <- built{in: in}:
 			case <-pctx.Done():
 				in.Rec.Release()
 				return
-			}
-			start = in.End
-			if in.JSONBytes > 0 {
-				ratio = float64(parquetfile.ArrowBytes(in.Rec)) / float64(in.JSONBytes)
 			}
 		}
 	}()
