@@ -173,6 +173,7 @@ func (s *stream) encodeIfWatched(rows [][]byte, first, ts int64) [][]byte {
 type delivery struct {
 	replies [][]byte     // exactly-once answers, by job
 	pubs    []*publisher // the publishers answered in this group
+	marked  []*job       // the group's exactly-once jobs, settled after answering
 }
 
 // deliverGroup fans a committed group out and acknowledges it (or answers
@@ -226,13 +227,22 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 	}
 	replies := d.replies[:len(g.jobs)]
 	s.marks.Record(g.jobs, g.first, failed, func(i int, a marks.Answer) { replies[i] = answerFrame(a) })
+	marked := d.marked[:0]
 	for i, j := range g.jobs {
 		j.answer = replies[i]
+		if j.MarkFrame().Marked() {
+			marked = append(marked, j)
+		}
 	}
+	// Once answered, a plain publisher's job may be recycled for its next
+	// frame at once, so only the marked jobs, which are never recycled, are
+	// touched after answerJobs.
 	d.pubs = answerJobs(g.jobs, d.pubs)
 	// Settled only once answered: a superseded connection's replies are then
 	// queued ahead of its 4409.
-	s.marks.Done(g.jobs)
+	s.marks.Done(marked)
+	clear(marked)
+	d.marked = marked[:0]
 	clear(replies)
 	s.inbox.Release(g.taken)
 }
