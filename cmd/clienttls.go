@@ -2,13 +2,13 @@ package cmd
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/charmbracelet/log"
 	"github.com/spf13/pflag"
+
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // clientTLS is the TLS flags of the commands that connect to a server
@@ -44,16 +44,12 @@ func (c *clientTLS) config(logger *log.Logger) (*tls.Config, error) {
 		logger.Warn("--insecure: the server's certificate is not verified, so anyone on the network path can read and change this connection; use --ca-file with the server's CA instead")
 		tc.InsecureSkipVerify = true
 	case c.caFile != "":
-		pem, err := os.ReadFile(c.caFile)
+		pool, err := wire.RootsWithCAFile(c.caFile)
+		if errors.Is(err, wire.ErrNoCertificate) {
+			return nil, fmt.Errorf("--ca-file %s holds no PEM certificate; give the certificate of the CA that signed the server's", c.caFile)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("--ca-file: %w", err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca-file %s holds no PEM certificate; give the certificate of the CA that signed the server's", c.caFile)
 		}
 		tc.RootCAs = pool
 	}

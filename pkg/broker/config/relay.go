@@ -2,10 +2,9 @@ package config
 
 import (
 	"crypto/tls"
-	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/streamcast/streamcast/internal/conf"
@@ -84,16 +83,12 @@ func (s *Stream) UpstreamTLS() (*tls.Config, error) {
 	if s.UpstreamCAFile == "" {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(s.UpstreamCAFile)
+	pool, err := wire.RootsWithCAFile(s.UpstreamCAFile)
+	if errors.Is(err, wire.ErrNoCertificate) {
+		return nil, fmt.Errorf("upstream_ca_file %s holds no PEM certificate; give the certificate of the CA that signed the upstream's certificate", s.UpstreamCAFile)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("upstream_ca_file: %w; give the PEM certificate of the CA that signed the upstream's certificate", err)
-	}
-	pool, err := x509.SystemCertPool()
-	if err != nil {
-		pool = x509.NewCertPool()
-	}
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("upstream_ca_file %s holds no PEM certificate; give the certificate of the CA that signed the upstream's certificate", s.UpstreamCAFile)
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 }
