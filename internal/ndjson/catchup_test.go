@@ -70,6 +70,7 @@ func streamSubscribers(ctx context.Context, statsURL, stream string) (int64, err
 	if err != nil {
 		return 0, err
 	}
+	req.Close = true // no idle connection left behind for goleak to find
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
