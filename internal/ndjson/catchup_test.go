@@ -3,7 +3,10 @@ package ndjson
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -12,7 +15,9 @@ import (
 
 	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
@@ -35,6 +40,52 @@ type catchUpStream struct {
 	root string
 	url  string // ws://…/trades
 	stop func()
+}
+
+// waitSubscribers polls the broker's /stats until the number of
+// subscribers attached to "trades" satisfies ok: a subscription the server
+// accepted and has not let go (a refused one never attaches).
+func (s *catchUpStream) waitSubscribers(ctx context.Context, ok func(int64) bool) error {
+	u, err := url.Parse(s.url)
+	if err != nil {
+		return err
+	}
+	u.Scheme, u.Path = "http", "/stats"
+	var last int64 = -1
+	for {
+		if n, err := streamSubscribers(ctx, u.String(), "trades"); err == nil && ok(n) {
+			return nil
+		} else if err == nil {
+			last = n
+		}
+		if !waitfor.Sleep(ctx, time.Millisecond) {
+			return fmt.Errorf("%w; /stats last showed %d subscribers", ctx.Err(), last)
+		}
+	}
+}
+
+// streamSubscribers reads one stream's subscriber count from /stats.
+func streamSubscribers(ctx context.Context, statsURL, stream string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statsURL, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Close = true // no idle connection left behind for goleak to find
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var st stats.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, fmt.Errorf("decode %s: %w", statsURL, err)
+	}
+	for _, s := range st.Streams {
+		if s.Name == stream {
+			return s.Subscribers, nil
+		}
+	}
+	return 0, fmt.Errorf("%s lists no stream %q", statsURL, stream)
 }
 
 func serveCatchUp(t *testing.T, root, schemaJSON string, maxReplay int64) *catchUpStream {
@@ -191,9 +242,15 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 	// Live publishing goes on while the tail catches up, and the tables
 	// keep being published, as the maintenance roles would. The first
 	// live rows (fewer than max_replay) go out while the first table read
-	// runs, so the join may fall anywhere in them; the rest only once that
-	// read has returned, so they reach a tail that has joined the socket.
-	// Whatever the machine's speed, the join is exercised.
+	// runs, so the join may fall anywhere in them. The rest wait until the
+	// tail's subscription is attached, as the server's /stats shows: a
+	// publisher that went on at once could outrun a tail on a loaded
+	// machine, its next subscription would be refused as too old, and
+	// every row would come from the tables (CI saw "102000 rows from the
+	// tables in 2 rounds, 0 from the socket"). Whatever the machine's
+	// speed, the join is exercised.
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
 	const early = 50
 	live := max(2000, n/50)
 	started, joined := make(chan struct{}), make(chan struct{})
@@ -210,8 +267,9 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 		}
 		// Batches of 8: a batch is fanned out at once, and the
 		// subscriber's queue holds 16 frames.
-		if err := s.publish(ctxT(t), n+1, early, false, 8); err != nil {
+		if err := s.publish(ctx, n+1, early, false, 8); err != nil {
 			t.Error(err)
+			cancel()
 			return
 		}
 		select {
@@ -219,8 +277,17 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 		case <-stopTables:
 			return
 		}
-		if err := s.publish(ctxT(t), n+1+early, live-early, false, 8); err != nil {
+		// The first round's throwaway connection has gone (the read
+		// waited for it), so the one subscriber now is the tail's own,
+		// which the server accepted: it follows live from here on.
+		if err := s.waitSubscribers(ctx, func(n int64) bool { return n > 0 }); err != nil {
+			t.Errorf("the tail did not attach to the live stream after reading the tables: %v", err)
+			cancel()
+			return
+		}
+		if err := s.publish(ctx, n+1+early, live-early, false, 8); err != nil {
 			t.Error(err)
+			cancel()
 		}
 	}()
 	go func() {
@@ -251,6 +318,12 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 	read := o.CatchUp
 	o.CatchUp = func(ctx context.Context, g *wire.Greeting, from int64, emit func(offset, ts int64, row []byte) error) (int64, error) {
 		rounds++
+		// A round reads the greeting on a connection of its own and
+		// closes it first; wait until the server has let it go, so a
+		// subscriber counted after this read is the tail's.
+		if err := s.waitSubscribers(ctx, func(n int64) bool { return n == 0 }); err != nil {
+			return 0, fmt.Errorf("the round's greeting connection stayed attached: %w", err)
+		}
 		next, err := read(ctx, g, from, func(offset, ts int64, row []byte) error {
 			fromTables++
 			startOnce.Do(func() { close(started) })
@@ -259,7 +332,7 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 		joinOnce.Do(func() { close(joined) })
 		return next, err
 	}
-	res, err := Tail(ctxT(t), s.url, &out, o)
+	res, err := Tail(ctx, s.url, &out, o)
 	if err != nil {
 		t.Fatal(err)
 	}

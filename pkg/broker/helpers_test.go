@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/streamcast/streamcast/internal/testbin"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
@@ -45,9 +46,7 @@ func TestMain(m *testing.M) {
 	helperForker = supervise.NewForker()
 	code := m.Run()
 	helperForker.Close() // its helpers were stopped by their tests' cleanups
-	if streamcastBinary.dir != "" {
-		_ = os.RemoveAll(streamcastBinary.dir)
-	}
+	testbin.Remove()     // streamcastExe's binary
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run: %v\n", err)
@@ -55,14 +54,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// streamcastBinary is the streamcast command, built on first use by the
-// tests that run it as a process (streamcastExe) and removed by TestMain.
-var streamcastBinary struct {
-	once      sync.Once
-	dir, path string
-	err       error
 }
 
 func runChild(cfgJSON, addrFile string) int {

@@ -22,6 +22,8 @@ import (
 
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/internal/testbin"
+
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -32,36 +34,14 @@ import (
 // The supervision tests run real processes, and read /proc and the
 // parent-death signal's effect: Linux only.
 
-// streamcastExe returns a streamcast binary built from this module, for
+// streamcastExe returns the streamcast command built from this module
+// (testbin.Streamcast, once per test binary; TestMain removes it), for
 // every process the test starts: serve, and the maintenance children serve
-// forks. It is built once per test binary (TestMain removes it). The real
-// command, not this test binary posing as one: broker's tests must not
-// import cmd (nothing may), and the supervision tests then drive the very
-// command lines serve renders against the flags `streamcast maintain`
-// really parses, and serve's real config loading.
+// forks. broker's tests must not import cmd (nothing may), nor
+// internal/brokertest (it imports broker).
 func streamcastExe(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts child processes")
-	}
-	b := &streamcastBinary
-	b.once.Do(func() {
-		b.dir, b.err = os.MkdirTemp("", "streamcast-broker-test-")
-		if b.err != nil {
-			return
-		}
-		path := filepath.Join(b.dir, "streamcast")
-		out, err := exec.Command("go", "build", "-o", path, "github.com/streamcast/streamcast").CombinedOutput()
-		if err != nil {
-			b.err = fmt.Errorf("go build the streamcast command: %w\n%s", err, out)
-			return
-		}
-		b.path = path
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
+	return testbin.Streamcast(t)
 }
 
 // maintainOf runs the roles given, at their intervals, and no other.

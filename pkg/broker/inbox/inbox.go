@@ -15,6 +15,11 @@ type Inbox[J any] struct {
 	peak     int  // the most rows ever queued: max_inbound bounds it
 	closed   bool // no more jobs: the committer drains and exits
 	stopping bool // shutdown: publishers stop waiting for room
+
+	// waiting, when set (tests only), is called with mu held each time a
+	// Put is about to wait for room: a test sees the wait itself rather
+	// than guessing it from a Put that has not returned yet.
+	waiting func()
 }
 
 // entry is a queued job and its row count.
@@ -37,6 +42,9 @@ func (in *Inbox[J]) Put(j J, rows int) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for !in.closed && !in.stopping && in.rows > 0 && in.rows+rows > in.max {
+		if in.waiting != nil {
+			in.waiting()
+		}
 		in.room.Wait()
 	}
 	if in.closed {

@@ -40,12 +40,26 @@ func TestPutWaitsForRoomUnderTheBound(t *testing.T) {
 	var in Inbox[int]
 	in.Init(10)
 	in.Put(1, 8)
+	// The hook runs with the lock held, just before Put waits: once it
+	// has signalled, Take and Release below can only run while Put waits.
+	waiting := make(chan struct{}, 1)
+	in.waiting = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
 	put := make(chan bool)
 	go func() { put <- in.Put(2, 5) }()
 	select {
 	case <-put:
 		t.Fatal("Put went past max rows without waiting for room")
-	case <-time.After(50 * time.Millisecond):
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Put neither returned nor waited for room within 10s")
+	}
+	if n := in.Rows(); n != 8 {
+		t.Fatalf("%d rows queued while Put waits, want 8: the waiting job must not count yet", n)
 	}
 	in.Take(false, 10, nil)
 	in.Release(8)

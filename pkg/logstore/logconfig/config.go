@@ -142,23 +142,10 @@ func (c Config) WithDefaults() Config {
 	if c.TargetFileBytes == 0 {
 		c.TargetFileBytes = DefaultTargetFileBytes
 	}
-	if c.StagingRetention == 0 {
-		c.StagingRetention = DefaultStagingRetention
-	}
-	if c.StagingMaxBytes == 0 {
-		c.StagingMaxBytes = DefaultStagingMaxBytes
-	}
-	if c.PublishedSnapshotRetention == 0 {
-		c.PublishedSnapshotRetention = DefaultPublishedSnapshotRetention
-	}
-	if c.DeleteGrace == 0 {
-		c.DeleteGrace = DefaultDeleteGrace
-	}
-	if c.LocalDeleteGrace == 0 {
-		c.LocalDeleteGrace = DefaultLocalDeleteGrace
-	}
-	if c.RetentionGrace == 0 {
-		c.RetentionGrace = DefaultRetentionGrace
+	for _, p := range c.policies() {
+		if *p.v == 0 {
+			*p.v = p.def
+		}
 	}
 	return c
 }
@@ -167,23 +154,11 @@ func (c Config) WithDefaults() Config {
 // from o. The shape of the log (sort order, published prefix, file
 // targets) is not a policy and is never overridden.
 func (c Config) Override(o Config) Config {
-	if o.StagingRetention != 0 {
-		c.StagingRetention = o.StagingRetention
-	}
-	if o.StagingMaxBytes != 0 {
-		c.StagingMaxBytes = o.StagingMaxBytes
-	}
-	if o.PublishedSnapshotRetention != 0 {
-		c.PublishedSnapshotRetention = o.PublishedSnapshotRetention
-	}
-	if o.DeleteGrace != 0 {
-		c.DeleteGrace = o.DeleteGrace
-	}
-	if o.LocalDeleteGrace != 0 {
-		c.LocalDeleteGrace = o.LocalDeleteGrace
-	}
-	if o.RetentionGrace != 0 {
-		c.RetentionGrace = o.RetentionGrace
+	ours, theirs := c.policies(), o.policies()
+	for i, p := range theirs {
+		if *p.v != 0 {
+			*ours[i].v = *p.v
+		}
 	}
 	if o.S3.Endpoint != "" {
 		c.S3.Endpoint = o.S3.Endpoint
@@ -197,6 +172,29 @@ func (c Config) Override(o Config) Config {
 	return c
 }
 
+// policy is one of a Config's retention and grace settings: where it is
+// (a duration is an int64 underneath) and its default.
+type policy struct {
+	name string // its key in the config file
+	v    *int64
+	def  int64
+}
+
+// policies lists c's retention and grace settings, the ones a
+// maintenance process may override, in one order for every Config: the one
+// list WithDefaults, Override and Validate walk, so a new setting cannot be
+// defaulted and forgotten by the override, or the other way round.
+func (c *Config) policies() []policy {
+	return []policy{
+		{"staging_retention", (*int64)(&c.StagingRetention), int64(DefaultStagingRetention)},
+		{"staging_max_bytes", &c.StagingMaxBytes, DefaultStagingMaxBytes},
+		{"published_snapshot_retention", (*int64)(&c.PublishedSnapshotRetention), int64(DefaultPublishedSnapshotRetention)},
+		{"delete_grace", (*int64)(&c.DeleteGrace), int64(DefaultDeleteGrace)},
+		{"local_delete_grace", (*int64)(&c.LocalDeleteGrace), int64(DefaultLocalDeleteGrace)},
+		{"retention_grace", (*int64)(&c.RetentionGrace), int64(DefaultRetentionGrace)},
+	}
+}
+
 // Validate checks c, the config of a log in dir, against its schema.
 func (c Config) Validate(dir string, sch *schema.Schema) error {
 	if c.Start < 1 {
@@ -205,20 +203,12 @@ func (c Config) Validate(dir string, sch *schema.Schema) error {
 	if c.TargetSealBytes < 0 {
 		return fmt.Errorf("target_seal_bytes is %d; it must be positive (or 0 for the default %d)", c.TargetSealBytes, DefaultTargetSealBytes)
 	}
-	for _, v := range []struct {
-		name string
-		n    int64
-	}{
-		{"target_file_bytes", c.TargetFileBytes},
-		{"staging_max_bytes", c.StagingMaxBytes},
-		{"staging_retention", int64(c.StagingRetention)},
-		{"published_snapshot_retention", int64(c.PublishedSnapshotRetention)},
-		{"delete_grace", int64(c.DeleteGrace)},
-		{"local_delete_grace", int64(c.LocalDeleteGrace)},
-		{"retention_grace", int64(c.RetentionGrace)},
-	} {
-		if v.n < 0 {
-			return fmt.Errorf("%s is negative; it must be positive (or 0 for the default)", v.name)
+	if c.TargetFileBytes < 0 {
+		return fmt.Errorf("target_file_bytes is negative; it must be positive (or 0 for the default %d)", DefaultTargetFileBytes)
+	}
+	for _, p := range c.policies() {
+		if *p.v < 0 {
+			return fmt.Errorf("%s is negative; it must be positive (or 0 for the default)", p.name)
 		}
 	}
 	if _, err := c.PublishedPrefix(dir); err != nil {
