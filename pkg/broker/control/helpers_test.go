@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/streamcast/streamcast/internal/testbin"
 	"io"
 	"net"
 	"net/http"
@@ -39,6 +40,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(root, os.Getenv(childAddrEnv), os.Getenv(killAtEnv)))
 	}
 	code := m.Run()
+	testbin.Remove() // the binary brokertest.Executable built, if a test asked for it
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run: %v\n", err)
