@@ -352,3 +352,31 @@ func TestMigrateWorksThroughTheLentWriter(t *testing.T) {
 	}
 	checkMigrated(t, f)
 }
+
+// TestMigrateKilledInCreateFinishesOnRerun: a migration killed while
+// logstore.Create built the next log's buffer.db (as buffer.db.new, torn)
+// left no buffer.db; the rerun removes what it left and finishes.
+func TestMigrateKilledInCreateFinishesOnRerun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a child process")
+	}
+	f := newFixture(t, "default", 23)
+	killedAt(t, f, "migrate", lifecycle.StepFenced, schemaV2)
+	dir := f.lay.LogDir(stream, "trades-v2")
+	if err := os.MkdirAll(dir+"/files", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"lock": "", "buffer.db.new": "SQLite format 3\x00 torn"} {
+		if err := os.WriteFile(dir+"/"+name, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := f.migrate(t, schemaV2)
+	if err != nil {
+		t.Fatalf("the rerun after a kill in Create: %v", err)
+	}
+	if !m.Resumed || m.To != "trades-v2" || m.Seam != 24 {
+		t.Errorf("the rerun: %+v; want a resumed migration to trades-v2 at 24", m)
+	}
+	checkMigrated(t, f)
+}

@@ -333,6 +333,8 @@ func removeUnborn(dir string) error {
 	for _, e := range entries {
 		switch e.Name() {
 		case "lock", "buffer.db-wal", "buffer.db-shm":
+		case "buffer.db.new":
+			// Create builds buffer.db under this name, then renames it.
 		case "files":
 			inner, err := os.ReadDir(dir + "/files")
 			if err != nil || len(inner) > 0 {
