@@ -49,6 +49,10 @@ type Migration struct {
 	Marks int
 	// Version is the metadata version that made To current.
 	Version int
+	// Log is To, open as the Writer, when Options.KeepNext asked for it
+	// and the migration made or finished To (nil when Unchanged): the
+	// caller owns it and closes it.
+	Log     *logstore.Log
 	Timings Timings
 }
 
@@ -157,7 +161,12 @@ func Migrate(ctx context.Context, s Stream, d Declaration, o Options) (*Migratio
 	if err != nil {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
-	defer next.Close()
+	kept := false
+	defer func() {
+		if !kept {
+			_ = next.Close()
+		}
+	}()
 	mig.Timings.Create = time.Since(t1)
 	o.after(StepCreated)
 
@@ -205,6 +214,9 @@ func Migrate(ctx context.Context, s Stream, d Declaration, o Options) (*Migratio
 	mig.Timings.Metadata += time.Since(t1)
 	o.after(StepCommitted)
 	mig.Differs = mig.Resumed && !equalPlan(plan, want)
+	if o.KeepNext {
+		mig.Log, kept = next, true
+	}
 	return mig, nil
 }
 
@@ -220,9 +232,9 @@ func openNext(dir string, sch *schema.Schema, cfg logstore.Config, o Options) (*
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return nil, err
 		}
-		return logstore.Create(dir, sch, cfg, logstore.WithClock(o.Clock))
+		return logstore.Create(dir, sch, cfg, o.nextOptions()...)
 	}
-	lg, err := logstore.Open(dir, logstore.Writer, logstore.WithClock(o.Clock))
+	lg, err := logstore.Open(dir, logstore.Writer, o.nextOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +249,11 @@ func openNext(dir string, sch *schema.Schema, cfg logstore.Config, o Options) (*
 			dir, st.Start, st.End, cfg.Start)
 	}
 	return lg, nil
+}
+
+// nextOptions are the options the next log is created or opened with.
+func (o Options) nextOptions() []logstore.Option {
+	return append([]logstore.Option{logstore.WithClock(o.Clock)}, o.NextOptions...)
 }
 
 // declared is a schema as the metadata records it: its JSON, or null.
