@@ -162,6 +162,9 @@ func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate
 	if cerr := old.Close(); cerr != nil {
 		s.logger.Error("close the log after its migration", "stream", name, "err", cerr)
 	}
+	if err != nil && next != nil {
+		_ = next.Close() // a migrate func hands over no log with an error; never leak one
+	}
 	if err != nil {
 		// The old log is whole unless the migration got as far as its
 		// intent (then it may be fenced, and only a rerun finishes it):
