@@ -122,9 +122,11 @@ func (r ctlRuntime) StopStream(_ context.Context, name string) error {
 // connection is setting up or replaying (the swap lock), the children
 // leave the old log, migrate runs over it (lent open: closing it here and
 // reopening it there cost two WAL checkpoints, disk flushes the other
-// streams' commits wait behind), it is closed, and the new log opens
-// under the same fan-out set from the seam on.
-func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate func(context.Context, *logstore.Log) error) (string, error) {
+// streams' commits wait behind), it is closed, and the new log serves
+// under the same fan-out set from the seam on: the one migrate made, kept
+// open with the options serve opens logs with (closing it there and
+// reopening it here cost the same again), or opened here.
+func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate func(context.Context, *logstore.Log, []logstore.Option) (*logstore.Log, error)) (string, error) {
 	s := r.s
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
@@ -153,11 +155,15 @@ func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate
 	if err := s.restartMaintenance(s.runCtx); err != nil {
 		s.logger.Error("the maintenance children did not restart over the new set of logs", "err", err)
 	}
-	err := migrate(ctx, old)
+	nst := s.newRegistered(sv)
+	next, err := migrate(ctx, old, nst.logSpec().Options())
 	// Done with the old log either way: a failed migration reopens it
 	// (resumeOldLog) to check what it left.
 	if cerr := old.Close(); cerr != nil {
 		s.logger.Error("close the log after its migration", "stream", name, "err", cerr)
+	}
+	if err != nil && next != nil {
+		_ = next.Close() // a migrate func hands over no log with an error; never leak one
 	}
 	if err != nil {
 		// The old log is whole unless the migration got as far as its
@@ -174,7 +180,7 @@ func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate
 		s.logger.Warn("stream migration failed; it serves on its old log", "stream", name, "log", st.log.Dir(), "end", st.endOffset.Load(), "err", err)
 		return "", &control.MigrationFailed{Err: err, Serving: true}
 	}
-	err = st.swapLog(s.runCtx, s.newRegistered(sv))
+	err = st.swapLog(s.runCtx, nst, next)
 	if err != nil {
 		s.stopAfterFailedMigration(st)
 		return "", err

@@ -44,10 +44,10 @@ func TestMigrateStreamKeepsSubscribersAndHoldsNewConnections(t *testing.T) {
 	entered, proceed := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := ctlRuntime{srv}.MigrateStream(context.Background(), sv, func(context.Context, *logstore.Log) error {
+		_, err := ctlRuntime{srv}.MigrateStream(context.Background(), sv, func(context.Context, *logstore.Log, []logstore.Option) (*logstore.Log, error) {
 			close(entered)
 			<-proceed
-			return nil
+			return nil, nil
 		})
 		done <- err
 	}()

@@ -136,11 +136,11 @@ func (st *stream) unfence(swapped bool) { st.life.Unfence(swapped) }
 // next. Its first offset is the old end (the seam), so the subscribers'
 // offsets go on with no gap and no overlap (I1). The swap lock is held for
 // writing.
-func (st *stream) swapLog(ctx context.Context, next *stream) error {
+func (st *stream) swapLog(ctx context.Context, next *stream, lg *logstore.Log) error {
 	seam := st.endOffset.Load()
 	st.cfg.Schema, st.cfg.SchemaFile, st.cfg.SortBy = next.cfg.Schema, next.cfg.SchemaFile, next.cfg.SortBy
 	st.sch, st.schemaJSON = next.sch, next.schemaJSON
-	if err := st.openLog(ctx, st.storageConfig().Root); err != nil {
+	if err := st.openLogWith(ctx, st.storageConfig().Root, lg); err != nil {
 		return err
 	}
 	if st.end != seam {

@@ -116,7 +116,21 @@ func (s *stream) open(ctx context.Context, root string) error {
 
 // openLog opens a durable stream's log (open, openRelay).
 func (s *stream) openLog(ctx context.Context, root string) error {
-	o, err := streamlog.Open(ctx, root, streamlog.Spec{Stream: s.cfg, Schema: s.sch, Server: s.storageConfig(), Clock: s.srv.opts.Clock, Logger: s.srv.logger})
+	return s.openLogWith(ctx, root, nil)
+}
+
+// logSpec is what streamlog needs to open the stream's log.
+func (s *stream) logSpec() streamlog.Spec {
+	return streamlog.Spec{Stream: s.cfg, Schema: s.sch, Server: s.storageConfig(), Clock: s.srv.opts.Clock, Logger: s.srv.logger}
+}
+
+// openLogWith is openLog taking over lg, the current log already open as
+// the Writer (a migration's new log), when it is not nil: checked as an
+// opened one, and closed on an error.
+func (s *stream) openLogWith(ctx context.Context, root string, lg *logstore.Log) error {
+	sp := s.logSpec()
+	sp.Log = lg
+	o, err := streamlog.Open(ctx, root, sp)
 	if err != nil {
 		return err
 	}

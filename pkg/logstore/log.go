@@ -167,7 +167,7 @@ func Create(dir string, sch *schema.Schema, cfg Config, opts ...Option) (*Log, e
 	// From here on everything in dir is ours: undo it on failure, so a
 	// retried Create does not find a half-made log in its way.
 	undo := func(err error) (*Log, error) {
-		for _, name := range []string{bufferFile, bufferFile + "-wal", bufferFile + "-shm", filesDir} {
+		for _, name := range []string{bufferFile, bufferFile + "-wal", bufferFile + "-shm", newBufferFile, filesDir} {
 			_ = os.RemoveAll(filepath.Join(dir, name))
 		}
 		lk.Release()

@@ -83,7 +83,12 @@ func (p dirPlace) get(_ context.Context, name string) ([]byte, error) {
 // directory should be fails with: it reads as nothing there.
 const errNotDirectory = syscall.ENOTDIR
 
-// tempFile writes data to a fresh file beside path and fsyncs it.
+// tempFile writes data to a fresh file beside path and fdatasyncs it:
+// its bytes and its size are all that must survive a crash, since its name
+// is only linked or renamed into place after, and made durable by the
+// directory's fsync. Its timestamps need not be, and skipping them spares
+// a journal commit of the inode's times that other streams' commits queue
+// behind.
 func tempFile(path string, data []byte) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", err
@@ -97,7 +102,7 @@ func tempFile(path string, data []byte) (string, error) {
 	}
 	_, err = f.Write(data)
 	if err == nil {
-		err = f.Sync()
+		err = durable.SyncData(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -338,23 +338,32 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 		return err
 	}
 	c.observe(name, func(o *Observed) { o.State = ObservedMigrating })
-	run := func(ctx context.Context, current *logstore.Log) error {
+	// run migrates, and returns the new log open when keep asked for it
+	// (Runtime.MigrateStream serves it); on an error it holds no log open.
+	run := func(ctx context.Context, current *logstore.Log, keep bool, next []logstore.Option) (*logstore.Log, error) {
 		if err := c.checkMigration(ctx, ls, sch); err != nil {
-			return err
+			return nil, err
 		}
 		d := lifecycle.Declaration{Schema: sch, Log: lc}
-		res, err := lifecycle.Migrate(ctx, ls, d, lifecycle.Options{Current: current})
+		o := lifecycle.Options{Current: current, KeepNext: keep, NextOptions: next}
+		res, err := lifecycle.Migrate(ctx, ls, d, o)
 		if err == nil && res.Differs {
 			// It finished a migration an earlier run began (to the schema
 			// that run's intent recorded); this one asks for another, and
 			// the declaration below must say what the log holds. Its
-			// current log is the one the first made, not the lent one.
-			_, err = lifecycle.Migrate(ctx, ls, d, lifecycle.Options{})
+			// current log is the one the first made, not the lent one:
+			// lent on to the second, and closed after it.
+			first := res.Log
+			o.Current = first
+			res, err = lifecycle.Migrate(ctx, ls, d, o)
+			if first != nil {
+				_ = first.Close()
+			}
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return c.reg.update(context.WithoutCancel(ctx), func(t tx) error {
+		err = c.reg.update(context.WithoutCancel(ctx), func(t tx) error {
 			cur, err := t.stream(name)
 			if err != nil || cur == nil {
 				return cmpErr(err, fmt.Errorf("stream %q is no longer registered", name))
@@ -367,6 +376,13 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 			}
 			return t.bumpCollection()
 		})
+		if err != nil {
+			if res.Log != nil {
+				_ = res.Log.Close()
+			}
+			return nil, err
+		}
+		return res.Log, nil
 	}
 	if !offline && c.rt.Serves(name).Served {
 		next := *rec
@@ -379,7 +395,9 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 			c.fail(name, err)
 			return err
 		}
-		id, err := c.rt.MigrateStream(ctx, *sv, run)
+		id, err := c.rt.MigrateStream(ctx, *sv, func(ctx context.Context, current *logstore.Log, next []logstore.Option) (*logstore.Log, error) {
+			return run(ctx, current, true, next)
+		})
 		var mf *MigrationFailed
 		if errors.As(err, &mf) && mf.Serving {
 			// Nothing moved: the stream serves the declaration it served.
@@ -400,7 +418,7 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 		c.served(ctx, rec, id)
 		return nil
 	}
-	if err := run(ctx, nil); err != nil {
+	if _, err := run(ctx, nil, false, nil); err != nil {
 		c.fail(name, err)
 		return err
 	}

@@ -30,9 +30,12 @@ type Runtime interface {
 	// migrate runs over its log (lent to it still open as the Writer, so
 	// the migration neither closes nor reopens it: lifecycle.Options.Current),
 	// the log is closed, and the new log (as sv declares it) serves from
-	// the seam on. On failure the stream is stopped. It returns the
-	// stream's id.
-	MigrateStream(ctx context.Context, sv Serve, migrate func(ctx context.Context, current *logstore.Log) error) (streamID string, err error)
+	// the seam on. migrate is given the options the runtime serves a log
+	// with, and returns the new log open as the Writer with them, which
+	// the runtime then owns and serves rather than closing and reopening
+	// it (lifecycle.Options.KeepNext), or nil for the runtime to open it.
+	// On failure the stream is stopped. It returns the stream's id.
+	MigrateStream(ctx context.Context, sv Serve, migrate func(ctx context.Context, current *logstore.Log, next []logstore.Option) (*logstore.Log, error)) (streamID string, err error)
 	// Serves reports what the server does with name now.
 	Serves(name string) Admission
 	// Static reports whether name is one of the config's streams: list,

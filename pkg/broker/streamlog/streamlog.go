@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -31,6 +32,22 @@ type Spec struct {
 	Server *config.Config // the server's config: root, published prefix, S3, tier settings
 	Clock  logstore.Clock // every log's clock; nil is the system clock
 	Logger *log.Logger    // receives what Open notices on the way
+	// Log, when set, is the current log already open as the Writer with
+	// Options (an online migration's new log, lifecycle.Options.KeepNext):
+	// Open checks it as it would a log it opened, and takes it over: it
+	// is the returned log, or closed on an error.
+	Log *logstore.Log
+}
+
+// Options are the options Open opens or creates the stream's log with.
+func (sp Spec) Options() []logstore.Option {
+	// A quiet stream's log lets its SQLite connections go, keeping only
+	// its lock: thousands of idle streams must fit in the descriptor limit.
+	opts := []logstore.Option{logstore.WithClock(sp.Clock), logstore.WithIdleClose(IdleClose)}
+	if sp.Stream.Replicate {
+		opts = append(opts, logstore.WithReplicatedWAL()) // the replicator checkpoints (docs/design.md §4.9)
+	}
+	return opts
 }
 
 // Opened is a durable stream's current log, open for writing, and what
@@ -54,6 +71,14 @@ type Opened struct {
 // and a stream with a history_guard is checked before Open returns. On an
 // error no log is left open.
 func Open(ctx context.Context, root string, sp Spec) (*Opened, error) {
+	o, err := open(ctx, root, sp)
+	if err != nil && sp.Log != nil {
+		_ = sp.Log.Close()
+	}
+	return o, err
+}
+
+func open(ctx context.Context, root string, sp Spec) (*Opened, error) {
 	srvCfg := sp.Server
 	lay, err := meta.NewLayout(root, srvCfg.Published)
 	if err != nil {
@@ -79,17 +104,13 @@ func Open(ctx context.Context, root string, sp Spec) (*Opened, error) {
 	if res.Outcome != meta.Found && res.Outcome != meta.Absent {
 		sp.Logger.Info("stream metadata "+res.Outcome.String(), "stream", sp.Stream.Name, "stream_id", res.Metadata.StreamID, "metadata", store.PublishedURI())
 	}
-	clock := logstore.WithClock(sp.Clock)
-	// A quiet stream's log lets its SQLite connections go, keeping only
-	// its lock: thousands of idle streams must fit in the descriptor limit.
-	idle := logstore.WithIdleClose(IdleClose)
-	var wal logstore.Option // nil: SQLite checkpoints after commits
-	if sp.Stream.Replicate {
-		wal = logstore.WithReplicatedWAL() // the replicator checkpoints (docs/design.md §4.9)
-	}
+	opts := sp.Options()
 	md := res.Metadata
 	var lg *logstore.Log
 	if md == nil {
+		if sp.Log != nil {
+			return nil, fmt.Errorf("stream %q: no metadata names the log %s it was given", sp.Stream.Name, sp.Log.Dir())
+		}
 		if g := historyGuard(sp); g != nil {
 			return nil, g.RefuseNew(sp.Server.Root, store.PublishedURI())
 		}
@@ -108,7 +129,7 @@ func Open(ctx context.Context, root string, sp Spec) (*Opened, error) {
 		if err := os.MkdirAll(lay.StreamDir(sp.Stream.Name), 0o755); err != nil {
 			return nil, fmt.Errorf("stream %q: %w", sp.Stream.Name, err)
 		}
-		lg, err = logstore.Create(dir, sp.Schema, lc, clock, wal, idle)
+		lg, err = logstore.Create(dir, sp.Schema, lc, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: %w", sp.Stream.Name, err)
 		}
@@ -129,7 +150,17 @@ func Open(ctx context.Context, root string, sp Spec) (*Opened, error) {
 			return nil, fmt.Errorf("stream %q: its metadata %s (version %d) names no log; restore the stream's home directory from a backup", sp.Stream.Name, store.HomeURI(), md.Version)
 		}
 		dir := lay.LogDir(sp.Stream.Name, cur.Name)
-		lg, err = logstore.Open(dir, logstore.Writer, clock, wal, idle)
+		if sp.Log != nil {
+			// The log the caller made current: the metadata must name it,
+			// as it names any log opened here.
+			if filepath.Clean(sp.Log.Dir()) != filepath.Clean(dir) {
+				return nil, fmt.Errorf("stream %q: its metadata %s (version %d) names log %s as current, not the log %s it was given",
+					sp.Stream.Name, store.HomeURI(), md.Version, cur.Name, sp.Log.Dir())
+			}
+			lg, err = sp.Log, nil
+		} else {
+			lg, err = logstore.Open(dir, logstore.Writer, opts...)
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("stream %q: its metadata %s (version %d) names log %s as current, but %s holds no log; "+
 				"a log is never created afresh under metadata that names it (docs/design.md I8): restore that directory from a backup",
@@ -183,6 +214,15 @@ func checkStoredFirst(sp Spec, lay meta.Layout) error {
 		return err
 	}
 	dir := lay.LogDir(sp.Stream.Name, logs[len(logs)-1])
+	if sp.Log != nil && filepath.Clean(sp.Log.Dir()) == filepath.Clean(dir) {
+		// The log given is the newest: its stored config is at hand, and
+		// opening it again read-only would cost its WAL a checkpoint
+		// when that handle closes.
+		if _, err := sp.Server.CheckStored(sp.Stream, dir, sp.Log.Config()); err != nil {
+			return fmt.Errorf("stream %q: %w", sp.Stream.Name, err)
+		}
+		return nil
+	}
 	lg, err := logstore.Open(dir, logstore.ReadOnly)
 	if err != nil {
 		return fmt.Errorf("stream %q: %w", sp.Stream.Name, err)

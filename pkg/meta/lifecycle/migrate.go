@@ -49,6 +49,10 @@ type Migration struct {
 	Marks int
 	// Version is the metadata version that made To current.
 	Version int
+	// Log is To, open as the Writer, when Options.KeepNext asked for it
+	// and the migration made or finished To (nil when Unchanged): the
+	// caller owns it and closes it.
+	Log     *logstore.Log
 	Timings Timings
 }
 
@@ -157,13 +161,21 @@ func Migrate(ctx context.Context, s Stream, d Declaration, o Options) (*Migratio
 	if err != nil {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
-	defer next.Close()
+	kept := false
+	defer func() {
+		if !kept {
+			_ = next.Close()
+		}
+	}()
 	mig.Timings.Create = time.Since(t1)
 	o.after(StepCreated)
 
 	t1 = time.Now()
 	marks, err := ses.lg.Marks(ctx)
-	if err == nil {
+	if err == nil && len(marks) > 0 {
+		// A stream without marks skips the import: the next log was
+		// made without any (a rerun finds it so too), and the import's
+		// commit would be the first into the next log's WAL, three syncs.
 		err = next.ImportMarks(ctx, marks)
 	}
 	if err != nil {
@@ -205,6 +217,9 @@ func Migrate(ctx context.Context, s Stream, d Declaration, o Options) (*Migratio
 	mig.Timings.Metadata += time.Since(t1)
 	o.after(StepCommitted)
 	mig.Differs = mig.Resumed && !equalPlan(plan, want)
+	if o.KeepNext {
+		mig.Log, kept = next, true
+	}
 	return mig, nil
 }
 
@@ -220,9 +235,9 @@ func openNext(dir string, sch *schema.Schema, cfg logstore.Config, o Options) (*
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return nil, err
 		}
-		return logstore.Create(dir, sch, cfg, logstore.WithClock(o.Clock))
+		return logstore.Create(dir, sch, cfg, o.nextOptions()...)
 	}
-	lg, err := logstore.Open(dir, logstore.Writer, logstore.WithClock(o.Clock))
+	lg, err := logstore.Open(dir, logstore.Writer, o.nextOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +252,11 @@ func openNext(dir string, sch *schema.Schema, cfg logstore.Config, o Options) (*
 			dir, st.Start, st.End, cfg.Start)
 	}
 	return lg, nil
+}
+
+// nextOptions are the options the next log is created or opened with.
+func (o Options) nextOptions() []logstore.Option {
+	return append([]logstore.Option{logstore.WithClock(o.Clock)}, o.NextOptions...)
 }
 
 // declared is a schema as the metadata records it: its JSON, or null.

@@ -352,3 +352,66 @@ func TestMigrateWorksThroughTheLentWriter(t *testing.T) {
 	}
 	checkMigrated(t, f)
 }
+
+// TestMigrateKilledInCreateFinishesOnRerun: a migration killed while
+// logstore.Create built the next log's buffer.db (as buffer.db.new, torn)
+// left no buffer.db; the rerun removes what it left and finishes.
+func TestMigrateKilledInCreateFinishesOnRerun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a child process")
+	}
+	f := newFixture(t, "default", 23)
+	killedAt(t, f, "migrate", lifecycle.StepFenced, schemaV2)
+	dir := f.lay.LogDir(stream, "trades-v2")
+	if err := os.MkdirAll(dir+"/files", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"lock": "", "buffer.db.new": "SQLite format 3\x00 torn"} {
+		if err := os.WriteFile(dir+"/"+name, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := f.migrate(t, schemaV2)
+	if err != nil {
+		t.Fatalf("the rerun after a kill in Create: %v", err)
+	}
+	if !m.Resumed || m.To != "trades-v2" || m.Seam != 24 {
+		t.Errorf("the rerun: %+v; want a resumed migration to trades-v2 at 24", m)
+	}
+	checkMigrated(t, f)
+}
+
+// TestMigrateHandsTheNextLogOverOpen: with KeepNext, Migrate returns the
+// log it moved the stream to still open as the Writer (serve takes it
+// over rather than closing and reopening it), made with NextOptions; the
+// caller owns it. An unchanged declaration hands nothing.
+func TestMigrateHandsTheNextLogOverOpen(t *testing.T) {
+	f := newFixture(t, "default", 23)
+	ctx := context.Background()
+	d := lifecycle.Declaration{Schema: mustSchema(t, schemaV2), Log: f.logConfig("", nil)}
+	m, err := lifecycle.Migrate(ctx, f.stream(), d, lifecycle.Options{KeepNext: true, NextOptions: []logstore.Option{logstore.WithIdleClose(time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Log == nil || m.Log.Dir() != f.lay.LogDir(stream, "trades-v2") {
+		t.Fatalf("Migrate handed over %v; want trades-v2 open", m.Log)
+	}
+	if st, err := m.Log.Status(ctx); err != nil || st.End != 24 || st.Fenced {
+		t.Errorf("the handed-over log: %+v, %v; want open, empty from 24", st, err)
+	}
+	var locked *logstore.LockedError
+	if lg, err := logstore.Open(m.Log.Dir(), logstore.Writer); !errors.As(err, &locked) {
+		if err == nil {
+			lg.Close()
+		}
+		t.Errorf("opening the handed-over log as another Writer: %v; want it locked by the handle", err)
+	}
+	if err := m.Log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkMigrated(t, f)
+	again, err := lifecycle.Migrate(ctx, f.stream(), d, lifecycle.Options{KeepNext: true})
+	if err != nil || !again.Unchanged || again.Log != nil {
+		t.Errorf("an unchanged migration with KeepNext: %+v, %v; want unchanged, no log handed over", again, err)
+	}
+}

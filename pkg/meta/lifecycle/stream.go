@@ -72,6 +72,16 @@ type Options struct {
 	// not the current one by the metadata is ignored (and then locks the
 	// operation out, as any other writer does).
 	Current *logstore.Log
+	// KeepNext makes Migrate hand the log it moved the stream to, open as
+	// the Writer, to the caller (Migration.Log), which serves it and
+	// closes it: serve taking over the new log instead of closing and
+	// reopening it saves the checkpoints of its close and of its open's
+	// reads, disk flushes the other streams' commits queue behind.
+	KeepNext bool
+	// NextOptions are the options the next log is created or opened with,
+	// after the clock: those of the caller that keeps it (serve's idle
+	// close, its replicated WAL).
+	NextOptions []logstore.Option
 }
 
 func (o Options) after(step string) {
@@ -333,6 +343,8 @@ func removeUnborn(dir string) error {
 	for _, e := range entries {
 		switch e.Name() {
 		case "lock", "buffer.db-wal", "buffer.db-shm":
+		case "buffer.db.new":
+			// Create builds buffer.db under this name, then renames it.
 		case "files":
 			inner, err := os.ReadDir(dir + "/files")
 			if err != nil || len(inner) > 0 {
