@@ -175,6 +175,7 @@ type delivery struct {
 	pubs    []*publisher // the publishers answered in this group
 	direct  []*publisher // those whose replies the deliverer writes itself
 	marked  []*job       // the group's exactly-once jobs, settled after answering
+	iov     iovecs       // writeNow's scratch space
 }
 
 // deliverGroup fans a committed group out and acknowledges it (or answers
@@ -276,7 +277,7 @@ func (d *delivery) answer(jobs []*job) {
 // fixed when the sockets were claimed, so only the syscalls happen here.
 func (d *delivery) writeDirect() {
 	for _, p := range d.direct {
-		p.writeDirect()
+		p.writeDirect(&d.iov)
 	}
 	clear(d.direct)
 	d.direct = d.direct[:0]

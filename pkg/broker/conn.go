@@ -228,13 +228,14 @@ func (c *wsConn) enqueueOrClaim(frames [][]byte) bool {
 // once goes at the head of the queue, for a writer goroutine started to
 // finish it, as do frames others queued meanwhile. A write error is left to
 // that writer, which meets it again and ends the connection as it always
-// does. It saves the wake-up of a writer goroutine per call.
-func (c *wsConn) writeClaimed(frames [][]byte) {
+// does. It saves the wake-up of a writer goroutine per call. iov is the
+// caller's scratch space.
+func (c *wsConn) writeClaimed(frames [][]byte, iov *iovecs) {
 	k := min(len(frames), writevFrames)
 	if h := c.srv.opts.writeHook; h != nil {
 		h(c, k)
 	}
-	n, err := writeNow(c.rc, frames[:k])
+	n, err := writeNow(c.rc, frames[:k], iov)
 	if n > 0 {
 		c.written.Add(n)
 		if c.st != nil {

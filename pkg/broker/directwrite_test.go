@@ -87,7 +87,8 @@ func TestDirectWriteKeepsOrderWhenTheKernelTakesPart(t *testing.T) {
 		t.Fatal("claimed a socket already claimed")
 	}
 	c.enqueue(frames(310, 10)...)
-	c.writeClaimed(batch)
+	var iov iovecs
+	c.writeClaimed(batch, &iov)
 	sent := 320
 	c.mu.Lock()
 	partial := c.writing // a tail went to a writer: the kernel did not take it all

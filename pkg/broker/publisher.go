@@ -343,9 +343,10 @@ func (p *publisher) answerJobs() (direct bool) {
 	return direct
 }
 
-// writeDirect writes the replies answerJobs kept for the deliverer.
-func (p *publisher) writeDirect() {
-	p.c.writeClaimed(p.direct)
+// writeDirect writes the replies answerJobs kept for the deliverer; iov is
+// the deliverer's scratch space.
+func (p *publisher) writeDirect(iov *iovecs) {
+	p.c.writeClaimed(p.direct, iov)
 	clear(p.direct)
 	p.direct = p.direct[:0]
 }

@@ -11,6 +11,9 @@ import (
 // writev of its own, every reply goes through the connection's writer.
 const directWrites = false
 
-func writeNow(syscall.RawConn, [][]byte) (int64, error) {
+// iovecs is writeNow's scratch space (none here).
+type iovecs struct{}
+
+func writeNow(syscall.RawConn, [][]byte, *iovecs) (int64, error) {
 	return 0, errors.New("direct writes are not supported on this platform")
 }
