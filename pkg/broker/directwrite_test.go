@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/broker/backlog"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // directPair is a wsConn over the server side of a real loopback TCP
@@ -114,5 +115,59 @@ func TestDirectWriteKeepsOrderWhenTheKernelTakesPart(t *testing.T) {
 	}
 	if n := written.Load(); n != int64(sent) {
 		t.Fatalf("%d frames counted as written, want %d", n, sent)
+	}
+}
+
+// TestRepliesBehindABusyWriterGoOutOnce: when a publisher's writer is busy
+// as its commit group is answered, the deliverer cannot claim the socket and
+// its replies queue behind the writer's frames, once. The writer is held
+// inside the write of a refusal (answered by the reader) while the next
+// frame commits and is answered; then every reply arrives in send order,
+// none twice.
+func TestRepliesBehindABusyWriterGoOutOnce(t *testing.T) {
+	var armed atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	srv := startServerWith(t, testConfig(t), Options{}, func(s *Server) {
+		s.opts.writeHook = func(c *wsConn, n int) {
+			if c.pub == nil || !armed.CompareAndSwap(true, false) {
+				return
+			}
+			close(entered)
+			select {
+			case <-release:
+			case <-time.After(30 * time.Second):
+			}
+		}
+	})
+	p := dialPublisher(t, srv, "trades")
+	armed.Store(true)
+	if err := p.send(`[]`); err != nil { // refused by the reader: its writer starts
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refusal's write never started")
+	}
+	if err := p.send(trade(1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the frame committed and answered behind the held writer", 10*time.Second, func() bool {
+		e := streamStats(srv, "trades").EndOffset
+		return e != nil && *e == 2 && inboxRows(srv, "trades") == 0
+	})
+	close(release)
+	if err := p.send(trade(2)); err != nil {
+		t.Fatal(err)
+	}
+	want := []wire.Reply{{Error: wire.ReplyBadFrame}, {OK: []int64{1}}, {OK: []int64{2}}}
+	for i, w := range want {
+		r, err := p.reply()
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		if r.Error != w.Error || !equalInts(r.OK, w.OK) {
+			t.Fatalf("reply %d: %+v, want error %q ok %v", i, r, w.Error, w.OK)
+		}
 	}
 }

@@ -381,11 +381,11 @@ func (p *publisher) queueAnsweredLocked(claim bool) (claimed bool) {
 	// claim waits behind the claimed frames.
 	switch {
 	case len(p.ready) == 0:
-	case claim && p.c.enqueueOrClaim(p.ready):
+	case !claim:
+		p.c.enqueue(p.ready...)
+	case p.c.enqueueOrClaim(p.ready):
 		p.direct = append(p.direct, p.ready...)
 		claimed = true
-	default:
-		p.c.enqueue(p.ready...)
 	}
 	clear(p.ready)
 	p.ready = p.ready[:0]
