@@ -41,7 +41,8 @@ const DefaultDropGrace = 10 * time.Second
 
 // wsConn is one upgraded connection. gorilla/websocket did the handshake and
 // reads frames; every write goes through this type's queue and is made by at
-// most one goroutine at a time (the writer, or the replay that precedes it),
+// most one goroutine at a time (the writer, the replay that precedes it, or
+// a stream's deliverer that claimed an idle socket for a publisher's replies),
 // straight to the net.Conn with batched writes: data frames arrive already
 // encoded (header and payload) and are shared, never copied, between
 // connections (I4).
