@@ -251,10 +251,19 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 	d.writeDirect()
 }
 
+// maxDirectWrites is how many publishers' replies a deliverer writes
+// itself per group (see publisher.answerJobs); the replies of any more go
+// to their writers as before. The saving is one goroutine wake-up each,
+// which matters where groups are small, with few publishers; with many,
+// the deliverer's syscalls would run one after another, and the next
+// group's fan-out behind them.
+const maxDirectWrites = 4
+
 // answer hands each job's answer to its publisher, one call per publisher
 // for all of its jobs in the group, and notes the publishers whose replies
-// the deliverer is to write itself (writeDirect). Only the stream's
-// deliverer calls it (it owns every publisher's answered list).
+// the deliverer is to write itself (writeDirect), up to maxDirectWrites.
+// Only the stream's deliverer calls it (it owns every publisher's answered
+// list).
 func (d *delivery) answer(jobs []*job) {
 	for _, j := range jobs {
 		p := j.pub
@@ -264,7 +273,7 @@ func (d *delivery) answer(jobs []*job) {
 		p.answered = append(p.answered, j)
 	}
 	for _, p := range d.pubs {
-		if p.answerJobs() {
+		if p.answerJobs(len(d.direct) < maxDirectWrites) {
 			d.direct = append(d.direct, p)
 		}
 	}

@@ -329,14 +329,14 @@ func (p *publisher) resolve(slot *replySlot, frame []byte) {
 // connection's writer is idle with nothing queued, the replies are not
 // queued but kept in p.direct, the socket claimed for them: the deliverer
 // writes them itself (writeDirect), which spares waking a writer goroutine
-// per group. It reports whether it did so.
-func (p *publisher) answerJobs() (direct bool) {
+// per group. It does so only with direct, and reports whether it did.
+func (p *publisher) answerJobs(direct bool) bool {
 	p.mu.Lock()
 	for _, j := range p.answered {
 		j.slot.frame, j.slot.done = j.answer, true
 		j.answer = nil
 	}
-	direct = p.queueAnsweredLocked(true)
+	direct = p.queueAnsweredLocked(direct)
 	p.mu.Unlock()
 	clear(p.answered)
 	p.answered = p.answered[:0]
