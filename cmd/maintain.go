@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 
 	"github.com/charmbracelet/log"
 	"github.com/spf13/cobra"
@@ -70,7 +71,8 @@ with work (a commit since their last step, a flush or a deletion come due);
 an idle log is closed, and at most --max-open-logs are open at once. Two processes never run one role on one log at the same
 time: each role holds <log>/<role>.lock while it works, and the other skips
 its pass. With STREAMCAST_HEAP_PROFILE_DIR set (serve's children inherit
-it), each SIGUSR2 writes a heap profile, heap-ROLE-PID.pprof, there.`,
+it), each SIGUSR2 writes a heap profile, heap-ROLE-PID.pprof, there, and
+heap-ROLE-PID.txt, the same as text with the runtime's memory statistics.`,
 		Example: `  streamcast maintain --role seal --every 250ms --flush-every 60s --log data/trades/trades
   streamcast maintain --role publish --every 10s --flush-every 60s --log data/trades/trades
   streamcast maintain --role clean --every 10s --log data/trades/trades --log data/quotes/quotes`,
@@ -142,6 +144,10 @@ const heapProfileEnv = "STREAMCAST_HEAP_PROFILE_DIR"
 
 // heapProfiles writes dir/heap-ROLE-PID.pprof, after a collection, on
 // each SIGUSR2 until ctx ends; the channel closes when it has stopped.
+// Beside it, heap-ROLE-PID.txt is the same profile as text, ending with
+// the runtime's memory statistics (heap in use, released, stacks, the
+// collector's metadata): a child's resident memory is mostly not its live
+// heap, and those figures say where the rest of the runtime's share is.
 func heapProfiles(ctx context.Context, dir, role string, logger *log.Logger) <-chan struct{} {
 	return onSignal(ctx, heapSignal, func() {
 		path := filepath.Join(dir, fmt.Sprintf("heap-%s-%d.pprof", role, os.Getpid()))
@@ -152,16 +158,28 @@ func heapProfiles(ctx context.Context, dir, role string, logger *log.Logger) <-c
 }
 
 // writeHeapProfile writes the heap profile, after a collection so it
-// shows what is live, to path.
+// shows what is live, to path, and its text form with the memory
+// statistics to path with the extension .txt. The text is written first,
+// so a complete .pprof means both are there.
 func writeHeapProfile(path string) error {
+	runtime.GC()
+	text := strings.TrimSuffix(path, filepath.Ext(path)) + ".txt"
+	if err := writeProfile(text, 1); err != nil {
+		return err
+	}
+	return writeProfile(path, 0)
+}
+
+// writeProfile writes the heap profile in the form debug selects (0 the
+// protocol buffer pprof reads, 1 text with the memory statistics) to path.
+func writeProfile(path string, debug int) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("create the heap profile (is %s a writable directory?): %w", heapProfileEnv, err)
 	}
-	runtime.GC()
-	if err := pprof.WriteHeapProfile(f); err != nil {
+	if err := pprof.Lookup("heap").WriteTo(f, debug); err != nil {
 		f.Close()
-		return fmt.Errorf("write the heap profile: %w", err)
+		return fmt.Errorf("write the heap profile %s: %w", path, err)
 	}
 	return f.Close()
 }

@@ -146,6 +146,17 @@ func TestMaintainReportsReadyAndFlushedOnTheReadyDescriptor(t *testing.T) {
 			t.Fatalf("no heap profile at %s 20s after SIGUSR2:\n%s", profile, errOut.String())
 		}
 	}
+	// The text form, written before the profile, ends with the runtime's
+	// memory statistics: where a child's memory is besides its live heap.
+	text, err := os.ReadFile(strings.TrimSuffix(profile, ".pprof") + ".txt")
+	if err != nil {
+		t.Fatalf("the heap profile's text form: %v", err)
+	}
+	for _, want := range []string{"# runtime.MemStats", "# HeapInuse = ", "# HeapReleased = ", "# GCSys = "} {
+		if !bytes.Contains(text, []byte(want)) {
+			t.Fatalf("the heap profile's text form has no %q:\n%s", want, text)
+		}
+	}
 	cancel()
 	if code := <-done; code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut.String())
