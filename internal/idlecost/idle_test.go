@@ -172,17 +172,23 @@ func measure(b *testing.B, bin string, streams int, settle, window time.Duration
 		time.Sleep(time.Second)
 	}
 	elapsed := time.Since(t0).Seconds()
-	var kidsRSS, kidsPSS, kidsAnon, kidsCPU float64
+	var kidsRSS, kidsPSS, kidsAnon, kidsFile, kidsCPU float64
 	for _, k := range kids {
 		rss, pss, anon := memMB(k, "status", "VmRSS:"), memMB(k, "smaps_rollup", "Pss:"), memMB(k, "status", "RssAnon:")
+		// File-backed resident pages are nearly all the binary's text and
+		// read-only data, which every child maps from the one page cache;
+		// how many of them a touch maps depends on the kernel (fault-around,
+		// large folios: FilePmdMapped counts whole 2 MB mappings).
+		file, pmd := memMB(k, "status", "RssFile:"), memMB(k, "smaps_rollup", "FilePmdMapped:")
 		cpu, n := cpuSeconds(k)-before[k], fds(k)
 		kidsRSS += rss
 		kidsPSS += pss
 		kidsAnon += anon
+		kidsFile += file
 		kidsCPU += cpu
 		maxFDs = max(maxFDs, n)
-		b.Logf("child %d (%s): RSS %.1f MB (anonymous %.1f, proportional %.1f), %.2f%% of a core, %d descriptors",
-			k, role(k), rss, anon, pss, 100*cpu/elapsed, n)
+		b.Logf("child %d (%s): RSS %.1f MB (anonymous %.1f, file-backed %.1f of which %.0f in 2 MB mappings; proportional %.1f), %.2f%% of a core, %d descriptors",
+			k, role(k), rss, anon, file, pmd, pss, 100*cpu/elapsed, n)
 	}
 	b.ReportMetric(started.Seconds(), "ready_s")
 	b.ReportMetric(settled.Seconds(), "settle_s")
@@ -191,6 +197,7 @@ func measure(b *testing.B, bin string, streams int, settle, window time.Duration
 	b.ReportMetric(kidsRSS, "children_rss_MB")
 	b.ReportMetric(kidsPSS, "children_pss_MB")
 	b.ReportMetric(kidsAnon, "children_anon_MB")
+	b.ReportMetric(kidsFile, "children_file_MB")
 	b.ReportMetric(100*kidsCPU/elapsed, "children_cpu_%")
 	b.ReportMetric(float64(maxFDs), "child_max_fds")
 	serveRSS, serveFDs := memMB(serve, "status", "VmRSS:"), fds(serve)
