@@ -72,7 +72,7 @@ an idle log is closed, and at most --max-open-logs are open at once. Two process
 time: each role holds <log>/<role>.lock while it works, and the other skips
 its pass. With STREAMCAST_HEAP_PROFILE_DIR set (serve's children inherit
 it), each SIGUSR2 writes a heap profile, heap-ROLE-PID.pprof, there, and
-heap-ROLE-PID.txt, the same as text with the runtime's memory statistics.`,
+heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 		Example: `  streamcast maintain --role seal --every 250ms --flush-every 60s --log data/trades/trades
   streamcast maintain --role publish --every 10s --flush-every 60s --log data/trades/trades
   streamcast maintain --role clean --every 10s --log data/trades/trades --log data/quotes/quotes`,
@@ -144,10 +144,10 @@ const heapProfileEnv = "STREAMCAST_HEAP_PROFILE_DIR"
 
 // heapProfiles writes dir/heap-ROLE-PID.pprof, after a collection, on
 // each SIGUSR2 until ctx ends; the channel closes when it has stopped.
-// Beside it, heap-ROLE-PID.txt is the same profile as text, ending with
-// the runtime's memory statistics (heap in use, released, stacks, the
+// Beside it, heap-ROLE-PID.txt holds the runtime's memory statistics read
+// just after that collection (heap in use and released, stacks, the
 // collector's metadata): a child's resident memory is mostly not its live
-// heap, and those figures say where the rest of the runtime's share is.
+// heap, and those figures say where the runtime's share of it is.
 func heapProfiles(ctx context.Context, dir, role string, logger *log.Logger) <-chan struct{} {
 	return onSignal(ctx, heapSignal, func() {
 		path := filepath.Join(dir, fmt.Sprintf("heap-%s-%d.pprof", role, os.Getpid()))
@@ -158,30 +158,45 @@ func heapProfiles(ctx context.Context, dir, role string, logger *log.Logger) <-c
 }
 
 // writeHeapProfile writes the heap profile, after a collection so it
-// shows what is live, to path, and its text form with the memory
-// statistics to path with the extension .txt. The text is written first,
-// so a complete .pprof means both are there.
+// shows what is live, to path, and the memory statistics read before the
+// profile's own allocations to path with the extension .txt. The
+// statistics are written first, so a complete .pprof means both are there.
 func writeHeapProfile(path string) error {
 	runtime.GC()
-	text := strings.TrimSuffix(path, filepath.Ext(path)) + ".txt"
-	if err := writeProfile(text, 1); err != nil {
-		return err
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	stats := strings.TrimSuffix(path, filepath.Ext(path)) + ".txt"
+	if err := os.WriteFile(stats, memStatsText(&ms), 0o644); err != nil {
+		return fmt.Errorf("write the memory statistics (is %s a writable directory?): %w", heapProfileEnv, err)
 	}
-	return writeProfile(path, 0)
-}
-
-// writeProfile writes the heap profile in the form debug selects (0 the
-// protocol buffer pprof reads, 1 text with the memory statistics) to path.
-func writeProfile(path string, debug int) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("create the heap profile (is %s a writable directory?): %w", heapProfileEnv, err)
 	}
-	if err := pprof.Lookup("heap").WriteTo(f, debug); err != nil {
+	if err := pprof.WriteHeapProfile(f); err != nil {
 		f.Close()
-		return fmt.Errorf("write the heap profile %s: %w", path, err)
+		return fmt.Errorf("write the heap profile: %w", err)
 	}
 	return f.Close()
+}
+
+// memStatsText renders the runtime's memory statistics that account for a
+// process's anonymous memory, one "Name = bytes" a line (the names are
+// runtime.MemStats's, as in the text form of a heap profile).
+func memStatsText(ms *runtime.MemStats) []byte {
+	var b strings.Builder
+	for _, f := range []struct {
+		name string
+		v    uint64
+	}{
+		{"HeapAlloc", ms.HeapAlloc}, {"HeapInuse", ms.HeapInuse}, {"HeapIdle", ms.HeapIdle},
+		{"HeapReleased", ms.HeapReleased}, {"StackInuse", ms.StackInuse}, {"MSpanInuse", ms.MSpanInuse},
+		{"MCacheInuse", ms.MCacheInuse}, {"BuckHashSys", ms.BuckHashSys}, {"GCSys", ms.GCSys},
+		{"OtherSys", ms.OtherSys}, {"Sys", ms.Sys}, {"NumGC", uint64(ms.NumGC)},
+	} {
+		fmt.Fprintf(&b, "%s = %d\n", f.name, f.v)
+	}
+	return []byte(b.String())
 }
 
 // flushSignals turns each SIGUSR1 into a request for a flushing pass, until
