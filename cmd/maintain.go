@@ -77,6 +77,7 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
   streamcast maintain --role publish --every 10s --flush-every 60s --log data/trades/trades
   streamcast maintain --role clean --every 10s --log data/trades/trades --log data/quotes/quotes`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			maintain.AfterInit() // a child of serve: collect as usual from here (maintain.ChildEnv)
 			if err := args.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -98,7 +99,7 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 			ctx, cancel := context.WithCancel(cmd.Context())
 			flush, flushDone := flushSignals(ctx)
 			defer func() { cancel(); <-flushDone }()
-			if dir := os.Getenv(heapProfileEnv); dir != "" {
+			if dir := os.Getenv(maintain.HeapProfileEnv); dir != "" {
 				heapDone := heapProfiles(ctx, dir, string(args.Role), a.logger)
 				defer func() { cancel(); <-heapDone }()
 			}
@@ -136,12 +137,6 @@ func (a *app) retainPass(ctx context.Context, l *logstore.Log) (int64, error) {
 	return r.Taken(), err
 }
 
-// heapProfileEnv names the directory a maintain process writes a heap
-// profile to on each SIGUSR2; unset (the default), it writes none and
-// SIGUSR2 keeps its default action. It is for measuring what a child
-// holds (internal/idlecost), which serve's --pprof cannot reach.
-const heapProfileEnv = "STREAMCAST_HEAP_PROFILE_DIR"
-
 // heapProfiles writes dir/heap-ROLE-PID.pprof, after a collection, on
 // each SIGUSR2 until ctx ends; the channel closes when it has stopped.
 // Beside it, heap-ROLE-PID.txt holds the runtime's memory statistics read
@@ -167,11 +162,11 @@ func writeHeapProfile(path string) error {
 	runtime.ReadMemStats(&ms)
 	stats := strings.TrimSuffix(path, filepath.Ext(path)) + ".txt"
 	if err := os.WriteFile(stats, memStatsText(&ms), 0o644); err != nil {
-		return fmt.Errorf("write the memory statistics (is %s a writable directory?): %w", heapProfileEnv, err)
+		return fmt.Errorf("write the memory statistics (is %s a writable directory?): %w", maintain.HeapProfileEnv, err)
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("create the heap profile (is %s a writable directory?): %w", heapProfileEnv, err)
+		return fmt.Errorf("create the heap profile (is %s a writable directory?): %w", maintain.HeapProfileEnv, err)
 	}
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		f.Close()

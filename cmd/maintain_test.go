@@ -92,7 +92,7 @@ func TestMaintainRunsEveryRoleUntilCancelled(t *testing.T) {
 // process, this test's).
 func TestMaintainReportsReadyAndFlushedOnTheReadyDescriptor(t *testing.T) {
 	profiles := t.TempDir()
-	t.Setenv(heapProfileEnv, profiles)
+	t.Setenv(maintain.HeapProfileEnv, profiles)
 	dir := filepath.Join(t.TempDir(), "s", "log")
 	l, err := logstore.Create(dir, schema.Any(), logstore.Config{})
 	if err != nil {
