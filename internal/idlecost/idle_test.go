@@ -23,6 +23,13 @@ import (
 //	STREAMCAST_IDLE_SETTLE   the longest wait, after every child is ready, for them to settle (default 15m)
 //	STREAMCAST_IDLE_BINARY   a streamcast binary to measure (default: go build this tree)
 //	STREAMCAST_IDLE_MAX_OPEN maintain.max_open_logs in the config (default: not set)
+//	STREAMCAST_IDLE_COLD     set to 1 to drop the binary from the page cache before each run
+//
+// The binary's pages each process maps count in its RSS, and how many a
+// touch maps depends on the page cache: a binary just written (go build,
+// cp) is cached in large folios, some mapped 2 MB at a time, one read back
+// from disk in small ones. STREAMCAST_IDLE_COLD=1 starts every run from
+// the disk, so two binaries compare alike.
 func setting(b *testing.B, name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -89,6 +96,11 @@ func binary(b *testing.B) string {
 }
 
 func measure(b *testing.B, bin string, streams int, settle, window time.Duration) {
+	if os.Getenv("STREAMCAST_IDLE_COLD") == "1" {
+		if err := dropCached(bin); err != nil {
+			b.Fatalf("drop %s from the page cache: %v", bin, err)
+		}
+	}
 	dir := b.TempDir()
 	var cfg strings.Builder
 	cfg.WriteString("log:\n  level: info\n")
