@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 
 	"github.com/charmbracelet/log"
 	"github.com/spf13/cobra"
@@ -70,11 +71,13 @@ with work (a commit since their last step, a flush or a deletion come due);
 an idle log is closed, and at most --max-open-logs are open at once. Two processes never run one role on one log at the same
 time: each role holds <log>/<role>.lock while it works, and the other skips
 its pass. With STREAMCAST_HEAP_PROFILE_DIR set (serve's children inherit
-it), each SIGUSR2 writes a heap profile, heap-ROLE-PID.pprof, there.`,
+it), each SIGUSR2 writes a heap profile, heap-ROLE-PID.pprof, there, and
+heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 		Example: `  streamcast maintain --role seal --every 250ms --flush-every 60s --log data/trades/trades
   streamcast maintain --role publish --every 10s --flush-every 60s --log data/trades/trades
   streamcast maintain --role clean --every 10s --log data/trades/trades --log data/quotes/quotes`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			maintain.AfterInit() // a child of serve: collect as usual from here (maintain.ChildEnv)
 			if err := args.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -96,7 +99,7 @@ it), each SIGUSR2 writes a heap profile, heap-ROLE-PID.pprof, there.`,
 			ctx, cancel := context.WithCancel(cmd.Context())
 			flush, flushDone := flushSignals(ctx)
 			defer func() { cancel(); <-flushDone }()
-			if dir := os.Getenv(heapProfileEnv); dir != "" {
+			if dir := os.Getenv(maintain.HeapProfileEnv); dir != "" {
 				heapDone := heapProfiles(ctx, dir, string(args.Role), a.logger)
 				defer func() { cancel(); <-heapDone }()
 			}
@@ -134,14 +137,12 @@ func (a *app) retainPass(ctx context.Context, l *logstore.Log) (int64, error) {
 	return r.Taken(), err
 }
 
-// heapProfileEnv names the directory a maintain process writes a heap
-// profile to on each SIGUSR2; unset (the default), it writes none and
-// SIGUSR2 keeps its default action. It is for measuring what a child
-// holds (internal/idlecost), which serve's --pprof cannot reach.
-const heapProfileEnv = "STREAMCAST_HEAP_PROFILE_DIR"
-
 // heapProfiles writes dir/heap-ROLE-PID.pprof, after a collection, on
 // each SIGUSR2 until ctx ends; the channel closes when it has stopped.
+// Beside it, heap-ROLE-PID.txt holds the runtime's memory statistics read
+// just after that collection (heap in use and released, stacks, the
+// collector's metadata): a child's resident memory is mostly not its live
+// heap, and those figures say where the runtime's share of it is.
 func heapProfiles(ctx context.Context, dir, role string, logger *log.Logger) <-chan struct{} {
 	return onSignal(ctx, heapSignal, func() {
 		path := filepath.Join(dir, fmt.Sprintf("heap-%s-%d.pprof", role, os.Getpid()))
@@ -152,18 +153,45 @@ func heapProfiles(ctx context.Context, dir, role string, logger *log.Logger) <-c
 }
 
 // writeHeapProfile writes the heap profile, after a collection so it
-// shows what is live, to path.
+// shows what is live, to path, and the memory statistics read before the
+// profile's own allocations to path with the extension .txt. The
+// statistics are written first, so a complete .pprof means both are there.
 func writeHeapProfile(path string) error {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	stats := strings.TrimSuffix(path, filepath.Ext(path)) + ".txt"
+	if err := os.WriteFile(stats, memStatsText(&ms), 0o644); err != nil {
+		return fmt.Errorf("write the memory statistics (is %s a writable directory?): %w", maintain.HeapProfileEnv, err)
+	}
 	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("create the heap profile (is %s a writable directory?): %w", heapProfileEnv, err)
+		return fmt.Errorf("create the heap profile (is %s a writable directory?): %w", maintain.HeapProfileEnv, err)
 	}
-	runtime.GC()
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		f.Close()
 		return fmt.Errorf("write the heap profile: %w", err)
 	}
 	return f.Close()
+}
+
+// memStatsText renders the runtime's memory statistics that account for a
+// process's anonymous memory, one "Name = bytes" a line (the names are
+// runtime.MemStats's, as in the text form of a heap profile).
+func memStatsText(ms *runtime.MemStats) []byte {
+	var b strings.Builder
+	for _, f := range []struct {
+		name string
+		v    uint64
+	}{
+		{"HeapAlloc", ms.HeapAlloc}, {"HeapInuse", ms.HeapInuse}, {"HeapIdle", ms.HeapIdle},
+		{"HeapReleased", ms.HeapReleased}, {"StackInuse", ms.StackInuse}, {"MSpanInuse", ms.MSpanInuse},
+		{"MCacheInuse", ms.MCacheInuse}, {"BuckHashSys", ms.BuckHashSys}, {"GCSys", ms.GCSys},
+		{"OtherSys", ms.OtherSys}, {"Sys", ms.Sys}, {"NumGC", uint64(ms.NumGC)},
+	} {
+		fmt.Fprintf(&b, "%s = %d\n", f.name, f.v)
+	}
+	return []byte(b.String())
 }
 
 // flushSignals turns each SIGUSR1 into a request for a flushing pass, until

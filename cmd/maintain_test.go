@@ -92,7 +92,7 @@ func TestMaintainRunsEveryRoleUntilCancelled(t *testing.T) {
 // process, this test's).
 func TestMaintainReportsReadyAndFlushedOnTheReadyDescriptor(t *testing.T) {
 	profiles := t.TempDir()
-	t.Setenv(heapProfileEnv, profiles)
+	t.Setenv(maintain.HeapProfileEnv, profiles)
 	dir := filepath.Join(t.TempDir(), "s", "log")
 	l, err := logstore.Create(dir, schema.Any(), logstore.Config{})
 	if err != nil {
@@ -144,6 +144,17 @@ func TestMaintainReportsReadyAndFlushedOnTheReadyDescriptor(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no heap profile at %s 20s after SIGUSR2:\n%s", profile, errOut.String())
+		}
+	}
+	// The memory statistics, written before the profile: where a child's
+	// memory is besides its live heap.
+	text, err := os.ReadFile(strings.TrimSuffix(profile, ".pprof") + ".txt")
+	if err != nil {
+		t.Fatalf("the memory statistics beside the heap profile: %v", err)
+	}
+	for _, want := range []string{"\nHeapInuse = ", "\nHeapReleased = ", "\nGCSys = "} {
+		if !bytes.Contains(text, []byte(want)) {
+			t.Fatalf("the memory statistics have no %q:\n%s", want, text)
 		}
 	}
 	cancel()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
 )
 
@@ -41,6 +42,7 @@ or stands by.`,
 		Example: `  streamcast replicate --log data/trades/trades
   streamcast replicate --sync-interval 250ms --log data/trades/trades --log data/quotes/quotes`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			maintain.AfterInit() // a child of serve: collect as usual from here (maintain.ChildEnv)
 			if err := args.Validate(); err != nil {
 				return usageError{err}
 			}

@@ -23,6 +23,13 @@ import (
 //	STREAMCAST_IDLE_SETTLE   the longest wait, after every child is ready, for them to settle (default 15m)
 //	STREAMCAST_IDLE_BINARY   a streamcast binary to measure (default: go build this tree)
 //	STREAMCAST_IDLE_MAX_OPEN maintain.max_open_logs in the config (default: not set)
+//	STREAMCAST_IDLE_COLD     set to 1 to drop the binary from the page cache before each run
+//
+// The binary's pages each process maps count in its RSS, and how many a
+// touch maps depends on the page cache: a binary just written (go build,
+// cp) is cached in large folios, some mapped 2 MB at a time, one read back
+// from disk in small ones. STREAMCAST_IDLE_COLD=1 starts every run from
+// the disk, so two binaries compare alike.
 func setting(b *testing.B, name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -89,6 +96,11 @@ func binary(b *testing.B) string {
 }
 
 func measure(b *testing.B, bin string, streams int, settle, window time.Duration) {
+	if os.Getenv("STREAMCAST_IDLE_COLD") == "1" {
+		if err := dropCached(bin); err != nil {
+			b.Fatalf("drop %s from the page cache: %v", bin, err)
+		}
+	}
 	dir := b.TempDir()
 	var cfg strings.Builder
 	cfg.WriteString("log:\n  level: info\n")
@@ -172,17 +184,23 @@ func measure(b *testing.B, bin string, streams int, settle, window time.Duration
 		time.Sleep(time.Second)
 	}
 	elapsed := time.Since(t0).Seconds()
-	var kidsRSS, kidsPSS, kidsAnon, kidsCPU float64
+	var kidsRSS, kidsPSS, kidsAnon, kidsFile, kidsCPU float64
 	for _, k := range kids {
 		rss, pss, anon := memMB(k, "status", "VmRSS:"), memMB(k, "smaps_rollup", "Pss:"), memMB(k, "status", "RssAnon:")
+		// File-backed resident pages are nearly all the binary's text and
+		// read-only data, which every child maps from the one page cache;
+		// how many of them a touch maps depends on the kernel (fault-around,
+		// large folios: FilePmdMapped counts whole 2 MB mappings).
+		file, pmd := memMB(k, "status", "RssFile:"), memMB(k, "smaps_rollup", "FilePmdMapped:")
 		cpu, n := cpuSeconds(k)-before[k], fds(k)
 		kidsRSS += rss
 		kidsPSS += pss
 		kidsAnon += anon
+		kidsFile += file
 		kidsCPU += cpu
 		maxFDs = max(maxFDs, n)
-		b.Logf("child %d (%s): RSS %.1f MB (anonymous %.1f, proportional %.1f), %.2f%% of a core, %d descriptors",
-			k, role(k), rss, anon, pss, 100*cpu/elapsed, n)
+		b.Logf("child %d (%s): RSS %.1f MB (anonymous %.1f, file-backed %.1f of which %.0f in 2 MB mappings; proportional %.1f), %.2f%% of a core, %d descriptors",
+			k, role(k), rss, anon, file, pmd, pss, 100*cpu/elapsed, n)
 	}
 	b.ReportMetric(started.Seconds(), "ready_s")
 	b.ReportMetric(settled.Seconds(), "settle_s")
@@ -191,6 +209,7 @@ func measure(b *testing.B, bin string, streams int, settle, window time.Duration
 	b.ReportMetric(kidsRSS, "children_rss_MB")
 	b.ReportMetric(kidsPSS, "children_pss_MB")
 	b.ReportMetric(kidsAnon, "children_anon_MB")
+	b.ReportMetric(kidsFile, "children_file_MB")
 	b.ReportMetric(100*kidsCPU/elapsed, "children_cpu_%")
 	b.ReportMetric(float64(maxFDs), "child_max_fds")
 	serveRSS, serveFDs := memMB(serve, "status", "VmRSS:"), fds(serve)

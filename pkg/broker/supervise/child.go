@@ -141,6 +141,7 @@ func (c *roleChild) spawn() (*proc, error) {
 		return nil, err
 	}
 	cmd := exec.Command(c.sup.exe, c.args()...)
+	cmd.Env = maintain.ChildEnv(os.Environ()) // serve's, with the child's runtime settings
 	cmd.Stdout, cmd.Stderr = outW, outW
 	cmd.ExtraFiles = []*os.File{sigW} // descriptor 3 (readyFD)
 	cmd.SysProcAttr = childProcAttr()
