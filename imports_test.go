@@ -97,9 +97,13 @@ var extraAllowed = map[[2]string]bool{
 
 type listedPackage struct {
 	ImportPath   string
+	Dir          string
 	Imports      []string
 	TestImports  []string
 	XTestImports []string
+	Deps         []string // every package the package links, transitively, tests aside
+	TestGoFiles  []string
+	XTestGoFiles []string
 }
 
 // TestImportsPointDown lists every package of the module with `go list` and
