@@ -270,6 +270,12 @@ func filterValue(n *node, v *jvalue) (fvalue, string) {
 		if err != nil {
 			return fvalue{}, v.str + " is not a finite number"
 		}
+		// A number whose float64 is an integer (1e-400 is 0) is that
+		// integer, as 0.0 is: otherwise its echo (0.0) would compile to an
+		// integer and filter differently from the filter it echoes.
+		if i, ok := integralFloat(f); ok {
+			return fvalue{kind: 'i', i: i}, ""
+		}
 		return fvalue{kind: 'f', f: f}, ""
 	}
 	wrong := func() (fvalue, string) {
@@ -606,16 +612,36 @@ func (t *term) matchAnyValue(v []byte) bool {
 		s, _, prob := jsontext.DecodeString(v, 0, nil)
 		return prob == "" && t.hasBytes(s)
 	case c == '-' || jsontext.IsDigit(c):
-		if i, ip := jsontext.ExactInt(v); ip == jsontext.IntOK && t.hasInt(i) {
-			return true
-		}
-		if len(t.floats) == 0 {
-			return false
+		i, ip := jsontext.ExactInt(v)
+		if ip == jsontext.IntOK {
+			if t.hasInt(i) {
+				return true
+			}
+			if len(t.floats) == 0 {
+				return false
+			}
 		}
 		fl, err := strconv.ParseFloat(jsontext.UnsafeString(v), 64)
-		return err == nil && t.hasFloat(fl)
+		if err != nil {
+			return false
+		}
+		// A value that is no integer as written but whose float64 is one
+		// (1e-400) matches that integer, as the same filter value would.
+		if fi, ok := integralFloat(fl); ok && ip != jsontext.IntOK && t.hasInt(fi) {
+			return true
+		}
+		return t.hasFloat(fl)
 	}
 	return false
+}
+
+// integralFloat returns f as an int64 when it is an integer in int64's
+// range (-0 is 0).
+func integralFloat(f float64) (int64, bool) {
+	if f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+		return 0, false
+	}
+	return int64(f), true
 }
 
 // MatchArrow reports whether row i of cols (the declared columns in

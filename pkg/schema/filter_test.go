@@ -288,3 +288,50 @@ func TestFiltersWithoutASchema(t *testing.T) {
 		t.Error("an object value accepted without a schema")
 	}
 }
+
+// TestAnyFilterNumbersRoundingToIntegersEchoAsIntegers: without a schema, a
+// number that is not an integer as written but whose float64 value is one
+// (1e-400 underflows to 0; 9007199254740993.5 rounds to 9007199254740994)
+// filters as that integer, so its echo compiles to itself and filters the
+// same rows. FuzzCompileFilter found the echo {"a":0.0} for 1e-400, which
+// compiled to {"a":0} (seed testdata/fuzz/FuzzCompileFilter/underflow-echo).
+func TestAnyFilterNumbersRoundingToIntegersEchoAsIntegers(t *testing.T) {
+	s := Any()
+	for _, tc := range []struct{ where, echo string }{
+		{`{"a":40E-20000000}`, `{"a":0}`},
+		{`{"a":-1e-400}`, `{"a":0}`},
+		{`{"a":9007199254740993.5}`, `{"a":9007199254740994}`},
+		{`{"a":[1e-400,0,0.0]}`, `{"a":0}`},
+		{`{"a":1e300}`, `{"a":1e+300}`}, // integral, but no int64: stays a float
+	} {
+		f, err := s.CompileFilter([]byte(tc.where))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.where, err)
+		}
+		if got := string(f.JSON()); got != tc.echo {
+			t.Errorf("%s echoes %s, want %s", tc.where, got, tc.echo)
+		}
+		again, err := s.CompileFilter(f.JSON())
+		if err != nil || string(again.JSON()) != string(f.JSON()) {
+			t.Errorf("%s: echo %s compiles to %s (%v)", tc.where, f.JSON(), again.JSON(), err)
+		}
+		for _, row := range []string{`{"a":0}`, `{"a":0.0}`, `{"a":1e-400}`, `{"a":9007199254740994}`, `{"a":1e300}`, `{"a":0.5}`} {
+			if a, b := f.MatchCanonical([]byte(row)), again.MatchCanonical([]byte(row)); a != b {
+				t.Errorf("on %s: %s matches %v, its echo %v", row, tc.where, a, b)
+			}
+		}
+	}
+	// A row value that rounds to a listed integer matches it, as it matches
+	// the same filter written as a float (0 and 0.0 filter alike).
+	for _, where := range []string{`{"a":0}`, `{"a":0.0}`, `{"a":1e-400}`} {
+		f, err := s.CompileFilter([]byte(where))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range []string{`{"a":0}`, `{"a":-0.0}`, `{"a":1e-400}`} {
+			if !f.MatchCanonical([]byte(row)) {
+				t.Errorf("%s does not match %s", where, row)
+			}
+		}
+	}
+}

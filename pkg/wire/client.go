@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -70,13 +69,6 @@ func (o *DialOptions) header(fromURL *url.Userinfo) http.Header {
 	}
 	h.Set("Authorization", BasicAuthorization(cred))
 	return h
-}
-
-// BasicAuthorization is the Authorization header value that sends cred
-// with HTTP Basic authentication (RFC 7617): base64 of "user:password".
-func BasicAuthorization(cred *url.Userinfo) string {
-	pw, _ := cred.Password()
-	return "Basic " + base64.StdEncoding.EncodeToString([]byte(cred.Username()+":"+pw))
 }
 
 // SplitCredentials takes the user info out of a URL: it returns the URL

@@ -1,8 +1,11 @@
 package wire
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -140,6 +143,36 @@ func FuzzParseRequest(f *testing.F) {
 		back, err := ParseRequest(path, req.Query())
 		if err != nil || !reflect.DeepEqual(req, back) {
 			t.Fatalf("%q?%q → %+v → %q → %+v %v", path, query, req, req.Query(), back, err)
+		}
+	})
+}
+
+// FuzzParseBasic feeds arbitrary Authorization values to the parser: no
+// panic, and what it accepts is a non-empty user without a colon that
+// encodes back to credentials it reads the same.
+func FuzzParseBasic(f *testing.F) {
+	f.Add("Basic " + base64.StdEncoding.EncodeToString([]byte("alice:pw")))
+	f.Add("basic   " + base64.StdEncoding.EncodeToString([]byte("a:b:c")))
+	f.Add("Basic " + base64.StdEncoding.EncodeToString([]byte(":nouser")))
+	f.Add("Basic " + base64.StdEncoding.EncodeToString([]byte("nocolon")))
+	f.Add("Bearer abc")
+	f.Add("Basic !!!")
+	f.Add("Basic")
+	f.Add("Basic " + strings.Repeat("QUFB", 2000))
+	f.Fuzz(func(t *testing.T, h string) {
+		user, pw, ok := ParseBasic(h)
+		if !ok {
+			if user != "" || pw != "" {
+				t.Fatalf("refused %q but returned %q, %q", h, user, pw)
+			}
+			return
+		}
+		if user == "" || strings.Contains(user, ":") {
+			t.Fatalf("accepted %q with user %q", h, user)
+		}
+		u2, pw2, ok2 := ParseBasic(BasicAuthorization(url.UserPassword(user, pw)))
+		if !ok2 || u2 != user || pw2 != pw {
+			t.Fatalf("%q: re-encoded credentials read back as %q %q %v", h, u2, pw2, ok2)
 		}
 	})
 }

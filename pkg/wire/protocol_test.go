@@ -245,6 +245,11 @@ func TestParseFrameSplitsTheTriple(t *testing.T) {
 		{in: `{"a":1}`, bad: true},
 		{in: `[1,2,{}`, bad: true},
 		{in: `[99999999999999999999,2,{}]`, bad: true},
+		// Four elements, the last two objects: the "row" {},{} would be
+		// handed out as one (found by FuzzParseFrame, seed four-elements).
+		{in: `[null,null,{` + "\n" + `},{}]`, bad: true},
+		{in: `[1,2,{"a":1},{"b":"}"}]`, bad: true},
+		{in: `[1,2,{"a":{"b":[1,{}]},"c":"\"}{"}]`, off: 1, ts: 2, row: `{"a":{"b":[1,{}]},"c":"\"}{"}`},
 	}
 	for _, c := range cases {
 		off, ts, row, bad := parseFrame([]byte(c.in))

@@ -254,8 +254,9 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 }
 
 // parseFrame splits a data frame [offset,ts,row] without encoding/json. It
-// checks the frame's shape and that row is delimited as an object; the row's
-// own JSON is checked only when it is decoded. bad says what is wrong.
+// checks the frame's shape and that row is one object by its brackets (so
+// [o,t,{},{}] is refused, not read as the row "{},{}"); the row's own JSON
+// is checked only when it is decoded. bad says what is wrong.
 func parseFrame(b []byte) (offset, ts int64, row []byte, bad string) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '[' {
@@ -289,8 +290,44 @@ func parseFrame(b []byte) (offset, ts int64, row []byte, bad string) {
 	if end-start < 2 || b[start] != '{' || b[end-1] != '}' {
 		return Null, Null, nil, "a data frame's row is not a JSON object"
 	}
+	if objectEnd(b[:end], start) != end {
+		// [o,t,{},{}] ends in '}' too: its "row" would be two objects.
+		return Null, Null, nil, "a data frame is not [offset,ts,row]"
+	}
 	return offset, ts, b[start:end], ""
 }
+
+// objectEnd returns the index just past the '}' that closes the object
+// opening at b[i], or -1 when b ends first. It counts brackets outside
+// strings and checks nothing else: exact for JSON, and one pass over the
+// row's bytes rather than a decode.
+func objectEnd(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch rowByte[b[i]] {
+		case 0:
+			continue
+		case '{':
+			depth++
+		case '}':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// rowByte classes the bytes objectEnd stops at: an opening and a closing
+// bracket of either kind, and a quote. A table, because a data frame's
+// every row byte passes through it. Never written.
+var rowByte = [256]byte{'{': '{', '[': '{', '}': '}', ']': '}', '"': '"'}
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 

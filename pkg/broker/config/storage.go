@@ -14,7 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/logstore/publoc"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
@@ -183,10 +183,10 @@ func (c *Config) layout() (meta.Layout, error) {
 	return lay, nil
 }
 
-// PublishedError words an error of warehouse.ParseLocation (through
+// PublishedError words an error of publoc.Parse (through
 // meta.NewLayout) about published:, for a person.
 func PublishedError(err error) error {
-	if errors.Is(err, warehouse.ErrCredentialsInLocation) {
+	if errors.Is(err, publoc.ErrCredentials) {
 		return errors.New("published names credentials in its URL; " + credentialsNote)
 	}
 	return fmt.Errorf("published: %w, or leave it out for <root>/published", err)
@@ -194,7 +194,7 @@ func PublishedError(err error) error {
 
 // describePublished names the prefix p for an error message: the default
 // spelled as such, with where it is.
-func describePublished(p warehouse.Location, isDefault bool) string {
+func describePublished(p publoc.Location, isDefault bool) string {
 	if isDefault {
 		return "the default <root>/published (" + p.String() + ")"
 	}

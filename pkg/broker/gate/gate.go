@@ -21,6 +21,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // Gate checks requests at the entry. Its policy is swapped whole by Set,
@@ -102,7 +103,7 @@ func (g *Gate) authenticate(w http.ResponseWriter, r *http.Request, pol *auth.Po
 		return auth.Anonymous, true
 	}
 	addr := auth.RemoteHost(r)
-	user, password, ok := auth.ParseBasic(h)
+	user, password, ok := wire.ParseBasic(h)
 	if ok && pol.Cached(user, password) {
 		return user, true
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/logstore/publoc"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -272,10 +272,10 @@ const legacyPublished = "../../published"
 // stored Published, parsed by ParseLocation with relative directories
 // resolved against dir, or for an empty one the legacy default (see
 // legacyPublished).
-func (c Config) PublishedPrefix(dir string) (warehouse.Location, error) {
+func (c Config) PublishedPrefix(dir string) (publoc.Location, error) {
 	p := c.Published
 	if p == "" {
 		p = legacyPublished
 	}
-	return warehouse.ParseLocation(p, dir)
+	return publoc.Parse(p, dir)
 }

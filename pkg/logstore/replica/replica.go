@@ -20,7 +20,7 @@ import (
 	"github.com/superfly/ltx"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/logstore/publoc"
 )
 
 // File names inside a log's directory.
@@ -416,7 +416,7 @@ func TargetFor(dir string) (Target, error) {
 // Client returns the client of the replica of log of stream under the
 // published prefix loc: <prefix>/<stream>/_wal/<log>/. Credentials come
 // from the AWS environment only.
-func Client(loc warehouse.Location, s3cfg logstore.S3Config, stream, log string) litestream.ReplicaClient {
+func Client(loc publoc.Location, s3cfg logstore.S3Config, stream, log string) litestream.ReplicaClient {
 	if loc.Dir != "" {
 		return FileClient(filepath.Join(loc.Dir, stream, "_wal", log))
 	}

@@ -1,6 +1,6 @@
-// Package warehouse owns the published side of a log's storage: the
-// published location (Location, ParseLocation) and the log's Iceberg table
-// under it (Table): the catalog, uploads, reading and removing objects,
+// Package warehouse owns the published side of a log's storage: the log's
+// Iceberg table under its published location (Table, placed under a
+// publoc.Location): the catalog, uploads, reading and removing objects,
 // listing metadata and the live set of objects the metadata reaches.
 // It guarantees that a table is only published into by the log that
 // created it (I8, Owner) and that an upload is durable before the commit

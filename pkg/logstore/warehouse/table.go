@@ -23,6 +23,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/streamcast/streamcast/internal/durable"
+	"github.com/streamcast/streamcast/pkg/logstore/publoc"
 )
 
 // Properties streamcast keeps on the published table and its snapshots.
@@ -125,7 +126,7 @@ func SortOrder(sc *iceberg.Schema, sortBy []string) (table.SortOrder, error) {
 
 // NewTable places the table of the log named stream/log under the
 // prefix p, reached through s3 when p is an s3:// URL.
-func NewTable(p Location, stream, log string, s3 S3) (*Table, error) {
+func NewTable(p publoc.Location, stream, log string, s3 S3) (*Table, error) {
 	pt := &Table{ident: table.Identifier{stream, log}, props: iceberg.Properties{}, manifests: map[string][]string{}}
 	pt.location = p.Join(stream, log)
 	switch {

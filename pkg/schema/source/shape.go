@@ -23,6 +23,12 @@ var errDamagedShape = errors.New("the file is damaged")
 // past anything a schema declares.
 const maxShapeDepth = 64
 
+// maxNullValues bounds the length of an array of Arrow's null type, the one
+// kind whose length no buffer backs: far more rows than a batch of any
+// writer holds, and few enough that the column it converts to fits in
+// memory (16M values, 128 MB as int64).
+const maxNullValues = 1 << 24
+
 // checkBatch checks the shape of every column of rec.
 func checkBatch(rec arrow.RecordBatch) error {
 	for i, c := range rec.Columns() {
@@ -58,6 +64,12 @@ func checkShape(d arrow.ArrayData, depth int) error {
 	bufs := d.Buffers()
 	lay := dt.Layout()
 	if dt.ID() == arrow.NULL {
+		// A null array has no buffers, so nothing in the file bounds the
+		// length it claims, and converting it to a declared column
+		// allocates that many values: a 2 KB stream claimed 7e17.
+		if n > maxNullValues {
+			return fmt.Errorf("%w: a null array claims %d values, more than the %d a batch may hold", errDamagedShape, n, maxNullValues)
+		}
 		return nil
 	}
 	if len(bufs) < len(lay.Buffers) {

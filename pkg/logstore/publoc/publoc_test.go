@@ -1,4 +1,4 @@
-package warehouse
+package publoc
 
 import (
 	"errors"
@@ -8,13 +8,13 @@ import (
 	"testing"
 )
 
-// TestParseLocationReadsEveryForm covers each form a published location
+// TestParseReadsEveryForm covers each form a published location
 // takes, and the cases where broker's parsePublished and logstore's
-// parsePrefix (the two parsers ParseLocation replaces) disagreed: a
+// parsePrefix (the two parsers Parse replaces) disagreed: a
 // relative directory (broker resolved it, logstore refused it), an s3://
 // URL with credentials (broker refused it, logstore accepted and stored
 // it), and errors echoing a value that may hold a secret.
-func TestParseLocationReadsEveryForm(t *testing.T) {
+func TestParseReadsEveryForm(t *testing.T) {
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -39,20 +39,20 @@ func TestParseLocationReadsEveryForm(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseLocation(tc.in, tc.base)
+			got, err := Parse(tc.in, tc.base)
 			if err != nil || got != tc.want {
-				t.Fatalf("ParseLocation(%q, %q) = %+v, %v; want %+v", tc.in, tc.base, got, err, tc.want)
+				t.Fatalf("Parse(%q, %q) = %+v, %v; want %+v", tc.in, tc.base, got, err, tc.want)
 			}
 			// What String gives back parses to the same place.
-			again, err := ParseLocation(got.String(), "/unused")
+			again, err := Parse(got.String(), "/unused")
 			if err != nil || again != got {
-				t.Fatalf("ParseLocation(%q) = %+v, %v; want it to read back as %+v", got.String(), again, err, got)
+				t.Fatalf("Parse(%q) = %+v, %v; want it to read back as %+v", got.String(), again, err, got)
 			}
 		})
 	}
 }
 
-func TestParseLocationRefusals(t *testing.T) {
+func TestParseRefusals(t *testing.T) {
 	const secret = "wJalrXUtnFEMI-K7MDENG"
 	cases := []struct{ name, in, want string }{
 		{"credentials in an s3 URL (parsePrefix accepted them)", "s3://AKIA:" + secret + "@bucket/p", "names credentials"},
@@ -76,17 +76,17 @@ func TestParseLocationRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseLocation(tc.in, "")
+			got, err := Parse(tc.in, "")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("ParseLocation(%q) = %+v, %v; want an error containing %q", tc.in, got, err, tc.want)
+				t.Fatalf("Parse(%q) = %+v, %v; want an error containing %q", tc.in, got, err, tc.want)
 			}
 			if strings.Contains(err.Error(), secret) {
 				t.Fatalf("the error repeats the secret: %v", err)
 			}
 		})
 	}
-	if _, err := ParseLocation("s3://k:s@bucket", ""); !errors.Is(err, ErrCredentialsInLocation) {
-		t.Fatalf("credentials: %v, want ErrCredentialsInLocation", err)
+	if _, err := Parse("s3://k:s@bucket", ""); !errors.Is(err, ErrCredentials) {
+		t.Fatalf("credentials: %v, want ErrCredentials", err)
 	}
 }
 
@@ -99,50 +99,50 @@ func TestLocationJoinPlacesATable(t *testing.T) {
 	}
 }
 
-// FuzzParseLocation: ParseLocation never panics, and what it accepts is
+// FuzzParse: Parse never panics, and what it accepts is
 // well formed (one of S3 and Dir, an s3 URL with a bucket and no
 // credentials, an absolute directory that is not the root) and reads back
 // to itself from String.
-func FuzzParseLocation(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{"", "s3://b", "s3://b/p/", "s3://u:p@b/p", "file:///a", "file://localhost/a/", "file://h/a",
 		"/a/b", "a/b", "../../published", "~/x", "gs://x", "s3://b?x", "file:///", "/", "s3://%zz", "file:///a#b", "a\x00b"} {
 		f.Add(s, "/base/dir")
 	}
 	f.Fuzz(func(t *testing.T, s, base string) {
-		loc, err := ParseLocation(s, base)
+		loc, err := Parse(s, base)
 		if err != nil {
 			if !loc.IsZero() {
-				t.Fatalf("ParseLocation(%q) failed but returned %+v", s, loc)
+				t.Fatalf("Parse(%q) failed but returned %+v", s, loc)
 			}
 			return
 		}
 		if s == "" {
 			if !loc.IsZero() {
-				t.Fatalf("ParseLocation(\"\") = %+v", loc)
+				t.Fatalf("Parse(\"\") = %+v", loc)
 			}
 			return
 		}
 		switch {
 		case loc.S3 != "" && loc.Dir != "":
-			t.Fatalf("ParseLocation(%q) = %+v: both set", s, loc)
+			t.Fatalf("Parse(%q) = %+v: both set", s, loc)
 		case loc.S3 != "":
 			if !strings.HasPrefix(loc.S3, "s3://") || len(loc.S3) == len("s3://") || strings.HasSuffix(loc.S3, "/") {
-				t.Fatalf("ParseLocation(%q) = %+v: not an s3 URL with a bucket", s, loc)
+				t.Fatalf("Parse(%q) = %+v: not an s3 URL with a bucket", s, loc)
 			}
 			host, _, _ := strings.Cut(strings.TrimPrefix(loc.S3, "s3://"), "/")
 			if strings.Contains(host, "@") {
-				t.Fatalf("ParseLocation(%q) = %+v: credentials accepted", s, loc)
+				t.Fatalf("Parse(%q) = %+v: credentials accepted", s, loc)
 			}
 		case loc.Dir != "":
 			if !filepath.IsAbs(loc.Dir) || loc.Dir != filepath.Clean(loc.Dir) || loc.Dir == filepath.Dir(loc.Dir) {
-				t.Fatalf("ParseLocation(%q) = %+v: not a clean absolute directory below the root", s, loc)
+				t.Fatalf("Parse(%q) = %+v: not a clean absolute directory below the root", s, loc)
 			}
 		default:
-			t.Fatalf("ParseLocation(%q) accepted a non-empty value as the zero location", s)
+			t.Fatalf("Parse(%q) accepted a non-empty value as the zero location", s)
 		}
-		again, err := ParseLocation(loc.String(), "/other")
+		again, err := Parse(loc.String(), "/other")
 		if err != nil || again != loc {
-			t.Fatalf("ParseLocation(%q) = %+v, whose String %q reads back as %+v, %v", s, loc, loc.String(), again, err)
+			t.Fatalf("Parse(%q) = %+v, whose String %q reads back as %+v, %v", s, loc, loc.String(), again, err)
 		}
 	})
 }

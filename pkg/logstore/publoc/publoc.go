@@ -1,4 +1,10 @@
-package warehouse
+// Package publoc is a published location: the prefix a log's Iceberg table
+// is published under, an s3:// bucket and path or a local directory, and
+// the one parser every caller reads it with (config, a log's stored config,
+// command lines). It is a value and its grammar, nothing more: it imports
+// nothing of the module and no storage SDK, so what only names a location
+// (a config, a layout) need not link the table code of pkg/logstore/warehouse.
+package publoc
 
 import (
 	"errors"
@@ -21,7 +27,7 @@ type Location struct {
 // IsZero reports whether l is the zero Location (no location given).
 func (l Location) IsZero() bool { return l.S3 == "" && l.Dir == "" }
 
-// String returns l in the form ParseLocation reads back to l: the s3://
+// String returns l in the form Parse reads back to l: the s3://
 // URL or the directory; "" for the zero Location.
 func (l Location) String() string {
 	if l.S3 != "" {
@@ -40,12 +46,12 @@ func (l Location) Join(elem ...string) string {
 	return filepath.Join(append([]string{l.Dir}, elem...)...)
 }
 
-// ErrCredentialsInLocation is wrapped by ParseLocation's error for an
+// ErrCredentials is wrapped by Parse's error for an
 // s3:// URL that carries a user or password: credentials never go into a
 // location (it is stored in the log and printed in messages).
-var ErrCredentialsInLocation = errors.New("the location names credentials in its URL")
+var ErrCredentials = errors.New("the location names credentials in its URL")
 
-// ParseLocation parses a published location, the one parser every caller
+// Parse parses a published location, the one parser every caller
 // uses (config, stored log config, command lines):
 //
 //   - s3://bucket/path: the bucket is required; a trailing slash is dropped;
@@ -59,7 +65,7 @@ var ErrCredentialsInLocation = errors.New("the location names credentials in its
 // query or fragment, and the file system's root are refused. The error
 // names the value, except for an s3:// URL that does not parse, which may
 // hold a secret.
-func ParseLocation(s, base string) (Location, error) {
+func Parse(s, base string) (Location, error) {
 	bad := func(why string) (Location, error) {
 		return Location{}, fmt.Errorf("location %s; give s3://bucket/path, file:///absolute/dir or a directory", why)
 	}
@@ -73,7 +79,7 @@ func ParseLocation(s, base string) (Location, error) {
 		case err != nil:
 			return bad("is not a valid s3:// URL") // not echoed: it may hold a secret
 		case u.User != nil:
-			return Location{}, fmt.Errorf("%w; credentials come from the standard AWS environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) or a profile (AWS_PROFILE), never from a location", ErrCredentialsInLocation)
+			return Location{}, fmt.Errorf("%w; credentials come from the standard AWS environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) or a profile (AWS_PROFILE), never from a location", ErrCredentials)
 		case u.Host == "":
 			return bad(fmt.Sprintf("%q names no bucket", s))
 		case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(s, "#"):

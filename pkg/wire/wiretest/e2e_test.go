@@ -1,9 +1,12 @@
-package wire_test
-
-// End-to-end tests of the client against the real broker on 127.0.0.1. The
-// broker's own suite covers the server's side; these cover what the client
-// makes of it. (An external test package: pkg/wire itself never imports the
-// broker.)
+// Package wiretest holds the end-to-end tests of the wire client against the
+// real broker on 127.0.0.1. The broker's own suite covers the server's side;
+// these cover what the client makes of it.
+//
+// They live apart from pkg/wire so that wire's own test binary links only
+// wire: a fuzz campaign's cost per execution grows with the instrumented code
+// of the whole test binary, and the broker would bring in the storage stack
+// (docs/fuzzing.md). The package has tests only.
+package wiretest
 
 import (
 	"context"
