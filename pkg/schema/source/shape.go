@@ -91,7 +91,13 @@ func checkShape(d arrow.ArrayData, depth int) error {
 		switch spec.Kind {
 		case arrow.KindBitmap:
 			// An empty validity bitmap means no nulls (arrow-go reads
-			// it only when it has bytes).
+			// it only when it has bytes), so the array must not declare
+			// any: one that declares a count it cannot back, or leaves
+			// the count unknown (negative), makes arrow-go count the
+			// bits of the empty bitmap, and that panics.
+			if i == 0 && size(0) == 0 && n > 0 && d.NullN() != 0 {
+				return fmt.Errorf("%w: a %s array of %d values declares %d nulls and has no validity bitmap", errDamagedShape, dt, n, d.NullN())
+			}
 			if (i == 0 && size(0) == 0) || n == 0 {
 				continue
 			}
