@@ -173,9 +173,7 @@ func (s *stream) encodeIfWatched(rows [][]byte, first, ts int64) [][]byte {
 type delivery struct {
 	replies [][]byte     // exactly-once answers, by job
 	pubs    []*publisher // the publishers answered in this group
-	direct  []*publisher // those whose replies the deliverer writes itself
 	marked  []*job       // the group's exactly-once jobs, settled after answering
-	iov     iovecs       // writeNow's scratch space
 }
 
 // deliverGroup fans a committed group out and acknowledges it (or answers
@@ -220,9 +218,8 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 				off += int64(len(j.rows))
 			}
 		}
-		d.answer(g.jobs)
+		d.pubs = answerJobs(g.jobs, d.pubs)
 		s.inbox.Release(g.taken)
-		d.writeDirect()
 		return
 	}
 	if cap(d.replies) < len(g.jobs) {
@@ -240,56 +237,33 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 	// Once answered, a plain publisher's job may be recycled for its next
 	// frame at once, so only the marked jobs, which are never recycled, are
 	// touched after answerJobs.
-	d.answer(g.jobs)
+	d.pubs = answerJobs(g.jobs, d.pubs)
 	// Settled only once answered: a superseded connection's replies are then
-	// queued (or their socket claimed) ahead of its 4409.
+	// queued ahead of its 4409.
 	s.marks.Done(marked)
 	clear(marked)
 	d.marked = marked[:0]
 	clear(replies)
 	s.inbox.Release(g.taken)
-	d.writeDirect()
 }
 
-// maxDirectWrites is how many publishers' replies a deliverer writes
-// itself per group (see publisher.answerJobs); the replies of any more go
-// to their writers as before. The saving is one goroutine wake-up each,
-// which matters where groups are small, with few publishers; with many,
-// the deliverer's syscalls would run one after another, and the next
-// group's fan-out behind them.
-const maxDirectWrites = 4
-
-// answer hands each job's answer to its publisher, one call per publisher
-// for all of its jobs in the group, and notes the publishers whose replies
-// the deliverer is to write itself (writeDirect), up to maxDirectWrites.
-// Only the stream's deliverer calls it (it owns every publisher's answered
-// list).
-func (d *delivery) answer(jobs []*job) {
+// answerJobs hands each job's answer to its publisher, one call per
+// publisher for all of its jobs in the group. pubs is scratch space,
+// returned for reuse. Only the stream's deliverer calls it (it owns every
+// publisher's answered list).
+func answerJobs(jobs []*job, pubs []*publisher) []*publisher {
 	for _, j := range jobs {
 		p := j.pub
 		if len(p.answered) == 0 {
-			d.pubs = append(d.pubs, p)
+			pubs = append(pubs, p)
 		}
 		p.answered = append(p.answered, j)
 	}
-	for _, p := range d.pubs {
-		if p.answerJobs(len(d.direct) < maxDirectWrites) {
-			d.direct = append(d.direct, p)
-		}
+	for _, p := range pubs {
+		p.answerJobs()
 	}
-	clear(d.pubs)
-	d.pubs = d.pubs[:0]
-}
-
-// writeDirect writes the replies answer kept for the deliverer, once the
-// group is answered and its inbox room released: the order of replies was
-// fixed when the sockets were claimed, so only the syscalls happen here.
-func (d *delivery) writeDirect() {
-	for _, p := range d.direct {
-		p.writeDirect(&d.iov)
-	}
-	clear(d.direct)
-	d.direct = d.direct[:0]
+	clear(pubs)
+	return pubs[:0]
 }
 
 // observeAcks records the ack latency of a group's frames, from each

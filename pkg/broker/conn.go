@@ -7,7 +7,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -41,8 +40,7 @@ const DefaultDropGrace = 10 * time.Second
 
 // wsConn is one upgraded connection. gorilla/websocket did the handshake and
 // reads frames; every write goes through this type's queue and is made by at
-// most one goroutine at a time (the writer, the replay that precedes it, or
-// a stream's deliverer that claimed an idle socket for a publisher's replies),
+// most one goroutine at a time (the writer, or the replay that precedes it),
 // straight to the net.Conn with batched writes: data frames arrive already
 // encoded (header and payload) and are shared, never copied, between
 // connections (I4).
@@ -59,11 +57,7 @@ type wsConn struct {
 	// own: writeBatch copies frames into one buffer there instead of
 	// handing them to writev.
 	sealed bool
-	// rc writes to the socket without waiting (writeNow) for a caller that
-	// claimed it (enqueueOrClaim); nil over TLS and where the platform
-	// has no writeNow, where every frame goes through the writer.
-	rc syscall.RawConn
-	st *stream // nil while refusing a request for an unknown stream
+	st     *stream // nil while refusing a request for an unknown stream
 
 	ctx    context.Context // cancelled when the connection ends (stops a replay)
 	cancel context.CancelFunc
@@ -107,7 +101,7 @@ type wsConn struct {
 	closeCode  int      // code of closing
 	closeSent  bool     // closing was handed to the writer
 	peerClosed bool     // the peer's close frame was read
-	writing    bool     // the writer (or a replay, or a claim) owns the socket
+	writing    bool     // the writer (or a replay) owns the socket
 	finishing  bool     // the connection is ending: no new writer may start
 	dead       bool     // the socket failed: frames are dropped
 }
@@ -117,11 +111,6 @@ func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerframe.Fol
 	c := &wsConn{srv: srv, ws: ws, nc: nc, raw: nc, st: st, ctx: ctx, cancel: cancel}
 	if tc, ok := nc.(*tls.Conn); ok {
 		c.raw, c.sealed = tc.NetConn(), true
-	}
-	if sc, ok := nc.(syscall.Conn); ok && directWrites && !c.sealed {
-		if rc, err := sc.SyscallConn(); err == nil {
-			c.rc = rc
-		}
 	}
 	// All writes go through the writer: answer pings and closes through it,
 	// never through gorilla's own control writes.
@@ -161,12 +150,6 @@ func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerframe.Fol
 func (c *wsConn) startWriterLocked() {
 	c.writing = true
 	c.wg.Add(1)
-	c.runWriterLocked()
-}
-
-// runWriterLocked runs the writer on a goroutine that takes over one count
-// of c.wg already added (by startWriterLocked or a claim); c.mu is held.
-func (c *wsConn) runWriterLocked() {
 	go func() {
 		defer c.wg.Done()
 		c.writeLoop()
@@ -193,97 +176,6 @@ func (c *wsConn) enqueue(frames ...[]byte) {
 		c.startWriterLocked()
 	}
 	c.mu.Unlock()
-}
-
-// enqueueOrClaim is enqueue for a caller that would rather write frames
-// itself, now, than wake a writer goroutine for them: the stream's
-// deliverer answering a publisher's frames of a commit group, once per
-// group. When the socket can take a direct write (plain TCP, no writer
-// running, nothing queued, no close pending) it claims the socket as the
-// writer would and reports true without queueing anything; the caller then
-// must call writeClaimed with the same frames. Frames queued by anyone
-// meanwhile wait behind them, so the order is that of the calls. Otherwise
-// it queues frames as enqueue does and reports false.
-func (c *wsConn) enqueueOrClaim(frames [][]byte) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.dead || c.closing != nil {
-		return false
-	}
-	if c.rc != nil && c.canStartLocked() && c.out.Len() == 0 && len(c.ctrl) == 0 && c.pong == nil {
-		c.writing = true
-		c.wg.Add(1) // finish waits for the claim as for a writer
-		return true
-	}
-	for _, f := range frames {
-		c.out.Push(f, 0)
-	}
-	if c.canStartLocked() {
-		c.startWriterLocked()
-	}
-	return false
-}
-
-// writeClaimed writes frames on a socket enqueueOrClaim claimed, with one
-// writev that does not wait for the peer: what the kernel does not take at
-// once goes at the head of the queue, for a writer goroutine started to
-// finish it, as do frames others queued meanwhile. A write error is left to
-// that writer, which meets it again and ends the connection as it always
-// does. It saves the wake-up of a writer goroutine per call. iov is the
-// caller's scratch space.
-func (c *wsConn) writeClaimed(frames [][]byte, iov *iovecs) {
-	k := min(len(frames), writevFrames)
-	if h := c.srv.opts.writeHook; h != nil {
-		h(c, k)
-	}
-	n, err := writeNow(c.rc, frames[:k], iov)
-	if n > 0 {
-		c.written.Add(n)
-		if c.st != nil {
-			c.st.bytesSent.Add(n)
-		}
-	}
-	// Frames the kernel took whole; a partly taken one keeps its tail.
-	whole := 0
-	for whole < k && n >= int64(len(frames[whole])) {
-		n -= int64(len(frames[whole]))
-		whole++
-	}
-	rest := frames[whole:]
-	if n > 0 {
-		rest[0] = rest[0][n:]
-	}
-	_ = err // the writer meets it again on the frames left (there are some)
-
-	c.mu.Lock()
-	if !c.dead && len(rest) > 0 {
-		c.requeueFrontLocked(rest)
-	}
-	if !c.dead && (c.out.Len() > 0 || len(c.ctrl) > 0 || c.pong != nil || (c.closing != nil && !c.closeSent)) {
-		c.runWriterLocked() // takes over the claim's count of c.wg
-	} else {
-		c.writing = false
-		c.wg.Done()
-	}
-	c.mu.Unlock()
-	if whole > 0 && c.afterWrite != nil {
-		c.afterWrite(whole)
-	}
-}
-
-// requeueFrontLocked puts frames ahead of every frame queued; c.mu is held.
-// Only a direct write the kernel did not take in full needs it, so the
-// copy of the frames queued behind costs nothing on the usual path.
-func (c *wsConn) requeueFrontLocked(frames [][]byte) {
-	if n := c.out.Len(); n > 0 {
-		later := make([][]byte, n)
-		c.out.Peek(later)
-		c.out.Pop(n)
-		frames = append(frames[:len(frames):len(frames)], later...)
-	}
-	for _, f := range frames {
-		c.out.Push(f, 0)
-	}
 }
 
 // errControlFlood ends the read loop of a peer that floods control frames.

@@ -62,10 +62,6 @@ type publisher struct {
 	// deliverer has built in the group it delivers; only the deliverer
 	// touches it (answerJobs).
 	answered []*job
-	// direct is the replies of that group when answerJobs claimed the
-	// socket for them (wsConn.enqueueOrClaim): the deliverer writes them
-	// itself (writeDirect). Only the deliverer touches it.
-	direct [][]byte
 }
 
 // newPublisher makes c a publisher connection of st; id is its exactly-once
@@ -320,42 +316,27 @@ func (p *publisher) resolve(slot *replySlot, frame []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	slot.frame, slot.done = frame, true
-	p.queueAnsweredLocked(false)
+	p.queueAnsweredLocked()
 }
 
 // answerJobs answers the slots of p.answered with their jobs' answers and
 // queues the replies now answerable, all with one lock and one hand-off to
-// the writer: the replies of a commit group go out in one write. When the
-// connection's writer is idle with nothing queued, the replies are not
-// queued but kept in p.direct, the socket claimed for them: the deliverer
-// writes them itself (writeDirect), which spares waking a writer goroutine
-// per group. It does so only with direct, and reports whether it did.
-func (p *publisher) answerJobs(direct bool) bool {
+// the writer: the replies of a commit group go out in one write.
+func (p *publisher) answerJobs() {
 	p.mu.Lock()
 	for _, j := range p.answered {
 		j.slot.frame, j.slot.done = j.answer, true
 		j.answer = nil
 	}
-	direct = p.queueAnsweredLocked(direct)
+	p.queueAnsweredLocked()
 	p.mu.Unlock()
 	clear(p.answered)
 	p.answered = p.answered[:0]
-	return direct
-}
-
-// writeDirect writes the replies answerJobs kept for the deliverer; iov is
-// the deliverer's scratch space.
-func (p *publisher) writeDirect(iov *iovecs) {
-	p.c.writeClaimed(p.direct, iov)
-	clear(p.direct)
-	p.direct = p.direct[:0]
 }
 
 // queueAnsweredLocked queues the replies of the answered slots at the head
-// of p.slots, in send order; p.mu is held. With claim, it may instead claim
-// the socket for them and keep them in p.direct (see answerJobs), which it
-// reports.
-func (p *publisher) queueAnsweredLocked(claim bool) (claimed bool) {
+// of p.slots, in send order; p.mu is held.
+func (p *publisher) queueAnsweredLocked() {
 	k := 0
 	for k < len(p.slots) && p.slots[k].done {
 		if f := p.slots[k].frame; f != nil {
@@ -371,25 +352,17 @@ func (p *publisher) queueAnsweredLocked(claim bool) (claimed bool) {
 		k++
 	}
 	if k == 0 {
-		return false
+		return
 	}
 	n := copy(p.slots, p.slots[k:])
 	clear(p.slots[n:])
 	p.slots = p.slots[:n]
-	// Queued (or the socket claimed) under p.mu so two resolvers
-	// (deliverer, reader) keep the order: what the reader queues after a
-	// claim waits behind the claimed frames.
-	switch {
-	case len(p.ready) == 0:
-	case !claim:
+	// Queued under p.mu so two resolvers (committer, reader) keep the order.
+	if len(p.ready) > 0 {
 		p.c.enqueue(p.ready...)
-	case p.c.enqueueOrClaim(p.ready):
-		p.direct = append(p.direct, p.ready...)
-		claimed = true
 	}
 	clear(p.ready)
 	p.ready = p.ready[:0]
-	return claimed
 }
 
 // written is told by the writer how many frames went out.
