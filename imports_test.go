@@ -73,11 +73,12 @@ var layer = map[string]int{
 // (not part of any layer), so every layer may use them: internal/conf, the
 // typed-config machinery behind config.Config.
 var leafUtilities = map[string]bool{
-	"internal/conf":    true,
-	"internal/durable": true, // fsync of a directory
-	"internal/waitfor": true, // a bounded wait on a WaitGroup
-	"internal/ratelog": true, // one log line per repeating failure per interval
-	"internal/rusage":  true, // getrusage(2): CPU time and peak RSS
+	"internal/conf":     true,
+	"internal/durable":  true, // fsync of a directory
+	"internal/exepages": true, // give back the executable's read-only pages
+	"internal/waitfor":  true, // a bounded wait on a WaitGroup
+	"internal/ratelog":  true, // one log line per repeating failure per interval
+	"internal/rusage":   true, // getrusage(2): CPU time and peak RSS
 }
 
 func sortedKeys(m map[string]bool) []string {

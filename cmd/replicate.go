@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/streamcast/streamcast/internal/exepages"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
 )
@@ -74,6 +75,9 @@ or stands by.`,
 					_, _ = io.WriteString(ready, "ready\n")
 				}
 				a.logger.Info("replicating", "logs", len(targets))
+				// Most of the code and tables the start touched are not needed
+				// again: give this process's mappings of them back.
+				_, _ = exepages.Release()
 			})
 		},
 	}

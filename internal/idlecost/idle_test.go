@@ -176,11 +176,19 @@ func measure(b *testing.B, bin string, streams int, settle, window time.Duration
 		before[k] = cpuSeconds(k)
 	}
 	maxFDs := 0
+	// The figures below are read at the end of the window; the children's
+	// summed RSS is also sampled each second of it, since a child's
+	// resident set grows with each pass's work and shrinks when an idle
+	// child gives memory back.
+	var maxRSS float64
 	t0 := time.Now()
 	for time.Since(t0) < window {
+		var sum float64
 		for _, k := range kids {
 			maxFDs = max(maxFDs, fds(k))
+			sum += memMB(k, "status", "VmRSS:")
 		}
+		maxRSS = max(maxRSS, sum)
 		time.Sleep(time.Second)
 	}
 	elapsed := time.Since(t0).Seconds()
@@ -207,6 +215,7 @@ func measure(b *testing.B, bin string, streams int, settle, window time.Duration
 	// VmRSS counts the pages of the binary every child maps in each child;
 	// Pss shares them out, so its sum is what the children cost together.
 	b.ReportMetric(kidsRSS, "children_rss_MB")
+	b.ReportMetric(max(maxRSS, kidsRSS), "children_rss_max_MB")
 	b.ReportMetric(kidsPSS, "children_pss_MB")
 	b.ReportMetric(kidsAnon, "children_anon_MB")
 	b.ReportMetric(kidsFile, "children_file_MB")

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package exepages
+
+// Release does nothing where the process's mappings cannot be read from
+// /proc.
+func Release() (int64, error) { return 0, nil }
