@@ -330,16 +330,7 @@ func TestAHomeBehindItsPublishedCopyCatchesUp(t *testing.T) {
 			}
 			next := m.Clone()
 			next.Retention.MaxAge = new("7d")
-			st.failAt = func(p string) error {
-				if p == "published" {
-					return errors.New("crash")
-				}
-				return nil
-			}
-			if _, err := st.Commit(context.Background(), next); err == nil {
-				t.Fatal("the injected crash did not stop the commit")
-			}
-			st.failAt = nil
+			commitPublishedOnly(t, st, next)
 			res, err := Resolve(context.Background(), st)
 			if err != nil || res.Outcome != CaughtUp || res.Metadata.Version != 2 || *res.Metadata.Retention.MaxAge != "7d" {
 				t.Fatalf("Resolve = %+v, %v; want version 2 caught up", res, err)
@@ -399,16 +390,7 @@ func TestResolveParsesAPublishedCopyLikeTheHomeOnce(t *testing.T) {
 
 	next := m.Clone()
 	next.Retention.MaxAge = new("7d")
-	st.failAt = func(p string) error {
-		if p == "published" {
-			return errors.New("crash")
-		}
-		return nil
-	}
-	if _, err := st.Commit(context.Background(), next); err == nil {
-		t.Fatal("the injected crash did not stop the commit")
-	}
-	st.failAt = nil
+	commitPublishedOnly(t, st, next)
 	st.parses.Store(0)
 	res, err = Resolve(context.Background(), st)
 	if err != nil || res.Outcome != CaughtUp || res.Metadata.Version != 4 || *res.Metadata.Retention.MaxAge != "7d" {
@@ -416,5 +398,21 @@ func TestResolveParsesAPublishedCopyLikeTheHomeOnce(t *testing.T) {
 	}
 	if n := st.parses.Load(); n != 2 {
 		t.Fatalf("Resolve parsed %d metadata documents for a published copy ahead of the home, want 2", n)
+	}
+}
+
+// commitPublishedOnly commits next as a crash between the two places
+// leaves it: the published copy written, the home's not.
+func commitPublishedOnly(t *testing.T, st *Store, next *Metadata) {
+	t.Helper()
+	st.failAt = func(p string) error {
+		if p == "published" {
+			return errors.New("crash")
+		}
+		return nil
+	}
+	defer func() { st.failAt = nil }()
+	if _, err := st.Commit(context.Background(), next); err == nil {
+		t.Fatal("the injected crash did not stop the commit")
 	}
 }
