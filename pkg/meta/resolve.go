@@ -119,10 +119,10 @@ func (e *HistoryError) Unwrap() error { return ErrExistingHistory }
 // <prefix>/<stream>/, and the listing happens only when the home has no
 // metadata.
 func Resolve(ctx context.Context, st *Store) (Resolution, error) {
-	home, err := st.Load(ctx)
+	home, data, err := st.readLike(ctx, st.home, nil, nil)
 	switch {
 	case err == nil:
-		return st.reconcile(ctx, home)
+		return st.reconcile(ctx, home, data)
 	case !errors.Is(err, ErrNoMetadata):
 		return Resolution{}, fmt.Errorf("stream %q: %w", st.stream, err)
 	}
@@ -201,10 +201,11 @@ func Resolve(ctx context.Context, st *Store) (Resolution, error) {
 // replicas of the stream's logs.
 const WALDir = "_wal"
 
-// reconcile compares the home's metadata with the published copy.
-func (s *Store) reconcile(ctx context.Context, home *Metadata) (Resolution, error) {
+// reconcile compares the home's metadata (read from data) with the
+// published copy, which is parsed only when its bytes differ.
+func (s *Store) reconcile(ctx context.Context, home *Metadata, data []byte) (Resolution, error) {
 	res := Resolution{Metadata: home, Outcome: Found}
-	pub, err := s.LoadPublished(ctx)
+	pub, _, err := s.readLike(ctx, s.pub, home, data)
 	switch {
 	case err == nil && pub.StreamID != home.StreamID:
 		return Resolution{}, fmt.Errorf("stream %q: its home %s names stream_id %s, but %s names %s: two histories claim this stream; "+

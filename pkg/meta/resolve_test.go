@@ -330,16 +330,7 @@ func TestAHomeBehindItsPublishedCopyCatchesUp(t *testing.T) {
 			}
 			next := m.Clone()
 			next.Retention.MaxAge = new("7d")
-			st.failAt = func(p string) error {
-				if p == "published" {
-					return errors.New("crash")
-				}
-				return nil
-			}
-			if _, err := st.Commit(context.Background(), next); err == nil {
-				t.Fatal("the injected crash did not stop the commit")
-			}
-			st.failAt = nil
+			commitPublishedOnly(t, st, next)
 			res, err := Resolve(context.Background(), st)
 			if err != nil || res.Outcome != CaughtUp || res.Metadata.Version != 2 || *res.Metadata.Retention.MaxAge != "7d" {
 				t.Fatalf("Resolve = %+v, %v; want version 2 caught up", res, err)
@@ -376,5 +367,52 @@ func TestAnUpgradeRecordsTheStartTheLogStores(t *testing.T) {
 	}
 	if cur := res.Metadata.Current(); cur == nil || cur.StartOffset != 5 {
 		t.Fatalf("the upgrade recorded %+v; want start_offset 5, the log's own", cur)
+	}
+}
+
+// TestResolveParsesAPublishedCopyLikeTheHomeOnce: the published copy of a
+// stream at rest is the home's version file byte for byte, so Resolve
+// parses one document, not two (a migration resolves its stream several
+// times, each parse a pass over every log the stream ever had); a copy
+// that differs is still parsed, and a home behind it still catches up.
+func TestResolveParsesAPublishedCopyLikeTheHomeOnce(t *testing.T) {
+	e := fileEnv(t)
+	st := e.store(t, "trades")
+	m := commits(t, st, 3, nil)
+	st.parses.Store(0)
+	res, err := Resolve(context.Background(), st)
+	if err != nil || res.Outcome != Found || res.Metadata.Version != 3 {
+		t.Fatalf("Resolve = %+v, %v; want version 3 found", res, err)
+	}
+	if n := st.parses.Load(); n != 1 {
+		t.Fatalf("Resolve parsed %d metadata documents for two identical copies, want 1", n)
+	}
+
+	next := m.Clone()
+	next.Retention.MaxAge = new("7d")
+	commitPublishedOnly(t, st, next)
+	st.parses.Store(0)
+	res, err = Resolve(context.Background(), st)
+	if err != nil || res.Outcome != CaughtUp || res.Metadata.Version != 4 || *res.Metadata.Retention.MaxAge != "7d" {
+		t.Fatalf("Resolve = %+v, %v; want version 4 caught up", res, err)
+	}
+	if n := st.parses.Load(); n != 2 {
+		t.Fatalf("Resolve parsed %d metadata documents for a published copy ahead of the home, want 2", n)
+	}
+}
+
+// commitPublishedOnly commits next as a crash between the two places
+// leaves it: the published copy written, the home's not.
+func commitPublishedOnly(t *testing.T, st *Store, next *Metadata) {
+	t.Helper()
+	st.failAt = func(p string) error {
+		if p == "published" {
+			return errors.New("crash")
+		}
+		return nil
+	}
+	defer func() { st.failAt = nil }()
+	if _, err := st.Commit(context.Background(), next); err == nil {
+		t.Fatal("the injected crash did not stop the commit")
 	}
 }
