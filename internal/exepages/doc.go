@@ -1,6 +1,6 @@
 // Package exepages gives back, from one process, the resident pages of its
 // own executable's read-only segments: the machine code and the constant
-// data (docs/design.md, "Idle cost").
+// data (docs/design.md §4.13).
 //
 // Every process of the streamcast binary maps the same file, and the pages
 // a process has touched count in its resident set until it exits. A
