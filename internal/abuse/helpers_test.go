@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/internal/testbin"
 )
 
 // binaryEnv names a prebuilt streamcast binary to attack instead of
@@ -37,9 +39,8 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		exe = filepath.Join(dir, "streamcast")
-		if out, err := exec.Command("go", "build", "-o", exe, "github.com/streamcast/streamcast").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build the streamcast command: %v\n%s", err, out)
+		if exe, err = testbin.Build(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			_ = os.RemoveAll(dir)
 			os.Exit(1)
 		}

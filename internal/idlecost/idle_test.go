@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/streamcast/streamcast/internal/testbin"
 )
 
 // Settings, from the environment so one command line measures any size:
@@ -87,10 +89,9 @@ func binary(b *testing.B) string {
 	if p := os.Getenv("STREAMCAST_IDLE_BINARY"); p != "" {
 		return p
 	}
-	path := filepath.Join(b.TempDir(), "streamcast")
-	out, err := exec.Command("go", "build", "-o", path, "github.com/streamcast/streamcast").CombinedOutput()
+	path, err := testbin.Build(b.TempDir())
 	if err != nil {
-		b.Fatalf("go build the streamcast command: %v\n%s", err, out)
+		b.Fatal(err)
 	}
 	return path
 }

@@ -40,18 +40,25 @@ func Streamcast(t testing.TB) string {
 		if built.err != nil {
 			return
 		}
-		path := filepath.Join(built.dir, "streamcast")
-		out, err := exec.Command("go", "build", "-o", path, "github.com/streamcast/streamcast").CombinedOutput()
-		if err != nil {
-			built.err = fmt.Errorf("go build the streamcast command: %w\n%s", err, out)
-			return
-		}
-		built.path = path
+		built.path, built.err = Build(built.dir)
 	})
 	if built.err != nil {
 		t.Fatal(built.err)
 	}
 	return built.path
+}
+
+// Build builds the streamcast command from this module into dir and
+// returns its path. It is safe from any goroutine, so a test can build
+// while it starts something else; most tests want Streamcast, which builds
+// once per test binary.
+func Build(dir string) (string, error) {
+	path := filepath.Join(dir, "streamcast")
+	out, err := exec.Command("go", "build", "-o", path, "github.com/streamcast/streamcast").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build the streamcast command: %w\n%s", err, out)
+	}
+	return path, nil
 }
 
 // Remove deletes the binary Streamcast built, if it built one. Call it from

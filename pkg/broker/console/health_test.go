@@ -5,8 +5,6 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/streamcast/streamcast/internal/testbin"
 	"github.com/streamcast/streamcast/pkg/broker"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
@@ -23,22 +22,11 @@ import (
 // children serve starts.
 func buildStreamcast(t *testing.T) string {
 	t.Helper()
-	path, err := buildStreamcastIn(t.TempDir())
+	path, err := testbin.Build(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// buildStreamcastIn builds the streamcast command into dir; safe to call
-// from any goroutine, so a test can build while it does something else.
-func buildStreamcastIn(dir string) (string, error) {
-	path := filepath.Join(dir, "streamcast")
-	out, err := exec.Command("go", "build", "-o", path, "github.com/streamcast/streamcast").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build the streamcast command: %w\n%s", err, out)
-	}
-	return path, nil
 }
 
 // childOf is the role's child in the server's stats.

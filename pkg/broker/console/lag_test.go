@@ -11,6 +11,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testbin"
 	"github.com/streamcast/streamcast/pkg/broker"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -44,7 +45,7 @@ func TestConsoleFlagsGrowingPublishLag(t *testing.T) {
 	exe := make(chan built, 1)
 	dir := t.TempDir()
 	go func() {
-		p, err := buildStreamcastIn(dir)
+		p, err := testbin.Build(dir)
 		exe <- built{p, err}
 	}()
 	t.Cleanup(func() { <-exe })
