@@ -31,6 +31,7 @@ var layer = map[string]int{
 	"pkg/logstore/filelock":    5, // below logstore: logstore imports it
 	"pkg/logstore/parquetfile": 5, // below logstore: logstore imports it
 	"pkg/logstore/publoc":      4, // below warehouse: a published location and its parser; it imports nothing of the module
+	"pkg/logstore/rowpack":     4, // below logstore: the codec of a commit group's rows in buffer.db; it imports nothing of the module
 	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it
 	"pkg/logstore/logconfig":   7, // above parquetfile and warehouse, below logstore: a log's Config
 	"pkg/logstore/catalog":     7, // above colstats, below logstore: answers read from buffer.db's records alone
@@ -38,6 +39,7 @@ var layer = map[string]int{
 	"pkg/logstore/tier":        12, // above logstore: its steps work through logstore's record API
 	"pkg/logstore/maintain":    15, // above logstore and tier: it runs tier's steps in a loop
 	"pkg/logstore/replica":     15, // above logstore: it opens logs read-only
+	"pkg/meta/maxage":          4,  // below meta and cmd: a retention window and its parser; it imports nothing of the module
 	"pkg/meta":                 20,
 	"pkg/wire":                 20,
 	"pkg/meta/lifecycle":       22, // above meta: it imports meta and opens logs for writing
