@@ -44,6 +44,7 @@ var layer = map[string]int{
 	"pkg/wire":                 20,
 	"pkg/meta/lifecycle":       22, // above meta: it imports meta and opens logs for writing
 	"pkg/wire/txbox":           22, // above wire: the outbox and inbox are built on its client
+	"pkg/wire/txbox/dsn":       4,  // below txbox: a database URL and its parser; it imports nothing of the module
 	"pkg/meta/history":         22, // above meta and wire: it reads published tables and a server's tail
 	"pkg/meta/sqlview":         23, // above history: SQLite virtual table over its scans
 	"pkg/broker/backlog":       25, // below broker: broker imports them
