@@ -97,6 +97,7 @@ func hasFuzzTarget(t *testing.T, p listedPackage) bool {
 var leafParsers = []string{
 	"pkg/broker/control/ctlreq",
 	"pkg/logstore/publoc",
+	"pkg/logstore/replica/replicaargs",
 	"pkg/logstore/rowpack",
 	"pkg/meta/maxage",
 	"pkg/wire/txbox/dsn",

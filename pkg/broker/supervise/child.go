@@ -17,7 +17,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
-	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 )
 
 // errStopping is spawn's answer once the supervisor is stopping.
@@ -87,7 +87,7 @@ func (c *roleChild) args() []string {
 	if c.role == RoleReplicate {
 		a := s.Replicate
 		a.Logs, a.ReadyFD = c.logs(), readyFD
-		return append(maintain.ChildLine(replica.Command, s.configFile, s.level, "json"), a.Args()...)
+		return append(maintain.ChildLine(replicaargs.Command, s.configFile, s.level, "json"), a.Args()...)
 	}
 	role := maintain.Args{
 		Role:       c.role,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
-	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
 )
 
@@ -91,7 +91,7 @@ type Group struct {
 	// is its cadence (its Logs and ReadyFD are the group's to fill). Set
 	// them before Start.
 	ReplicateLogs []string
-	Replicate     replica.Args
+	Replicate     replicaargs.Args
 	// MaxOpenLogs bounds the logs each child holds open at once
 	// (maintain.Args.MaxOpen); 0 is the child's default. Set it before
 	// Start.
@@ -109,7 +109,7 @@ type Group struct {
 
 // RoleReplicate names the replicate child among the maintenance roles:
 // it is supervised, restarted and reported in /stats as they are.
-const RoleReplicate maintain.Role = replica.Command
+const RoleReplicate maintain.Role = replicaargs.Command
 
 // New plans one child per role over logs; nothing starts until
 // Start.
@@ -152,7 +152,7 @@ func (s *Group) Start(ctx context.Context) error {
 			sup:    s,
 			role:   RoleReplicate,
 			every:  s.Replicate.SyncInterval,
-			logger: s.logger.WithPrefix(replica.Command),
+			logger: s.logger.WithPrefix(replicaargs.Command),
 			quit:   make(chan struct{}),
 		})
 	}
