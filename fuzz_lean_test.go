@@ -96,6 +96,7 @@ func hasFuzzTarget(t *testing.T, p listedPackage) bool {
 // itself comes to import something heavy.
 var leafParsers = []string{
 	"pkg/broker/control/ctlreq",
+	"pkg/logstore/maintain/maintainargs",
 	"pkg/logstore/publoc",
 	"pkg/logstore/replica/replicaargs",
 	"pkg/logstore/rowpack",

@@ -8,7 +8,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
-	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 )
 
@@ -28,8 +28,8 @@ type Spec struct {
 	Roles        []Schedule
 	FlushEvery   time.Duration
 	ReadyTimeout time.Duration
-	Replicate    replicaargs.Args // the replicate child's cadence
-	Overrides    logstore.Config  // Group.Overrides
+	Replicate    replicaargs.Args      // the replicate child's cadence
+	Overrides    maintainargs.Override // Group.Overrides
 	MaxOpenLogs  int
 	Logger       *log.Logger
 }

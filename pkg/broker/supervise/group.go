@@ -13,6 +13,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
 )
@@ -74,7 +75,7 @@ type Group struct {
 	flushEvery time.Duration
 	// Overrides are the config's tiers, as policy overrides, for logs
 	// created before it changed; set them before Start.
-	Overrides logstore.Config
+	Overrides maintainargs.Override
 	// RetiredLogs are logs only the retain role runs over: a retired
 	// stream's log is fenced and published whole, so seal, compact,
 	// publish and clean have no work there, but its retention window
@@ -93,7 +94,7 @@ type Group struct {
 	ReplicateLogs []string
 	Replicate     replicaargs.Args
 	// MaxOpenLogs bounds the logs each child holds open at once
-	// (maintain.Args.MaxOpen); 0 is the child's default. Set it before
+	// (maintainargs.Args.MaxOpen); 0 is the child's default. Set it before
 	// Start.
 	MaxOpenLogs int
 
