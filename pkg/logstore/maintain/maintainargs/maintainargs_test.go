@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 func TestArgsReadBackAsRendered(t *testing.T) {
