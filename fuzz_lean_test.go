@@ -3,18 +3,19 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 // heavyFuzzTests are the packages with a fuzz target whose tests may link
 // far more than the package itself, and why; docs/fuzzing.md gives their
 // campaign rates.
-var heavyFuzzTests = map[string]string{
-	// Its tests run the outbox and inbox against a real broker, through
-	// unexported parts of txbox; they cannot move to another package.
-	"pkg/wire/txbox": "outbox and inbox tests drive a real broker",
-}
+// None now: pkg/wire/txbox, whose outbox and inbox tests drive a real broker
+// through its unexported parts, was one until its DSN parser, the fuzzed
+// code, moved to pkg/wire/txbox/dsn.
+var heavyFuzzTests = map[string]string{}
 
 // leanSlack is how many packages beyond its own a fuzzed package's test
 // binary may link: test helpers and a few standard packages.
@@ -86,4 +87,39 @@ func hasFuzzTarget(t *testing.T, p listedPackage) bool {
 		}
 	}
 	return false
+}
+
+// leafParsers are packages that exist so that a parser's fuzz target links a
+// small test binary: each was split out of a package that links the storage
+// stack (docs/fuzzing.md, "Why a campaign is slow"). The guard above only
+// sees what a package's tests add; this one also fails when the package
+// itself comes to import something heavy.
+var leafParsers = []string{
+	"pkg/broker/control/ctlreq",
+	"pkg/logstore/maintain/maintainargs",
+	"pkg/logstore/publoc",
+	"pkg/logstore/replica/replicaargs",
+	"pkg/logstore/rowpack",
+	"pkg/meta/maxage",
+	"pkg/wire/txbox/dsn",
+}
+
+// leafParserMaxLinked is the most packages a leaf parser's test binary may
+// link, the standard library's included: a leaf links about 130, the
+// storage stack about 700.
+const leafParserMaxLinked = 250
+
+// TestLeafParsersStayLeaves fails when the test binary of a leaf parser
+// package links more than leafParserMaxLinked packages, which would make
+// its fuzz campaign several times slower again.
+func TestLeafParsersStayLeaves(t *testing.T) {
+	for _, rel := range leafParsers {
+		out, err := exec.Command("go", "list", "-deps", "-test", "./"+rel).Output()
+		if err != nil {
+			t.Fatalf("go list -deps -test ./%s: %v", rel, err)
+		}
+		if n := strings.Count(string(out), "\n"); n > leafParserMaxLinked {
+			t.Errorf("%s's tests link %d packages (more than %d): it was split out so that its fuzz target links little (docs/fuzzing.md); find the import that pulls in the rest (go list -deps) and keep it out", rel, n, leafParserMaxLinked)
+		}
+	}
 }

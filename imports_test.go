@@ -23,50 +23,56 @@ const module = "github.com/streamcast/streamcast"
 // another, except auth, certs and streamlog, which sit between config and
 // broker, relay, between frame and broker, and stats, between supervise and broker.
 var layer = map[string]int{
-	"pkg/schema/jsontext":      -2, // below schema: schema imports it; it imports nothing of the module
-	"pkg/schema":               0,
-	"pkg/schema/source":        2, // above schema (it imports it), below logstore: ingest's readers and type rules; logstore never imports it
-	"pkg/logstore/activity":    5, // below logstore: logstore imports it
-	"pkg/logstore/colstats":    5, // below logstore: logstore imports it
-	"pkg/logstore/filelock":    5, // below logstore: logstore imports it
-	"pkg/logstore/parquetfile": 5, // below logstore: logstore imports it
-	"pkg/logstore/publoc":      4, // below warehouse: a published location and its parser; it imports nothing of the module
-	"pkg/logstore/warehouse":   5, // below logstore: logstore imports it
-	"pkg/logstore/logconfig":   7, // above parquetfile and warehouse, below logstore: a log's Config
-	"pkg/logstore/catalog":     7, // above colstats, below logstore: answers read from buffer.db's records alone
-	"pkg/logstore":             10,
-	"pkg/logstore/tier":        12, // above logstore: its steps work through logstore's record API
-	"pkg/logstore/maintain":    15, // above logstore and tier: it runs tier's steps in a loop
-	"pkg/logstore/replica":     15, // above logstore: it opens logs read-only
-	"pkg/meta":                 20,
-	"pkg/wire":                 20,
-	"pkg/meta/lifecycle":       22, // above meta: it imports meta and opens logs for writing
-	"pkg/wire/txbox":           22, // above wire: the outbox and inbox are built on its client
-	"pkg/meta/history":         22, // above meta and wire: it reads published tables and a server's tail
-	"pkg/meta/sqlview":         23, // above history: SQLite virtual table over its scans
-	"pkg/broker/backlog":       25, // below broker: broker imports them
-	"pkg/broker/config":        25,
-	"pkg/broker/console":       25, // below broker: static files the routes serve; it imports nothing of the module
-	"pkg/broker/frame":         25,
-	"pkg/broker/inbox":         25, // below broker: the bounded queue between publishers and the committer
-	"pkg/broker/listener":      25, // below broker: the listener and http.Server the routes are served on
-	"pkg/broker/marks":         25,
-	"pkg/broker/metrics":       25,
-	"pkg/broker/peerframe":     25,
-	"pkg/broker/pubframe":      25,
-	"pkg/broker/registry":      25,
-	"pkg/broker/replay":        25,
-	"pkg/broker/streamlife":    25, // below broker: a stream's attached connections and its stop and fence states
-	"pkg/broker/supervise":     25,
-	"pkg/broker/auth":          27, // above config: it compiles the auth: section
-	"pkg/broker/certs":         27, // above config: it loads the tls: section's files
-	"pkg/broker/relay":         27, // above frame: it builds the frames it hands broker to fan out
-	"pkg/broker/stats":         27, // above supervise: /stats carries its children's figures
-	"pkg/broker/streamlog":     27, // above config: it opens a log as the config declares it
-	"pkg/broker/control":       28, // above auth: it checks the control and migrate grants
-	"pkg/broker/gate":          28, // above auth: it checks every request against the auth: section
-	"pkg/broker":               30,
-	"cmd":                      40,
+	"pkg/schema/jsontext":                -2, // below schema: schema imports it; it imports nothing of the module
+	"pkg/schema":                         0,
+	"pkg/schema/source":                  2, // above schema (it imports it), below logstore: ingest's readers and type rules; logstore never imports it
+	"pkg/logstore/activity":              5, // below logstore: logstore imports it
+	"pkg/logstore/colstats":              5, // below logstore: logstore imports it
+	"pkg/logstore/filelock":              5, // below logstore: logstore imports it
+	"pkg/logstore/parquetfile":           5, // below logstore: logstore imports it
+	"pkg/logstore/publoc":                4, // below warehouse: a published location and its parser; it imports nothing of the module
+	"pkg/logstore/rowpack":               4, // below logstore: the codec of a commit group's rows in buffer.db; it imports nothing of the module
+	"pkg/logstore/warehouse":             5, // below logstore: logstore imports it
+	"pkg/logstore/logconfig":             7, // above parquetfile and warehouse, below logstore: a log's Config
+	"pkg/logstore/catalog":               7, // above colstats, below logstore: answers read from buffer.db's records alone
+	"pkg/logstore":                       10,
+	"pkg/logstore/tier":                  12, // above logstore: its steps work through logstore's record API
+	"pkg/logstore/maintain":              15, // above logstore and tier: it runs tier's steps in a loop
+	"pkg/logstore/maintain/maintainargs": 4,  // below maintain, config and supervise: the maintain command line and its roles; it imports nothing of the module
+	"pkg/logstore/replica":               15, // above logstore: it opens logs read-only
+	"pkg/logstore/replica/replicaargs":   4,  // below replica, config and supervise: the replicate command line; it imports nothing of the module
+	"pkg/meta/maxage":                    4,  // below meta and cmd: a retention window and its parser; it imports nothing of the module
+	"pkg/meta":                           20,
+	"pkg/wire":                           20,
+	"pkg/meta/lifecycle":                 22, // above meta: it imports meta and opens logs for writing
+	"pkg/wire/txbox":                     22, // above wire: the outbox and inbox are built on its client
+	"pkg/wire/txbox/dsn":                 4,  // below txbox: a database URL and its parser; it imports nothing of the module
+	"pkg/meta/history":                   22, // above meta and wire: it reads published tables and a server's tail
+	"pkg/meta/sqlview":                   23, // above history: SQLite virtual table over its scans
+	"pkg/broker/backlog":                 25, // below broker: broker imports them
+	"pkg/broker/config":                  25,
+	"pkg/broker/console":                 25, // below broker: static files the routes serve; it imports nothing of the module
+	"pkg/broker/frame":                   25,
+	"pkg/broker/inbox":                   25, // below broker: the bounded queue between publishers and the committer
+	"pkg/broker/listener":                25, // below broker: the listener and http.Server the routes are served on
+	"pkg/broker/marks":                   25,
+	"pkg/broker/metrics":                 25,
+	"pkg/broker/peerframe":               25,
+	"pkg/broker/pubframe":                25,
+	"pkg/broker/registry":                25,
+	"pkg/broker/replay":                  25,
+	"pkg/broker/streamlife":              25, // below broker: a stream's attached connections and its stop and fence states
+	"pkg/broker/supervise":               25,
+	"pkg/broker/auth":                    27, // above config: it compiles the auth: section
+	"pkg/broker/certs":                   27, // above config: it loads the tls: section's files
+	"pkg/broker/relay":                   27, // above frame: it builds the frames it hands broker to fan out
+	"pkg/broker/stats":                   27, // above supervise: /stats carries its children's figures
+	"pkg/broker/streamlog":               27, // above config: it opens a log as the config declares it
+	"pkg/broker/control":                 28, // above auth: it checks the control and migrate grants
+	"pkg/broker/control/ctlreq":          4,  // below control: a control request's headers and list cursor; it imports nothing of the module
+	"pkg/broker/gate":                    28, // above auth: it checks every request against the auth: section
+	"pkg/broker":                         30,
+	"cmd":                                40,
 }
 
 // leafUtilities are internal packages that import nothing of the module

@@ -18,16 +18,17 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
 func newMaintainCmd(a *app) *cobra.Command {
 	// The flags are maintain's: serve renders its children's command lines
-	// from the same maintain.Args, so a flag cannot be renamed on one side only.
-	args := maintain.DefaultArgs()
-	roles := maintain.RoleNames()
+	// from the same maintainargs.Args, so a flag cannot be renamed on one side only.
+	args := maintainargs.DefaultArgs()
+	roles := maintainargs.RoleNames()
 	cmd := &cobra.Command{
-		Use:   maintain.Command + " --role ROLE --every DUR --log PATH...",
+		Use:   maintainargs.Command + " --role ROLE --every DUR --log PATH...",
 		Short: "Run one maintenance role over logs in a loop (started by serve)",
 		Long: `Run one maintenance role over one or more logs, a pass over every log each
 --every, beside the serve process that writes them. serve starts one
@@ -86,7 +87,7 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 				f := os.NewFile(uintptr(args.ReadyFD), "ready")
 				if _, err := f.Stat(); err != nil {
 					_ = f.Close() // now, while the number is free, not from a finalizer later
-					return usageError{fmt.Errorf("--%s %d is not an open file descriptor: %w", maintain.FlagReadyFD, args.ReadyFD, err)}
+					return usageError{fmt.Errorf("--%s %d is not an open file descriptor: %w", maintainargs.FlagReadyFD, args.ReadyFD, err)}
 				}
 				ready = f
 				defer ready.Close()
@@ -109,7 +110,7 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 				Flush:      flush,
 				Ready:      func() { say("ready") },
 				Flushed:    func() { say("flushed") },
-				Override:   args.Override,
+				Override:   maintain.OverrideConfig(args.Override),
 				MaxOpen:    args.MaxOpen,
 				Logger:     a.logger, // Run adds the role to every line
 				Retain:     a.retainPass,
@@ -120,9 +121,9 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 	flags := flag.NewFlagSet("maintain", flag.ContinueOnError)
 	args.Flags(flags)
 	cmd.Flags().AddGoFlagSet(flags)
-	_ = cmd.MarkFlagDirname(maintain.FlagLog)
-	_ = cmd.MarkFlagDirname(maintain.FlagCacheLog)
-	_ = cmd.RegisterFlagCompletionFunc(maintain.FlagRole, cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.MarkFlagDirname(maintainargs.FlagLog)
+	_ = cmd.MarkFlagDirname(maintainargs.FlagCacheLog)
+	_ = cmd.RegisterFlagCompletionFunc(maintainargs.FlagRole, cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -221,7 +222,7 @@ func TestMaintainLogLinesNameTheRoleOnce(t *testing.T) {
 func syscallKill(pid int) error { return unix.Kill(pid, unix.SIGUSR1) }
 
 // TestServesChildCommandLineIsWhatMaintainParses: the command line serve's
-// supervisor renders for a child (maintain.CommandLine, every root and role
+// supervisor renders for a child (maintainargs.CommandLine, every root and role
 // flag set) is accepted by this command tree: it gets as far as opening the
 // log, never a usage error (exit 2), and logs JSON as asked.
 func TestServesChildCommandLineIsWhatMaintainParses(t *testing.T) {
@@ -233,10 +234,10 @@ func TestServesChildCommandLineIsWhatMaintainParses(t *testing.T) {
 	}
 	t.Chdir(dir)
 	t.Setenv(configEnv, "")
-	line := maintain.CommandLine(cfgFile, "debug", "json", maintain.Args{
+	line := maintainargs.CommandLine(cfgFile, "debug", "json", maintainargs.Args{
 		Role: maintain.RoleClean, Every: time.Second, FlushEvery: time.Minute, Logs: []string{missing},
-		Override: logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: time.Minute, LocalDeleteGrace: time.Second,
-			PublishedSnapshotRetention: time.Hour, S3: logstore.S3Config{Endpoint: "http://127.0.0.1:1", Region: "r", PathStyle: true}},
+		Override: maintainargs.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: time.Minute, LocalDeleteGrace: time.Second,
+			PublishedSnapshotRetention: time.Hour, S3Endpoint: "http://127.0.0.1:1", S3Region: "r", S3PathStyle: true},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -13,13 +13,14 @@ import (
 	"github.com/streamcast/streamcast/internal/exepages"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 )
 
 func newReplicateCmd(a *app) *cobra.Command {
-	// The flags are replica.Args's, which serve will render for its child too.
-	args := replica.DefaultArgs()
+	// The flags are replicaargs.Args's, which serve will render for its child too.
+	args := replicaargs.DefaultArgs()
 	cmd := &cobra.Command{
-		Use:   replica.Command + " --log PATH...",
+		Use:   replicaargs.Command + " --log PATH...",
 		Short: "Ship each log's buffer.db WAL to a replica beside its published tables",
 		Long: `Ship the WAL of each log's buffer.db, continuously, to a replica at
 <published prefix>/<stream>/_wal/<log>/: a directory for a local prefix, or
@@ -52,7 +53,7 @@ or stands by.`,
 				f := os.NewFile(uintptr(args.ReadyFD), "ready")
 				if _, err := f.Stat(); err != nil {
 					_ = f.Close()
-					return usageError{fmt.Errorf("--%s %d is not an open file descriptor: %w", replica.FlagReadyFD, args.ReadyFD, err)}
+					return usageError{fmt.Errorf("--%s %d is not an open file descriptor: %w", replicaargs.FlagReadyFD, args.ReadyFD, err)}
 				}
 				ready = f
 				defer ready.Close()
@@ -68,8 +69,8 @@ or stands by.`,
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			opts := args.Options()
-			opts.Logger = slog.New(a.logger).With("role", replica.Command)
+			opts := replica.Options{SyncInterval: args.SyncInterval, SnapshotInterval: args.SnapshotInterval, SnapshotRetention: args.SnapshotRetention}
+			opts.Logger = slog.New(a.logger).With("role", replicaargs.Command)
 			return replica.Run(ctx, targets, opts, func() {
 				if ready != nil {
 					_, _ = io.WriteString(ready, "ready\n")
@@ -81,10 +82,10 @@ or stands by.`,
 			})
 		},
 	}
-	flags := flag.NewFlagSet(replica.Command, flag.ContinueOnError)
+	flags := flag.NewFlagSet(replicaargs.Command, flag.ContinueOnError)
 	args.Flags(flags)
 	cmd.Flags().AddGoFlagSet(flags)
-	_ = cmd.MarkFlagDirname(replica.FlagLog)
+	_ = cmd.MarkFlagDirname(replicaargs.FlagLog)
 	return cmd
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
 )
 
@@ -269,7 +270,7 @@ maintain: {seal_every: 100ms, compact_every: 1s, publish_every: 1s, clean_every:
 	}
 	serve, done, _, addr := startServeProcess(t, exe, config, filepath.Join(dir, "addr"))
 	kids := getStats(t, addr).Children
-	if len(kids) != len(maintain.Roles()) {
+	if len(kids) != len(maintainargs.Roles()) {
 		t.Fatalf("serve runs %d children, want one per role: %+v", len(kids), kids)
 	}
 	for _, k := range kids {

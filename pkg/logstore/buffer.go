@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/streamcast/streamcast/internal/durable"
+	"github.com/streamcast/streamcast/pkg/logstore/rowpack"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -402,7 +402,7 @@ func (l *Log) Append(ctx context.Context, rows [][]byte, ts int64, marks []Mark)
 	}
 	first = l.next
 	n := int64(len(rows))
-	l.packed = packRows(l.packed[:0], rows)
+	l.packed = rowpack.Append(l.packed[:0], rows)
 	if err := l.appendTx(ctx, first, n, ts, marks); err != nil {
 		// The transaction rolled back, but make sure the cached next offset
 		// still agrees with what is on disk before anything else commits.
@@ -526,33 +526,4 @@ func (l *Log) writeTxLocked(ctx context.Context, fn func(c *sql.Conn) error) (er
 	}
 	_, err = c.ExecContext(context.Background(), "COMMIT")
 	return err
-}
-
-// packRows appends rows to dst as uvarint length-prefixed byte strings.
-func packRows(dst []byte, rows [][]byte) []byte {
-	for _, r := range rows {
-		dst = binary.AppendUvarint(dst, uint64(len(r)))
-		dst = append(dst, r...)
-	}
-	return dst
-}
-
-// unpacker walks a packed group's rows.
-type unpacker struct {
-	b []byte
-}
-
-// next returns the next row, or ok=false at the end; err reports a packing
-// that does not parse (a corrupt buffer row).
-func (u *unpacker) next() (row []byte, ok bool, err error) {
-	if len(u.b) == 0 {
-		return nil, false, nil
-	}
-	n, k := binary.Uvarint(u.b)
-	if k <= 0 || uint64(len(u.b)-k) < n {
-		return nil, false, fmt.Errorf("packed rows are truncated: %w", ErrCorrupt)
-	}
-	row = u.b[k : k+int(n) : k+int(n)]
-	u.b = u.b[k+int(n):]
-	return row, true, nil
 }

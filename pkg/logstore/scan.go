@@ -12,6 +12,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore/catalog"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
+	"github.com/streamcast/streamcast/pkg/logstore/rowpack"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -88,9 +89,9 @@ func (l *Log) ScanCounting(ctx context.Context, from, to int64, f *schema.Filter
 		return nil
 	}
 	onGroup := func(g *bufGroup, lo, hi int64) error {
-		u := unpacker{b: g.rows}
+		u := rowpack.NewReader(g.rows)
 		for off := g.first; off < hi; off++ {
-			row, ok, err := u.next()
+			row, ok, err := u.Next()
 			if err != nil || !ok {
 				return fmt.Errorf("buffer group at offset %d ends before offset %d: %w", g.first, off, ErrCorrupt)
 			}
@@ -152,9 +153,9 @@ func (l *Log) ScanArrow(ctx context.Context, from, to int64, fn func(rec arrow.R
 		return fn(rec)
 	}
 	onGroup := func(g *bufGroup, lo, hi int64) error {
-		u := unpacker{b: g.rows}
+		u := rowpack.NewReader(g.rows)
 		for off := g.first; off < hi; off++ {
-			row, ok, err := u.next()
+			row, ok, err := u.Next()
 			if err != nil || !ok {
 				return fmt.Errorf("buffer group at offset %d ends before offset %d: %w", g.first, off, ErrCorrupt)
 			}

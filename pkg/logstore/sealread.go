@@ -10,6 +10,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore/catalog"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
+	"github.com/streamcast/streamcast/pkg/logstore/rowpack"
 )
 
 // Buffered is buffered rows read for sealing: whole commit groups
@@ -105,12 +106,12 @@ func (l *Log) buildRecord(start, end int64, groups []bufGroup) (arrow.RecordBatc
 		rowB = decl[0].(*array.StringBuilder)
 	}
 	for _, g := range groups {
-		u := unpacker{b: g.rows}
+		u := rowpack.NewReader(g.rows)
 		off := g.first
 		for {
-			row, ok, err := u.next()
+			row, ok, err := u.Next()
 			if err != nil {
-				return nil, fmt.Errorf("buffer group at offset %d: %w", g.first, err)
+				return nil, fmt.Errorf("buffer group at offset %d: %w: %w", g.first, err, ErrCorrupt)
 			}
 			if !ok {
 				break

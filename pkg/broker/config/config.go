@@ -17,6 +17,7 @@ import (
 	"github.com/streamcast/streamcast/internal/conf"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -514,7 +515,7 @@ type Maintain struct {
 	FlushEvery time.Duration `yaml:"flush_every"`
 	// MaxOpenLogs bounds how many logs each child holds open at once (a
 	// few files and SQLite connections each); a child opens an idle log
-	// only when it has work. 0 is maintain.DefaultMaxOpen.
+	// only when it has work. 0 is maintainargs.DefaultMaxOpen.
 	MaxOpenLogs int `yaml:"max_open_logs"`
 }
 
@@ -530,7 +531,7 @@ func DefaultMaintain() Maintain {
 		CleanPublishedEvery: DefaultCleanPublishedEvery,
 		RetainEvery:         DefaultRetainEvery,
 		FlushEvery:          DefaultFlushEvery,
-		MaxOpenLogs:         maintain.DefaultMaxOpen,
+		MaxOpenLogs:         maintainargs.DefaultMaxOpen,
 	}
 }
 
@@ -599,7 +600,7 @@ func (m *Maintain) UnmarshalYAML(n *yaml.Node) error {
 		key, v := n.Content[i].Value, n.Content[i+1]
 		if key == "max_open_logs" {
 			if err := v.Decode(&m.MaxOpenLogs); err != nil {
-				return fmt.Errorf("line %d: maintain.max_open_logs: give a whole number of logs, such as %d", v.Line, maintain.DefaultMaxOpen)
+				return fmt.Errorf("line %d: maintain.max_open_logs: give a whole number of logs, such as %d", v.Line, maintainargs.DefaultMaxOpen)
 			}
 			continue
 		}
@@ -651,12 +652,12 @@ func (m *Maintain) Validate() error {
 		switch {
 		case *iv.every < 0:
 			return badKey("maintain."+iv.key, "maintain.%s is %s; give a positive duration, or 0 to leave the %s role to you", iv.key, *iv.every, iv.role)
-		case *iv.every > 0 && !slices.Contains(maintain.Roles(), iv.role):
-			return badKey("maintain."+iv.key, "maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, maintain.RoleNames())
+		case *iv.every > 0 && !slices.Contains(maintainargs.Roles(), iv.role):
+			return badKey("maintain."+iv.key, "maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, maintainargs.RoleNames())
 		}
 	}
 	if m.MaxOpenLogs < 0 {
-		return badKey("maintain.max_open_logs", "maintain.max_open_logs is %d; give a positive number of logs, or 0 for %d", m.MaxOpenLogs, maintain.DefaultMaxOpen)
+		return badKey("maintain.max_open_logs", "maintain.max_open_logs is %d; give a positive number of logs, or 0 for %d", m.MaxOpenLogs, maintainargs.DefaultMaxOpen)
 	}
 	if m.FlushEvery < 0 {
 		return badKey("maintain.flush_every", "maintain.flush_every is %s; give a positive duration, or 0 to never flush", m.FlushEvery)

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 )
 
 func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
@@ -50,7 +50,7 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 }
 
 func TestMaintainMaxOpenLogsReachesTheChildren(t *testing.T) {
-	for yaml, want := range map[string]int{"": maintain.DefaultMaxOpen, "maintain: {max_open_logs: 5}": 5} {
+	for yaml, want := range map[string]int{"": maintainargs.DefaultMaxOpen, "maintain: {max_open_logs: 5}": 5} {
 		cfg, err := Parse([]byte(yaml+"\nstreams: [{name: a}]\n"), "")
 		if err == nil {
 			err = cfg.Validate()
@@ -97,7 +97,7 @@ func TestMaintainSectionErrorsNameTheKey(t *testing.T) {
 func TestTierRetentionBecomesTheChildrensOverrides(t *testing.T) {
 	tiers := Tiers{TargetFileBytes: 1 << 20, StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
 	// Retention and grace reach the children; sizes and unset settings do not.
-	want := logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
+	want := maintainargs.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
 	if got := tiers.MaintainOverrides(); !reflect.DeepEqual(got, want) {
 		t.Errorf("overrides %+v, want %+v", got, want)
 	}

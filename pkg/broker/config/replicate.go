@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/streamcast/streamcast/pkg/logstore/replica"
 )
 
 // Replicate is the replicate: section: how `streamcast replicate`, which
@@ -15,7 +14,7 @@ import (
 type Replicate struct {
 	// SyncInterval is how often the WAL is shipped. A lost machine loses
 	// at most about this much of what is acknowledged and not yet
-	// published: the RPO with replication (replica.DefaultSyncInterval, 500ms).
+	// published: the RPO with replication (replicaargs.DefaultSyncInterval, 500ms).
 	SyncInterval time.Duration `yaml:"sync_interval"`
 	// SnapshotInterval is how often a full snapshot of each buffer.db is
 	// written, bounding what a restore replays (1h).
@@ -27,7 +26,7 @@ type Replicate struct {
 
 // DefaultReplicate is replica's defaults.
 func DefaultReplicate() Replicate {
-	a := replica.DefaultArgs()
+	a := replicaargs.DefaultArgs()
 	return Replicate{SyncInterval: a.SyncInterval, SnapshotInterval: a.SnapshotInterval, SnapshotRetention: a.SnapshotRetention}
 }
 
@@ -66,8 +65,8 @@ func (r *Replicate) UnmarshalYAML(n *yaml.Node) error {
 
 // Args is the replicate child's command line for logs, reporting on
 // readyFD.
-func (r Replicate) Args(logs []string, readyFD int) replica.Args {
-	return replica.Args{Logs: logs, SyncInterval: r.SyncInterval, SnapshotInterval: r.SnapshotInterval, SnapshotRetention: r.SnapshotRetention, ReadyFD: readyFD}
+func (r Replicate) Args(logs []string, readyFD int) replicaargs.Args {
+	return replicaargs.Args{Logs: logs, SyncInterval: r.SyncInterval, SnapshotInterval: r.SnapshotInterval, SnapshotRetention: r.SnapshotRetention, ReadyFD: readyFD}
 }
 
 // validate refuses intervals replicate would refuse, naming the key.

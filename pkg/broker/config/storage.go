@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/logstore/publoc"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
@@ -322,8 +323,8 @@ func (c *Config) CheckStored(st Stream, dir string, got logstore.Config) ([]stri
 // settings it was created with, so without these a changed config would
 // reach new logs only; sizes are not passed, since a log's files were cut
 // to its own. Zero fields keep the log's setting.
-func (t Tiers) MaintainOverrides() logstore.Config {
-	return logstore.Config{
+func (t Tiers) MaintainOverrides() maintainargs.Override {
+	return maintainargs.Override{
 		StagingRetention:           t.StagingRetention,
 		StagingMaxBytes:            t.StagingMaxBytes,
 		PublishedSnapshotRetention: t.PublishedSnapshotRetention,

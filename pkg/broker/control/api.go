@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/broker/control/ctlreq"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
@@ -43,6 +42,11 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string { return e.body.Message }
+
+// refused is a request check's refusal (package ctlreq) as the API answers it.
+func refused(rf *ctlreq.Refusal) *apiError {
+	return refuse(rf.Status, rf.Code, "%s", rf.Message)
+}
 
 func refuse(status int, code, format string, a ...any) *apiError {
 	return &apiError{status: status, body: ErrorBody{Code: code, Message: fmt.Sprintf(format, a...), Retryable: status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable}}
@@ -172,7 +176,7 @@ func (c *Controller) list(w http.ResponseWriter, r *http.Request) *apiError {
 	after, rev := "", int64(-1)
 	if s := q.Get("cursor"); s != "" {
 		var ok bool
-		if rev, after, ok = parseCursor(s); !ok {
+		if rev, after, ok = ctlreq.ParseCursor(s); !ok {
 			return refuse(http.StatusBadRequest, "bad_request", "cursor is not one this API issued; start from the first page (no cursor)")
 		}
 	}
@@ -186,7 +190,7 @@ func (c *Controller) list(w http.ResponseWriter, r *http.Request) *apiError {
 	var next any
 	if len(recs) > limit {
 		recs = recs[:limit]
-		next = makeCursor(cur, recs[len(recs)-1].Name)
+		next = ctlreq.MakeCursor(cur, recs[len(recs)-1].Name)
 	}
 	acc := auth.AccessOf(r)
 	items := []map[string]any{}
@@ -204,23 +208,6 @@ func (c *Controller) list(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"revision": cur, "streams": items, "next_cursor": next})
 	return nil
-}
-
-func makeCursor(rev int64, last string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(rev, 10) + ":" + last))
-}
-
-func parseCursor(s string) (int64, string, bool) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return 0, "", false
-	}
-	revs, last, ok := strings.Cut(string(b), ":")
-	rev, err := strconv.ParseInt(revs, 10, 64)
-	if !ok || err != nil || rev < 0 {
-		return 0, "", false
-	}
-	return rev, last, true
 }
 
 // getStream answers GET /control/v1/streams/{name}, with an ETag.
@@ -299,12 +286,12 @@ func (c *Controller) readMutation(w http.ResponseWriter, r *http.Request, name, 
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
-		return nil, err
+	if rf := ctlreq.ContentType(r.Header.Get("Content-Type")); rf != nil {
+		return nil, refused(rf)
 	}
-	key, err := checkIdempotencyKey(r.Header.Values("Idempotency-Key"))
-	if err != nil {
-		return nil, err
+	key, rf := ctlreq.IdempotencyKey(r.Header.Values("Idempotency-Key"))
+	if rf != nil {
+		return nil, refused(rf)
 	}
 	max := int64(c.cfg.Control.MaxBytes)
 	if r.ContentLength > max {
@@ -322,9 +309,9 @@ func (c *Controller) readMutation(w http.ResponseWriter, r *http.Request, name, 
 		return nil, refuse(http.StatusBadRequest, "malformed_json", "%v", err)
 	}
 	m := &mutation{name: name, principal: auth.AccessOf(r).Who, key: key, body: body}
-	m.ifMatch, m.ifNone, err = checkPreconditions(r.Header.Values("If-Match"), r.Header.Values("If-None-Match"))
-	if err != nil {
-		return nil, err
+	m.ifMatch, m.ifNone, rf = ctlreq.Preconditions(r.Header.Values("If-Match"), r.Header.Values("If-None-Match"))
+	if rf != nil {
+		return nil, refused(rf)
 	}
 	var compact bytes.Buffer
 	_ = json.Compact(&compact, body)
@@ -346,57 +333,6 @@ func checkName(name string) *apiError {
 		return refuse(http.StatusBadRequest, "bad_name", "stream name %q %v", clipped(name), err)
 	}
 	return nil
-}
-
-// checkContentType refuses a mutation that is not application/json (415).
-func checkContentType(ct string) *apiError {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
-		return refuse(http.StatusUnsupportedMediaType, "unsupported_media_type", "a mutation's body is JSON: send Content-Type: application/json")
-	}
-	return nil
-}
-
-// checkIdempotencyKey returns the request's one Idempotency-Key: missing
-// is 428, and more than one, an empty one, one over 128 characters or one
-// with a character outside printable ASCII (or a space) is 400.
-func checkIdempotencyKey(values []string) (string, *apiError) {
-	switch {
-	case len(values) == 0:
-		return "", refuse(http.StatusPreconditionRequired, "idempotency_key_required", "a mutation needs an Idempotency-Key header (1 to 128 printable ASCII characters, no spaces); reuse it when you retry")
-	case len(values) > 1:
-		return "", refuse(http.StatusBadRequest, "bad_idempotency_key", "give one Idempotency-Key header, not %d", len(values))
-	}
-	k := values[0]
-	if len(k) < 1 || len(k) > 128 {
-		return "", refuse(http.StatusBadRequest, "bad_idempotency_key", "the Idempotency-Key is %d characters; give 1 to 128", len(k))
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] <= 0x20 || k[i] >= 0x7f {
-			return "", refuse(http.StatusBadRequest, "bad_idempotency_key", "the Idempotency-Key has a character outside printable ASCII, or a space, at byte %d", i)
-		}
-	}
-	return k, nil
-}
-
-// checkPreconditions reads If-Match (one quoted decimal revision) and
-// If-None-Match (only *). Both at once, or either given twice, is 400; a
-// malformed If-Match is 412, as a stale one is.
-func checkPreconditions(ifMatch, ifNone []string) (match string, none bool, err *apiError) {
-	switch {
-	case len(ifMatch) > 0 && len(ifNone) > 0:
-		return "", false, refuse(http.StatusBadRequest, "bad_precondition", "give If-Match or If-None-Match, not both")
-	case len(ifMatch) > 1 || len(ifNone) > 1:
-		return "", false, refuse(http.StatusBadRequest, "bad_precondition", "give a precondition header once")
-	case len(ifNone) == 1:
-		if strings.TrimSpace(ifNone[0]) != "*" {
-			return "", false, refuse(http.StatusPreconditionFailed, "precondition_failed", "If-None-Match takes only *, to create a stream that does not exist")
-		}
-		return "", true, nil
-	case len(ifMatch) == 1:
-		return strings.TrimSpace(ifMatch[0]), false, nil
-	}
-	return "", false, nil
 }
 
 // matches checks If-Match against the stream's revision: missing is 428,

@@ -17,7 +17,8 @@ import (
 
 	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
-	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
+	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 )
 
 // errStopping is spawn's answer once the supervisor is stopping.
@@ -79,7 +80,7 @@ func isClosed(c <-chan struct{}) bool {
 const readyFD = 3
 
 // args is the child's command line: no secret ever goes here. It is
-// rendered by maintain.CommandLine, from the same names `streamcast
+// rendered by maintainargs.CommandLine, from the same names `streamcast
 // maintain` and the root command parse it with. Children log JSON, which
 // the supervisor reads back into serve's log.
 func (c *roleChild) args() []string {
@@ -87,9 +88,9 @@ func (c *roleChild) args() []string {
 	if c.role == RoleReplicate {
 		a := s.Replicate
 		a.Logs, a.ReadyFD = c.logs(), readyFD
-		return append(maintain.ChildLine(replica.Command, s.configFile, s.level, "json"), a.Args()...)
+		return append(maintainargs.ChildLine(replicaargs.Command, s.configFile, s.level, "json"), a.Args()...)
 	}
-	role := maintain.Args{
+	role := maintainargs.Args{
 		Role:       c.role,
 		Every:      c.every,
 		FlushEvery: s.flushEvery,
@@ -99,7 +100,7 @@ func (c *roleChild) args() []string {
 		MaxOpen:    s.MaxOpenLogs,
 		ReadyFD:    readyFD,
 	}
-	return maintain.CommandLine(s.configFile, s.level, "json", role)
+	return maintainargs.CommandLine(s.configFile, s.level, "json", role)
 }
 
 // logs are the logs c's role runs over: every served log, and for the
@@ -117,7 +118,7 @@ func (c *roleChild) logs() []string {
 // cacheLogs are the cache logs c's role runs over: all of them for the
 // roles that keep a cache, none for those that publish.
 func (c *roleChild) cacheLogs() []string {
-	if !maintain.CacheRole(c.role) {
+	if !maintainargs.CacheRole(c.role) {
 		return nil
 	}
 	return c.sup.CacheLogs

@@ -13,7 +13,8 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
-	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
+	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
 )
 
@@ -74,7 +75,7 @@ type Group struct {
 	flushEvery time.Duration
 	// Overrides are the config's tiers, as policy overrides, for logs
 	// created before it changed; set them before Start.
-	Overrides logstore.Config
+	Overrides maintainargs.Override
 	// RetiredLogs are logs only the retain role runs over: a retired
 	// stream's log is fenced and published whole, so seal, compact,
 	// publish and clean have no work there, but its retention window
@@ -91,9 +92,9 @@ type Group struct {
 	// is its cadence (its Logs and ReadyFD are the group's to fill). Set
 	// them before Start.
 	ReplicateLogs []string
-	Replicate     replica.Args
+	Replicate     replicaargs.Args
 	// MaxOpenLogs bounds the logs each child holds open at once
-	// (maintain.Args.MaxOpen); 0 is the child's default. Set it before
+	// (maintainargs.Args.MaxOpen); 0 is the child's default. Set it before
 	// Start.
 	MaxOpenLogs int
 
@@ -109,7 +110,7 @@ type Group struct {
 
 // RoleReplicate names the replicate child among the maintenance roles:
 // it is supervised, restarted and reported in /stats as they are.
-const RoleReplicate maintain.Role = replica.Command
+const RoleReplicate maintain.Role = replicaargs.Command
 
 // New plans one child per role over logs; nothing starts until
 // Start.
@@ -152,7 +153,7 @@ func (s *Group) Start(ctx context.Context) error {
 			sup:    s,
 			role:   RoleReplicate,
 			every:  s.Replicate.SyncInterval,
-			logger: s.logger.WithPrefix(replica.Command),
+			logger: s.logger.WithPrefix(replicaargs.Command),
 			quit:   make(chan struct{}),
 		})
 	}

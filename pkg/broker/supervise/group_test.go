@@ -20,26 +20,27 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
 func TestOverridesReachTheChildrensArgs(t *testing.T) {
 	sup := New("/bin/streamcast", "", []Schedule{{maintain.RoleClean, time.Minute}}, []string{"/data/t/t"}, 30*time.Second, time.Second, log.New(io.Discard))
-	sup.Overrides = logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
+	sup.Overrides = maintainargs.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
 	args := sup.children[0].args()
 	// The root command's flags come first; the role's are logstore's.
 	i := slices.Index(args, "--role")
-	if args[0] != maintain.Command || i < 0 {
+	if args[0] != maintainargs.Command || i < 0 {
 		t.Fatalf("maintain args %q", args)
 	}
-	got, err := maintain.ParseArgs(args[i:])
+	got, err := maintainargs.ParseArgs(args[i:])
 	if err != nil {
 		t.Fatalf("maintain args %q: %v", args, err)
 	}
-	want := maintain.Args{
+	want := maintainargs.Args{
 		Role: maintain.RoleClean, Every: time.Minute, FlushEvery: 30 * time.Second, Logs: []string{"/data/t/t"}, ReadyFD: readyFD,
-		Override: logstore.Config{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute},
+		Override: maintainargs.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("maintain args %q read back as %+v, want %+v", args, got, want)
@@ -214,7 +215,7 @@ func TestOnlyTheRetainChildRunsOverRetiredLogs(t *testing.T) {
 		for _, c := range g.children {
 			args := c.args()
 			for i, a := range args {
-				if a == "--"+maintain.FlagLog && i+1 < len(args) {
+				if a == "--"+maintainargs.FlagLog && i+1 < len(args) {
 					got[c.role] = append(got[c.role], args[i+1])
 				}
 			}

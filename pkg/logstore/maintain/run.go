@@ -18,14 +18,12 @@ import (
 	"github.com/streamcast/streamcast/internal/exepages"
 	"github.com/streamcast/streamcast/internal/ratelog"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/logstore/tier"
 )
 
 // Defaults of the Options left at zero.
 const (
-	// DefaultMaxOpen is how many logs a maintenance process holds open at
-	// once: a few files and SQLite connections each.
-	DefaultMaxOpen = 64
 	// DefaultRepeatEvery is how often a failure that repeats every pass is
 	// logged again, with its count.
 	DefaultRepeatEvery = 30 * time.Second
@@ -82,7 +80,7 @@ type Options struct {
 	// Passes stops the loop after this many passes; 0 runs until ctx ends.
 	Passes int
 	// MaxOpen bounds the logs held open at once; opening another closes
-	// the one used longest ago. 0 is DefaultMaxOpen.
+	// the one used longest ago. 0 is maintainargs.DefaultMaxOpen.
 	MaxOpen int
 	// RepeatEvery is how often a failure that repeats (one log, one step)
 	// is logged again, with its count; 0 is DefaultRepeatEvery.
@@ -125,7 +123,7 @@ type Options struct {
 // due, or its last attempt failed; and it holds at most MaxOpen logs open.
 func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 	if !knownRole(role) {
-		return fmt.Errorf("unknown maintenance role %q; the roles are %s", role, strings.Join(RoleNames(), ", "))
+		return fmt.Errorf("unknown maintenance role %q; the roles are %s", role, strings.Join(maintainargs.RoleNames(), ", "))
 	}
 	if len(dirs) == 0 {
 		return errors.New("no logs to maintain: give at least one log directory")
@@ -141,7 +139,7 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 		if !slices.Contains(dirs, dir) {
 			return fmt.Errorf("cache log %s is not among the logs to maintain; give it as one of them too", dir)
 		}
-		if !CacheRole(role) {
+		if !maintainargs.CacheRole(role) {
 			return fmt.Errorf("log %s is a cache of another server's stream and is never published: the %s role does not run over it", dir, role)
 		}
 	}
@@ -155,7 +153,7 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 		return fmt.Errorf("the flush interval is %s; it must be positive, or 0 for never", opts.FlushEvery)
 	}
 	if opts.MaxOpen < 0 {
-		return fmt.Errorf("at most %d open logs: give a positive number, or 0 for %d", opts.MaxOpen, DefaultMaxOpen)
+		return fmt.Errorf("at most %d open logs: give a positive number, or 0 for %d", opts.MaxOpen, maintainargs.DefaultMaxOpen)
 	}
 	r := newRunner(role, dirs, opts)
 	defer r.closeAll()
@@ -288,7 +286,7 @@ func newRunner(role Role, dirs []string, opts Options) *runner {
 	}
 	maxOpen := opts.MaxOpen
 	if maxOpen == 0 {
-		maxOpen = DefaultMaxOpen
+		maxOpen = maintainargs.DefaultMaxOpen
 	}
 	r := &runner{role: role, dirs: dirs, logger: logger, override: opts.Override, clock: opts.Clock, maxOpen: maxOpen, every: opts.Every,
 		sealWait: min(opts.Every, 2*time.Second), retain: opts.Retain, open: list.New(), byDir: map[string]*list.Element{}, state: map[string]*logState{}, free: freeMemory}
@@ -591,4 +589,18 @@ func (r *runner) publishFlush(ctx context.Context, l *logstore.Log, st *logState
 		return false, nil
 	}
 	return true, nil
+}
+
+// OverrideConfig is the command line's overrides (maintainargs.Override)
+// as the log Config that Options.Override takes.
+func OverrideConfig(o maintainargs.Override) logstore.Config {
+	return logstore.Config{
+		StagingRetention:           o.StagingRetention,
+		StagingMaxBytes:            o.StagingMaxBytes,
+		PublishedSnapshotRetention: o.PublishedSnapshotRetention,
+		DeleteGrace:                o.DeleteGrace,
+		LocalDeleteGrace:           o.LocalDeleteGrace,
+		RetentionGrace:             o.RetentionGrace,
+		S3:                         logstore.S3Config{Endpoint: o.S3Endpoint, Region: o.S3Region, PathStyle: o.S3PathStyle},
+	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/publoc"
+	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 )
 
 // File names inside a log's directory.
@@ -30,33 +31,24 @@ const (
 	lockRole     = "replicate"                  // <log>/replicate.lock: one replicator per database
 )
 
-// Defaults for Options, chosen for the RPO they imply: a row committed
-// just after a round is shipped by the next, so a lost machine loses at
-// most about SyncInterval of acknowledged rows that are not yet published.
-const (
-	DefaultSyncInterval      = 500 * time.Millisecond
-	DefaultSnapshotInterval  = time.Hour
-	DefaultSnapshotRetention = 24 * time.Hour
-)
-
 // Options tune a replicator.
 type Options struct {
-	SyncInterval      time.Duration // how often the WAL is shipped; 0 means DefaultSyncInterval
-	SnapshotInterval  time.Duration // how often a full snapshot is written; 0 means DefaultSnapshotInterval
-	SnapshotRetention time.Duration // how long snapshots are kept; 0 means DefaultSnapshotRetention
+	SyncInterval      time.Duration // how often the WAL is shipped; 0 means replicaargs.DefaultSyncInterval
+	SnapshotInterval  time.Duration // how often a full snapshot is written; 0 means replicaargs.DefaultSnapshotInterval
+	SnapshotRetention time.Duration // how long snapshots are kept; 0 means replicaargs.DefaultSnapshotRetention
 	Logger            *slog.Logger  // where litestream and the replicator log; nil discards
 	Now               func() time.Time
 }
 
 func (o Options) withDefaults() Options {
 	if o.SyncInterval <= 0 {
-		o.SyncInterval = DefaultSyncInterval
+		o.SyncInterval = replicaargs.DefaultSyncInterval
 	}
 	if o.SnapshotInterval <= 0 {
-		o.SnapshotInterval = DefaultSnapshotInterval
+		o.SnapshotInterval = replicaargs.DefaultSnapshotInterval
 	}
 	if o.SnapshotRetention <= 0 {
-		o.SnapshotRetention = DefaultSnapshotRetention
+		o.SnapshotRetention = replicaargs.DefaultSnapshotRetention
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

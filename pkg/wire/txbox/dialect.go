@@ -4,13 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+	"github.com/streamcast/streamcast/pkg/wire/txbox/dsn"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
 // Dialect is the SQL flavour of the application's database. The outbox and
@@ -187,72 +186,22 @@ func firstWords(s string, n int) string {
 	return strings.Join(f, " ")
 }
 
-// OpenDSN opens the database a command-line DSN names:
+// OpenDSN opens the database a command-line DSN names (dsn.Parse reads it):
 // sqlite:///abs/path.db, sqlite://relative/path.db, or a postgres:// (or
 // postgresql://) URL, which pgx reads as it is. A SQLite file gets WAL and a
 // busy timeout, so the application and a sender process can share it.
-func OpenDSN(dsn string) (*sql.DB, Dialect, error) {
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
-		// A DSN with an @ may hold a password: it is not quoted.
-		if strings.Contains(dsn, "@") {
-			return nil, 0, fmt.Errorf("txbox: the DSN has no scheme (no \"://\"); give sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host/db")
-		}
-		return nil, 0, fmt.Errorf("txbox: DSN %q has no scheme; give sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host/db", dsn)
-	}
-	switch strings.ToLower(scheme) {
-	case "sqlite", "sqlite3":
-		path, query, _ := strings.Cut(rest, "?")
-		if path == "" {
-			return nil, 0, fmt.Errorf("txbox: DSN %q names no file; give sqlite:///abs/path.db or sqlite://relative/path.db", dsn)
-		}
-		if p, err := url.PathUnescape(path); err == nil {
-			path = p
-		}
-		path = filepath.FromSlash(path)
-		q := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"
-		if query != "" {
-			q += "&" + query
-		}
-		db, err := sql.Open("sqlite", "file:"+path+"?"+q)
-		if err != nil {
-			return nil, 0, fmt.Errorf("txbox: open %s: %w", path, err)
-		}
-		return db, SQLite, nil
-	case "postgres", "postgresql":
-		db, err := sql.Open("pgx", dsn)
-		if err != nil {
-			return nil, 0, fmt.Errorf("txbox: open %s: %w", redact(dsn), err)
-		}
-		return db, Postgres, nil
-	}
-	if !validScheme(scheme) {
-		// What stands before "://" is then not a scheme, and may be a
-		// mistyped user:password@host: it is not quoted.
-		return nil, 0, fmt.Errorf("txbox: the DSN does not start with a scheme (letters, digits, +, - or . before \"://\"); give sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host/db")
-	}
-	return nil, 0, fmt.Errorf("txbox: DSN scheme %q is not one this package speaks; give sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host/db", scheme)
-}
-
-// validScheme reports whether s is a URL scheme (RFC 3986 §3.1): a letter,
-// then letters, digits, "+", "-" or ".".
-func validScheme(s string) bool {
-	for i, c := range s {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
-		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
-		default:
-			return false
-		}
-	}
-	return s != ""
-}
-
-// redact drops a password from a URL before it goes into a message.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
+func OpenDSN(s string) (*sql.DB, Dialect, error) {
+	tg, err := dsn.Parse(s)
 	if err != nil {
-		return "the postgres DSN"
+		return nil, 0, fmt.Errorf("txbox: %w", err)
 	}
-	return u.Redacted()
+	d, name := SQLite, tg.Path
+	if tg.Kind == dsn.Postgres {
+		d, name = Postgres, dsn.Redact(s)
+	}
+	db, err := sql.Open(d.DriverName(), tg.Source)
+	if err != nil {
+		return nil, 0, fmt.Errorf("txbox: open %s: %w", name, err)
+	}
+	return db, d, nil
 }

@@ -1,4 +1,4 @@
-package maintain
+package maintainargs
 
 import (
 	"flag"
@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
 func TestArgsReadBackAsRendered(t *testing.T) {
@@ -15,13 +13,13 @@ func TestArgsReadBackAsRendered(t *testing.T) {
 		{Role: RoleSeal, Every: 250 * time.Millisecond, FlushEvery: time.Minute, Logs: []string{"/d/trades/trades"}, ReadyFD: 3},
 		{Role: RoleCompact, Every: time.Second, FlushEvery: 0, Logs: []string{"a", "b", "c with space", "-dash"}},
 		{Role: RolePublish, Every: time.Hour, FlushEvery: 90 * time.Second, Logs: []string{"x"}, ReadyFD: 7,
-			Override: logstore.Config{S3: logstore.S3Config{Endpoint: "http://127.0.0.1:9000", Region: "eu-west-1", PathStyle: true}}},
+			Override: Override{S3Endpoint: "http://127.0.0.1:9000", S3Region: "eu-west-1", S3PathStyle: true}},
 		{Role: RoleClean, Every: 10 * time.Second, FlushEvery: time.Minute, Logs: []string{"x"},
-			Override: logstore.Config{StagingRetention: 10 * time.Minute, StagingMaxBytes: 1 << 40, LocalDeleteGrace: time.Nanosecond}},
+			Override: Override{StagingRetention: 10 * time.Minute, StagingMaxBytes: 1 << 40, LocalDeleteGrace: time.Nanosecond}},
 		{Role: RoleCleanPublished, Every: time.Second, FlushEvery: time.Minute, Logs: []string{"x", "y"},
-			Override: logstore.Config{PublishedSnapshotRetention: 36 * time.Hour, DeleteGrace: 1500 * time.Millisecond}},
+			Override: Override{PublishedSnapshotRetention: 36 * time.Hour, DeleteGrace: 1500 * time.Millisecond}},
 		{Role: RoleRetain, Every: time.Hour, FlushEvery: time.Minute, Logs: []string{"x"},
-			Override: logstore.Config{RetentionGrace: 90 * time.Minute}},
+			Override: Override{RetentionGrace: 90 * time.Minute}},
 		{Role: RoleClean, Every: time.Second, FlushEvery: time.Minute, Logs: []string{"x"}, CacheLogs: []string{"relay/a", "relay/b"}},
 		{Role: RoleSeal, Every: time.Second, FlushEvery: time.Minute, CacheLogs: []string{"relay/a"}},
 	} {
@@ -39,9 +37,9 @@ func TestArgsReadBackAsRendered(t *testing.T) {
 // TestArgsFlagsCoverEveryRenderedFlag: every flag Args writes is one
 // Flags defines, so a command line built on Flags reads what serve writes.
 func TestArgsFlagsCoverEveryRenderedFlag(t *testing.T) {
-	a := Args{Role: RoleClean, Every: time.Second, Logs: []string{"x"}, CacheLogs: []string{"y"}, ReadyFD: 3, Override: logstore.Config{
+	a := Args{Role: RoleClean, Every: time.Second, Logs: []string{"x"}, CacheLogs: []string{"y"}, ReadyFD: 3, Override: Override{
 		StagingRetention: 1, StagingMaxBytes: 1, PublishedSnapshotRetention: 1, DeleteGrace: 1, LocalDeleteGrace: 1, RetentionGrace: 1,
-		S3: logstore.S3Config{Endpoint: "e", Region: "r", PathStyle: true},
+		S3Endpoint: "e", S3Region: "r", S3PathStyle: true,
 	}}
 	var b Args
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)

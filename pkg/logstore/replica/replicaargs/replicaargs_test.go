@@ -1,4 +1,4 @@
-package replica_test
+package replicaargs_test
 
 import (
 	"reflect"
@@ -6,16 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 )
 
 // TestArgsRoundTrip: what serve renders, replicate reads back unchanged.
 func TestArgsRoundTrip(t *testing.T) {
-	for _, a := range []replica.Args{
+	for _, a := range []replicaargs.Args{
 		{Logs: []string{"data/s/s"}, SyncInterval: time.Second, SnapshotInterval: time.Hour, SnapshotRetention: 24 * time.Hour},
 		{Logs: []string{"a b/s", "c"}, SyncInterval: 250 * time.Millisecond, SnapshotInterval: time.Minute, SnapshotRetention: time.Minute, ReadyFD: 3},
 	} {
-		got, err := replica.ParseArgs(a.Args())
+		got, err := replicaargs.ParseArgs(a.Args())
 		if err != nil {
 			t.Fatalf("ParseArgs(%q): %v", a.Args(), err)
 		}
@@ -37,7 +37,7 @@ func TestArgsRefusals(t *testing.T) {
 		{[]string{"--log", "x", "extra"}, "no arguments"},
 		{[]string{"--log", ""}, "log directory"},
 	} {
-		_, err := replica.ParseArgs(c.args)
+		_, err := replicaargs.ParseArgs(c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ParseArgs(%q) = %v, want an error naming %q", c.args, err, c.want)
 		}
@@ -51,11 +51,11 @@ func FuzzParseArgs(f *testing.F) {
 	f.Add("--snapshot-interval=1h\x00--snapshot-retention=2h\x00--log=x\x00--ready-fd=3")
 	f.Add("--log\x00")
 	f.Fuzz(func(t *testing.T, line string) {
-		a, err := replica.ParseArgs(strings.Split(line, "\x00"))
+		a, err := replicaargs.ParseArgs(strings.Split(line, "\x00"))
 		if err != nil {
 			return
 		}
-		b, err := replica.ParseArgs(a.Args())
+		b, err := replicaargs.ParseArgs(a.Args())
 		if err != nil || !reflect.DeepEqual(a, b) {
 			t.Fatalf("%+v renders as %q, which reads back as %+v (%v)", a, a.Args(), b, err)
 		}

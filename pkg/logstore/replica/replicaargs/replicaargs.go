@@ -1,4 +1,10 @@
-package replica
+// Package replicaargs is the command line of `streamcast replicate`, the
+// child serve runs to ship its logs' WAL (pkg/logstore/replica): the type,
+// its flags, its rendering and its parser, and nothing of the replicator.
+// serve renders it and the command reads it back, so both take it from
+// here; it imports nothing of the module, so its fuzz target links a small
+// test binary (docs/fuzzing.md).
+package replicaargs
 
 import (
 	"errors"
@@ -9,15 +15,25 @@ import (
 	"time"
 )
 
+// Defaults of the cadence, chosen for the RPO they imply: a row committed
+// just after a round is shipped by the next, so a lost machine loses at
+// most about SyncInterval of acknowledged rows that are not yet published.
+// The replicator's options fall back to them too.
+const (
+	DefaultSyncInterval      = 500 * time.Millisecond
+	DefaultSnapshotInterval  = time.Hour
+	DefaultSnapshotRetention = 24 * time.Hour
+)
+
 // Args is the command line of `streamcast replicate`: the logs and the
 // cadence. serve renders it for its replicate child with Args; the command
 // reads it back through Flags. The flag names live here only, so a rename
 // fails to compile on both sides rather than failing serve's child.
 type Args struct {
 	Logs              []string      // the directories of the logs to replicate
-	SyncInterval      time.Duration // Options.SyncInterval
-	SnapshotInterval  time.Duration // Options.SnapshotInterval
-	SnapshotRetention time.Duration // Options.SnapshotRetention
+	SyncInterval      time.Duration // replica.Options.SyncInterval
+	SnapshotInterval  time.Duration // replica.Options.SnapshotInterval
+	SnapshotRetention time.Duration // replica.Options.SnapshotRetention
 	ReadyFD           int           // the descriptor "ready" is written to; 0 means none
 }
 
@@ -36,11 +52,6 @@ const (
 // DefaultArgs returns the command line's defaults.
 func DefaultArgs() Args {
 	return Args{SyncInterval: DefaultSyncInterval, SnapshotInterval: DefaultSnapshotInterval, SnapshotRetention: DefaultSnapshotRetention}
-}
-
-// Options are the replicator options a describes.
-func (a Args) Options() Options {
-	return Options{SyncInterval: a.SyncInterval, SnapshotInterval: a.SnapshotInterval, SnapshotRetention: a.SnapshotRetention}
 }
 
 // Args renders a as arguments of `streamcast replicate`, in a form

@@ -1,4 +1,11 @@
-package maintain
+// Package maintainargs is the command line of `streamcast maintain`, the
+// children serve runs to seal, compact, publish, clean and retain its logs
+// (pkg/logstore/maintain): the roles, the type, its flags, its rendering
+// and its parser, and nothing of the maintenance itself. serve renders it
+// and the command reads it back, so both take it from here; it imports
+// nothing of the module, so its fuzz target links a small test binary
+// (docs/fuzzing.md).
+package maintainargs
 
 import (
 	"errors"
@@ -9,8 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
 // Args is the command line of one maintenance process, `streamcast
@@ -22,9 +27,9 @@ import (
 type Args struct {
 	// Role is the step the process runs.
 	Role Role
-	// Every is the pause between passes (Options.Every).
+	// Every is the pause between passes (maintain's Options.Every).
 	Every time.Duration
-	// FlushEvery is Options.FlushEvery; 0 never flushes on a schedule.
+	// FlushEvery is maintain's Options.FlushEvery; 0 never flushes on a schedule.
 	FlushEvery time.Duration
 	// Logs are the directories of the logs to maintain.
 	Logs []string
@@ -35,14 +40,34 @@ type Args struct {
 	// MaxOpen is Options.MaxOpen: how many logs the process holds open
 	// at once; 0 is DefaultMaxOpen.
 	MaxOpen int
-	// Override is Options.Override. Only the fields with a flag are
-	// carried: the retention and grace durations, StagingMaxBytes and the
-	// S3 endpoint, region and path style; 0 (or "") keeps the log's own.
-	Override logstore.Config
+	// Override is maintain's Options.Override (maintain.OverrideConfig
+	// turns it into a log's Config): the settings with a flag; 0 (or "")
+	// keeps the log's own.
+	Override Override
 	// ReadyFD is the file descriptor the process reports "ready" and
 	// "flushed" on; 0 means none. The parent passes it open.
 	ReadyFD int
 }
+
+// Override is the part of a log's Config (pkg/logstore) a maintain
+// command line may override: the retention and grace durations,
+// StagingMaxBytes and the S3 endpoint, region and path style. A zero field
+// keeps the log's own setting.
+type Override struct {
+	StagingRetention           time.Duration
+	StagingMaxBytes            int64
+	PublishedSnapshotRetention time.Duration
+	DeleteGrace                time.Duration
+	LocalDeleteGrace           time.Duration
+	RetentionGrace             time.Duration
+	S3Endpoint                 string
+	S3Region                   string
+	S3PathStyle                bool
+}
+
+// DefaultMaxOpen is how many logs a maintenance process holds open at
+// once (Args.MaxOpen 0): a few files and SQLite connections each.
+const DefaultMaxOpen = 64
 
 // The flag names of Args; only this file spells them.
 const (
@@ -135,9 +160,9 @@ func (a Args) Args() []string {
 	dur(flagDeleteGrace, o.DeleteGrace)
 	dur(flagLocalDeleteGrace, o.LocalDeleteGrace)
 	dur(flagRetentionGrace, o.RetentionGrace)
-	str(flagS3Endpoint, o.S3.Endpoint)
-	str(flagS3Region, o.S3.Region)
-	if o.S3.PathStyle {
+	str(flagS3Endpoint, o.S3Endpoint)
+	str(flagS3Region, o.S3Region)
+	if o.S3PathStyle {
 		out = append(out, "--"+flagS3PathStyle)
 	}
 	if a.MaxOpen != 0 {
@@ -193,9 +218,9 @@ func (a *Args) Flags(fs *flag.FlagSet) {
 	fs.Var((*overrideDuration)(&o.DeleteGrace), flagDeleteGrace, "clean-published: wait `DUR` before deleting an unreferenced object (default: the log's delete_grace)")
 	fs.Var((*overrideDuration)(&o.LocalDeleteGrace), flagLocalDeleteGrace, "clean: wait `DUR` before deleting a local file taken out of the log (default: the log's local_delete_grace)")
 	fs.Var((*overrideDuration)(&o.RetentionGrace), flagRetentionGrace, "retain: wait `DUR` after publishing a stream's new floor before deleting below it (default: the log's retention_grace)")
-	fs.StringVar(&o.S3.Endpoint, flagS3Endpoint, o.S3.Endpoint, "S3 service `URL` for an s3:// published prefix (default: the log's s3.endpoint)")
-	fs.StringVar(&o.S3.Region, flagS3Region, o.S3.Region, "S3 `REGION` (default: the log's s3.region)")
-	fs.BoolVar(&o.S3.PathStyle, flagS3PathStyle, o.S3.PathStyle, "address S3 buckets by path, not by host name")
+	fs.StringVar(&o.S3Endpoint, flagS3Endpoint, o.S3Endpoint, "S3 service `URL` for an s3:// published prefix (default: the log's s3.endpoint)")
+	fs.StringVar(&o.S3Region, flagS3Region, o.S3Region, "S3 `REGION` (default: the log's s3.region)")
+	fs.BoolVar(&o.S3PathStyle, flagS3PathStyle, o.S3PathStyle, "address S3 buckets by path, not by host name")
 	fs.IntVar(&a.ReadyFD, flagReadyFD, a.ReadyFD, "write \"ready\" (and \"flushed\" after each SIGUSR1 pass) to file descriptor `N`")
 }
 
@@ -304,4 +329,55 @@ func (v *overrideBytes) Set(s string) error {
 	}
 	*v = overrideBytes(n)
 	return nil
+}
+
+// Role names a maintenance step that `streamcast maintain` runs in a loop
+// over one or more logs, beside the serving writer.
+type Role string
+
+// The roles maintain runs.
+const (
+	// RoleSeal seals full targets every pass, and everything buffered once
+	// per FlushEvery.
+	RoleSeal Role = "seal"
+	// RoleCompact merges small local files into larger ones.
+	RoleCompact Role = "compact"
+	// RolePublish pushes finished files into the published table every
+	// pass, and every file once per FlushEvery.
+	RolePublish Role = "publish"
+	// RoleClean evicts buffered rows that files hold, takes published
+	// local files out past retention and drains the local delete queue.
+	RoleClean Role = "clean"
+	// RoleCleanPublished expires old snapshots of the published table and
+	// deletes what nothing references any more, after the grace.
+	RoleCleanPublished Role = "clean-published"
+	// RoleRetain runs a stream's retention pass (publish the floor, then
+	// delete below it after the grace). The pass is the stream's, not the
+	// log's: it reads the stream's metadata, which this package must not
+	// import (pkg/meta sits above it), so the caller supplies it
+	// (Options.Retain).
+	RoleRetain Role = "retain"
+)
+
+// Roles returns the roles maintain runs, in the order serve starts them.
+func Roles() []Role {
+	return []Role{RoleSeal, RoleCompact, RolePublish, RoleClean, RoleCleanPublished, RoleRetain}
+}
+
+// RoleNames returns Roles as strings, for usage texts and completions.
+func RoleNames() []string {
+	roles := Roles()
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
+	}
+	return names
+}
+
+// CacheRole reports whether role runs over a log kept as a cache of
+// another server's stream (a relay's): the roles that keep a cache (seal,
+// compact, clean), not those that publish it or serve the published
+// table's retention.
+func CacheRole(role Role) bool {
+	return role == RoleSeal || role == RoleCompact || role == RoleClean
 }

@@ -1,4 +1,8 @@
-package meta
+// Package maxage is a stream's retention window as the retain command and
+// a stream's metadata spell it ("30d", "1w3d", "none") and its one parser.
+// It imports nothing of the module, so its fuzz target links a small test
+// binary (docs/fuzzing.md) rather than all of pkg/meta's storage.
+package maxage
 
 import (
 	"errors"
@@ -7,14 +11,14 @@ import (
 	"time"
 )
 
-// MaxAgeNone is how the retain command spells "no retention window": the
+// None is how the retain command spells "no retention window": the
 // stream keeps every row from then on (what retention already deleted
 // stays deleted).
-const MaxAgeNone = "none"
+const None = "none"
 
-// maxAgeUnits are the units a max age takes, largest first: a compound
+// units are the units a max age takes, largest first: a compound
 // age ("1w3d") names them in this order, each at most once.
-var maxAgeUnits = []struct {
+var units = []struct {
 	unit byte
 	d    time.Duration
 }{
@@ -25,14 +29,14 @@ var maxAgeUnits = []struct {
 	{'s', time.Second},
 }
 
-// ParseMaxAge reads a retention window as the retain command takes it: a
+// Parse reads a retention window as the retain command takes it: a
 // positive whole number and a unit, s (seconds), m (minutes), h (hours),
 // d (days of 24 hours) or w (weeks of 7 days), such as "30d"; or several
 // such parts, largest unit first, each unit once ("1w3d", "1h30m"). It
 // refuses anything else (fractions, signs, spaces, ms, a missing unit, a
 // window of zero, one past about 290 years) with a message that shows the
-// form; "none" is not a duration here (see MaxAgeNone).
-func ParseMaxAge(s string) (time.Duration, error) {
+// form; "none" is not a duration here (see None).
+func Parse(s string) (time.Duration, error) {
 	const form = "give a whole number and a unit: s, m, h, d (24h) or w (7d), such as 30d, 12h or 1w3d"
 	bad := func(why string) error {
 		return fmt.Errorf("max age %q %s; %s", clip(s, 40), why, form)
@@ -41,7 +45,7 @@ func ParseMaxAge(s string) (time.Duration, error) {
 		return 0, errors.New("max age is empty; " + form + ", or none to keep every row")
 	}
 	var total time.Duration
-	next := 0 // index into maxAgeUnits: a part's unit may not come before it
+	next := 0 // index into units: a part's unit may not come before it
 	for rest := s; rest != ""; {
 		i := 0
 		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
@@ -56,7 +60,7 @@ func ParseMaxAge(s string) (time.Duration, error) {
 		digits, unit := rest[:i], rest[i]
 		rest = rest[i+1:]
 		k := -1
-		for j, u := range maxAgeUnits {
+		for j, u := range units {
 			if u.unit == unit {
 				k = j
 			}
@@ -75,7 +79,7 @@ func ParseMaxAge(s string) (time.Duration, error) {
 			}
 			n = n*10 + int64(c-'0')
 		}
-		d := maxAgeUnits[k].d
+		d := units[k].d
 		if n > int64(math.MaxInt64-total)/int64(d) {
 			return 0, bad("is too long; the longest window is about 290 years")
 		}
@@ -87,14 +91,10 @@ func ParseMaxAge(s string) (time.Duration, error) {
 	return total, nil
 }
 
-// checkMaxAge reads a retain command's --max-age: MaxAgeNone is nil (no
-// window), anything else must parse (ParseMaxAge), exactly as given.
-func checkMaxAge(s string) (*string, error) {
-	if s == MaxAgeNone {
-		return nil, nil
+// clip shortens s to n bytes for a message, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	if _, err := ParseMaxAge(s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return s[:n] + "…"
 }
