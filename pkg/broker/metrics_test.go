@@ -252,11 +252,14 @@ func TestMetricsAgreeWithAKnownLoad(t *testing.T) {
 	}
 
 	// A subscriber offered more than max_backlog frames at once is dropped
-	// with 4429: counted once.
+	// with 4429: counted once. The three subscribers above leave first, and
+	// the server must have seen them go: one it still held would be
+	// offered the same frames and dropped as well.
 	for _, s := range subs {
 		s.Close()
 	}
 	rws.Close()
+	waitFor(t, "the closed subscribers to leave", 10*time.Second, func() bool { return streamStats(srv, "trades").Subscribers == 0 })
 	dws, _ := mustDial(t, wsURL(srv, "/trades"))
 	if r := pubs[0].roundTrip(batch(0, maxBacklog+1)); r.Error != "" {
 		t.Fatalf("publish: %+v", r)
