@@ -68,9 +68,9 @@ func killsPerRole(backend string) int {
 	case testing.Short():
 		return 4
 	case backend == "s3":
-		return soak.Count(3, 8)
+		return soak.Count(2, 8)
 	}
-	return soak.Count(5, 20)
+	return soak.Count(3, 20)
 }
 
 // TestEveryRoleSurvivesSIGKILLUnderAppends runs the five roles as child
