@@ -78,7 +78,7 @@ or stands by.`,
 				a.logger.Info("replicating", "logs", len(targets))
 				// Most of the code and tables the start touched are not needed
 				// again: give this process's mappings of them back.
-				_, _ = exepages.Release()
+				_ = exepages.Release()
 			})
 		},
 	}

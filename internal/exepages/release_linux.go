@@ -9,28 +9,26 @@ import (
 )
 
 // Release drops this process's resident mappings of its executable's
-// read-only pages and returns the bytes of address space it advised.
-func Release() (int64, error) {
+// read-only pages.
+func Release() error {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
-		return 0, fmt.Errorf("find this process's executable: %w", err)
+		return fmt.Errorf("find this process's executable: %w", err)
 	}
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return 0, fmt.Errorf("read this process's mappings: %w", err)
+		return fmt.Errorf("read this process's mappings: %w", err)
 	}
-	var advised int64
 	for _, line := range bytes.Split(maps, []byte("\n")) {
 		start, end, ok := readOnlyMapping(line, exe)
 		if !ok {
 			continue
 		}
 		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, start, end-start, syscall.MADV_DONTNEED); errno != 0 {
-			return advised, fmt.Errorf("give back the pages of %s at %#x: %w", exe, start, errno)
+			return fmt.Errorf("give back the pages of %s at %#x: %w", exe, start, errno)
 		}
-		advised += int64(end - start)
 	}
-	return advised, nil
+	return nil
 }
 
 // readOnlyMapping parses one line of /proc/self/maps ("start-end perms

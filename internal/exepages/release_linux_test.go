@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 		fmt.Printf("populate: %v\n", err)
 		os.Exit(1)
 	}
-	if _, err := Release(); err != nil {
+	if err := Release(); err != nil {
 		fmt.Printf("release: %v\n", err)
 		os.Exit(1)
 	}

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 )
 
 // Replicate is the replicate: section: how `streamcast replicate`, which

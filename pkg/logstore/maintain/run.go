@@ -335,7 +335,7 @@ func (r *runner) pass(ctx context.Context, flush, forced bool) {
 // and its first pass touched.
 func freeMemory() {
 	debug.FreeOSMemory()
-	_, _ = exepages.Release() // it only ever lowers the resident set; a failure costs nothing
+	_ = exepages.Release() // it only ever lowers the resident set; a failure costs nothing
 }
 
 // visit steps one log when it has work.

@@ -8,8 +8,9 @@ import (
 	"strings"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+
 	"github.com/streamcast/streamcast/pkg/wire/txbox/dsn"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
 // Dialect is the SQL flavour of the application's database. The outbox and
