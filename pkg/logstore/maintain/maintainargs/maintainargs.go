@@ -353,9 +353,9 @@ const (
 	RoleCleanPublished Role = "clean-published"
 	// RoleRetain runs a stream's retention pass (publish the floor, then
 	// delete below it after the grace). The pass is the stream's, not the
-	// log's: it reads the stream's metadata, which this package must not
-	// import (pkg/meta sits above it), so the caller supplies it
-	// (Options.Retain).
+	// log's: it reads the stream's metadata, which package maintain must
+	// not import (pkg/meta sits above it), so its caller supplies it
+	// (maintain.Options.Retain).
 	RoleRetain Role = "retain"
 )
 
