@@ -372,6 +372,15 @@ type load struct {
 // unanswered each, until stop.
 func startLoad(t testing.TB, s *server, n, batch int) *load {
 	t.Helper()
+	return startPacedLoad(t, s, n, batch, 0)
+}
+
+// startPacedLoad is startLoad with each publisher sending at most one
+// frame every pace (0: as fast as the server answers), for tests whose
+// property is not throughput and whose rounds last long enough that an
+// unpaced load would pile up millions of rows to check.
+func startPacedLoad(t testing.TB, s *server, n, batch int, pace time.Duration) *load {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{cancel: cancel, acked: map[int64]string{}}
 	for k := 0; k < n; k++ {
@@ -379,7 +388,7 @@ func startLoad(t testing.TB, s *server, n, batch int) *load {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.publish(ctx, ws, fmt.Sprintf("p%d", k), batch)
+			l.publish(ctx, ws, fmt.Sprintf("p%d", k), batch, pace)
 		}()
 	}
 	t.Cleanup(l.stop)
@@ -388,7 +397,7 @@ func startLoad(t testing.TB, s *server, n, batch int) *load {
 
 // publish pipelines frames on ws until ctx ends, then waits (bounded) for
 // the replies owed.
-func (l *load) publish(ctx context.Context, ws *websocket.Conn, name string, batch int) {
+func (l *load) publish(ctx context.Context, ws *websocket.Conn, name string, batch int, pace time.Duration) {
 	defer ws.Close()
 	sent := make(chan []string, 16)
 	readDone := make(chan struct{})
@@ -423,8 +432,21 @@ func (l *load) publish(ctx context.Context, ws *websocket.Conn, name string, bat
 			l.mu.Unlock()
 		}
 	}()
+	var tick <-chan time.Time
+	if pace > 0 {
+		ticker := time.NewTicker(pace)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
 	var b strings.Builder
 	for seq := 0; ctx.Err() == nil; {
+		if tick != nil {
+			select {
+			case <-tick:
+			case <-ctx.Done():
+				continue // the loop ends on ctx
+			}
+		}
 		ids := make([]string, batch)
 		b.Reset()
 		b.WriteByte('[')

@@ -27,7 +27,8 @@ type follower struct {
 	ws      *websocket.Conn
 	next    int64 // the offset it expects next
 	err     error // why it stopped reading, or a gap
-	resumed int   // times it resumed after 4429
+	resumed int   // times it resumed after a 4429 or a cut
+	closed  bool  // the test's cleanup closed ws: no more resuming
 }
 
 func follow(t testing.TB, s *server) *follower {
@@ -60,6 +61,7 @@ func follow(t testing.TB, s *server) *follower {
 	t.Cleanup(func() {
 		f.mu.Lock()
 		ws := f.ws
+		f.closed = true
 		f.mu.Unlock()
 		ws.Close()
 		<-f.done
@@ -68,23 +70,34 @@ func follow(t testing.TB, s *server) *follower {
 }
 
 // resume answers a read error: after a 4429 naming the next expected
-// offset it subscribes again from there and returns the new connection;
-// otherwise it records the error and returns nil.
+// offset it subscribes again from there and returns the new connection.
+// A connection cut without a close frame (1006, or a reset) is resumed
+// the same way: the server cuts a dropped subscriber that has not read its
+// queued frames and the 4429 within the close grace, which a starved
+// follower on a loaded box may not. A close with any other code is
+// recorded and nil returned.
 func (f *follower) resume(err error) *websocket.Conn {
 	var ce *websocket.CloseError
-	if !errors.As(err, &ce) || ce.Code != 4429 {
+	cut := !errors.As(err, &ce) || ce.Code == websocket.CloseAbnormalClosure
+	if !cut && ce.Code != 4429 {
 		f.stop(err)
 		return nil
 	}
-	var reason struct {
-		Offset int64 `json:"offset"`
-	}
 	f.mu.Lock()
-	next := f.next
+	closed, next := f.closed, f.next
 	f.mu.Unlock()
-	if jerr := json.Unmarshal([]byte(ce.Text), &reason); jerr != nil || reason.Offset != next {
-		f.stop(fmt.Errorf("dropped with %v: the resume offset is not %d, the next one expected", err, next))
+	if closed {
+		f.stop(err) // the test's cleanup closed it
 		return nil
+	}
+	if !cut {
+		var reason struct {
+			Offset int64 `json:"offset"`
+		}
+		if jerr := json.Unmarshal([]byte(ce.Text), &reason); jerr != nil || reason.Offset != next {
+			f.stop(fmt.Errorf("dropped with %v: the resume offset is not %d, the next one expected", err, next))
+			return nil
+		}
 	}
 	ws, _, derr := dialer(0).Dial(f.s.url(fmt.Sprintf("/t?offset=%d", next)), nil)
 	if derr == nil {
@@ -95,9 +108,13 @@ func (f *follower) resume(err error) *websocket.Conn {
 		return nil
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		ws.Close()
+		return nil
+	}
 	f.ws = ws
 	f.resumed++
-	f.mu.Unlock()
 	return ws
 }
 
@@ -116,19 +133,32 @@ func (f *follower) state() (int64, error) {
 }
 
 // caughtUp waits until the follower has read past every acknowledged row.
+// The load publishes as fast as the box allows, so the follower may end a
+// few hundred thousand rows behind; it fails only when the follower makes
+// no progress for 30 s, not after a fixed time.
 func (f *follower) caughtUp(t testing.TB, acked map[int64]string) {
 	t.Helper()
 	last := int64(-1)
 	for off := range acked {
 		last = max(last, off)
 	}
-	waitUntil(t, 30*time.Second, func() (bool, string) {
+	const stall = 30 * time.Second
+	seen, moved := int64(-1), time.Now()
+	for {
 		next, err := f.state()
 		if err != nil {
 			t.Fatalf("the subscriber stopped: %v", err)
 		}
-		return next > last, fmt.Sprintf("the subscriber is at %d; %d was acknowledged", next, last)
-	})
+		if next > last {
+			return
+		}
+		if next != seen {
+			seen, moved = next, time.Now()
+		} else if time.Since(moved) > stall {
+			t.Fatalf("the subscriber is at %d and has not moved for %v; %d was acknowledged", next, stall, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TestStoppedServerResumesLosingNothing stops the server (SIGSTOP) for a
@@ -176,6 +206,11 @@ func TestKilledMaintenanceChildrenAreRestartedLosingNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the maintenance children; skipped with -short")
 	}
+	if !soak.Full() {
+		// About 12 s, to keep the README's test run within its budget; CI
+		// runs it every time.
+		t.Skip("killing the maintenance children runs under " + soak.Env + "=full")
+	}
 	s := start(t, options{maintain: true})
 	children := func() map[string]int {
 		out := map[string]int{}
@@ -192,7 +227,9 @@ func TestKilledMaintenanceChildrenAreRestartedLosingNothing(t *testing.T) {
 		return roles > 0 && len(children()) == roles, fmt.Sprintf("%d of %d children ready", len(children()), roles)
 	})
 	f := follow(t, s)
-	l := startLoad(t, s, 2, 50)
+	// Paced to about 5,000 rows a second: each round waits for restarts,
+	// and an unpaced load left 4 million rows to read back after ten.
+	l := startPacedLoad(t, s, 2, 50, 20*time.Millisecond)
 	waitUntil(t, 30*time.Second, func() (bool, string) {
 		return l.count() >= 2000, fmt.Sprintf("%d rows acknowledged", l.count())
 	})

@@ -399,7 +399,9 @@ func restoreCmd(t *testing.T, exe, cfg string) lifecycle.Restored {
 func loadUntil(t *testing.T, p *serveProc, l *cutoverLoad, n int) {
 	t.Helper()
 	startLoad(p.base, l, 1)
-	waitFor(t, fmt.Sprintf("%d acknowledged rows", n), time.Minute, func() bool {
+	// The loaders wait for each ack (an fsync each): about a thousand
+	// rows a second on a loaded 2-core box, so the cap is generous.
+	waitFor(t, fmt.Sprintf("%d acknowledged rows", n), 3*time.Minute, func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.err != nil {
@@ -507,7 +509,7 @@ func TestPlannedCutoverUnderLoadLosesNothing(t *testing.T) {
 
 			l := newLoad()
 			p := startServe(t, exe, oldCfg)
-			loadUntil(t, p, l, soak.Count(2000, 50000))
+			loadUntil(t, p, l, soak.Count(2000, 15000))
 			waitFor(t, "a publish pass under load", time.Minute, func() bool { return readTable(t, pre).snapshot != 0 })
 			p.stop(t, syscall.SIGTERM) // under load
 			l.stop()
@@ -566,15 +568,17 @@ func TestPlannedCutoverUnderLoadLosesNothing(t *testing.T) {
 // replica had shipped (as /stats last showed it) is back at its offset, no
 // offset at or below the highest one acknowledged is issued again, and the
 // exactly-once loader resumes with no duplicate and no gap. On a directory
-// prefix, and under STREAMCAST_SOAK=full on versitygw too.
+// prefix and on versitygw, only under STREAMCAST_SOAK=full, as CI runs it.
 func TestUnplannedLossMidLoadFencesEveryAcknowledgedOffset(t *testing.T) {
 	exe := streamcastExe(t)
 	for _, pc := range cutoverPrefixes() {
 		t.Run(pc.name, func(t *testing.T) {
-			if pc.name == "s3" && !soak.Full() {
-				// About 20 s more, to keep the README's test run short;
-				// CI runs it on versitygw every time.
-				t.Skip("the unplanned loss on versitygw runs under " + soak.Env + "=full")
+			if !soak.Full() {
+				// About 17 s on a directory and 20 s on versitygw, to keep
+				// the README's test run within its budget; CI runs both
+				// every time, and testscript/restore_unplanned.txtar
+				// runs the same loss without load in the README's run.
+				t.Skip("the unplanned loss under load runs under " + soak.Env + "=full")
 			}
 			dir := t.TempDir()
 			unplannedLoss(t, exe, dir, pc.make(t, dir))
@@ -588,7 +592,7 @@ func unplannedLoss(t *testing.T, exe, dir string, pre cutoverPrefix) {
 
 	l := newLoad()
 	p := startServe(t, exe, cfg)
-	loadUntil(t, p, l, soak.Count(2000, 50000))
+	loadUntil(t, p, l, soak.Count(2000, 15000))
 	var shipped int64
 	waitFor(t, "the replica to ship past offset 1000", time.Minute, func() bool {
 		shipped, _ = p.replicatedThrough()
