@@ -61,12 +61,13 @@ func crashConfig() Config {
 }
 
 // killsPerRole is how many times each role is killed: a few rounds locally
-// and in the race run, the full count in CI (STREAMCAST_SOAK=full, see
-// internal/soak), where the S3 run adds the object store's crash points.
+// and in the race run (where each costs seconds), the full count in CI
+// (STREAMCAST_SOAK=full, see internal/soak), where the S3 run adds the
+// object store's crash points.
 func killsPerRole(backend string) int {
 	switch {
 	case testing.Short():
-		return 4
+		return 2
 	case backend == "s3":
 		return soak.Count(2, 8)
 	}
@@ -82,7 +83,15 @@ func killsPerRole(backend string) int {
 // once; and once the grace has passed no file or object is orphaned.
 func TestEveryRoleSurvivesSIGKILLUnderAppends(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) { testSIGKILL(t, b) })
+		t.Run(b.name, func(t *testing.T) {
+			if b.name == "s3" && !soak.Full() {
+				// About 13 s (85 s under -race), to keep the README's test
+				// run and the race run within their budgets; CI runs it at
+				// full count.
+				t.Skip("the SIGKILLs over versitygw run under " + soak.Env + "=full")
+			}
+			testSIGKILL(t, b)
+		})
 	}
 }
 

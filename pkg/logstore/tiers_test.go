@@ -18,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/internal/soak"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
@@ -474,7 +475,15 @@ func crashAt(l *Log, point string) (restore func()) {
 func TestInterruptedStepsAreReconciledByTheNextPass(t *testing.T) {
 	for _, b := range backends() {
 		for _, point := range []string{"publish:uploaded", "publish:committed", "compact:written", "clean-published:queued"} {
-			t.Run(b.name+"/"+point, func(t *testing.T) { testInterrupted(t, b, point) })
+			t.Run(b.name+"/"+point, func(t *testing.T) {
+				if b.name == "s3" && !soak.Full() {
+					// About 12 s for the four points (30 s under -race), to
+					// keep the README's test run and CI's race run within
+					// their budgets; CI's full run takes them every time.
+					t.Skip("the interrupted steps over versitygw run under " + soak.Env + "=full")
+				}
+				testInterrupted(t, b, point)
+			})
 		}
 	}
 }

@@ -88,13 +88,27 @@ func TestConsoleFlagsGrowingPublishLag(t *testing.T) {
 	srv, _ := brokertest.Serve(t, cfg, broker.Options{Clock: clock, Executable: b.path})
 	after := float64(clock.Now().UnixMicro()) / 1e6
 	waitJS(t, ctx, 30*time.Second, "stats from the publishing server", fmt.Sprintf(`Number(document.querySelector("#streams").dataset.servedAt) > %f`, after), `document.querySelector("#streams").dataset.servedAt`)
-	waitJS(t, ctx, 30*time.Second, "the publish lag flag cleared", `!`+lagCell+`.classList.contains("bad") && !`+lagCell+`.classList.contains("warn") && `+row+`.className === ""`,
-		lagCell+`.className + " " + `+lagCell+`.textContent + " " + document.querySelector("#streams-view").innerText`)
-	for _, s := range srv.Stats().Streams {
-		if s.Name == "trades" && (s.PublishedThrough == nil || *s.PublishedThrough < n) {
-			t.Errorf("the flag cleared, but published_through is %v of %d rows", s.PublishedThrough, n)
+	// The children publish every row first; the page then clears the
+	// flag on its next poll. (The flag may clear earlier, once what is
+	// left is too young to flag: that is the page's rule, not a fault.)
+	published := func() string {
+		for _, s := range srv.Stats().Streams {
+			if s.Name == "trades" && s.PublishedThrough != nil {
+				if *s.PublishedThrough >= n {
+					return ""
+				}
+				return fmt.Sprintf("published through %d of %d rows", *s.PublishedThrough, n)
+			}
+		}
+		return fmt.Sprintf("nothing published yet of %d rows", n)
+	}
+	for deadline := time.Now().Add(60 * time.Second); published() != ""; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the children did not publish every row: %s", published())
 		}
 	}
+	waitJS(t, ctx, 30*time.Second, "the publish lag flag cleared", `!`+lagCell+`.classList.contains("bad") && !`+lagCell+`.classList.contains("warn") && `+row+`.className === ""`,
+		lagCell+`.className + " " + `+lagCell+`.textContent + " " + document.querySelector("#streams-view").innerText`)
 	// A restart leaves fetch errors (the page says so in its banner).
 	if e := errs.List("Failed to fetch", "ERR_CONNECTION_REFUSED", "/stats"); len(e) > 0 {
 		t.Fatalf("the page logged errors: %q", e)

@@ -24,7 +24,17 @@ import (
 // the server's own open files are back where they were: no child and no
 // descriptor is left behind by a cycle.
 func TestStartStopCyclesLeakNoMaintenanceChildren(t *testing.T) {
-	cycles := soak.Count(5, 100)
+	if !soak.Full() {
+		// About 20 s for even a few cycles on a 2-core box, to keep the
+		// README's test run within its budget; CI runs them every time,
+		// and TestStartStopCyclesLeakNothingWhileANeighbourIsUnderLoad
+		// cycles 100 times without children here.
+		t.Skip("the start and stop cycles with children run under " + soak.Env + "=full")
+	}
+	// 30, not 100: a child or a descriptor left per cycle shows as 30 of
+	// them, and each cycle moves the children (about a second each here),
+	// which CI's 30 minutes must hold with everything else.
+	const cycles = 30
 	exe := brokertest.Executable(t)
 	root := t.TempDir()
 	cfg := serveConfig(root)

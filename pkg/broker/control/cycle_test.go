@@ -26,7 +26,7 @@ import (
 // This server runs no maintenance children (the count stays zero);
 // TestStartStopCyclesLeakNoMaintenanceChildren cycles with real ones.
 func TestStartStopCyclesLeakNothingWhileANeighbourIsUnderLoad(t *testing.T) {
-	cycles := soak.Count(100, 1000)
+	cycles := soak.Count(100, 300)
 	f := start(t)
 	f.create(t, "cycled")
 	// Warm up: one cycle, so what a first start allocates for good (pools,

@@ -203,7 +203,7 @@ func TestInboxUnderCrashesAppliesEveryRowOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	rows, kills, restarts := soak.Count(1500, 100_000), soak.Count(6, 25), soak.Count(2, 5)
+	rows, kills, restarts := soak.Count(800, 20_000), soak.Count(4, 25), soak.Count(2, 5)
 	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect, dsn string) {
 		b := startInboxBroker(t, t.TempDir())
 		inboxApplied(t, db)
@@ -215,7 +215,7 @@ func TestInboxUnderCrashesAppliesEveryRowOnce(t *testing.T) {
 
 		// Bounded by the rows left to process (about a thousand a second,
 		// one commit each), not by inboxCtx's minute: the full soak has
-		// most of 100k rows left when the kills stop.
+		// most of its 20k rows left when the kills stop.
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+time.Duration(rows)*5*time.Millisecond)
 		defer cancel()
 		in, err := NewInbox(ctx, db, d, b.url(), "crash", InboxOptions{Offset: wire.At(0)})
@@ -257,7 +257,7 @@ func TestLandUnderCrashesHoldsEveryRowOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	rows, kills, restarts := soak.Count(1500, 100_000), soak.Count(6, 20), soak.Count(2, 5)
+	rows, kills, restarts := soak.Count(800, 20_000), soak.Count(4, 20), soak.Count(2, 5)
 	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect, dsn string) {
 		b := startInboxBroker(t, t.TempDir())
 		wait := crashPublisher(t, b, rows)
