@@ -141,6 +141,73 @@ func (s *catchUpStream) publish(ctx context.Context, first, n int, v2 bool, batc
 	return nil
 }
 
+// publishPaced publishes rows first..first+n-1 like publish, calling
+// gate with each batch's first id before sending it.
+func (s *catchUpStream) publishPaced(ctx context.Context, first, n, batch int, gate func(first int) error) error {
+	p, err := wire.Publish(ctx, s.url, wire.PublishOptions{})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	for i := first; i < first+n; i += batch {
+		if err := gate(i); err != nil {
+			return err
+		}
+		var rows [][]byte
+		for j := i; j < min(i+batch, first+n); j++ {
+			rows = append(rows, fmt.Appendf(nil, `{"id":%d,"sym":"S%d"}`, j, j%5))
+		}
+		if _, err := p.SendBatch(ctx, rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lineCounter is a tail's output: the bytes, and how many lines were
+// written so far, which another goroutine can wait on.
+type lineCounter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	lines int64
+	more  chan struct{} // closed and replaced on each write
+}
+
+func newLineCounter() *lineCounter { return &lineCounter{more: make(chan struct{})} }
+
+func (c *lineCounter) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf.Write(b)
+	c.lines += int64(bytes.Count(b, []byte{'\n'}))
+	close(c.more)
+	c.more = make(chan struct{})
+	return len(b), nil
+}
+
+// waitLines waits until at least n lines were written.
+func (c *lineCounter) waitLines(ctx context.Context, n int64) error {
+	for {
+		c.mu.Lock()
+		lines, more := c.lines, c.more
+		c.mu.Unlock()
+		if lines >= n {
+			return nil
+		}
+		select {
+		case <-more:
+		case <-ctx.Done():
+			return fmt.Errorf("the tail printed %d lines, not the %d the next batch waits for: %w", lines, n, ctx.Err())
+		}
+	}
+}
+
+func (c *lineCounter) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
 // publishTables seals and publishes every committed row of the current
 // log, as the seal and publish roles do on a flush.
 func publishTables(t *testing.T, root, log string) {
@@ -253,6 +320,7 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 	defer cancel()
 	const early = 50
 	live := max(2000, n/50)
+	out := newLineCounter() // the tail's output
 	started, joined := make(chan struct{}), make(chan struct{})
 	var startOnce, joinOnce sync.Once
 	var wg sync.WaitGroup
@@ -285,7 +353,14 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 			cancel()
 			return
 		}
-		if err := s.publish(ctx, n+1+early, live-early, false, 8); err != nil {
+		// Each batch waits until the tail has printed all but 48 of the
+		// rows before it: a tail dropped for its full queue (4429) then
+		// resumes inside the server's replay window of 100 rows, so the
+		// live rows come from the socket however slow the machine (under
+		// -race the tail fell behind the window in each of 3 rounds).
+		if err := s.publishPaced(ctx, n+1+early, live-early, 8, func(first int) error {
+			return out.waitLines(ctx, int64(first-1-48))
+		}); err != nil {
 			t.Error(err)
 			cancel()
 		}
@@ -310,7 +385,6 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
 	// --reconnect, as a user following live would run it: a 4429 drop
 	// (the queue holds 16 frames) resumes where it left off.
 	o := catchUpOpts(TailOptions{Offset: wire.At(1), Count: int64(n + live), Cursor: c, Reconnect: true})
@@ -332,7 +406,7 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 		joinOnce.Do(func() { close(joined) })
 		return next, err
 	}
-	res, err := Tail(ctx, s.url, &out, o)
+	res, err := Tail(ctx, s.url, out, o)
 	if err != nil {
 		t.Fatal(err)
 	}
