@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -61,7 +62,33 @@ func TestScripts(t *testing.T) {
 	for name, fn := range platformCmds() {
 		params.Cmds[name] = fn
 	}
+	if testing.Short() {
+		params.Setup = func(env *testscript.Env) error {
+			if name := strings.TrimPrefix(filepath.Base(env.WorkDir), "script-"); !shortScripts[name] {
+				env.T().Skip("runs without -short; the -short run keeps the scripts whose commands run concurrently")
+			}
+			return nil
+		}
+	}
 	testscript.Run(t, params)
+}
+
+// shortScripts are the scripts a -short run keeps: those where serve,
+// tail and publish run side by side, whose goroutines the race run
+// (go test -race -short, in .ci/run) is for. Under -race every command
+// of a script is an instrumented process that takes seconds to start, so
+// the whole set there took 320 s; every script still runs in the
+// README's go test ./....
+var shortScripts = map[string]bool{
+	"serve":                true,
+	"tail":                 true,
+	"publish":              true,
+	"publish_exactly_once": true,
+	"tail_reconnect":       true,
+	"reload":               true,
+	"relay":                true,
+	"replicate_serve":      true,
+	"metrics":              true,
 }
 
 // exitCode runs a program and checks its exact exit status, keeping its
