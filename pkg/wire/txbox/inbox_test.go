@@ -296,6 +296,10 @@ func TestInboxStartsPausedWhenItStartsFull(t *testing.T) {
 		}
 		inboxWait(t, "12 rows received", func() bool { return in.recv.last.Load() == 12 })
 		in.Close()
+		// The server lets a closed subscription go on its own time; until
+		// it has, the count below would blame the paused start for it (CI
+		// saw "left 1 subscriptions open").
+		inboxWait(t, "the first inbox's subscription to leave the server", func() bool { return b.subscribers() == 0 })
 
 		calls := &pauseCalls{}
 		in, err = NewInbox(ctx, db, d, b.url(), "billing", InboxOptions{Window: Window{MaxRows: 12}, OnPauseChange: calls.record})
