@@ -120,12 +120,23 @@ func (s *catchUpStream) publishRows(t *testing.T, first, n int, v2 bool) {
 }
 
 func (s *catchUpStream) publish(ctx context.Context, first, n int, v2 bool, batch int) error {
+	return s.publishGated(ctx, first, n, v2, batch, nil)
+}
+
+// publishGated is publish calling gate (when not nil) with each batch's
+// first id before sending it.
+func (s *catchUpStream) publishGated(ctx context.Context, first, n int, v2 bool, batch int, gate func(first int) error) error {
 	p, err := wire.Publish(ctx, s.url, wire.PublishOptions{})
 	if err != nil {
 		return err
 	}
 	defer p.Close()
 	for i := first; i < first+n; i += batch {
+		if gate != nil {
+			if err := gate(i); err != nil {
+				return err
+			}
+		}
 		var rows [][]byte
 		for j := i; j < min(i+batch, first+n); j++ {
 			if v2 {
@@ -133,29 +144,6 @@ func (s *catchUpStream) publish(ctx context.Context, first, n int, v2 bool, batc
 			} else {
 				rows = append(rows, fmt.Appendf(nil, `{"id":%d,"sym":"S%d"}`, j, j%5))
 			}
-		}
-		if _, err := p.SendBatch(ctx, rows); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// publishPaced publishes rows first..first+n-1 like publish, calling
-// gate with each batch's first id before sending it.
-func (s *catchUpStream) publishPaced(ctx context.Context, first, n, batch int, gate func(first int) error) error {
-	p, err := wire.Publish(ctx, s.url, wire.PublishOptions{})
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	for i := first; i < first+n; i += batch {
-		if err := gate(i); err != nil {
-			return err
-		}
-		var rows [][]byte
-		for j := i; j < min(i+batch, first+n); j++ {
-			rows = append(rows, fmt.Appendf(nil, `{"id":%d,"sym":"S%d"}`, j, j%5))
 		}
 		if _, err := p.SendBatch(ctx, rows); err != nil {
 			return err
@@ -321,6 +309,9 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 	const early = 50
 	live := max(2000, n/50)
 	out := newLineCounter() // the tail's output
+	// The gate's wait ends with the test, so a tail that failed leaves no
+	// publisher waiting for lines that will never come.
+	gateCtx, stopGate := context.WithCancel(ctx)
 	started, joined := make(chan struct{}), make(chan struct{})
 	var startOnce, joinOnce sync.Once
 	var wg sync.WaitGroup
@@ -358,11 +349,15 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 		// resumes inside the server's replay window of 100 rows, so the
 		// live rows come from the socket however slow the machine (under
 		// -race the tail fell behind the window in each of 3 rounds).
-		if err := s.publishPaced(ctx, n+1+early, live-early, 8, func(first int) error {
-			return out.waitLines(ctx, int64(first-1-48))
+		if err := s.publishGated(ctx, n+1+early, live-early, false, 8, func(first int) error {
+			return out.waitLines(gateCtx, int64(first-1-48))
 		}); err != nil {
-			t.Error(err)
-			cancel()
+			select {
+			case <-stopTables: // the tail ended first (it failed): no gate opens now
+			default:
+				t.Error(err)
+				cancel()
+			}
 		}
 	}()
 	go func() {
@@ -378,7 +373,7 @@ func TestCatchUpReadsTheGapFromTheTablesThenFollowsLiveWithNoGapOrDuplicate(t *t
 			}
 		}
 	}()
-	defer func() { close(stopTables); wg.Wait() }()
+	defer func() { close(stopTables); stopGate(); wg.Wait() }()
 
 	cursor := t.TempDir() + "/tail.cursor"
 	c, _, err := OpenCursor(cursor)
