@@ -60,14 +60,15 @@ func crashConfig() Config {
 	return c
 }
 
-// killsPerRole is how many times each role is killed: a few rounds locally
-// and in the race run (where each costs seconds), the full count in CI
+// killsPerRole is how many times each role is killed: one round in the
+// race run (-short, where each kill restarts a race-built child and costs
+// seconds), a few locally, the full count in CI
 // (STREAMCAST_SOAK=full, see internal/soak), where the S3 run adds the
 // object store's crash points.
 func killsPerRole(backend string) int {
 	switch {
 	case testing.Short():
-		return 2
+		return 1
 	case backend == "s3":
 		return soak.Count(2, 8)
 	}

@@ -190,9 +190,13 @@ func (c *child) kill() {
 	_ = c.cmd.Wait()
 }
 
-// crashIterations is how many SIGKILLs a crash loop deals: a dozen locally
-// and in the race run, 50 in CI (STREAMCAST_SOAK=full, see internal/soak).
+// crashIterations is how many SIGKILLs a crash loop deals: four in the race
+// run (-short, where every restart is a race-built child), a dozen locally,
+// 50 in CI (STREAMCAST_SOAK=full, see internal/soak).
 func crashIterations() int {
+	if testing.Short() {
+		return 4
+	}
 	return soak.Count(12, 50)
 }
 
