@@ -509,7 +509,7 @@ func TestPlannedCutoverUnderLoadLosesNothing(t *testing.T) {
 
 			l := newLoad()
 			p := startServe(t, exe, oldCfg)
-			loadUntil(t, p, l, soak.Count(2000, 15000))
+			loadUntil(t, p, l, soak.Count(2000, 6000))
 			waitFor(t, "a publish pass under load", time.Minute, func() bool { return readTable(t, pre).snapshot != 0 })
 			p.stop(t, syscall.SIGTERM) // under load
 			l.stop()
@@ -592,7 +592,7 @@ func unplannedLoss(t *testing.T, exe, dir string, pre cutoverPrefix) {
 
 	l := newLoad()
 	p := startServe(t, exe, cfg)
-	loadUntil(t, p, l, soak.Count(2000, 15000))
+	loadUntil(t, p, l, soak.Count(2000, 6000))
 	var shipped int64
 	waitFor(t, "the replica to ship past offset 1000", time.Minute, func() bool {
 		shipped, _ = p.replicatedThrough()

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/streamcast/streamcast/internal/soak"
 )
 
 // TestStartStopCyclesLeakNothingWhileANeighbourIsUnderLoad starts and
@@ -26,7 +24,7 @@ import (
 // This server runs no maintenance children (the count stays zero);
 // TestStartStopCyclesLeakNoMaintenanceChildren cycles with real ones.
 func TestStartStopCyclesLeakNothingWhileANeighbourIsUnderLoad(t *testing.T) {
-	cycles := soak.Count(100, 300)
+	cycles := 100 // the count, locally and in CI
 	if testing.Short() {
 		cycles = 30 // the race run: enough cycles for a leak to show, not the 100
 	}
