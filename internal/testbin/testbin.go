@@ -95,23 +95,28 @@ func Build(dir string) (string, error) {
 
 // sharedDir is where Build keeps its one binary for the module this test
 // runs in: a directory under the user's cache directory (or the temporary
-// one) named after a hash of the module's path, so two checkouts on one
-// machine do not relink over each other.
+// one, when that cannot be made) named after a hash of the module's path,
+// so two checkouts on one machine do not relink over each other.
 func sharedDir() (string, error) {
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256([]byte(root))
-	dir := filepath.Join(base, "streamcast-testbin", hex.EncodeToString(sum[:6]))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("make the test binary's cache directory: %w", err)
+	name := filepath.Join("streamcast-testbin", hex.EncodeToString(sum[:6]))
+	var bases []string
+	if base, err := os.UserCacheDir(); err == nil {
+		bases = append(bases, base)
 	}
-	return dir, nil
+	// A CI runner's home may be read-only; the temporary directory is not.
+	bases = append(bases, os.TempDir())
+	for _, base := range bases {
+		dir := filepath.Join(base, name)
+		if err = os.MkdirAll(dir, 0o755); err == nil {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("make the test binary's cache directory: %w", err)
 }
 
 // moduleRoot is the directory holding the go.mod above the working
