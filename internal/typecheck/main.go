@@ -22,6 +22,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,6 +66,8 @@ func run(patterns []string) error {
 	if err != nil {
 		return err
 	}
+	// Read now, not from go/build's Default (fixed at start-up), so a
+	// caller that sets GOOS for go list is checked with its sizes.
 	goos, goarch := env("GOOS", runtime.GOOS), env("GOARCH", runtime.GOARCH)
 	sizes := types.SizesFor("gc", goarch)
 	if sizes == nil {
@@ -84,7 +87,7 @@ func run(patterns []string) error {
 			return fmt.Errorf("%s has cgo files for %s/%s: the release builds are pure Go, so run with CGO_ENABLED=0", p.ImportPath, goos, goarch)
 		}
 		own := p.Module != nil && p.Module.Main
-		files, err := parse(fset, p, own)
+		files, err := parse(fset, p)
 		if err != nil {
 			return err
 		}
@@ -96,13 +99,11 @@ func run(patterns []string) error {
 			Error:            func(err error) { errs = append(errs, err) },
 		}
 		pkg, _ := conf.Check(p.ImportPath, fset, files, nil)
-		if len(errs) > 0 {
-			for _, err := range errs {
-				failed = append(failed, err.Error())
-			}
-			if len(failed) > 20 {
-				break
-			}
+		for _, err := range errs {
+			failed = append(failed, err.Error())
+		}
+		if len(failed) > 20 {
+			break
 		}
 		checked[p.ImportPath] = pkg
 	}
@@ -123,7 +124,7 @@ func list(patterns []string) ([]listed, error) {
 		return nil, fmt.Errorf("go list: %w", err)
 	}
 	var pkgs []listed
-	for dec := json.NewDecoder(strings.NewReader(string(out))); ; {
+	for dec := json.NewDecoder(bytes.NewReader(out)); ; {
 		var p listed
 		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
 			break
@@ -135,14 +136,10 @@ func list(patterns []string) ([]listed, error) {
 	return pkgs, nil
 }
 
-func parse(fset *token.FileSet, p listed, own bool) ([]*ast.File, error) {
-	mode := parser.SkipObjectResolution
-	if own {
-		mode |= parser.ParseComments
-	}
+func parse(fset *token.FileSet, p listed) ([]*ast.File, error) {
 	files := make([]*ast.File, 0, len(p.GoFiles))
 	for _, name := range p.GoFiles {
-		f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, mode)
+		f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.SkipObjectResolution)
 		if err != nil {
 			return nil, err
 		}

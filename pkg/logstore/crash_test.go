@@ -66,13 +66,10 @@ func crashConfig() Config {
 // (STREAMCAST_SOAK=full, see internal/soak), where the S3 run adds the
 // object store's crash points.
 func killsPerRole(backend string) int {
-	switch {
-	case testing.Short():
-		return 1
-	case backend == "s3":
-		return soak.Count(2, 8)
+	if backend == "s3" {
+		return soak.CountShort(1, 2, 8)
 	}
-	return soak.Count(3, 20)
+	return soak.CountShort(1, 3, 20)
 }
 
 // TestEveryRoleSurvivesSIGKILLUnderAppends runs the five roles as child

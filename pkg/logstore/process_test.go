@@ -194,10 +194,7 @@ func (c *child) kill() {
 // run (-short, where every restart is a race-built child), a dozen locally,
 // 50 in CI (STREAMCAST_SOAK=full, see internal/soak).
 func crashIterations() int {
-	if testing.Short() {
-		return 4
-	}
-	return soak.Count(12, 50)
+	return soak.CountShort(4, 12, 50)
 }
 
 func TestASecondWriterIsRefusedUntilTheFirstDies(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/internal/soak"
 )
 
 // TestStartStopCyclesLeakNothingWhileANeighbourIsUnderLoad starts and
@@ -24,10 +26,9 @@ import (
 // This server runs no maintenance children (the count stays zero);
 // TestStartStopCyclesLeakNoMaintenanceChildren cycles with real ones.
 func TestStartStopCyclesLeakNothingWhileANeighbourIsUnderLoad(t *testing.T) {
-	cycles := 100 // the count, locally and in CI
-	if testing.Short() {
-		cycles = 30 // the race run: enough cycles for a leak to show, not the 100
-	}
+	// The 100, locally and in CI; the race run's 30 are enough for
+	// a leak to show.
+	cycles := soak.CountShort(30, 100, 100)
 	f := start(t)
 	f.create(t, "cycled")
 	// Warm up: one cycle, so what a first start allocates for good (pools,
