@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker/frame"
@@ -54,8 +55,11 @@ type committed struct {
 // advances the frontier and offers the frames, then answers each publisher
 // in the order it sent (I3: commit, fan out, ack). The hand-off is one FIFO,
 // so groups are delivered in commit order (I1), and the next group's fsync
-// overlaps the previous group's fan-out. On an exactly-once stream the
-// publishers' marks go into the same transaction as their rows.
+// overlaps the previous group's fan-out. A group of one publisher's frames,
+// with no subscriber to fan out to and no group ahead of it, is answered by
+// the committer itself: the hand-off would cost more than it overlaps (docs/design.md §3.1). On an
+// exactly-once stream the publishers' marks go into the same transaction as
+// their rows.
 func (s *stream) commit() {
 	groups := make(chan committed, 2)
 	// spare carries a delivered group's slices back to the committer for
@@ -64,19 +68,28 @@ func (s *stream) commit() {
 	// on it.
 	spare := make(chan committed, 4)
 	done := make(chan struct{})
+	// queued counts the groups handed to the deliverer and not yet
+	// delivered. At zero the committer may deliver a group itself: no
+	// group can then be ahead of it (I1).
+	var queued atomic.Int32
+	deliver := func(g committed, d *delivery) {
+		s.deliverGroup(g, d)
+		clear(g.jobs)
+		clear(g.rows)
+		select {
+		case spare <- committed{jobs: g.jobs[:0], rows: g.rows[:0]}:
+		default:
+		}
+	}
 	go func() {
 		defer close(done)
 		var d delivery
 		for g := range groups {
-			s.deliverGroup(g, &d)
-			clear(g.jobs)
-			clear(g.rows)
-			select {
-			case spare <- committed{jobs: g.jobs[:0], rows: g.rows[:0]}:
-			default:
-			}
+			deliver(g, &d)
+			queued.Add(-1)
 		}
 	}()
+	var own delivery // the committer's scratch for the groups it delivers itself
 	defer func() {
 		close(groups)
 		<-done
@@ -144,8 +157,30 @@ func (s *stream) commit() {
 				next = first + int64(len(rows))
 			}
 		}
-		groups <- committed{jobs: jobs, rows: rows, taken: taken, first: first, ts: ts, err: err}
+		g := committed{jobs: jobs, rows: rows, taken: taken, first: first, ts: ts, err: err}
+		if queued.Load() == 0 && s.subscribers.Load() == 0 && onePublisher(jobs) {
+			// Nothing to fan out, one write of replies, nothing ahead:
+			// answering the group here costs less than waking the
+			// deliverer, whose only gain is overlapping the answers with
+			// the next fsync (issue 18's profile of a single-row
+			// publisher). Several publishers' writes are left to overlap.
+			deliver(g, &own)
+			continue
+		}
+		queued.Add(1)
+		groups <- g
 	}
+}
+
+// onePublisher reports whether every job of a group came from one
+// publisher connection.
+func onePublisher(jobs []*job) bool {
+	for _, j := range jobs {
+		if j.pub != jobs[0].pub {
+			return false
+		}
+	}
+	return true
 }
 
 // appendGroup commits one group to the log, through the server's test

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -57,6 +58,9 @@ type wsConn struct {
 	// own: writeBatch copies frames into one buffer there instead of
 	// handing them to writev.
 	sealed bool
+	// direct is raw's socket for writes that do not wait (writeClaimed):
+	// nil over TLS and where the platform has no writev.
+	direct syscall.RawConn
 	st     *stream // nil while refusing a request for an unknown stream
 
 	ctx    context.Context // cancelled when the connection ends (stops a replay)
@@ -101,9 +105,12 @@ type wsConn struct {
 	closeCode  int      // code of closing
 	closeSent  bool     // closing was handed to the writer
 	peerClosed bool     // the peer's close frame was read
-	writing    bool     // the writer (or a replay) owns the socket
-	finishing  bool     // the connection is ending: no new writer may start
-	dead       bool     // the socket failed: frames are dropped
+	writing    bool     // the writer (or a replay, or a claimed write) owns the socket
+	// headWritten is how many bytes of out's first frame a claimed write
+	// put on the wire; the writer sends the rest of that frame first.
+	headWritten int
+	finishing   bool // the connection is ending: no new writer may start
+	dead        bool // the socket failed: frames are dropped
 }
 
 func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream) *wsConn {
@@ -111,6 +118,8 @@ func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerframe.Fol
 	c := &wsConn{srv: srv, ws: ws, nc: nc, raw: nc, st: st, ctx: ctx, cancel: cancel}
 	if tc, ok := nc.(*tls.Conn); ok {
 		c.raw, c.sealed = tc.NetConn(), true
+	} else {
+		c.direct = rawConnOf(nc)
 	}
 	// All writes go through the writer: answer pings and closes through it,
 	// never through gorilla's own control writes.
@@ -176,6 +185,101 @@ func (c *wsConn) enqueue(frames ...[]byte) {
 		c.startWriterLocked()
 	}
 	c.mu.Unlock()
+}
+
+// enqueueClaiming queues frames like enqueue and, when no writer runs and
+// nothing else waits to be written, claims the socket for the caller
+// instead of starting a writer goroutine: it reports true, and the caller
+// must then call writeClaimed, outside any lock writeClaimed's afterWrite
+// takes. A stream's deliverer answers its publishers this way, because
+// waking another goroutine for a few hundred bytes of replies costs more
+// than the write (issue 18's profile).
+func (c *wsConn) enqueueClaiming(frames ...[]byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead || c.closing != nil {
+		return false
+	}
+	for _, f := range frames {
+		c.out.Push(f, 0)
+	}
+	if !c.canStartLocked() {
+		return false
+	}
+	if c.direct == nil || len(c.ctrl) > 0 || c.pong != nil {
+		c.startWriterLocked()
+		return false
+	}
+	c.writing = true
+	c.wg.Add(1) // finish waits for a claimed write as for a writer
+	return true
+}
+
+// writeClaimed writes what is queued with one writev that does not wait
+// for the socket, then hands whatever the kernel did not take (and
+// anything queued meanwhile) to a writer goroutine. The caller claimed the
+// socket with enqueueClaiming. A peer that does not read its replies thus
+// never holds up the caller.
+func (c *wsConn) writeClaimed() {
+	defer c.wg.Done()
+	iov := iovPool.Get().(*[writevFrames][]byte)
+	defer func() {
+		clear(iov[:])
+		iovPool.Put(iov)
+	}()
+	c.mu.Lock()
+	k := c.out.Peek(iov[:])
+	skip := c.headWritten
+	c.mu.Unlock()
+	batch := iov[:k]
+	if k > 0 && skip > 0 {
+		batch[0] = batch[0][skip:]
+	}
+	if h := c.srv.opts.writeHook; h != nil && k > 0 {
+		h(c, k)
+	}
+	n := 0
+	if k > 0 {
+		n = writevNow(c.direct, batch)
+	}
+	// Whole frames written leave the queue; a frame written in part stays
+	// at its head, with the bytes already sent noted for the writer.
+	done, left := 0, n
+	for done < k && left >= len(batch[done]) {
+		left -= len(batch[done])
+		done++
+	}
+	c.written.Add(int64(n))
+	if c.st != nil {
+		c.st.bytesSent.Add(int64(n))
+	}
+	var released int64
+	c.mu.Lock()
+	if !c.dead {
+		released = c.out.Pop(done)
+		if done > 0 {
+			c.headWritten = 0
+		}
+		c.headWritten += left
+	}
+	c.mu.Unlock()
+	c.srv.reclaim.Note(released)
+	if done > 0 && c.afterWrite != nil {
+		c.afterWrite(done)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dead && (c.out.Len() > 0 || len(c.ctrl) > 0 || c.pong != nil || (c.closing != nil && !c.closeSent)) {
+		// Still owned: the writer takes over the claim (finishing or
+		// not, as a running writer would carry on).
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.writeLoop()
+		}()
+		return
+	}
+	c.writing = false
 }
 
 // errControlFlood ends the read loop of a peer that floods control frames.
@@ -311,12 +415,13 @@ func (c *wsConn) writeLoop() {
 			ctrl = append(ctrl, c.pong)
 			c.pong, c.absorbed = nil, 0
 		}
-		k := 0
+		k, skip := 0, 0
 		if c.out.Len() > 0 {
 			if iov == nil {
 				iov = iovPool.Get().(*[writevFrames][]byte)
 			}
 			k = c.out.Peek(iov[:])
+			skip = c.headWritten
 		}
 		var closing []byte
 		if c.closing != nil && !c.closeSent && k == c.out.Len() {
@@ -333,6 +438,9 @@ func (c *wsConn) writeLoop() {
 		var batch [][]byte
 		if k > 0 {
 			batch = iov[:k:k] // full slice: writeFrames appends the close frame to a copy
+			if skip > 0 {
+				batch[0] = batch[0][skip:] // the rest of a frame a claimed write began
+			}
 			if h := c.srv.opts.writeHook; h != nil {
 				h(c, k)
 			}
@@ -361,6 +469,7 @@ func (c *wsConn) writeLoop() {
 			c.mu.Lock()
 			if !c.dead {
 				released = c.out.Pop(k)
+				c.headWritten = 0
 			}
 			c.mu.Unlock()
 			c.srv.reclaim.Note(released)
@@ -384,6 +493,7 @@ var iovPool = sync.Pool{New: func() any { return new([writevFrames][]byte) }}
 func (c *wsConn) dropQueueLocked() int64 {
 	released := c.out.Bytes()
 	c.out.Reset()
+	c.headWritten = 0
 	return released
 }
 

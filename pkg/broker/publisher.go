@@ -316,27 +316,36 @@ func (p *publisher) resolve(slot *replySlot, frame []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	slot.frame, slot.done = frame, true
-	p.queueAnsweredLocked()
+	p.queueAnsweredLocked(false)
 }
 
 // answerJobs answers the slots of p.answered with their jobs' answers and
 // queues the replies now answerable, all with one lock and one hand-off to
 // the writer: the replies of a commit group go out in one write.
+//
+// The deliverer writes them itself when the connection's writer is idle
+// (wsConn.enqueueClaiming), without waiting on the socket.
 func (p *publisher) answerJobs() {
 	p.mu.Lock()
 	for _, j := range p.answered {
 		j.slot.frame, j.slot.done = j.answer, true
 		j.answer = nil
 	}
-	p.queueAnsweredLocked()
+	claimed := p.queueAnsweredLocked(true)
 	p.mu.Unlock()
 	clear(p.answered)
 	p.answered = p.answered[:0]
+	if claimed {
+		// Outside p.mu: the write reports back through p.written.
+		p.c.writeClaimed()
+	}
 }
 
 // queueAnsweredLocked queues the replies of the answered slots at the head
-// of p.slots, in send order; p.mu is held.
-func (p *publisher) queueAnsweredLocked() {
+// of p.slots, in send order; p.mu is held. With claim, it claims an idle
+// socket for the caller rather than start a writer, and reports whether
+// it did: the caller then calls p.c.writeClaimed once p.mu is released.
+func (p *publisher) queueAnsweredLocked(claim bool) (claimed bool) {
 	k := 0
 	for k < len(p.slots) && p.slots[k].done {
 		if f := p.slots[k].frame; f != nil {
@@ -352,17 +361,22 @@ func (p *publisher) queueAnsweredLocked() {
 		k++
 	}
 	if k == 0 {
-		return
+		return false
 	}
 	n := copy(p.slots, p.slots[k:])
 	clear(p.slots[n:])
 	p.slots = p.slots[:n]
 	// Queued under p.mu so two resolvers (committer, reader) keep the order.
 	if len(p.ready) > 0 {
-		p.c.enqueue(p.ready...)
+		if claim {
+			claimed = p.c.enqueueClaiming(p.ready...)
+		} else {
+			p.c.enqueue(p.ready...)
+		}
 	}
 	clear(p.ready)
 	p.ready = p.ready[:0]
+	return claimed
 }
 
 // written is told by the writer how many frames went out.

@@ -1,0 +1,102 @@
+package broker
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestAClaimedWriteNeverWaitsOnAFullSocket: whoever answers a publisher
+// (the committer or the deliverer) writes its replies itself when the
+// connection's writer is idle (wsConn.writeClaimed). That write must
+// return at once when the peer does not read, handing what the kernel did
+// not take to a writer goroutine, or one publisher that stops reading
+// would stop every answer on its stream. The batch here is far larger
+// than the socket's buffers, so the kernel takes only part of it, often
+// cutting a frame in two; once the peer reads, every byte must arrive
+// once and in order, the cut frame's rest included.
+func TestAClaimedWriteNeverWaitsOnAFullSocket(t *testing.T) {
+	srv := startServer(t, testConfig(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.(*net.TCPConn).SetWriteBuffer(1) // the kernel's smallest
+	c := &wsConn{srv: srv, nc: nc, raw: nc, direct: rawConnOf(nc)}
+	if c.direct == nil {
+		t.Skip("this platform has no writes that do not wait; every write goes through the writer")
+	}
+
+	// 4 MiB of 999-byte frames: a frame boundary seldom meets the point
+	// where the kernel stops taking bytes.
+	var frames [][]byte
+	var want bytes.Buffer
+	for i := 0; want.Len() < 4<<20; i++ {
+		f := fmt.Appendf(nil, "%-998d\n", i)
+		frames = append(frames, f)
+		want.Write(f)
+	}
+	if !c.enqueueClaiming(frames...) {
+		t.Fatal("an idle connection's socket was not claimed")
+	}
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		c.writeClaimed()
+	}()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the claimed write waited for a peer that does not read")
+	}
+	c.mu.Lock()
+	left, skip := c.out.Len(), c.headWritten
+	c.mu.Unlock()
+	t.Logf("the claimed write left %d of %d frames to the writer, %d bytes of the first already sent", left, len(frames), skip)
+
+	got := make([]byte, want.Len())
+	_ = peer.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Fatalf("reading what was written: %v", err)
+	}
+	if i := firstDifference(got, want.Bytes()); i >= 0 {
+		t.Fatalf("byte %d of %d differs: got %q, want %q (a frame the kernel cut was not resumed where it stopped)",
+			i, want.Len(), clip(got[i:], 20), clip(want.Bytes()[i:], 20))
+	}
+	c.wg.Wait() // the writer that took over has ended with its queue empty
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writing || c.out.Len() != 0 {
+		t.Fatalf("after the peer read everything: writing=%v, %d frames queued", c.writing, c.out.Len())
+	}
+}
+
+func firstDifference(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
+}
+
+func clip(b []byte, n int) []byte {
+	return b[:min(len(b), n)]
+}
