@@ -152,25 +152,22 @@ func (p *publisher) isSuperseded() bool {
 
 // readFrames reads and handles publish frames until the connection ends or
 // the server stops (reported true).
+//
+// At max_in_flight the reader stops with the next frame read and not yet
+// handled, rather than before reading it. A client whose own window is
+// max_in_flight (the Go client's default) sends that frame only once a
+// reply has reached it, so by then there is room, and the reader wakes
+// once per burst (for the socket) instead of twice (for the room, then for
+// the socket): issue 18 counted 1.4 futex calls per commit group before
+// and 0.45 after. The frame in hand is one the socket would have held; if
+// the connection ends first, it is never answered, as it would not have
+// been.
 func (p *publisher) readFrames() (stopping bool) {
 	c := p.c
 	limit := p.st.limits.MaxMessageBytes
 	for {
-		p.mu.Lock()
-		if p.owed >= p.max {
-			c.holding.Store(true)
-			for p.owed >= p.max && !p.stop && !p.connDead && !p.superseded {
-				p.cond.Wait() // max_in_flight: stop reading this socket
-			}
-			c.holding.Store(false)
-		}
-		stop, dead := p.stop, p.connDead || p.superseded
-		p.mu.Unlock()
-		if stop {
-			return true
-		}
-		if dead {
-			return false
+		if stop, dead := p.waitRoom(false); stop || dead {
+			return stop
 		}
 		typ, r, err := c.ws.NextReader()
 		if err != nil {
@@ -187,8 +184,27 @@ func (p *publisher) readFrames() (stopping bool) {
 			c.close(wire.CloseTooBig, reason)
 			return false
 		}
+		if stop, dead := p.waitRoom(true); stop || dead {
+			return stop
+		}
 		p.handle(typ, data)
 	}
+}
+
+// waitRoom reports whether the server is stopping or the connection is
+// done (dead, superseded). With wait, it first waits while max_in_flight
+// replies are owed, until one is written or either of those happens.
+func (p *publisher) waitRoom(wait bool) (stop, dead bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if wait && p.owed >= p.max {
+		p.c.holding.Store(true)
+		for p.owed >= p.max && !p.stop && !p.connDead && !p.superseded {
+			p.cond.Wait() // max_in_flight: stop reading this socket
+		}
+		p.c.holding.Store(false)
+	}
+	return p.stop, p.connDead || p.superseded
 }
 
 func (p *publisher) stopped() bool {

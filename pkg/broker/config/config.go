@@ -122,7 +122,8 @@ type Limits struct {
 	// stop being read).
 	MaxInbound int `yaml:"max_inbound"`
 	// MaxInFlight is the number of replies one publisher may be owed before
-	// the server stops reading its socket.
+	// the server stops reading its socket (holding the one frame it read
+	// next, unhandled, until a reply is written).
 	MaxInFlight int `yaml:"max_in_flight"`
 	// MaxMessageBytes is the largest publish frame accepted; larger ones
 	// close the connection with 1009.
