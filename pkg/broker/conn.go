@@ -408,12 +408,18 @@ func (c *wsConn) writeLoop() {
 			c.mu.Unlock()
 			return
 		}
-		ctrl = append(ctrl[:0], c.ctrl...)
-		clear(c.ctrl)
-		c.ctrl = c.ctrl[:0]
-		if c.pong != nil {
-			ctrl = append(ctrl, c.pong)
-			c.pong, c.absorbed = nil, 0
+		ctrl = ctrl[:0]
+		if c.headWritten == 0 {
+			// A control frame goes out between data frames only: while
+			// a claimed write has left the first frame half sent, it
+			// waits for the next write.
+			ctrl = append(ctrl, c.ctrl...)
+			clear(c.ctrl)
+			c.ctrl = c.ctrl[:0]
+			if c.pong != nil {
+				ctrl = append(ctrl, c.pong)
+				c.pong, c.absorbed = nil, 0
+			}
 		}
 		k, skip := 0, 0
 		if c.out.Len() > 0 {
