@@ -24,7 +24,26 @@ import (
 // A control frame queued while the claimed write runs (a pong) must then
 // wait for the cut frame's rest: written between its halves, it would
 // corrupt the stream.
+//
+// Both ways writevNow writes are covered: an iovec per frame for a large
+// batch, and one copied buffer for a commit group's few replies, written
+// into a socket already filled.
 func TestAClaimedWriteNeverWaitsOnAFullSocket(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		bytes   int  // the batch's size
+		prefill bool // fill the socket before the claimed write
+	}{
+		{"an iovec per frame", 4 << 20, false},
+		{"frames copied into one buffer", maxCoalesced - 1000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claimedWriteOnAFullSocket(t, tc.bytes, tc.prefill)
+		})
+	}
+}
+
+func claimedWriteOnAFullSocket(t *testing.T, size int, prefill bool) {
 	ctrl := []byte("a control frame\n")
 	var (
 		claimed atomic.Pointer[wsConn]
@@ -58,11 +77,25 @@ func TestAClaimedWriteNeverWaitsOnAFullSocket(t *testing.T) {
 		t.Skip("this platform has no writes that do not wait; every write goes through the writer")
 	}
 
-	// 4 MiB of 999-byte frames: a frame boundary seldom meets the point
-	// where the kernel stops taking bytes.
-	var frames [][]byte
 	var want bytes.Buffer
-	for i := 0; want.Len() < 4<<20; i++ {
+	if prefill {
+		// Until the kernel takes no more: the peer reads these first.
+		chunk := bytes.Repeat([]byte{'x'}, 64<<10)
+		_ = nc.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+		for {
+			n, err := nc.Write(chunk)
+			want.Write(chunk[:n])
+			if err != nil {
+				break
+			}
+		}
+		_ = nc.SetWriteDeadline(time.Time{})
+	}
+	prefix := want.Len()
+	// 999-byte frames: a frame boundary seldom meets the point where the
+	// kernel stops taking bytes.
+	var frames [][]byte
+	for i := 0; want.Len()-prefix+999 <= size; i++ {
 		f := fmt.Appendf(nil, "%-998d\n", i)
 		frames = append(frames, f)
 		want.Write(f)
@@ -84,8 +117,8 @@ func TestAClaimedWriteNeverWaitsOnAFullSocket(t *testing.T) {
 	c.mu.Lock()
 	left, skip := c.out.Len(), c.headWritten
 	c.mu.Unlock()
-	t.Logf("the claimed write left %d of %d frames to the writer, %d bytes of the first already sent", left, len(frames), skip)
-
+	t.Logf("after %d bytes filled the socket, the claimed write left %d of %d frames to the writer, %d bytes of the first already sent",
+		prefix, left, len(frames), skip)
 	if skip == 0 {
 		t.Log("the kernel stopped at a frame boundary this time: the control frame's order is not exercised")
 	}
@@ -96,7 +129,7 @@ func TestAClaimedWriteNeverWaitsOnAFullSocket(t *testing.T) {
 		t.Fatalf("reading what was written: %v", err)
 	}
 	at := bytes.Index(got, ctrl)
-	if at < 0 || (at > 0 && got[at-1] != '\n') {
+	if at < prefix || (at > prefix && got[at-1] != '\n') {
 		t.Fatalf("the control frame is at byte %d, not between two data frames", at)
 	}
 	got = append(got[:at:at], got[at+len(ctrl):]...)
