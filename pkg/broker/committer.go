@@ -57,9 +57,9 @@ type committed struct {
 // so groups are delivered in commit order (I1), and the next group's fsync
 // overlaps the previous group's fan-out. A group of one publisher's frames,
 // with no subscriber to fan out to and no group ahead of it, is answered by
-// the committer itself: the hand-off would cost more than it overlaps (docs/design.md §3.1). On an
-// exactly-once stream the publishers' marks go into the same transaction as
-// their rows.
+// the committer itself: the hand-off would cost more than it overlaps
+// (docs/design.md §3.1). On an exactly-once stream the publishers' marks go
+// into the same transaction as their rows.
 func (s *stream) commit() {
 	groups := make(chan committed, 2)
 	// spare carries a delivered group's slices back to the committer for

@@ -174,36 +174,36 @@ func (c *wsConn) canStartLocked() bool {
 // the close frame are dropped.
 func (c *wsConn) enqueue(frames ...[]byte) {
 	c.mu.Lock()
-	if c.dead || c.closing != nil {
-		c.mu.Unlock()
-		return
-	}
-	for _, f := range frames {
-		c.out.Push(f, 0)
-	}
-	if c.canStartLocked() {
+	if c.pushLocked(frames) && c.canStartLocked() {
 		c.startWriterLocked()
 	}
 	c.mu.Unlock()
 }
 
-// enqueueClaiming queues frames like enqueue and, when no writer runs and
-// nothing else waits to be written, claims the socket for the caller
-// instead of starting a writer goroutine: it reports true, and the caller
-// must then call writeClaimed, outside any lock writeClaimed's afterWrite
-// takes. A stream's deliverer answers its publishers this way, because
-// waking another goroutine for a few hundred bytes of replies costs more
-// than the write (issue 18's profile).
-func (c *wsConn) enqueueClaiming(frames ...[]byte) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// pushLocked queues frames unless the connection is dead or closing, and
+// reports whether it did; c.mu is held.
+func (c *wsConn) pushLocked(frames [][]byte) bool {
 	if c.dead || c.closing != nil {
 		return false
 	}
 	for _, f := range frames {
 		c.out.Push(f, 0)
 	}
-	if !c.canStartLocked() {
+	return true
+}
+
+// enqueueClaiming queues frames like enqueue and, when no writer runs and
+// nothing else waits to be written, claims the socket for the caller
+// instead of starting a writer goroutine: it reports true, and the caller
+// must then call writeClaimed, outside any lock writeClaimed's afterWrite
+// takes. Whoever answers a stream's publishers (the committer or the
+// deliverer) queues their replies this way, because waking another
+// goroutine for a few hundred bytes of replies costs more than the write
+// (issue 18's profile).
+func (c *wsConn) enqueueClaiming(frames ...[]byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.pushLocked(frames) || !c.canStartLocked() {
 		return false
 	}
 	if c.direct == nil || len(c.ctrl) > 0 || c.pong != nil {
@@ -253,33 +253,36 @@ func (c *wsConn) writeClaimed() {
 	if c.st != nil {
 		c.st.bytesSent.Add(int64(n))
 	}
-	var released int64
-	c.mu.Lock()
-	if !c.dead {
-		released = c.out.Pop(done)
-		if done > 0 {
-			c.headWritten = 0
-		}
-		c.headWritten += left
-	}
-	c.mu.Unlock()
-	c.srv.reclaim.Note(released)
-	if done > 0 && c.afterWrite != nil {
-		c.afterWrite(done)
-	}
+	c.popWritten(done, left)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.dead && (c.out.Len() > 0 || len(c.ctrl) > 0 || c.pong != nil || (c.closing != nil && !c.closeSent)) {
 		// Still owned: the writer takes over the claim (finishing or
 		// not, as a running writer would carry on).
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			c.writeLoop()
-		}()
+		c.startWriterLocked()
 		return
 	}
 	c.writing = false
+}
+
+// popWritten takes k frames the kernel took whole off the queue, notes
+// that partial bytes of the next one are on the wire too, and tells
+// afterWrite; only the socket's owner calls it.
+func (c *wsConn) popWritten(k, partial int) {
+	var released int64
+	c.mu.Lock()
+	if !c.dead {
+		released = c.out.Pop(k)
+		if k > 0 {
+			c.headWritten = 0
+		}
+		c.headWritten += partial
+	}
+	c.mu.Unlock()
+	c.srv.reclaim.Note(released)
+	if k > 0 && c.afterWrite != nil {
+		c.afterWrite(k)
+	}
 }
 
 // errControlFlood ends the read loop of a peer that floods control frames.
@@ -471,17 +474,7 @@ func (c *wsConn) writeLoop() {
 		}
 		if k > 0 {
 			clear(iov[:k])
-			var released int64
-			c.mu.Lock()
-			if !c.dead {
-				released = c.out.Pop(k)
-				c.headWritten = 0
-			}
-			c.mu.Unlock()
-			c.srv.reclaim.Note(released)
-			if c.afterWrite != nil {
-				c.afterWrite(k)
-			}
+			c.popWritten(k, 0)
 		}
 		if closing != nil {
 			// The close frame is out; wait a bounded time for the peer's.

@@ -339,8 +339,9 @@ func (p *publisher) resolve(slot *replySlot, frame []byte) {
 // queues the replies now answerable, all with one lock and one hand-off to
 // the writer: the replies of a commit group go out in one write.
 //
-// The deliverer writes them itself when the connection's writer is idle
-// (wsConn.enqueueClaiming), without waiting on the socket.
+// The caller (the committer or the deliverer) writes them itself when the
+// connection's writer is idle (wsConn.enqueueClaiming), without waiting on
+// the socket.
 func (p *publisher) answerJobs() {
 	p.mu.Lock()
 	for _, j := range p.answered {

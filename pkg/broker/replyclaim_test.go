@@ -135,7 +135,7 @@ func claimedWriteOnAFullSocket(t *testing.T, size int, prefill bool) {
 	got = append(got[:at:at], got[at+len(ctrl):]...)
 	if i := firstDifference(got, want.Bytes()); i >= 0 {
 		t.Fatalf("byte %d of %d differs: got %q, want %q (a frame the kernel cut was not resumed where it stopped)",
-			i, want.Len(), clip(got[i:], 20), clip(want.Bytes()[i:], 20))
+			i, want.Len(), got[i:min(i+20, len(got))], want.Bytes()[i:min(i+20, want.Len())])
 	}
 	c.wg.Wait() // the writer that took over has ended with its queue empty
 	c.mu.Lock()
@@ -155,8 +155,4 @@ func firstDifference(a, b []byte) int {
 		return min(len(a), len(b))
 	}
 	return -1
-}
-
-func clip(b []byte, n int) []byte {
-	return b[:min(len(b), n)]
 }
