@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/pkg/broker/control"
+	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 )
 
 func newControlCmd(a *app) *cobra.Command {
@@ -19,8 +20,27 @@ streams it manages are kept in a registry, a SQLite file at
 control.registry (default <root>/_control/registry.db). serve never creates
 the registry: make it once with "streamcast control init".`,
 	}
-	cmd.AddCommand(newControlInitCmd(a))
+	cmd.AddCommand(newControlInitCmd(a), newMigrateChildCmd(a))
 	return cmd
+}
+
+// newMigrateChildCmd is the worker process serve runs online migrations'
+// file work in (pkg/broker/control, migrator.go), at the lowest CPU
+// priority. It is hidden: serve starts it and writes its jobs to it.
+func newMigrateChildCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   control.MigrateChildCommand[1],
+		Short: "Run one migration serve hands over (started by serve)",
+		Long: `Read one migration job (JSON) from stdin, run it, and write what it did, or
+its error, as one JSON line to stdout. serve starts this command itself for
+an online migration through the control API; there is no reason to run it
+by hand.`,
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return lifecycle.ServeMigrateJobs(cmd.Context(), a.stdin, a.stdout)
+		},
+	}
 }
 
 func newControlInitCmd(a *app) *cobra.Command {

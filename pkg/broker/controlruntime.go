@@ -34,7 +34,10 @@ func (s *Server) bootControl(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctl := control.New(&s.cfg, reg, ctlRuntime{s}, control.Options{Logger: s.logger, AfterCommit: s.opts.ControlAfterCommit, BeforeRun: s.opts.ControlBeforeRun})
+	ctl := control.New(&s.cfg, reg, ctlRuntime{s}, control.Options{
+		Logger: s.logger, AfterCommit: s.opts.ControlAfterCommit, BeforeRun: s.opts.ControlBeforeRun,
+		Executable: s.opts.Executable, ConfigFile: s.opts.ConfigFile,
+	})
 	serves, err := ctl.Boot(ctx)
 	if err != nil {
 		_ = reg.Close()

@@ -33,6 +33,11 @@ type Options struct {
 	// BeforeRun, when set (tests only), is called with an operation's
 	// kind once it is marked running and before it does anything.
 	BeforeRun func(kind string)
+	// Executable, when set, is the streamcast binary the migration worker
+	// process runs (migrator.go); ConfigFile is passed to it as --config.
+	// Without one, migrations run in the server's process.
+	Executable string
+	ConfigFile string
 }
 
 // Observed is what this boot of the server last saw of a registered
@@ -82,6 +87,10 @@ type Controller struct {
 
 	mu       sync.Mutex
 	observed map[string]*Observed
+
+	// migrator runs online migrations in a child process; nil without
+	// Options.Executable.
+	migrator *migrationWorker
 }
 
 // New builds a controller over an open registry; nothing runs until Start.
@@ -89,7 +98,11 @@ func New(cfg *config.Config, reg *Registry, rt Runtime, o Options) *Controller {
 	if o.Logger == nil {
 		o.Logger = log.New(io.Discard)
 	}
-	return &Controller{cfg: cfg, reg: reg, rt: rt, opts: o, logger: o.Logger, bootID: newID(), wake: make(chan struct{}, 1), observed: map[string]*Observed{}}
+	c := &Controller{cfg: cfg, reg: reg, rt: rt, opts: o, logger: o.Logger, bootID: newID(), wake: make(chan struct{}, 1), observed: map[string]*Observed{}}
+	if o.Executable != "" {
+		c.migrator = &migrationWorker{exe: o.Executable, configFile: o.ConfigFile, level: cfg.Log.Level, logger: o.Logger}
+	}
+	return c
 }
 
 // BootID identifies this boot of the server.
@@ -180,11 +193,13 @@ func (c *Controller) Close() {
 	c.runMu.Lock()
 	cancel, done := c.cancel, c.done
 	c.runMu.Unlock()
-	if cancel == nil {
-		return
+	if cancel != nil {
+		cancel()
+		<-done
 	}
-	cancel()
-	<-done
+	if c.migrator != nil {
+		c.migrator.close()
+	}
 }
 
 func (c *Controller) poke() {
@@ -338,27 +353,39 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 		return err
 	}
 	c.observe(name, func(o *Observed) { o.State = ObservedMigrating })
+	// While other streams serve, the migration's file work runs in the
+	// worker process at the lowest CPU priority (migrator.go), started
+	// now, when none runs, so that its start-up overlaps the checks, the
+	// fence and the drain. At boot nothing serves yet, and it runs here.
+	worker := c.migrator
+	if worker != nil && !offline {
+		if err := worker.start(); err != nil {
+			c.logger.Warn("control: the migration runs in the server's process", "stream", name, "err", err)
+			worker = nil
+		}
+	} else {
+		worker = nil
+	}
 	// run migrates, and returns the new log open when keep asked for it
 	// (Runtime.MigrateStream serves it); on an error it holds no log open.
+	// With the worker it closes current first (the worker takes the log's
+	// writer lock) and returns no log: the runtime opens the new one.
 	run := func(ctx context.Context, current *logstore.Log, keep bool, next []logstore.Option) (*logstore.Log, error) {
 		if err := c.checkMigration(ctx, ls, sch); err != nil {
 			return nil, err
 		}
 		d := lifecycle.Declaration{Schema: sch, Log: lc}
-		o := lifecycle.Options{Current: current, KeepNext: keep, NextOptions: next}
-		res, err := lifecycle.Migrate(ctx, ls, d, o)
-		if err == nil && res.Differs {
-			// It finished a migration an earlier run began (to the schema
-			// that run's intent recorded); this one asks for another, and
-			// the declaration below must say what the log holds. Its
-			// current log is the one the first made, not the lent one:
-			// lent on to the second, and closed after it.
-			first := res.Log
-			o.Current = first
-			res, err = lifecycle.Migrate(ctx, ls, d, o)
-			if first != nil {
-				_ = first.Close()
+		var res *lifecycle.Migration
+		if worker != nil {
+			if current != nil {
+				if err := current.Close(); err != nil {
+					return nil, err
+				}
 			}
+			job := lifecycle.MigrateJob{Stream: name, Root: pc.Root, Published: pc.Published, S3: ls.S3, Schema: m.Schema, Log: lc}
+			res, err = worker.run(ctx, job)
+		} else {
+			res, err = lifecycle.MigrateTo(ctx, ls, d, lifecycle.Options{Current: current, KeepNext: keep, NextOptions: next})
 		}
 		if err != nil {
 			return nil, err

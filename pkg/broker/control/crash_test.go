@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,7 +18,11 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/pkg/broker/control"
+	"github.com/streamcast/streamcast/pkg/logstore/filelock"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/meta"
 )
 
 // child is a serve running as a child process of the test binary.
@@ -29,11 +36,12 @@ type child struct {
 
 // startChild serves root in a child process; killAt names where it kills
 // itself ("" nowhere).
-func startChild(t *testing.T, root, killAt string) *child {
+func startChild(t *testing.T, root, killAt string, env ...string) *child {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childRootEnv+"="+root, childAddrEnv+"="+addrFile, killAtEnv+"="+killAt)
+	cmd.Env = append(cmd.Env, env...)
 	c := &child{cmd: cmd, exited: make(chan error, 1), stderr: &bytes.Buffer{}}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
@@ -241,4 +249,115 @@ func TestAKilledOperationFinishesAtTheNextStart(t *testing.T) {
 			tc.check(t, c)
 		})
 	}
+}
+
+// TestAKilledServeTakesItsMigrationWorkerWithIt SIGKILLs a server while
+// its migration worker process holds the migrating log (its lock file
+// names the worker). The worker dies with it, mid-migration (its
+// parent-death signal): it neither finishes the migration with no server
+// nor holds the log's lock against the next one, which finishes it from
+// the intent the stream's metadata records.
+func TestAKilledServeTakesItsMigrationWorkerWithIt(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux has a parent-death signal")
+	}
+	exe := brokertest.Executable(t)
+	v2 := `{"type":"object","properties":{"id":{"type":"integer"},"sym":{"type":"string"},"px":{"type":["number","null"]}},"required":["id","sym"]}`
+	root := newRoot(t)
+	c := startChild(t, root, "", childExeEnv+"="+exe)
+	f := &fixture{base: c.base, ws: c.ws}
+	f.create(t, "trades")
+	f.setDesired(t, "trades", "serving")
+	// Enough rows that sealing and publishing them keeps the worker busy
+	// for a while (about a second here), where the lock is watched.
+	const rows = 200_000
+	for from := 0; from < rows; from += 20_000 {
+		if rep := publish(t, c.ws, "trades", from, from+20_000); rep["ok"] == nil {
+			t.Fatalf("publish rows %d…: %v", from, rep)
+		}
+	}
+	lock := filepath.Join(root, "registered", "trades", "trades", "lock")
+	id := f.streamID(t, "trades")
+	r := f.do(t, req{"POST", "/control/v1/streams/trades/migrations", `{"stream_id":"` + id + `","schema":` + v2 + `}`, mut(f.etag(t, "trades"))})
+	if r.status != http.StatusAccepted {
+		t.Fatalf("migrate: %d %s", r.status, r.body)
+	}
+	lay, err := meta.NewLayout(filepath.Join(root, "registered"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := meta.NewStore(context.Background(), lay, "trades", warehouse.S3{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Mid-migration: a process other than the server holds the log, and
+	// the migration's intent is recorded (its seal and publish follow).
+	worker := 0
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if holder := filelock.Holder(lock); holder != 0 && holder != c.cmd.Process.Pid {
+			if md, err := store.Load(context.Background()); err == nil && md.Intent != nil {
+				worker = holder
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within 30 s of the migration's 202, no process but the server (pid %d) held %s with the migration's intent recorded", c.cmd.Process.Pid, lock)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if ppid := parentOf(t, worker); ppid != c.cmd.Process.Pid {
+		t.Fatalf("the log's lock is held by pid %d, whose parent is %d, not the server %d", worker, ppid, c.cmd.Process.Pid)
+	}
+	if err := c.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-c.exited
+	c.exited <- nil
+	// Not ours to reap: the worker is gone once /proc has no entry for it
+	// but a zombie's.
+	for deadline := time.Now().Add(20 * time.Second); parentOf(t, worker) != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the migration worker (pid %d) still runs 20 s after its server was killed", worker)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	md, err := store.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.Intent == nil || md.Current().Name != "trades" {
+		t.Fatalf("after the kill the current log is %s with intent %+v; want trades with the migration's intent: the worker went on without its server", md.Current().Name, md.Intent)
+	}
+
+	c = startChild(t, root, "")
+	f = &fixture{base: c.base, ws: c.ws}
+	got := f.do(t, req{"GET", "/control/v1/streams/trades", "", nil}).json(t)
+	if p, ok := got["pending_operation"].(map[string]any); ok {
+		f.wait(t, resp{hdr: http.Header{"Location": {"/control/v1/operations/" + p["id"].(string)}}})
+	}
+	conn, _, err := websocket.DefaultDialer.Dial(c.ws+"/trades?publish", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, _, _ = conn.ReadMessage()
+	_ = conn.WriteMessage(websocket.TextMessage, []byte(`{"id":9,"sym":"x","px":2.5}`))
+	if _, b, _ := conn.ReadMessage(); string(b) != fmt.Sprintf(`{"ok":[%d]}`, rows+1) {
+		t.Fatalf("a row of the new schema after the restart got %s; want offset %d", b, rows+1)
+	}
+}
+
+// parentOf returns pid's parent, 0 when pid is gone or a zombie.
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 2 || f[0] == "Z" {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }

@@ -33,6 +33,7 @@ const (
 	childRootEnv = "CONTROL_TEST_CHILD_ROOT" // the child serves this root
 	childAddrEnv = "CONTROL_TEST_CHILD_ADDR" // it writes its address here once ready
 	killAtEnv    = "CONTROL_TEST_KILL_AT"    // "after-commit": SIGKILL itself between a mutation's commit and its answer; "before-run:KIND": once an operation of KIND is marked running
+	childExeEnv  = "CONTROL_TEST_CHILD_EXE"  // when set, the streamcast binary the child's migration worker runs
 )
 
 func TestMain(m *testing.M) {
@@ -56,7 +57,7 @@ func runChild(root, addrFile, killAt string) int {
 	opts := broker.Options{OnReady: func(a net.Addr) {
 		_ = os.WriteFile(addrFile+".tmp", []byte(a.String()), 0o644)
 		_ = os.Rename(addrFile+".tmp", addrFile)
-	}}
+	}, Executable: os.Getenv(childExeEnv)}
 	kill := func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 	switch {
 	case killAt == "after-commit":
@@ -121,6 +122,20 @@ func start(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	return serve(t, root)
+}
+
+// startMigrationChildren is start with the streamcast binary given to
+// the server, so a migration runs in its child process as it does under
+// streamcast serve (migrator.go); no maintenance child runs.
+func startMigrationChildren(t testing.TB) *fixture {
+	t.Helper()
+	exe := brokertest.Executable(t)
+	root := t.TempDir()
+	cfg := serveConfig(root)
+	if _, err := control.Init(context.Background(), cfg.RegistryPath()); err != nil {
+		t.Fatal(err)
+	}
+	return serveOpts(t, cfg, broker.Options{Executable: exe})
 }
 
 // serve runs the server over root (its registry made already).

@@ -86,7 +86,9 @@ func TestOnlineMigrationUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: 48 connections under a migration")
 	}
-	f := start(t)
+	// Served as streamcast serve serves it: the migration's file work runs
+	// in its child process (migrator.go).
+	f := startMigrationChildren(t)
 	f.create(t, "trades")
 	f.setDesired(t, "trades", "serving")
 	id := f.do(t, req{"GET", "/control/v1/streams/trades", "", nil}).json(t)["stream_id"].(string)

@@ -51,8 +51,9 @@ type Migration struct {
 	Version int
 	// Log is To, open as the Writer, when Options.KeepNext asked for it
 	// and the migration made or finished To (nil when Unchanged): the
-	// caller owns it and closes it.
-	Log     *logstore.Log
+	// caller owns it and closes it. It never crosses a process
+	// (MigrateJob).
+	Log     *logstore.Log `json:"-"`
 	Timings Timings
 }
 

@@ -1,0 +1,270 @@
+package control
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/charmbracelet/log"
+
+	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
+	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
+)
+
+// MigrateChildCommand is the hidden command line a migration worker
+// runs: `streamcast control migrate-child`, which reads
+// lifecycle.MigrateJobs from stdin and answers each on stdout
+// (lifecycle.ServeMigrateJobs).
+var MigrateChildCommand = []string{"control", "migrate-child"}
+
+// migrationWorker is the child process the online migrations' file work
+// runs in, at the lowest CPU priority (docs/design.md §5). A migration
+// creates, syncs and removes some 35 files, half of its CPU in the
+// kernel, and on a busy 2-core box that work held the serving streams'
+// threads in the run queue for 2–8 ms, the tail of a neighbour's acks.
+// Niced, it waits for them instead. In the server's own process a thread's
+// priority cannot do that: a Go thread at low priority still holds one of
+// the runtime's Ps, and the collector's work for the migration's garbage
+// runs on the others.
+//
+// The process outlives one migration: starting one costs about 120 ms of
+// CPU in package initialisers, twice a migration's own. It is started
+// when a migration begins (before the stream's writes are fenced, so its
+// start-up overlaps the fence and the drain), serves migrations one at a
+// time (the controller's one worker runs them), and is ended after
+// workerIdle without one, or when the controller closes.
+type migrationWorker struct {
+	exe, configFile, level string
+	logger                 *log.Logger
+	idle                   time.Duration // 0 means workerIdle
+
+	mu    sync.Mutex
+	proc  *workerProc // nil while none runs
+	timer *time.Timer // ends proc once it has been idle for workerIdle
+}
+
+// workerIdle is how long the worker process stays after its last
+// migration: a run of migrations pays its start-up once, and an idle
+// server holds no process for it.
+const workerIdle = time.Minute
+
+// workerStopDelay bounds how long a worker asked to stop may take before
+// it is killed; a kill is a crash its recorded intent recovers from.
+const workerStopDelay = 10 * time.Second
+
+// workerProc is one run of the worker's process.
+type workerProc struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	stdout  *os.File      // the read end of its stdout
+	answers *bufio.Reader // over stdout
+	stderr  *tailBuffer
+	waited  chan struct{} // closed once cmd.Wait returned
+	err     error         // cmd.Wait's, once waited is closed
+	// release lets the goroutine that started the process end: on Linux
+	// its thread carries the parent-death signal (lowprio_linux.go).
+	release func()
+}
+
+// start makes sure the worker's process runs, so that its start-up
+// overlaps what the migration does before its job is sent.
+func (w *migrationWorker) start() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	if w.proc != nil {
+		select {
+		case <-w.proc.waited:
+			w.endLocked() // it died idle: start another
+		default:
+			return nil
+		}
+	}
+	p, err := startWorkerProc(w.exe, w.configFile, w.level)
+	if err != nil {
+		return err
+	}
+	w.proc = p
+	w.logger.Info("control: started the migration worker process", "pid", p.cmd.Process.Pid)
+	return nil
+}
+
+// run sends job to the worker's process (start must have succeeded) and
+// returns its answer. A process that gives no answer, or whose migration
+// ctx cancelled, is ended; the next migration starts another.
+func (w *migrationWorker) run(ctx context.Context, job lifecycle.MigrateJob) (*lifecycle.Migration, error) {
+	w.mu.Lock()
+	p := w.proc
+	w.mu.Unlock()
+	if p == nil {
+		return nil, errors.New("the migration worker process is not running")
+	}
+	body, err := json.Marshal(job)
+	if err != nil {
+		return nil, err
+	}
+	// The server stopping asks the child to stop as well: its migration
+	// then ends at its next step, as it would in this process.
+	stopChild := context.AfterFunc(ctx, func() { _ = p.cmd.Process.Signal(syscall.SIGTERM) })
+	m, err := func() (*lifecycle.Migration, error) {
+		if _, err := p.stdin.Write(append(body, '\n')); err != nil {
+			return nil, err
+		}
+		return lifecycle.ReadMigrateJobAnswer(p.answers)
+	}()
+	signalled := !stopChild()
+	var je *lifecycle.JobError
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err != nil && !errors.As(err, &je):
+		w.endLocked()
+		return nil, p.gaveNoAnswer(err)
+	case signalled:
+		w.endLocked()
+	default:
+		w.timer = time.AfterFunc(cmp.Or(w.idle, workerIdle), w.endIdle)
+	}
+	return m, err
+}
+
+// endIdle ends the process when it has stayed idle.
+func (w *migrationWorker) endIdle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer == nil {
+		return // a migration began meanwhile
+	}
+	w.timer = nil
+	w.endLocked()
+}
+
+// close ends the process, if one runs.
+func (w *migrationWorker) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	w.endLocked()
+}
+
+// endLocked ends w.proc: its stdin closes, which ends a process between
+// migrations at once; one in a migration is killed after
+// workerStopDelay. w.mu is held.
+func (w *migrationWorker) endLocked() {
+	p := w.proc
+	if p == nil {
+		return
+	}
+	w.proc = nil
+	_ = p.stdin.Close()
+	select {
+	case <-p.waited:
+	case <-time.After(workerStopDelay):
+		_ = p.cmd.Process.Kill()
+		<-p.waited
+	}
+	_ = p.stdout.Close()
+	p.release()
+	if p.err != nil {
+		w.logger.Warn("control: the migration worker process ended badly", "err", p.err, "stderr", lastLine(p.stderr.String()))
+	}
+}
+
+// startWorkerProc starts exe as the migration worker, at the lowest CPU
+// priority, killed when the server is (Linux's parent-death signal).
+func startWorkerProc(exe, configFile, level string) (*workerProc, error) {
+	args := append([]string{MigrateChildCommand[0]}, maintainargs.ChildLine(MigrateChildCommand[1], configFile, level, "json")...)
+	cmd := exec.Command(exe, args...)
+	// Serve's environment, as it is: credentials reach children only this
+	// way. Not maintain.ChildEnv: its GOGC=25 for the package initialisers
+	// suits a child that stays small for days, and doubles the start-up's
+	// CPU (120 → 250 ms).
+	cmd.Env = os.Environ()
+	p := &workerProc{cmd: cmd, stderr: &tailBuffer{max: 8 << 10}, waited: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	// Not cmd.StdoutPipe: Wait, which runs from the start, would close it
+	// under the read of an answer.
+	var stdoutW *os.File
+	if p.stdout, stdoutW, err = os.Pipe(); err != nil {
+		return nil, err
+	}
+	cmd.Stdout = stdoutW
+	p.release, err = startLowPriority(cmd)
+	stdoutW.Close() // the child holds its own copy
+	if err != nil {
+		p.stdout.Close()
+		return nil, fmt.Errorf("start the migration worker process %s: %w", exe, err)
+	}
+	p.answers = bufio.NewReaderSize(p.stdout, 64<<10)
+	go func() {
+		p.err = cmd.Wait()
+		close(p.waited)
+	}()
+	return p, nil
+}
+
+// gaveNoAnswer words a process that answered nothing: how it ended and
+// the last of what it wrote to stderr.
+func (p *workerProc) gaveNoAnswer(err error) error {
+	msg := fmt.Sprintf("the migration worker process gave no answer (%v", err)
+	if p.err != nil {
+		msg += "; " + p.err.Error()
+	}
+	msg += ")"
+	if last := lastLine(p.stderr.String()); last != "" {
+		msg += ": it said " + last
+	}
+	return errors.New(msg)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(p)
+	if over := b.buf.Len() - b.max; over > 0 {
+		b.buf.Next(over)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
