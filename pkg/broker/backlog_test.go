@@ -23,7 +23,7 @@ func TestBacklogBoundCountsFramesBeingWritten(t *testing.T) {
 	entered := make(chan int, 1)
 	release := make(chan struct{})
 	srv := startServerWith(t, cfg, Options{}, func(s *Server) {
-		s.opts.writeHook = func(c *wsConn, n int) {
+		s.opts.writeHook = func(c *wsConn, n int, _ bool) {
 			if c.pub != nil {
 				return
 			}

@@ -236,7 +236,7 @@ func (c *wsConn) writeClaimed() {
 		batch[0] = batch[0][skip:]
 	}
 	if h := c.srv.opts.writeHook; h != nil && k > 0 {
-		h(c, k)
+		h(c, k, true)
 	}
 	n := 0
 	if k > 0 {
@@ -451,7 +451,7 @@ func (c *wsConn) writeLoop() {
 				batch[0] = batch[0][skip:] // the rest of a frame a claimed write began
 			}
 			if h := c.srv.opts.writeHook; h != nil {
-				h(c, k)
+				h(c, k, false)
 			}
 		}
 		if err := c.writeFrames(ctrl, batch, closing); err != nil {

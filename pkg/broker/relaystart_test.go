@@ -128,7 +128,10 @@ func TestRelayRestartedAgainstARecreatedStreamStops(t *testing.T) {
 	ocfg := originConfig(t)
 	origin := startNode(t, ocfg)
 	up := wsURL(origin, "/trades")
-	_, og := mustDial(t, up)
+	ows, og := mustDial(t, up)
+	// Closed now, not at the end: the origin's Close below would wait its
+	// close grace (5 s) for a subscriber nobody reads.
+	ows.Close()
 	rcfg := relayConfig(t, up, true)
 	relay := startRelay(t, rcfg)
 	publishRows(t, up, 0, 10)

@@ -32,13 +32,17 @@ func TestRepliesOfOneCommitGroupLeaveInOneWrite(t *testing.T) {
 		srv    *Server
 	)
 	srv = startServerWith(t, testConfig(t), Options{appendHook: hook}, func(s *Server) {
-		s.opts.writeHook = func(c *wsConn, n int) {
+		s.opts.writeHook = func(c *wsConn, n int, claimed bool) {
 			addr, _ := bAddr.Load().(string)
 			if c.pub == nil || addr == "" || c.nc.RemoteAddr().String() != addr {
 				return
 			}
+			// The writer goroutine waits for the whole group to be
+			// handed over. A claimed write is made by the goroutine that
+			// hands it over, after it queued this connection's replies:
+			// waiting there would wait for itself.
 			deadline := time.Now().Add(10 * time.Second)
-			for inboxRows(s, "trades") > 0 && time.Now().Before(deadline) {
+			for !claimed && inboxRows(s, "trades") > 0 && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond) // polls the observed event, capped
 			}
 			mu.Lock()

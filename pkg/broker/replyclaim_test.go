@@ -50,7 +50,7 @@ func claimedWriteOnAFullSocket(t *testing.T, size int, prefill bool) {
 		once    sync.Once
 	)
 	srv := startServerWith(t, testConfig(t), Options{}, func(s *Server) {
-		s.opts.writeHook = func(c *wsConn, n int) {
+		s.opts.writeHook = func(c *wsConn, n int, _ bool) {
 			if c == claimed.Load() {
 				once.Do(func() { c.enqueueCtrl(ctrl) }) // inside the claimed write, before its writev
 			}

@@ -79,8 +79,10 @@ type Options struct {
 	appendHook func(ctx context.Context, l *logstore.Log, rows [][]byte, ts int64, marks []logstore.Mark) (int64, error)
 	// writeHook, when set (tests only), is called by a connection's writer
 	// before it writes n queued data frames, which are then still counted
-	// in the queue: a hook that blocks holds them "in write".
-	writeHook func(c *wsConn, n int)
+	// in the queue: a hook that blocks holds them "in write". claimed says
+	// the write is a claimed one (conn.go, writeClaimed), made by the
+	// goroutine that delivers the group, which waits for it.
+	writeHook func(c *wsConn, n int, claimed bool)
 	// keepaliveTicks, when set (tests only), drives keepalive in place of
 	// a PingInterval ticker: each value received is one tick.
 	keepaliveTicks <-chan time.Time

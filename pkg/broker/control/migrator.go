@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
+	"github.com/streamcast/streamcast/pkg/meta/lifecycle/jobwire"
 )
 
 // MigrateChildCommand is the hidden command line a migration worker
@@ -113,15 +113,11 @@ func (w *migrationWorker) run(ctx context.Context, job lifecycle.MigrateJob) (*l
 	if p == nil {
 		return nil, errors.New("the migration worker process is not running")
 	}
-	body, err := json.Marshal(job)
-	if err != nil {
-		return nil, err
-	}
 	// The server stopping asks the child to stop as well: its migration
 	// then ends at its next step, as it would in this process.
 	stopChild := context.AfterFunc(ctx, func() { _ = p.cmd.Process.Signal(syscall.SIGTERM) })
 	m, err := func() (*lifecycle.Migration, error) {
-		if _, err := p.stdin.Write(append(body, '\n')); err != nil {
+		if err := jobwire.WriteJob(p.stdin, job); err != nil {
 			return nil, err
 		}
 		return lifecycle.ReadMigrateJobAnswer(p.answers)
@@ -216,7 +212,7 @@ func startWorkerProc(exe, configFile, level string) (*workerProc, error) {
 		p.stdout.Close()
 		return nil, fmt.Errorf("start the migration worker process %s: %w", exe, err)
 	}
-	p.answers = bufio.NewReaderSize(p.stdout, 64<<10)
+	p.answers = jobwire.NewAnswerReader(p.stdout)
 	go func() {
 		p.err = cmd.Wait()
 		close(p.waited)

@@ -11,6 +11,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
+	"github.com/streamcast/streamcast/pkg/meta/lifecycle/jobwire"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -49,46 +50,27 @@ type MigrateJob struct {
 	Log       logstore.Config `json:"log"`
 }
 
-// maxJobBytes bounds a job read from a pipe: a schema is at most the
-// control API's 256 KiB body, and the rest is small.
-const maxJobBytes = 4 << 20
-
-// jobAnswer is the one JSON line a job's runner writes: what the
-// migration did, or why it failed.
-type jobAnswer struct {
-	Migration *Migration `json:"migration,omitempty"`
-	Error     string     `json:"error,omitempty"`
-	// Retired and Pending keep ErrRetired and ErrPending across the pipe,
-	// the two refusals a caller tells apart.
-	Retired bool `json:"retired,omitempty"`
-	Pending bool `json:"pending,omitempty"`
-}
-
-// ServeMigrateJobs reads MigrateJobs from in, one JSON line each, runs
-// each with MigrateTo, and writes one JSON line to out for each: the
-// migration, or its error. It returns nil when in ends between jobs,
-// and an error when a line is no job or an answer cannot be written.
+// ServeMigrateJobs reads MigrateJobs from in, one JSON line each
+// (jobwire), runs each with MigrateTo, and writes one answer line to out
+// for each: the migration, or its error. It returns nil when in ends
+// between jobs, and an error when a line is no job or an answer cannot be
+// written.
 func ServeMigrateJobs(ctx context.Context, in io.Reader, out io.Writer) error {
-	lines := bufio.NewScanner(in)
-	lines.Buffer(make([]byte, 0, 64<<10), maxJobBytes)
+	lines := jobwire.Jobs(in)
 	for lines.Scan() {
 		var job MigrateJob
 		if err := json.Unmarshal(lines.Bytes(), &job); err != nil {
 			return fmt.Errorf("a migration job is not valid JSON: %w", err)
 		}
-		var ans jobAnswer
+		var ans jobwire.Answer
 		m, err := job.run(ctx)
 		if err != nil {
 			ans.Error = err.Error()
 			ans.Retired, ans.Pending = errors.Is(err, ErrRetired), errors.Is(err, ErrPending)
-		} else {
-			ans.Migration = m
-		}
-		line, err := json.Marshal(ans)
-		if err != nil {
+		} else if ans.Migration, err = json.Marshal(m); err != nil {
 			return err
 		}
-		if _, err := out.Write(append(line, '\n')); err != nil {
+		if err := jobwire.WriteAnswer(out, ans); err != nil {
 			return fmt.Errorf("answer a migration job: %w", err)
 		}
 	}
@@ -114,24 +96,16 @@ func (j MigrateJob) run(ctx context.Context) (*Migration, error) {
 	return MigrateTo(ctx, s, Declaration{Schema: sch, Log: j.Log}, Options{})
 }
 
-// ReadMigrateJobAnswer reads one answer ServeMigrateJobs wrote to r. A
-// failed migration's error is a *JobError, with its wording, wrapping
-// ErrRetired or ErrPending when the runner's did; any other error means
-// r held no answer.
+// ReadMigrateJobAnswer reads one answer ServeMigrateJobs wrote to r (a
+// jobwire.NewAnswerReader). A failed migration's error is a *JobError,
+// with its wording, wrapping ErrRetired or ErrPending when the runner's
+// did; any other error means r held no answer.
 func ReadMigrateJobAnswer(r *bufio.Reader) (*Migration, error) {
-	line, err := r.ReadSlice('\n')
+	ans, err := jobwire.ReadAnswer(r)
 	if err != nil {
-		if errors.Is(err, bufio.ErrBufferFull) {
-			err = errors.New("the answer is too long")
-		}
 		return nil, fmt.Errorf("read the migration's answer: %w", err)
 	}
-	var ans jobAnswer
-	if err := json.Unmarshal(line, &ans); err != nil {
-		return nil, fmt.Errorf("read the migration's answer: %w", err)
-	}
-	switch {
-	case ans.Error != "":
+	if ans.Error != "" {
 		var is error
 		if ans.Retired {
 			is = ErrRetired
@@ -139,10 +113,12 @@ func ReadMigrateJobAnswer(r *bufio.Reader) (*Migration, error) {
 			is = ErrPending
 		}
 		return nil, &JobError{msg: ans.Error, is: is}
-	case ans.Migration == nil:
-		return nil, errors.New("the migration's answer holds neither a migration nor an error")
 	}
-	return ans.Migration, nil
+	var m Migration
+	if err := json.Unmarshal(ans.Migration, &m); err != nil {
+		return nil, fmt.Errorf("read the migration's answer: %w", err)
+	}
+	return &m, nil
 }
 
 // JobError is a migration's error read back from its runner: its words,
