@@ -52,6 +52,7 @@ type migrationWorker struct {
 	mu    sync.Mutex
 	proc  *workerProc // nil while none runs
 	timer *time.Timer // ends proc once it has been idle for workerIdle
+	idles int         // counts the timers armed, so a stale one ends nothing
 }
 
 // workerIdle is how long the worker process stays after its last
@@ -133,17 +134,20 @@ func (w *migrationWorker) run(ctx context.Context, job lifecycle.MigrateJob) (*l
 	case signalled:
 		w.endLocked()
 	default:
-		w.timer = time.AfterFunc(cmp.Or(w.idle, workerIdle), w.endIdle)
+		w.idles++
+		armed := w.idles
+		w.timer = time.AfterFunc(cmp.Or(w.idle, workerIdle), func() { w.endIdle(armed) })
 	}
 	return m, err
 }
 
-// endIdle ends the process when it has stayed idle.
-func (w *migrationWorker) endIdle() {
+// endIdle ends the process when it has stayed idle since the timer armed
+// as the armed'th fired.
+func (w *migrationWorker) endIdle(armed int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.timer == nil {
-		return // a migration began meanwhile
+	if w.timer == nil || armed != w.idles {
+		return // a migration began meanwhile, and perhaps ended
 	}
 	w.timer = nil
 	w.endLocked()
