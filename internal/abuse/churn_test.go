@@ -21,6 +21,7 @@ import (
 // server's descriptors and goroutines are back at their baseline, its RSS
 // is bounded, and every acknowledged row is in the log.
 func TestConnectDisconnectChurnLeavesNothingBehind(t *testing.T) {
+	t.Parallel() // its own server process; see TestMain
 	s := start(t, options{})
 	l := startLoad(t, s, 1, 10)
 	waitUntil(t, 30*time.Second, func() (bool, string) {
@@ -63,7 +64,7 @@ func TestConnectDisconnectChurnLeavesNothingBehind(t *testing.T) {
 // one of them when its handshake timeout passes (10 s), after which its
 // descriptors are back at their baseline.
 func TestHalfOpenConnectionsAreClosedByTheHandshakeTimeout(t *testing.T) {
-	t.Parallel() // it mostly waits for the timeout
+	t.Parallel() // it mostly waits for the timeout; see TestMain
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 // acknowledged; once space returns it takes rows again. Mounting needs
 // root: the test is skipped, saying so, for anyone else.
 func TestFullDiskRefusesRowsAndRecovers(t *testing.T) {
+	t.Parallel() // its own server process; see TestMain
 	if os.Geteuid() != 0 {
 		t.Skip("filling a disk needs a small tmpfs, and mounting one needs root; run this test as root to include it")
 	}

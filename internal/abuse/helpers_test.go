@@ -27,6 +27,11 @@ import (
 const binaryEnv = "STREAMCAST_ABUSE_BINARY"
 
 // exe is the streamcast binary the tests run; set once by TestMain.
+//
+// Every test runs in parallel with the others: each attacks a serve
+// process of its own and measures that process (its descriptors, its
+// memory, its log), never this one's, and most of their time is waiting
+// for a timeout or a grace to pass (the handshake timeout alone is 10 s).
 var exe string
 
 func TestMain(m *testing.M) {

@@ -167,6 +167,7 @@ func (f *follower) caughtUp(t testing.TB, acked map[int64]string) {
 // row in order with no gap, no acknowledged row is lost, and RSS and
 // descriptors stay bounded.
 func TestStoppedServerResumesLosingNothing(t *testing.T) {
+	t.Parallel() // its own server process; see TestMain
 	s := start(t, options{})
 	f := follow(t, s)
 	l := startLoad(t, s, 2, 50)
@@ -203,6 +204,7 @@ func TestStoppedServerResumesLosingNothing(t *testing.T) {
 // published and cleaned by the restarted children meanwhile), and the
 // server's RSS and descriptors stay bounded.
 func TestKilledMaintenanceChildrenAreRestartedLosingNothing(t *testing.T) {
+	t.Parallel() // its own server process; see TestMain
 	if testing.Short() {
 		t.Skip("runs the maintenance children; skipped with -short")
 	}

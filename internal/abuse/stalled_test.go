@@ -199,6 +199,7 @@ func asClose(err error, ce **websocket.CloseError) bool {
 // the server at most 1.2× the bytes of the max_backlog frames it may hold,
 // and once they are gone the server's RSS returns to near where it was.
 func TestStalledSubscribersAreDroppedAndTheirMemoryReturns(t *testing.T) {
+	t.Parallel() // its own server process; see TestMain
 	const maxBacklog = 8192
 	subs := soak.Count(100, 2000)
 	s := start(t, options{maxBacklog: maxBacklog})
