@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -173,6 +174,82 @@ func FuzzParseBasic(f *testing.F) {
 		u2, pw2, ok2 := ParseBasic(BasicAuthorization(url.UserPassword(user, pw)))
 		if !ok2 || u2 != user || pw2 != pw {
 			t.Fatalf("%q: re-encoded credentials read back as %q %q %v", h, u2, pw2, ok2)
+		}
+	})
+}
+
+// objectEndByByte is objectEnd as it was, a byte at a time through strings
+// too: the reference FuzzObjectEnd holds the IndexByte version to.
+func objectEndByByte(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch rowByte[b[i]] {
+		case 0:
+			continue
+		case '{':
+			depth++
+		case '}':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// FuzzObjectEnd: objectEnd finds the end of an object exactly where a scan
+// a byte at a time does, escapes and unterminated strings included.
+func FuzzObjectEnd(f *testing.F) {
+	for _, seed := range []string{
+		`{"a":"b"}`, `{"a":"b\"}"}`, `{"a":"b\\"}`, `{"a":"\\\"}"}x`, `{"a":["}"]}`, `{"a`, `{"a\`,
+		`{"event_ts":1790038800123456,"symbol":"BTC-USD","price":85565.0}`, `{}{}`, `{"":{"":{}}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		if got, want := objectEnd(b, 0), objectEndByByte(b, 0); got != want {
+			t.Fatalf("objectEnd(%q) = %d; a byte at a time it is %d", b, got, want)
+		}
+	})
+}
+
+// FuzzScanUint: scanUint reads what strconv reads, and refuses what it
+// refuses, an overflow included; a leading zero is refused too.
+func FuzzScanUint(f *testing.F) {
+	for _, seed := range []string{"0", "7", "1790038800124001", "922337203685477579", "9223372036854775807", "9223372036854775808", "99999999999999999999", "012", "12a", ""} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, end, ok := scanUint([]byte(s), 0)
+		digits := 0
+		for digits < len(s) && s[digits] >= '0' && s[digits] <= '9' {
+			digits++
+		}
+		want, err := strconv.ParseInt(s[:digits], 10, 64)
+		switch {
+		case digits == 0 || (s[0] == '0' && digits > 1):
+			if ok {
+				t.Fatalf("scanUint(%q) = %d: want a refusal", s, n)
+			}
+		case err != nil:
+			if ok {
+				t.Fatalf("scanUint(%q) = %d, which overflows", s, n)
+			}
+		case ok && (n != want || end != digits):
+			t.Fatalf("scanUint(%q) = %d, %d; want %d, %d", s, n, end, want, digits)
+		case !ok && want < 9223372036854775800:
+			// The overflow check is conservative only within 8 of the
+			// largest int64.
+			t.Fatalf("scanUint(%q) refused %d", s, want)
 		}
 	})
 }

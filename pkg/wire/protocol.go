@@ -473,6 +473,15 @@ func fastOK(data []byte, r *Reply) bool {
 func scanUint(data []byte, i int) (int64, int, bool) {
 	start := i
 	var n int64
+	// 18 digits cannot overflow an int64: no check for them, and offsets
+	// and microsecond stamps have 16 at most.
+	for end := min(len(data), i+18); i < end; i++ {
+		d := data[i] - '0'
+		if d > 9 {
+			break
+		}
+		n = n*10 + int64(d)
+	}
 	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
 		if n > (1<<63-1-9)/10 {
 			return 0, i, false

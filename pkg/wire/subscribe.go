@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -314,14 +315,32 @@ func objectEnd(b []byte, i int) int {
 				return i + 1
 			}
 		case '"':
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					i++
+			// To the closing quote: the next one not escaped, found with
+			// IndexByte (most of a row's bytes are in its strings).
+			for {
+				k := bytes.IndexByte(b[i+1:], '"')
+				if k < 0 {
+					return -1
+				}
+				i += 1 + k
+				if !escaped(b, i) {
+					break
 				}
 			}
 		}
 	}
 	return -1
+}
+
+// escaped reports whether the quote at b[i] is escaped: preceded by an odd
+// run of backslashes. Inside a string the run cannot reach its opening
+// quote, which is no backslash.
+func escaped(b []byte, i int) bool {
+	n := 0
+	for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
 }
 
 // rowByte classes the bytes objectEnd stops at: an opening and a closing
