@@ -30,11 +30,11 @@ the registry: make it once with "streamcast control init".`,
 func newMigrateChildCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   control.MigrateChildCommand[1],
-		Short: "Run one migration serve hands over (started by serve)",
-		Long: `Read one migration job (JSON) from stdin, run it, and write what it did, or
-its error, as one JSON line to stdout. serve starts this command itself for
-an online migration through the control API; there is no reason to run it
-by hand.`,
+		Short: "Run the migrations serve hands over (started by serve)",
+		Long: `Read migration jobs (one JSON line each) from stdin, run each, and write what
+it did, or its error, as one JSON line to stdout; exit when stdin ends. serve
+starts this command itself for the control API's online migrations; there
+is no reason to run it by hand.`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

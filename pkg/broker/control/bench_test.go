@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -116,10 +115,7 @@ func BenchmarkNeighbourAckDuringMigration(b *testing.B) {
 	// every migratePoll: a caller's pace, not a spin. Polled every 200 µs
 	// (as BenchmarkOperation times an operation), the poll's own HTTP
 	// requests use about as much of the server's CPU as the migrations.
-	migratePoll := 5 * time.Millisecond
-	if v := os.Getenv("MIGRATE_POLL"); v != "" {
-		migratePoll, _ = time.ParseDuration(v)
-	}
+	const migratePoll = 5 * time.Millisecond
 	v1 := tradeSchema
 	v2 := `{"type":"object","properties":{"id":{"type":"integer"},"sym":{"type":"string"},"px":{"type":["number","null"]}},"required":["id","sym"]}`
 	for _, name := range []string{"idle", "migrating", "migrating-in-process"} {
@@ -162,7 +158,6 @@ func BenchmarkNeighbourAckDuringMigration(b *testing.B) {
 			_, _, _ = c.ReadMessage()
 			warmWAL(b, f, c)
 			lat := make([]time.Duration, 0, b.N)
-			self0, children0 := cpuTimes(b)
 			b.ResetTimer()
 			t0 := time.Now()
 			timing.Store(true)
@@ -177,18 +172,12 @@ func BenchmarkNeighbourAckDuringMigration(b *testing.B) {
 			b.StopTimer()
 			timing.Store(false)
 			elapsed := time.Since(t0)
-			self1, _ := cpuTimes(b)
 			close(stop)
 			wg.Wait()
-			_, children1 := cpuTimes(b) // a child's CPU counts once it is reaped
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 			if n := migrations.Load(); n > 0 {
-				// The process's CPU holds the neighbour's acks as well (both
-				// ends), the same in every sub-benchmark.
 				b.ReportMetric(float64(n)/elapsed.Seconds(), "migrations/s")
-				b.ReportMetric(float64((self1-self0).Microseconds())/1000/float64(n), "process-cpu-ms/migration")
-				b.ReportMetric(float64((children1-children0).Microseconds())/1000/float64(n), "child-cpu-ms/migration")
 			}
 		})
 	}
@@ -231,19 +220,4 @@ func warmWAL(b *testing.B, f *fixture, c *websocket.Conn) {
 		}
 		last = n
 	}
-}
-
-// cpuTimes returns the CPU (user and system) this process has used, and
-// the CPU its reaped children have.
-func cpuTimes(b *testing.B) (self, children time.Duration) {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return self, time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

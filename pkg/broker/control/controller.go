@@ -357,14 +357,13 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 	// worker process at the lowest CPU priority (migrator.go), started
 	// now, when none runs, so that its start-up overlaps the checks, the
 	// fence and the drain. At boot nothing serves yet, and it runs here.
-	worker := c.migrator
-	if worker != nil && !offline {
-		if err := worker.start(); err != nil {
+	var worker *migrationWorker
+	if c.migrator != nil && !offline {
+		if err := c.migrator.start(); err != nil {
 			c.logger.Warn("control: the migration runs in the server's process", "stream", name, "err", err)
-			worker = nil
+		} else {
+			worker = c.migrator
 		}
-	} else {
-		worker = nil
 	}
 	// run migrates, and returns the new log open when keep asked for it
 	// (Runtime.MigrateStream serves it); on an error it holds no log open.

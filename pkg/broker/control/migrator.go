@@ -17,6 +17,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle/jobwire"
@@ -49,10 +50,11 @@ type migrationWorker struct {
 	logger                 *log.Logger
 	idle                   time.Duration // 0 means workerIdle
 
-	mu    sync.Mutex
-	proc  *workerProc // nil while none runs
-	timer *time.Timer // ends proc once it has been idle for workerIdle
-	idles int         // counts the timers armed, so a stale one ends nothing
+	mu     sync.Mutex
+	forker *supervise.Forker // niced; made with the first process, closed with the worker
+	proc   *workerProc       // nil while none runs
+	timer  *time.Timer       // ends proc once it has been idle for workerIdle
+	idles  int               // counts the timers armed, so a stale one ends nothing
 }
 
 // workerIdle is how long the worker process stays after its last
@@ -73,9 +75,6 @@ type workerProc struct {
 	stderr  *tailBuffer
 	waited  chan struct{} // closed once cmd.Wait returned
 	err     error         // cmd.Wait's, once waited is closed
-	// release lets the goroutine that started the process end: on Linux
-	// its thread carries the parent-death signal (lowprio_linux.go).
-	release func()
 }
 
 // start makes sure the worker's process runs, so that its start-up
@@ -95,7 +94,10 @@ func (w *migrationWorker) start() error {
 			return nil
 		}
 	}
-	p, err := startWorkerProc(w.exe, w.configFile, w.level)
+	if w.forker == nil {
+		w.forker = supervise.NewLowPriorityForker()
+	}
+	p, err := startWorkerProc(w.forker, w.exe, w.configFile, w.level)
 	if err != nil {
 		return err
 	}
@@ -162,6 +164,10 @@ func (w *migrationWorker) close() {
 		w.timer = nil
 	}
 	w.endLocked()
+	if w.forker != nil {
+		w.forker.Close()
+		w.forker = nil
+	}
 }
 
 // endLocked ends w.proc: its stdin closes, which ends a process between
@@ -181,15 +187,15 @@ func (w *migrationWorker) endLocked() {
 		<-p.waited
 	}
 	_ = p.stdout.Close()
-	p.release()
 	if p.err != nil {
 		w.logger.Warn("control: the migration worker process ended badly", "err", p.err, "stderr", lastLine(p.stderr.String()))
 	}
 }
 
-// startWorkerProc starts exe as the migration worker, at the lowest CPU
-// priority, killed when the server is (Linux's parent-death signal).
-func startWorkerProc(exe, configFile, level string) (*workerProc, error) {
+// startWorkerProc starts exe as the migration worker through forker (at
+// the lowest CPU priority), killed when the server is (Linux's
+// parent-death signal) and in a process group of its own.
+func startWorkerProc(forker *supervise.Forker, exe, configFile, level string) (*workerProc, error) {
 	args := append([]string{MigrateChildCommand[0]}, maintainargs.ChildLine(MigrateChildCommand[1], configFile, level, "json")...)
 	cmd := exec.Command(exe, args...)
 	// Serve's environment, as it is: credentials reach children only this
@@ -210,7 +216,8 @@ func startWorkerProc(exe, configFile, level string) (*workerProc, error) {
 		return nil, err
 	}
 	cmd.Stdout = stdoutW
-	p.release, err = startLowPriority(cmd)
+	cmd.SysProcAttr = supervise.ChildProcAttr()
+	err = forker.Start(cmd)
 	stdoutW.Close() // the child holds its own copy
 	if err != nil {
 		p.stdout.Close()

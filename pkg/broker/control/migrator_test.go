@@ -76,13 +76,14 @@ func TestTheMigrationWorkerRunsNicedAndOutlivesAMigration(t *testing.T) {
 			t.Fatalf("migration %d ran in another process than the first (pid %d): the worker must serve one after another", i, pid)
 		}
 	}
+	const lowest = 19 // supervise.NewLowPriorityForker's
 	for tid, nice := range niceOfThreads(t, pid) {
-		if nice != lowestPriority {
-			t.Errorf("worker thread %s runs at nice %d; want %d", tid, nice, lowestPriority)
+		if nice != lowest {
+			t.Errorf("worker thread %s runs at nice %d; want %d", tid, nice, lowest)
 		}
 	}
-	// In the server, only the thread that forked the worker is niced:
-	// it waits for the worker and runs nothing else (lowprio_linux.go).
+	// In the server, only the thread that forked the worker is niced: it
+	// forks and runs nothing else (supervise.Forker).
 	niced := 0
 	for _, nice := range niceOfThreads(t, os.Getpid()) {
 		if nice != 0 {

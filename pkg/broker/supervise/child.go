@@ -145,7 +145,7 @@ func (c *roleChild) spawn() (*proc, error) {
 	cmd.Env = maintain.ChildEnv(os.Environ()) // serve's, with the child's runtime settings
 	cmd.Stdout, cmd.Stderr = outW, outW
 	cmd.ExtraFiles = []*os.File{sigW} // descriptor 3 (readyFD)
-	cmd.SysProcAttr = childProcAttr()
+	cmd.SysProcAttr = ChildProcAttr()
 	err = c.sup.forker.Start(cmd)
 	outW.Close() // the child holds its own copies now
 	sigW.Close()
@@ -471,9 +471,13 @@ func quoteLine(s string) string {
 // thread. This thread exits only when Close ends the loop, after every
 // child is gone. A Group has its own; tests that fork helper servers (an
 // S3 server that must outlive every Group) make another.
+//
+// A low-priority Forker (NewLowPriorityForker) starts its children at the
+// lowest CPU priority, so the kernel schedules serve's own threads first.
 type Forker struct {
 	reqs chan forkReq
 	done chan struct{}
+	low  bool
 }
 
 type forkReq struct {
@@ -488,12 +492,29 @@ func NewForker() *Forker {
 	return f
 }
 
+// NewLowPriorityForker is NewForker for children that run at the lowest
+// CPU priority (nice 19), every thread of them from their first
+// instruction where the system allows it (lowerForkingThread).
+func NewLowPriorityForker() *Forker {
+	f := &Forker{reqs: make(chan forkReq), done: make(chan struct{}), low: true}
+	go f.loop()
+	return f
+}
+
 func (f *Forker) loop() {
 	defer close(f.done)
-	// Never unlocked: the thread ends with the goroutine.
+	// Never unlocked: the thread ends with the goroutine (and, lowered,
+	// could not be raised again without privilege).
 	runtime.LockOSThread()
+	if f.low {
+		lowerForkingThread()
+	}
 	for r := range f.reqs {
-		r.err <- r.cmd.Start()
+		err := r.cmd.Start()
+		if err == nil && f.low {
+			lowerChild(r.cmd.Process.Pid)
+		}
+		r.err <- err
 	}
 }
 

@@ -8,8 +8,12 @@ import (
 	"syscall"
 )
 
-// childProcAttr: no process groups or parent-death signal here.
-func childProcAttr() *syscall.SysProcAttr { return nil }
+// ChildProcAttr: no process groups or parent-death signal here.
+func ChildProcAttr() *syscall.SysProcAttr { return nil }
+
+// lowerForkingThread and lowerChild: no lower priority for children here.
+func lowerForkingThread() {}
+func lowerChild(int)      {}
 
 // signalFlush: there is no SIGUSR1 here; serve flushes the logs itself.
 func signalFlush(*os.Process) error { return errors.New("no flush signal on this system") }

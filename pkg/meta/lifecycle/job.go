@@ -81,12 +81,9 @@ func ServeMigrateJobs(ctx context.Context, in io.Reader, out io.Writer) error {
 }
 
 func (j MigrateJob) run(ctx context.Context) (*Migration, error) {
-	sch := schema.Any()
-	if len(j.Schema) > 0 && string(j.Schema) != "null" {
-		var err error
-		if sch, err = schema.Compile(j.Schema); err != nil {
-			return nil, fmt.Errorf("migrate stream %q: the job's schema: %w", j.Stream, err)
-		}
+	sch, err := schema.Compile(j.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("migrate stream %q: the job's schema: %w", j.Stream, err)
 	}
 	lay, err := meta.NewLayout(j.Root, j.Published)
 	if err != nil {
