@@ -118,6 +118,7 @@ stats on "*" for the server's CPU and memory figures.`,
 	f.StringVar(&cfg.TSColumn, "ts-column", cfg.TSColumn, "int64 `column` that carries each row's send time")
 	f.StringVar(&tsUnit, "ts-unit", "us", "unit of the send time: us or ns")
 	f.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "publish frames each publisher keeps unanswered")
+	f.DurationVar(&cfg.Coalesce, "coalesce", cfg.Coalesce, "let a publisher's frames share socket writes, each held at most this long (0 = a write per frame, as a client that does not coalesce)")
 	f.DurationVar(&cfg.Drain, "drain", cfg.Drain, "after publishing stops, how long subscribers may take to catch up")
 	f.IntVar(&idle.Subscribers, "idle", 0, "instead of a load, hold `N` idle subscribers and report the server's RSS per subscriber (use a freshly started server)")
 	f.DurationVar(&idle.Settle, "idle-settle", idle.Settle, "with --idle, how long to wait before reading the server's RSS")
@@ -144,9 +145,13 @@ func writeBenchTable(w io.Writer, r loadgen.Result) error {
 	if r.ServerCPUSeconds >= 0 {
 		cpu = fmt.Sprintf("%.2f s (%.0f%% of a core)", r.ServerCPUSeconds, r.ServerCPUPercent)
 	}
+	writes := "one socket write per frame"
+	if r.CoalesceMS > 0 {
+		writes = fmt.Sprintf("frames coalesced (held ≤ %g ms)", r.CoalesceMS)
+	}
 	rows := [][2]string{
 		{"stream", fmt.Sprintf("%s (%s)", r.Stream, r.URL)},
-		{"load", fmt.Sprintf("%d publishers × %d rows/frame at %s, %d subscribers, %.1f s", r.Publishers, r.RowsPerFrame, rate, r.Subscribers, r.DurationS)},
+		{"load", fmt.Sprintf("%d publishers × %d rows/frame at %s (%s), %d subscribers, %.1f s", r.Publishers, r.RowsPerFrame, rate, writes, r.Subscribers, r.DurationS)},
 		{"published", fmt.Sprintf("%d rows, %.0f rows/s, %d errors", r.RowsPublished, r.PublishRowsPerS, r.PublishErrors)},
 		{"ack latency", lat(r.AckLatency)},
 		{"delivered", fmt.Sprintf("%d frames, %.0f frames/s", r.FramesDelivered, r.DeliveredPerS)},

@@ -28,8 +28,13 @@ type Config struct {
 	TSColumn     string        // int64 column carrying the send time
 	TSNanos      bool          // the send time is in ns (default µs)
 	MaxInFlight  int           // frames each publisher keeps unanswered
-	Drain        time.Duration // after publishing stops, how long subscribers may take to catch up; 0 does not wait
-	Dial         wire.DialOptions
+	// Coalesce is wire.PublishOptions.Coalesce for every publisher: a
+	// burst of frames shares one socket write, flushed when the window is
+	// full or the pacer waits. 0 writes each frame with its own write, as
+	// a client that does not coalesce does.
+	Coalesce time.Duration
+	Drain    time.Duration // after publishing stops, how long subscribers may take to catch up; 0 does not wait
+	Dial     wire.DialOptions
 }
 
 // DefaultConfig returns the defaults of `streamcast bench`: one publisher of
@@ -43,6 +48,7 @@ func DefaultConfig() Config {
 		Duration:     10 * time.Second,
 		TSColumn:     "event_ts",
 		MaxInFlight:  wire.DefaultMaxInFlight,
+		Coalesce:     time.Millisecond,
 		Drain:        10 * time.Second,
 	}
 }
@@ -67,6 +73,8 @@ func (c *Config) Validate() error {
 		return errors.New("--ts-column is empty; name an int64 column of the stream, such as event_ts")
 	case c.Publishers > 0 && c.MaxInFlight < 1:
 		return fmt.Errorf("--max-in-flight is %d; give 1 or more (the server's limits.max_in_flight is a good value)", c.MaxInFlight)
+	case c.Coalesce < 0:
+		return fmt.Errorf("--coalesce is %v; give 0 (a socket write per frame) or a positive duration such as 1ms", c.Coalesce)
 	case c.Drain < 0:
 		return fmt.Errorf("--drain is %v; give 0 (do not wait) or a positive duration", c.Drain)
 	}
@@ -89,6 +97,7 @@ type Result struct {
 	Durable      bool    `json:"durable"`
 	Publishers   int     `json:"publishers"`
 	RowsPerFrame int     `json:"rows_per_frame"`
+	CoalesceMS   float64 `json:"coalesce_ms"` // 0: a socket write per frame
 	TargetRate   float64 `json:"target_rate"` // 0 = max
 	Subscribers  int     `json:"subscribers"`
 	DurationS    float64 `json:"duration_s"`
@@ -121,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	res := Result{URL: cfg.URL, Publishers: cfg.Publishers, RowsPerFrame: cfg.RowsPerFrame, TargetRate: cfg.Rate,
+	res := Result{URL: cfg.URL, Publishers: cfg.Publishers, RowsPerFrame: cfg.RowsPerFrame, CoalesceMS: float64(cfg.Coalesce) / float64(time.Millisecond), TargetRate: cfg.Rate,
 		Subscribers: cfg.Subscribers, ServerCPUSeconds: -1, ServerCPUPercent: -1}
 
 	// One probe subscription reads the greeting: schema, durability.
@@ -186,7 +195,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	pubs := make([]*benchPub, cfg.Publishers)
 	var pubWG sync.WaitGroup
 	for i := range pubs {
-		p, err := wire.Publish(ctx, cfg.URL, wire.PublishOptions{DialOptions: cfg.Dial, MaxInFlight: cfg.MaxInFlight})
+		p, err := wire.Publish(ctx, cfg.URL, wire.PublishOptions{DialOptions: cfg.Dial, MaxInFlight: cfg.MaxInFlight, Coalesce: cfg.Coalesce})
 		if err != nil {
 			for _, b := range pubs[:i] {
 				b.pub.Close()
@@ -300,12 +309,14 @@ type sentFrame struct {
 }
 
 func (b *benchPub) run(ctx context.Context, pace *pacer, deadline time.Time, noteErr func(error)) {
+	pace.beforeSleep = b.pub.Flush
 	b.maxOffset = wire.Null
 	acks := make(chan sentFrame, b.inFlight+1)
 	done := make(chan struct{})
 	go func() { // collect acks in send order
 		defer close(done)
 		for f := range acks {
+			<-f.ack.Done() // Wait would flush the burst being built
 			offs, err := f.ack.Wait(context.Background())
 			b.lat.add(time.Since(f.sent))
 			if err != nil {

@@ -17,6 +17,9 @@ type pacer struct {
 	due      time.Time     // when the next frame may go
 	now      func() time.Time
 	sleep    func(ctx context.Context, d time.Duration) bool
+	// beforeSleep, when set, runs before next waits: the publisher
+	// sends the frames it holds, which would otherwise wait with it.
+	beforeSleep func()
 }
 
 func newPacer(start time.Time, rate float64, rows int, now func() time.Time) *pacer {
@@ -35,6 +38,9 @@ func (p *pacer) next(ctx context.Context, deadline time.Time) (now time.Time, ok
 	now = p.now()
 	if p.interval > 0 {
 		if wait := p.due.Sub(now); wait > 0 {
+			if p.beforeSleep != nil {
+				p.beforeSleep()
+			}
 			if !p.sleep(ctx, wait) {
 				return now, false
 			}

@@ -27,6 +27,11 @@ const (
 	frameOverhead = 32
 	// loadChunk is how much input is read per read call.
 	loadChunk = 256 << 10
+	// coalesce is how long a frame may wait for others to share its
+	// socket write (wire.PublishOptions.Coalesce). The frames of one
+	// chunk go out together; the publisher writes earlier only when its
+	// window fills, so this bound is for nothing but a missed flush.
+	coalesce = time.Millisecond
 )
 
 // StdinName is the input name that reads LoadOptions.Stdin, and the file
@@ -316,7 +321,7 @@ func Load(ctx context.Context, rawURL string, opts LoadOptions) (LoadSummary, er
 	// Acks are awaited without ctx: a stopped load still collects the acks
 	// of what it sent, so the summary is exact.
 	netCtx := context.WithoutCancel(ctx)
-	pub, err := wire.Publish(ctx, rawURL, wire.PublishOptions{DialOptions: opts.DialOptions, Publisher: opts.Publisher, MaxInFlight: opts.MaxInFlight})
+	pub, err := wire.Publish(ctx, rawURL, wire.PublishOptions{DialOptions: opts.DialOptions, Publisher: opts.Publisher, MaxInFlight: opts.MaxInFlight, Coalesce: coalesce})
 	if err != nil {
 		return l.sum, &LoadError{Msg: err.Error(), Err: err}
 	}
@@ -529,6 +534,7 @@ func (l *loader) run(ctx, netCtx context.Context, chunks <-chan loadChunkMsg, fr
 			if err := flush(); err != nil {
 				return err
 			}
+			l.pub.Flush()
 		case m := <-chunks:
 			if m.err != nil {
 				_ = flush()
@@ -543,6 +549,9 @@ func (l *loader) run(ctx, netCtx context.Context, chunks <-chan loadChunkMsg, fr
 				if err != nil {
 					return err
 				}
+				// The chunk's frames leave together, and none waits
+				// for the next read.
+				l.pub.Flush()
 				arm()
 				continue
 			}
@@ -565,6 +574,7 @@ func (l *loader) run(ctx, netCtx context.Context, chunks <-chan loadChunkMsg, fr
 				if err := flush(); err != nil {
 					return err
 				}
+				l.pub.Flush()
 			}
 		}
 	}
@@ -743,6 +753,7 @@ func (l *loader) span(a, b position) string {
 func (l *loader) collect() {
 	defer close(l.collected)
 	for f := range l.acks {
+		<-f.ack.Done() // Wait would flush the frames run is still adding to
 		offs, err := f.ack.Wait(context.Background())
 		if err != nil {
 			l.fail(l.ackError(f, err))

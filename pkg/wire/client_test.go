@@ -337,6 +337,14 @@ func publishServer(t *testing.T, reply func(i int, frame string) string) string 
 }
 
 func TestPublisherMatchesPipelinedRepliesInOrder(t *testing.T) {
+	// Coalescing frames for an hour leaves the window's room and Wait
+	// as the only flushes: every frame must still be answered, in order.
+	for _, co := range []time.Duration{0, time.Hour} {
+		t.Run("coalesce="+co.String(), func(t *testing.T) { testPipelinedReplies(t, co) })
+	}
+}
+
+func testPipelinedReplies(t *testing.T, coalesce time.Duration) {
 	url := publishServer(t, func(i int, frame string) string {
 		if strings.HasPrefix(frame, "[") {
 			n, _ := countElements([]byte(frame))
@@ -348,7 +356,7 @@ func TestPublisherMatchesPipelinedRepliesInOrder(t *testing.T) {
 		return string(AppendOK(nil, int64(i*1000), 1))
 	})
 	ctx := ctxT(t)
-	p, err := Publish(ctx, url+"/t", PublishOptions{MaxInFlight: 4})
+	p, err := Publish(ctx, url+"/t", PublishOptions{MaxInFlight: 4, Coalesce: coalesce})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,17 @@ type PublishOptions struct {
 	// DefaultMaxInFlight. Above the server's max_in_flight it only makes the
 	// server stop reading the socket until replies are sent.
 	MaxInFlight int
+	// Coalesce, when positive, lets frames share socket writes: Submit
+	// holds a frame, and the frames held go out together when Flush is
+	// called, when Submit has to wait for window room, when 64 KiB are
+	// held, and at the latest Coalesce after the first of them was held.
+	// A caller that submits in bursts (a pipeline with a full window, a
+	// file read ahead) then makes one write per burst, and the server one
+	// read, where each frame had cost both a system call. Send,
+	// SendBatch, Ack.Wait and Close flush; a caller that waits on
+	// Ack.Done alone should Flush first, or its frame waits up to
+	// Coalesce. 0 writes each frame as it is submitted.
+	Coalesce time.Duration
 }
 
 // Publisher is one publisher connection. Its methods are safe for
@@ -34,6 +45,7 @@ type Publisher struct {
 	req      Request
 	greeting *Greeting
 	window   chan struct{} // one token per frame awaiting its reply
+	held     *heldConn     // the socket, when frames are coalesced (PublishOptions.Coalesce); else nil
 
 	writeMu sync.Mutex // a frame is queued and written under it, so queue order = wire order
 	wbuf    []byte     // frame being built, under writeMu
@@ -52,7 +64,8 @@ type Publisher struct {
 
 // Ack is the future result of one publish frame.
 type Ack struct {
-	rows    int // rows in the frame (0 when unknown)
+	rows    int        // rows in the frame (0 when unknown)
+	pub     *Publisher // set when the publisher coalesces: Wait flushes it
 	done    chan struct{}
 	offsets []int64
 	dup     bool
@@ -60,6 +73,8 @@ type Ack struct {
 }
 
 // Done is closed when the reply (or the connection's end) settled the ack.
+// Unlike Wait it never flushes a coalescing publisher (PublishOptions.Coalesce),
+// so a pipeline can watch its acks while the sender builds the next burst.
 func (a *Ack) Done() <-chan struct{} { return a.done }
 
 // Wait waits for the frame's reply and returns the offsets of its rows, in
@@ -71,6 +86,9 @@ func (a *Ack) Wait(ctx context.Context) ([]int64, error) {
 	case <-a.done:
 		return a.offsets, a.err
 	default:
+	}
+	if a.pub != nil {
+		a.pub.Flush() // its frame may be held
 	}
 	select {
 	case <-a.done:
@@ -96,6 +114,10 @@ func (a *Ack) settle(offsets []int64, dup bool, err error) {
 // a refusal (*StreamRetired, *StreamNotFound, *ExactlyOnceUnavailable, …) is
 // returned here.
 func Publish(ctx context.Context, rawURL string, opts PublishOptions) (*Publisher, error) {
+	var lastHeld func() *heldConn
+	if opts.Coalesce > 0 {
+		opts.Dialer, lastHeld = holdingDialer(opts.dialer(), opts.Coalesce)
+	}
 	conn, req, g, err := connect(ctx, rawURL, &opts.DialOptions, func(r *Request) error {
 		if r.Offset != Null || r.Where != nil {
 			return errors.New("a publisher takes no offset or where; remove them from the URL")
@@ -127,6 +149,11 @@ func Publish(ctx context.Context, rawURL string, opts PublishOptions) (*Publishe
 		idle:     make(chan struct{}),
 		dead:     make(chan struct{}),
 		seq:      1,
+	}
+	if lastHeld != nil {
+		// nil when the caller's Dialer makes its own TLS connections
+		// (NetDialTLSContext): frames are then written one at a time.
+		p.held = lastHeld()
 	}
 	if req.Publisher != "" {
 		if g.Publisher == nil {
@@ -217,6 +244,7 @@ func (p *Publisher) submit(ctx context.Context, rows int, build func([]byte) []b
 	select {
 	case p.window <- struct{}{}:
 	default:
+		p.Flush() // the server answers only frames it has
 		select {
 		case p.window <- struct{}{}:
 		case <-ctx.Done():
@@ -226,6 +254,9 @@ func (p *Publisher) submit(ctx context.Context, rows int, build func([]byte) []b
 		}
 	}
 	a := &Ack{rows: rows, done: make(chan struct{})}
+	if p.held != nil {
+		a.pub = p
+	}
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
 	if p.closing.Load() {
@@ -253,7 +284,7 @@ func (p *Publisher) submit(ctx context.Context, rows int, build func([]byte) []b
 	}
 	p.pending = append(p.pending, a)
 	p.mu.Unlock()
-	if err := p.conn.WriteMessage(websocket.TextMessage, b); err != nil {
+	if err := p.writeFrame(b); err != nil {
 		if errors.Is(err, websocket.ErrCloseSent) && !p.closing.Load() {
 			// The server closed the connection: gorilla answered its close
 			// frame from the reader, which is about to record the server's
@@ -275,6 +306,29 @@ func (p *Publisher) submit(ctx context.Context, rows int, build func([]byte) []b
 		p.wbuf = nil // do not pin one huge batch's buffer
 	}
 	return a, nil
+}
+
+// writeFrame writes one frame, held when the publisher coalesces.
+func (p *Publisher) writeFrame(b []byte) error {
+	if p.held == nil {
+		return p.conn.WriteMessage(websocket.TextMessage, b)
+	}
+	p.held.setHold(true)
+	defer p.held.setHold(false)
+	return p.conn.WriteMessage(websocket.TextMessage, b)
+}
+
+// Flush writes the frames held for coalescing (PublishOptions.Coalesce);
+// without coalescing there are none. A failed write ends the connection,
+// as a failed Submit does: every pending ack then fails with the error.
+func (p *Publisher) Flush() {
+	if p.held == nil {
+		return
+	}
+	if err := p.held.Flush(); err != nil {
+		p.fail(fmt.Errorf("publish to %q: %w", p.req.Stream, err))
+		p.conn.Close()
+	}
 }
 
 // read matches replies to pending acks until the connection ends.
@@ -376,6 +430,7 @@ func (p *Publisher) CloseContext(ctx context.Context) error {
 		// Wait for in-progress submits to finish writing, then for replies.
 		p.writeMu.Lock()
 		p.writeMu.Unlock()
+		p.Flush()
 		for {
 			p.mu.Lock()
 			owed, idle, failed := len(p.pending)-p.head, p.idle, p.err
