@@ -9,11 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -242,4 +246,46 @@ func TestTailReadsBackWhatLoadPublished(t *testing.T) {
 	if !strings.HasPrefix(out.String(), fmt.Sprintf("[%d,", sum.FirstOffset+10)) {
 		t.Errorf("output %q does not start with the frame of offset %d", out.String(), sum.FirstOffset+10)
 	}
+}
+
+func TestLoadSendsTheFramesOfOneReadInOneSocketWrite(t *testing.T) {
+	// 200 single-row frames in one read of the input, all of them inside
+	// the window: they leave in one write, where a write per frame made
+	// the server read and wake for each (README, publish).
+	url := serve(t, nil) + "/trades"
+	var in strings.Builder
+	for i := range 200 {
+		in.Write(trade(i))
+		in.WriteString("\n")
+	}
+	var writes atomic.Int64
+	dialer := &websocket.Dialer{
+		HandshakeTimeout: 5 * time.Second,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, addr)
+			return countingConn{c, &writes}, err
+		},
+	}
+	opts := loadDefaults(LoadOptions{Stdin: strings.NewReader(in.String()), MaxInFlight: 1000})
+	opts.DialOptions.Dialer = dialer
+	sum, err := Load(ctxT(t), url, opts)
+	if err != nil || sum.RowsPublished != 200 {
+		t.Fatalf("Load: %+v, %v", sum, err)
+	}
+	// The handshake, the frames and the close frame.
+	if got := writes.Load(); got != 3 {
+		t.Errorf("200 frames of one read took %d socket writes with the handshake and the close; want 3", got)
+	}
+}
+
+// countingConn counts the writes that reach the socket.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/internal/rusage"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // publishPipelined sends frames rows-per-frame rows each, keeping up to
@@ -49,6 +51,60 @@ func publishPipelined(b *testing.B, p *pubConn, frames, rowsPerFrame, window int
 // server's share alone.
 func BenchmarkPublishOneRowFrames(b *testing.B) {
 	benchOneRowFrames(b, startServer(b, testConfig(b)))
+}
+
+// BenchmarkPublishOneRowFramesWire is BenchmarkPublishOneRowFrames through
+// the client library, wire.Publisher, with each frame in its own socket
+// write (coalesce=0, as a client that does not coalesce) and with bursts
+// coalesced (coalesce=1ms, as streamcast bench and publish send): the
+// server's reads per burst are what the two differ by.
+func BenchmarkPublishOneRowFramesWire(b *testing.B) {
+	for _, co := range []time.Duration{0, time.Millisecond} {
+		b.Run("coalesce="+co.String(), func(b *testing.B) {
+			srv := startServer(b, testConfig(b))
+			ctx := context.Background()
+			p, err := wire.Publish(ctx, wsURL(srv, "/trades"), wire.PublishOptions{MaxInFlight: 64, Coalesce: co})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			acks := make(chan *wire.Ack, 65)
+			failed := make(chan error, 1)
+			go func() {
+				defer close(failed)
+				for a := range acks {
+					<-a.Done() // Wait would flush the burst being built
+					if _, err := a.Wait(ctx); err != nil {
+						failed <- err
+						for range acks {
+						}
+						return
+					}
+				}
+			}()
+			row := []byte(trade(1))
+			b.ResetTimer()
+			start := time.Now()
+			cpu0, _ := rusage.Self()
+			for i := 0; i < b.N; i++ {
+				a, err := p.Submit(ctx, row)
+				if err != nil {
+					b.Fatal(err)
+				}
+				acks <- a
+			}
+			p.Flush()
+			close(acks)
+			if err := <-failed; err != nil {
+				b.Fatal(err)
+			}
+			cpu1, _ := rusage.Self()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
+			if cpu1 > 0 {
+				b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "cpu-µs/row")
+			}
+		})
+	}
 }
 
 func BenchmarkPublish8x100RowFrames(b *testing.B) {
