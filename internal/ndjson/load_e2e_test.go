@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
+	"github.com/streamcast/streamcast/internal/wstest"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -259,16 +257,8 @@ func TestLoadSendsTheFramesOfOneReadInOneSocketWrite(t *testing.T) {
 		in.WriteString("\n")
 	}
 	var writes atomic.Int64
-	dialer := &websocket.Dialer{
-		HandshakeTimeout: 5 * time.Second,
-		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
-			return countingConn{c, &writes}, err
-		},
-	}
 	opts := loadDefaults(LoadOptions{Stdin: strings.NewReader(in.String()), MaxInFlight: 1000})
-	opts.DialOptions.Dialer = dialer
+	opts.DialOptions.Dialer = wstest.CountingDialer(&writes)
 	sum, err := Load(ctxT(t), url, opts)
 	if err != nil || sum.RowsPublished != 200 {
 		t.Fatalf("Load: %+v, %v", sum, err)
@@ -277,15 +267,4 @@ func TestLoadSendsTheFramesOfOneReadInOneSocketWrite(t *testing.T) {
 	if got := writes.Load(); got != 3 {
 		t.Errorf("200 frames of one read took %d socket writes with the handshake and the close; want 3", got)
 	}
-}
-
-// countingConn counts the writes that reach the socket.
-type countingConn struct {
-	net.Conn
-	writes *atomic.Int64
-}
-
-func (c countingConn) Write(b []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(b)
 }

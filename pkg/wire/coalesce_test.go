@@ -9,35 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"github.com/streamcast/streamcast/internal/wstest"
 )
-
-// countingConn counts the writes that reach the socket.
-type countingConn struct {
-	net.Conn
-	writes *atomic.Int64
-}
-
-func (c countingConn) Write(b []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(b)
-}
-
-// countingDialer dials TCP and counts every socket write of the conns it
-// makes (the handshake's included).
-func countingDialer(writes *atomic.Int64) *websocket.Dialer {
-	return &websocket.Dialer{
-		HandshakeTimeout: 5 * time.Second,
-		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return countingConn{c, writes}, nil
-		},
-	}
-}
 
 func okServer(t *testing.T) string {
 	return publishServer(t, func(i int, _ string) string { return string(AppendOK(nil, int64(i+1), 1)) })
@@ -57,7 +30,7 @@ func TestCoalescedFramesShareOneSocketWrite(t *testing.T) {
 			ctx := ctxT(t)
 			var writes atomic.Int64
 			p, err := Publish(ctx, url+"/t", PublishOptions{
-				DialOptions: DialOptions{Dialer: countingDialer(&writes)},
+				DialOptions: DialOptions{Dialer: wstest.CountingDialer(&writes)},
 				MaxInFlight: 64,
 				Coalesce:    tc.coalesce,
 			})
