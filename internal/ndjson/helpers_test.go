@@ -54,6 +54,9 @@ func loadDefaults(o LoadOptions) LoadOptions {
 	if o.MaxInFlight == 0 {
 		o.MaxInFlight = d.MaxInFlight
 	}
+	if o.Coalesce == 0 {
+		o.Coalesce = d.Coalesce
+	}
 	if o.MaxFrameBytes == 0 {
 		o.MaxFrameBytes = d.MaxFrameBytes
 	}

@@ -27,11 +27,6 @@ const (
 	frameOverhead = 32
 	// loadChunk is how much input is read per read call.
 	loadChunk = 256 << 10
-	// coalesce is how long a frame may wait for others to share its
-	// socket write (wire.PublishOptions.Coalesce). The frames of one
-	// chunk go out together; the publisher writes earlier only when its
-	// window fills, so this bound is for nothing but a missed flush.
-	coalesce = time.Millisecond
 )
 
 // StdinName is the input name that reads LoadOptions.Stdin, and the file
@@ -69,6 +64,11 @@ type LoadOptions struct {
 	// MaxInFlight is the number of frames awaiting their ack, 1 or more;
 	// match the server's max_in_flight.
 	MaxInFlight int
+	// Coalesce is how long a frame may wait for others to share its
+	// socket write (wire.PublishOptions.Coalesce). The frames of one read
+	// of the input go out together and none waits for the next read, so
+	// this bounds only a write nothing else flushed.
+	Coalesce time.Duration
 	// MaxFrameBytes bounds a publish frame; match the server's
 	// max_message_bytes. A batch is cut short to stay under it; a row that
 	// alone exceeds it is refused.
@@ -97,6 +97,7 @@ func DefaultLoadOptions() LoadOptions {
 	return LoadOptions{
 		BatchSize:     1,
 		MaxInFlight:   wire.DefaultMaxInFlight,
+		Coalesce:      time.Millisecond,
 		MaxFrameBytes: wire.DefaultReadLimit,
 		PollEvery:     DefaultPollEvery,
 		ProgressEvery: DefaultProgressEvery,
@@ -321,7 +322,7 @@ func Load(ctx context.Context, rawURL string, opts LoadOptions) (LoadSummary, er
 	// Acks are awaited without ctx: a stopped load still collects the acks
 	// of what it sent, so the summary is exact.
 	netCtx := context.WithoutCancel(ctx)
-	pub, err := wire.Publish(ctx, rawURL, wire.PublishOptions{DialOptions: opts.DialOptions, Publisher: opts.Publisher, MaxInFlight: opts.MaxInFlight, Coalesce: coalesce})
+	pub, err := wire.Publish(ctx, rawURL, wire.PublishOptions{DialOptions: opts.DialOptions, Publisher: opts.Publisher, MaxInFlight: opts.MaxInFlight, Coalesce: opts.Coalesce})
 	if err != nil {
 		return l.sum, &LoadError{Msg: err.Error(), Err: err}
 	}
@@ -357,6 +358,7 @@ func Load(ctx context.Context, rawURL string, opts LoadOptions) (LoadSummary, er
 	}()
 
 	stopErr := l.run(ctx, netCtx, chunks, free)
+	pub.Flush() // the last frames (a last line without a newline) wait for nothing
 	stopReading()
 	// The reader never blocks on a send once stopped; a read blocked on a
 	// quiet input is cut short through its deadline, where it has one.

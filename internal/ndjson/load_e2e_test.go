@@ -248,23 +248,71 @@ func TestTailReadsBackWhatLoadPublished(t *testing.T) {
 
 func TestLoadSendsTheFramesOfOneReadInOneSocketWrite(t *testing.T) {
 	// 200 single-row frames in one read of the input, all of them inside
-	// the window: they leave in one write, where a write per frame made
-	// the server read and wake for each (README, publish).
+	// the window, each allowed to wait an hour for company: the loader
+	// sends them once the read is handled, in one write, before the input
+	// has more (README, publish). A write per frame made the server read
+	// and wake for each.
 	url := serve(t, nil) + "/trades"
-	var in strings.Builder
+	var lines strings.Builder
 	for i := range 200 {
-		in.Write(trade(i))
-		in.WriteString("\n")
+		lines.Write(trade(i))
+		lines.WriteString("\n")
 	}
+	pr, pw := io.Pipe()
 	var writes atomic.Int64
-	opts := loadDefaults(LoadOptions{Stdin: strings.NewReader(in.String()), MaxInFlight: 1000})
+	opts := loadDefaults(LoadOptions{Stdin: pr, MaxInFlight: 1000, Coalesce: time.Hour})
 	opts.DialOptions.Dialer = wstest.CountingDialer(&writes)
-	sum, err := Load(ctxT(t), url, opts)
-	if err != nil || sum.RowsPublished != 200 {
-		t.Fatalf("Load: %+v, %v", sum, err)
+	done := make(chan error, 1)
+	go func() {
+		sum, err := Load(context.Background(), url, opts)
+		if err == nil && sum.RowsPublished != 200 {
+			err = fmt.Errorf("published %d rows, want 200", sum.RowsPublished)
+		}
+		done <- err
+	}()
+	if _, err := pw.Write([]byte(lines.String())); err != nil {
+		t.Fatal(err)
 	}
-	// The handshake, the frames and the close frame.
-	if got := writes.Load(); got != 3 {
-		t.Errorf("200 frames of one read took %d socket writes with the handshake and the close; want 3", got)
+	// The server has all 200 while the input is still open, well before
+	// anything else would flush them (the server's ping, whose pong
+	// sends what is held first, comes after 20 s).
+	tailCtx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	_, err := Tail(tailCtx, url, &out, tailDefaults(TailOptions{Offset: wire.At(0), Count: 200, Rows: true}))
+	if n := strings.Count(out.String(), "\n"); n != 200 {
+		t.Fatalf("the server had %d of the 200 rows after 5 s while publish waited for more input (%v): the frames waited for the next read", n, err)
+	}
+	if got := writes.Load(); got != 2 {
+		t.Errorf("the handshake and 200 frames of one read took %d socket writes; want 2", got)
+	}
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadSendsItsLastFrameAtTheInputsEnd(t *testing.T) {
+	// A last line without a newline becomes a frame only at the end of
+	// the input, after its read was handled: it must not wait out the
+	// coalescing delay (here an hour).
+	url := serve(t, nil) + "/trades"
+	in := string(trade(0)) + "\n" + string(trade(1))
+	opts := loadDefaults(LoadOptions{Stdin: strings.NewReader(in), Coalesce: time.Hour})
+	done := make(chan error, 1)
+	go func() {
+		sum, err := Load(context.Background(), url, opts)
+		if err == nil && sum.RowsPublished != 2 {
+			err = fmt.Errorf("published %d rows, want 2", sum.RowsPublished)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Load did not return in 10 s: it waited on the last frame, which it held")
 	}
 }
