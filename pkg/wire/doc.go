@@ -8,6 +8,9 @@
 // sends and whose parse (ParseClose) is what the client returns. The client
 // checks that offsets strictly increase within a subscription (I2 seen from the
 // outside) and reports a violation as a ProtocolError rather than guessing (I6).
+// A Publisher may coalesce the frames of a burst into one socket write
+// (PublishOptions.Coalesce): that changes how bytes meet the socket, never a
+// frame or the order of frames.
 //
 // The command-line tooling built on the client lives elsewhere:
 // internal/ndjson (tail, publish from NDJSON, cursor files) and
