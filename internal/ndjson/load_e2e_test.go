@@ -262,14 +262,7 @@ func TestLoadSendsTheFramesOfOneReadInOneSocketWrite(t *testing.T) {
 	var writes atomic.Int64
 	opts := loadDefaults(LoadOptions{Stdin: pr, MaxInFlight: 1000, Coalesce: time.Hour})
 	opts.DialOptions.Dialer = wstest.CountingDialer(&writes)
-	done := make(chan error, 1)
-	go func() {
-		sum, err := Load(context.Background(), url, opts)
-		if err == nil && sum.RowsPublished != 200 {
-			err = fmt.Errorf("published %d rows, want 200", sum.RowsPublished)
-		}
-		done <- err
-	}()
+	done := loadInBackground(url, opts, 200)
 	if _, err := pw.Write([]byte(lines.String())); err != nil {
 		t.Fatal(err)
 	}
@@ -299,14 +292,7 @@ func TestLoadSendsItsLastFrameAtTheInputsEnd(t *testing.T) {
 	url := serve(t, nil) + "/trades"
 	in := string(trade(0)) + "\n" + string(trade(1))
 	opts := loadDefaults(LoadOptions{Stdin: strings.NewReader(in), Coalesce: time.Hour})
-	done := make(chan error, 1)
-	go func() {
-		sum, err := Load(context.Background(), url, opts)
-		if err == nil && sum.RowsPublished != 2 {
-			err = fmt.Errorf("published %d rows, want 2", sum.RowsPublished)
-		}
-		done <- err
-	}()
+	done := loadInBackground(url, opts, 2)
 	select {
 	case err := <-done:
 		if err != nil {
@@ -315,4 +301,18 @@ func TestLoadSendsItsLastFrameAtTheInputsEnd(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Load did not return in 10 s: it waited on the last frame, which it held")
 	}
+}
+
+// loadInBackground runs Load and sends its error, or a mismatch with the
+// rows it should have published, once it returns.
+func loadInBackground(url string, opts LoadOptions, rows int64) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		sum, err := Load(context.Background(), url, opts)
+		if err == nil && sum.RowsPublished != rows {
+			err = fmt.Errorf("published %d rows, want %d", sum.RowsPublished, rows)
+		}
+		done <- err
+	}()
+	return done
 }
