@@ -19,7 +19,8 @@ type cpuWait struct {
 }
 
 // readCPUWait sums the run-queue wait of this process's live threads
-// (/proc/self/task/*/schedstat, field 2, in ns) and the machine's steal
+// (/proc/self/task/*/schedstat, field 2, in ns; a thread that ends takes
+// its wait with it, so a difference is a floor) and the machine's steal
 // (/proc/stat's cpu line, field 8, in USER_HZ ticks of 10 ms). ok is false
 // where the files are missing (not Linux, or no schedstats): the figures
 // are then left out, never guessed.
