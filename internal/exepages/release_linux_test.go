@@ -132,8 +132,15 @@ func TestReleaseUnmapsTheExecutablesReadOnlyPages(t *testing.T) {
 	}
 	after := residentKB(t, cmd.Process.Pid, exe)
 	// Release ran after every page was mapped in; what came back since is
-	// what the child ran and read to say so and to wait.
-	if after > size/1024/3 {
+	// what the child ran and read to say so and to wait. How much one
+	// touched page brings back is the kernel's choice, not Release's: a
+	// fault maps more than the page it needs (a fault-around window, or
+	// a large folio of the page cache), and how much varies with how the
+	// file came into the page cache. On one Linux 6.18 machine, fresh
+	// copies of the same test binary brought back 1.4–2.7 MB of their
+	// 6.6 MB. A Release that gives nothing back leaves all 6.6 MB
+	// resident, so half still tells the two apart.
+	if after > size/1024/2 {
 		t.Errorf("%d kB of the child's %d kB of read-only executable pages resident after Release", after, size/1024)
 	}
 	t.Logf("%d kB of %d kB resident after Release", after, size/1024)
