@@ -109,7 +109,8 @@ func BenchmarkOperation(b *testing.B) {
 // forth, and with nothing happening. "migrating" migrates as streamcast
 // serve does, in a child process at low priority (migrator.go);
 // "migrating-in-process" runs the same work in the server's process, as
-// a server given no streamcast binary does.
+// a server given no streamcast binary does. docs/neighbour-tail.md keeps
+// what its figures were traced to and what was tried against them.
 func BenchmarkNeighbourAckDuringMigration(b *testing.B) {
 	// The next migration starts once the last one is seen done, polled
 	// every migratePoll: a caller's pace, not a spin. Polled every 200 µs
