@@ -383,6 +383,15 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 			}
 			job := lifecycle.MigrateJob{Stream: name, Root: pc.Root, Published: pc.Published, S3: ls.S3, Schema: m.Schema, Log: lc}
 			res, err = worker.run(ctx, job)
+			if errors.Is(err, errWorkerStarved) {
+				// A server whose CPUs never idle: the worker was ended,
+				// and the migration resumes here from its intent, as a
+				// rerun after a crash would, rather than keep the
+				// stream's writes fenced until a CPU is free. The
+				// runtime opens the new log, as after the worker.
+				c.logger.Warn("control: the migration finishes in the server's process", "stream", name, "err", err)
+				res, err = lifecycle.MigrateTo(ctx, ls, d, lifecycle.Options{})
+			}
 		} else {
 			res, err = lifecycle.MigrateTo(ctx, ls, d, lifecycle.Options{Current: current, KeepNext: keep, NextOptions: next})
 		}

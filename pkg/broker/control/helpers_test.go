@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
@@ -34,6 +35,7 @@ const (
 	childAddrEnv = "CONTROL_TEST_CHILD_ADDR" // it writes its address here once ready
 	killAtEnv    = "CONTROL_TEST_KILL_AT"    // "after-commit": SIGKILL itself between a mutation's commit and its answer; "before-run:KIND": once an operation of KIND is marked running
 	childExeEnv  = "CONTROL_TEST_CHILD_EXE"  // when set, the streamcast binary the child's migration worker runs
+	childCPUEnv  = "CONTROL_TEST_CHILD_CPU"  // when set, the one CPU the child and its children run on (Linux)
 )
 
 func TestMain(m *testing.M) {
@@ -52,12 +54,18 @@ func TestMain(m *testing.M) {
 }
 
 func runChild(root, addrFile, killAt string) int {
+	if cpu := os.Getenv(childCPUEnv); cpu != "" {
+		if err := pinProcess(cpu); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 1
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	opts := broker.Options{OnReady: func(a net.Addr) {
 		_ = os.WriteFile(addrFile+".tmp", []byte(a.String()), 0o644)
 		_ = os.Rename(addrFile+".tmp", addrFile)
-	}, Executable: os.Getenv(childExeEnv)}
+	}, Executable: os.Getenv(childExeEnv), Logger: log.New(os.Stderr)} // the parent keeps it, for its failures
 	kill := func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 	switch {
 	case killAt == "after-commit":

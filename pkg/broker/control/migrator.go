@@ -49,6 +49,7 @@ type migrationWorker struct {
 	exe, configFile, level string
 	logger                 *log.Logger
 	idle                   time.Duration // 0 means workerIdle
+	starveWindow           time.Duration // 0 means starveWindow
 
 	mu     sync.Mutex
 	forker *supervise.Forker // niced; made with the first process, closed with the worker
@@ -119,17 +120,22 @@ func (w *migrationWorker) run(ctx context.Context, job lifecycle.MigrateJob) (*l
 	// The server stopping asks the child to stop as well: its migration
 	// then ends at its next step, as it would in this process.
 	stopChild := context.AfterFunc(ctx, func() { _ = p.cmd.Process.Signal(syscall.SIGTERM) })
+	watch := w.watchStarvation(p)
 	m, err := func() (*lifecycle.Migration, error) {
 		if err := jobwire.WriteJob(p.stdin, job); err != nil {
 			return nil, err
 		}
 		return lifecycle.ReadMigrateJobAnswer(p.answers)
 	}()
+	starved := watch.stop()
 	signalled := !stopChild()
 	var je *lifecycle.JobError
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
+	case starved != nil:
+		w.endLocked()
+		return nil, starved
 	case err != nil && !errors.As(err, &je):
 		w.endLocked()
 		return nil, p.gaveNoAnswer(err)
@@ -141,6 +147,80 @@ func (w *migrationWorker) run(ctx context.Context, job lifecycle.MigrateJob) (*l
 		w.timer = time.AfterFunc(cmp.Or(w.idle, workerIdle), func() { w.endIdle(armed) })
 	}
 	return m, err
+}
+
+// errWorkerStarved is wrapped by run's error when the worker's process
+// was ended for getting next to no CPU while it had a job: the caller
+// finishes the migration in its own process, from the step the worker
+// reached (its intent is in the stream's metadata).
+var errWorkerStarved = errors.New("the migration worker process got no CPU")
+
+// starveWindow is how often the worker's CPU is read while it has a job.
+// It is starved when, over one window, it ran for less than a twentieth of
+// it while its threads waited for a CPU at least half of it: at the
+// lowest priority on a server whose CPUs never idle (supervise's
+// SCHED_IDLE), where it would hold its stream's writes fenced for seconds
+// (10 s for an idle stream's migration beside two busy loops on 2 cores,
+// against 1.8 s at nice 19 alone). A worker waiting for the disk or the
+// network waits for no CPU, and is never taken for starved; one that gets
+// a CPU now and then finishes on its own.
+const starveWindow = 250 * time.Millisecond
+
+// starved reports whether a worker that ran for ran and waited for a CPU
+// for waited over one window is starved.
+func starved(ran, waited, window time.Duration) bool {
+	return ran < window/20 && waited >= window/2
+}
+
+// starvationWatch ends the worker's process if it starves during a job.
+type starvationWatch struct {
+	done    chan struct{} // closed by stop
+	stopped chan struct{} // closed when the watching goroutine returned
+	err     error         // set before stopped closes: the starvation, if any
+}
+
+// watchStarvation reads p's CPU every starveWindow until stop, and kills
+// p when it is starved, which ends the job's answer read. Where the
+// kernel tells no CPU figures, it watches nothing.
+func (w *migrationWorker) watchStarvation(p *workerProc) *starvationWatch {
+	sw := &starvationWatch{done: make(chan struct{}), stopped: make(chan struct{})}
+	window := cmp.Or(w.starveWindow, starveWindow)
+	go func() {
+		defer close(sw.stopped)
+		pid := p.cmd.Process.Pid
+		ran0, waited0, ok := supervise.ProcessCPU(pid)
+		if !ok {
+			return
+		}
+		tick := time.NewTicker(window)
+		defer tick.Stop()
+		for {
+			select {
+			case <-sw.done:
+				return
+			case <-tick.C:
+			}
+			ran, waited, ok := supervise.ProcessCPU(pid)
+			if !ok {
+				return
+			}
+			if starved(ran-ran0, waited-waited0, window) {
+				sw.err = fmt.Errorf("%w: it ran %v in %v while it waited %v for one", errWorkerStarved, (ran - ran0).Round(time.Microsecond), window, (waited - waited0).Round(time.Millisecond))
+				_ = p.cmd.Process.Kill()
+				return
+			}
+			ran0, waited0 = ran, waited
+		}
+	}()
+	return sw
+}
+
+// stop ends the watch and returns its starvation error, if it ended the
+// process.
+func (sw *starvationWatch) stop() error {
+	close(sw.done)
+	<-sw.stopped
+	return sw.err
 }
 
 // endIdle ends the process when it has stayed idle since the timer armed

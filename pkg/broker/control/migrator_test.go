@@ -17,15 +17,19 @@ import (
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 )
 
-// niceOfThreads returns the nice value of every thread of process pid,
-// from /proc/<pid>/task/<tid>/stat (field 19).
-func niceOfThreads(t *testing.T, pid int) map[string]int {
+// threadPriority is what the kernel schedules a thread by: its nice value
+// and its policy (0 SCHED_OTHER, 5 SCHED_IDLE).
+type threadPriority struct{ nice, policy int }
+
+// priorityOfThreads returns the priority of every thread of process pid,
+// from /proc/<pid>/task/<tid>/stat (fields 19 and 41).
+func priorityOfThreads(t *testing.T, pid int) map[string]threadPriority {
 	t.Helper()
 	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "stat"))
 	if err != nil || len(tasks) == 0 {
 		t.Fatalf("the threads of pid %d: %v (%d found)", pid, err, len(tasks))
 	}
-	out := map[string]int{}
+	out := map[string]threadPriority{}
 	for _, stat := range tasks {
 		b, err := os.ReadFile(stat)
 		if err != nil {
@@ -34,19 +38,21 @@ func niceOfThreads(t *testing.T, pid int) map[string]int {
 		// The command name is in parentheses and may hold spaces: the
 		// fields are counted from after its closing one (field 3 on).
 		rest := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		nice, err := strconv.Atoi(rest[19-3])
-		if err != nil {
+		nice, err1 := strconv.Atoi(rest[19-3])
+		policy, err2 := strconv.Atoi(rest[41-3])
+		if err := errors.Join(err1, err2); err != nil {
 			t.Fatalf("%s: %v", stat, err)
 		}
-		out[filepath.Base(filepath.Dir(stat))] = nice
+		out[filepath.Base(filepath.Dir(stat))] = threadPriority{nice, policy}
 	}
 	return out
 }
 
 // TestTheMigrationWorkerRunsNicedAndOutlivesAMigration starts the real
 // worker process and checks the three things the neighbours' acks rely
-// on: every one of its threads runs at the lowest priority, while the
-// server's threads keep theirs (all but the one that forked it); one process serves migration after
+// on: every one of its threads runs at the lowest priority (nice 19 and
+// SCHED_IDLE), while the server's threads keep theirs (all but the one
+// that forked it); one process serves migration after
 // migration (its start-up is paid once), a migration's own failure
 // included; and it ends once idle, and when the controller closes it.
 func TestTheMigrationWorkerRunsNicedAndOutlivesAMigration(t *testing.T) {
@@ -76,22 +82,25 @@ func TestTheMigrationWorkerRunsNicedAndOutlivesAMigration(t *testing.T) {
 			t.Fatalf("migration %d ran in another process than the first (pid %d): the worker must serve one after another", i, pid)
 		}
 	}
-	const lowest = 19 // supervise.NewLowPriorityForker's
-	for tid, nice := range niceOfThreads(t, pid) {
-		if nice != lowest {
-			t.Errorf("worker thread %s runs at nice %d; want %d", tid, nice, lowest)
+	// supervise.NewLowPriorityForker's: nice 19 and SCHED_IDLE, so that a
+	// serving thread waking on a CPU the worker holds gets it at once.
+	const schedIdle = 5 // Linux's SCHED_IDLE
+	lowest := threadPriority{nice: 19, policy: schedIdle}
+	for tid, p := range priorityOfThreads(t, pid) {
+		if p != lowest {
+			t.Errorf("worker thread %s runs at nice %d, policy %d; want nice %d, policy %d (SCHED_IDLE)", tid, p.nice, p.policy, lowest.nice, lowest.policy)
 		}
 	}
-	// In the server, only the thread that forked the worker is niced: it
+	// In the server, only the thread that forked the worker is lowered: it
 	// forks and runs nothing else (supervise.Forker).
-	niced := 0
-	for _, nice := range niceOfThreads(t, os.Getpid()) {
-		if nice != 0 {
-			niced++
+	lowered := 0
+	for _, p := range priorityOfThreads(t, os.Getpid()) {
+		if p != (threadPriority{}) {
+			lowered++
 		}
 	}
-	if niced != 1 {
-		t.Errorf("%d of the server's threads run niced; want 1, the one that forked the worker: starting it lowered a thread the runtime still uses", niced)
+	if lowered != 1 {
+		t.Errorf("%d of the server's threads run lowered; want 1, the one that forked the worker: starting it lowered a thread the runtime still uses", lowered)
 	}
 
 	// Idle: the timer ends the process, and the next migration starts
@@ -149,5 +158,31 @@ func TestAMigrationWorkerThatDiesIsReplaced(t *testing.T) {
 	var je *lifecycle.JobError
 	if _, err := w.run(context.Background(), job); !errors.As(err, &je) {
 		t.Fatalf("the replacement worker: %v; want the migration's own refusal", err)
+	}
+}
+
+// TestStarvedNeedsAWindowOfWaitingWithAlmostNoCPU: a worker is ended as
+// starved only when, over one window, it both ran for under a twentieth
+// of it and waited for a CPU at least half of it; waiting for the disk or
+// the network is no waiting for a CPU.
+func TestStarvedNeedsAWindowOfWaitingWithAlmostNoCPU(t *testing.T) {
+	const w = 250 * time.Millisecond
+	for _, tc := range []struct {
+		name        string
+		ran, waited time.Duration
+		want        bool
+	}{
+		{"behind a busy CPU", 1500 * time.Microsecond, 488 * time.Millisecond, true},
+		{"behind a busy CPU, several threads waiting", 0, 3 * w, true},
+		{"blocked on the disk or the network", 0, 0, false},
+		{"runs now and then", 20 * time.Millisecond, 200 * time.Millisecond, false},
+		{"runs freely", 240 * time.Millisecond, 5 * time.Millisecond, false},
+		{"just under a twentieth, waiting half", w/20 - 1, w / 2, true},
+		{"a twentieth", w / 20, w, false},
+		{"waiting under half", 0, w/2 - 1, false},
+	} {
+		if got := starved(tc.ran, tc.waited, w); got != tc.want {
+			t.Errorf("%s: starved(ran %v, waited %v, window %v) = %v; want %v", tc.name, tc.ran, tc.waited, w, got, tc.want)
+		}
 	}
 }

@@ -493,8 +493,9 @@ func NewForker() *Forker {
 }
 
 // NewLowPriorityForker is NewForker for children that run at the lowest
-// CPU priority (nice 19), every thread of them from their first
-// instruction where the system allows it (lowerForkingThread).
+// CPU priority (nice 19, and SCHED_IDLE on Linux), every thread of them
+// from their first instruction where the system allows it
+// (lowerForkingThread).
 func NewLowPriorityForker() *Forker {
 	f := &Forker{reqs: make(chan forkReq), done: make(chan struct{}), low: true}
 	go f.loop()

@@ -4,6 +4,7 @@ package supervise
 
 import (
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,3 +29,6 @@ func lowerForkingThread() {}
 // package initialisers may have begun at serve's. A failure leaves it
 // there.
 func lowerChild(pid int) { _ = unix.Setpriority(unix.PRIO_PROCESS, pid, lowestPriority) }
+
+// ProcessCPU: only Linux's /proc tells a process's run-queue wait.
+func ProcessCPU(pid int) (ran, waited time.Duration, ok bool) { return 0, 0, false }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"syscall"
+	"time"
 )
 
 // ChildProcAttr: no process groups or parent-death signal here.
@@ -22,3 +23,6 @@ func signalFlush(*os.Process) error { return errors.New("no flush signal on this
 func signalStop(p *os.Process) error { return p.Kill() }
 
 func killProcess(p *proc) { _ = p.cmd.Process.Kill() }
+
+// ProcessCPU: only Linux's /proc tells a process's run-queue wait.
+func ProcessCPU(pid int) (ran, waited time.Duration, ok bool) { return 0, 0, false }

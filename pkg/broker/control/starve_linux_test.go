@@ -1,0 +1,144 @@
+package control_test
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"golang.org/x/sys/unix"
+
+	"github.com/streamcast/streamcast/internal/brokertest"
+)
+
+// pinProcess puts every thread of this process on CPU cpu. A thread
+// inherits its creator's CPUs, so the threads the runtime makes later, and
+// the processes forked from any of them, run there too. Twice over the
+// threads, for one made while the first pass ran.
+func pinProcess(cpu string) error {
+	n, err := strconv.Atoi(cpu)
+	if err != nil {
+		return fmt.Errorf("%s=%q: %w", childCPUEnv, cpu, err)
+	}
+	var set unix.CPUSet
+	set.Set(n)
+	for range 2 {
+		tasks, err := filepath.Glob("/proc/self/task/*")
+		if err != nil {
+			return err
+		}
+		for _, task := range tasks {
+			tid, err := strconv.Atoi(filepath.Base(task))
+			if err != nil {
+				continue
+			}
+			if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+				return fmt.Errorf("pin thread %d to CPU %d: %w", tid, n, err)
+			}
+		}
+	}
+	return nil
+}
+
+// spinOn keeps CPU cpu busy at an ordinary priority from a thread of its
+// own until stop is called (once or more).
+func spinOn(t *testing.T, cpu int) (stop func()) {
+	t.Helper()
+	var set unix.CPUSet
+	set.Set(cpu)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	pinned := make(chan error, 1)
+	go func() {
+		defer wg.Done()
+		// Never unlocked: the thread ends with the goroutine, and no
+		// pinned thread goes back to the runtime.
+		runtime.LockOSThread()
+		pinned <- unix.SchedSetaffinity(0, &set)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+	}()
+	if err := <-pinned; err != nil {
+		close(done)
+		wg.Wait()
+		t.Fatalf("pin the spinning thread to CPU %d: %v", cpu, err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// TestAStarvedMigrationWorkerIsEndedAndTheServerFinishes: the migration
+// worker runs at the lowest priority (SCHED_IDLE), so on a server whose
+// CPUs never idle it would get no CPU, and its stream's writes would stay
+// fenced until one did. The server and its worker are held to one CPU
+// that another thread keeps busy: the server watches the worker starve,
+// ends it, and finishes the migration in its own process from the
+// worker's intent, in seconds, with the seam exact.
+func TestAStarvedMigrationWorkerIsEndedAndTheServerFinishes(t *testing.T) {
+	exe := brokertest.Executable(t)
+	v2 := `{"type":"object","properties":{"id":{"type":"integer"},"sym":{"type":"string"},"px":{"type":["number","null"]}},"required":["id","sym"]}`
+	root := newRoot(t)
+	c := startChild(t, root, "", childExeEnv+"="+exe, childCPUEnv+"=0")
+	f := &fixture{base: c.base, ws: c.ws}
+	f.create(t, "trades")
+	f.setDesired(t, "trades", "serving")
+	const rows = 1000
+	if rep := publish(t, c.ws, "trades", 0, rows); rep["ok"] == nil {
+		t.Fatalf("publish: %v", rep)
+	}
+
+	stop := spinOn(t, 0)
+	defer stop()
+	t0 := time.Now()
+	r := f.do(t, req{"POST", "/control/v1/streams/trades/migrations", `{"stream_id":"` + f.streamID(t, "trades") + `","schema":` + v2 + `}`, mut(f.etag(t, "trades"))})
+	if r.status != http.StatusAccepted {
+		t.Fatalf("migrate: %d %s", r.status, r.body)
+	}
+	loc := r.hdr.Get("Location")
+	const bound = 15 * time.Second // starved, the worker's part alone took minutes here
+	for {
+		op := f.do(t, req{"GET", loc, "", nil}).json(t)
+		if op["status"] == "succeeded" {
+			break
+		}
+		if op["status"] == "failed" {
+			t.Fatalf("the migration failed: %v\n%s", op, c.stderr)
+		}
+		if time.Since(t0) > bound {
+			t.Fatalf("the migration is still %v %v after its 202, its worker starved on a busy CPU: the server did not end it and finish the migration itself", op["status"], bound)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(t0)
+	stop()
+	c.stop(t)
+	if log := c.stderr.String(); !strings.Contains(log, "the migration finishes in the server's process") || !strings.Contains(log, "the migration worker process got no CPU") {
+		t.Fatalf("the migration succeeded in %v, but the server's log does not show the starved worker ended:\n%s", took, log)
+	}
+
+	// The seam: a row of the new schema takes the offset after the old
+	// log's last.
+	c = startChild(t, root, "")
+	conn, _, err := websocket.DefaultDialer.Dial(c.ws+"/trades?publish", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, _, _ = conn.ReadMessage()
+	_ = conn.WriteMessage(websocket.TextMessage, []byte(`{"id":9,"sym":"x","px":2.5}`))
+	if _, b, _ := conn.ReadMessage(); string(b) != fmt.Sprintf(`{"ok":[%d]}`, rows+1) {
+		t.Fatalf("a row of the new schema after the migration got %s; want offset %d", b, rows+1)
+	}
+}
