@@ -89,8 +89,20 @@ func spinOn(t *testing.T, cpu int) (stop func()) {
 func TestAStarvedMigrationWorkerIsEndedAndTheServerFinishes(t *testing.T) {
 	exe := brokertest.Executable(t)
 	v2 := `{"type":"object","properties":{"id":{"type":"integer"},"sym":{"type":"string"},"px":{"type":["number","null"]}},"required":["id","sym"]}`
+	// The first CPU this process may run on: a container's CPU set need
+	// not hold CPU 0.
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		t.Fatal(err)
+	}
+	cpu := 0
+	for ; !allowed.IsSet(cpu); cpu++ {
+		if cpu == len(allowed)*64 {
+			t.Fatal("this process may run on no CPU")
+		}
+	}
 	root := newRoot(t)
-	c := startChild(t, root, "", childExeEnv+"="+exe, childCPUEnv+"=0")
+	c := startChild(t, root, "", childExeEnv+"="+exe, childCPUEnv+"="+strconv.Itoa(cpu))
 	f := &fixture{base: c.base, ws: c.ws}
 	f.create(t, "trades")
 	f.setDesired(t, "trades", "serving")
@@ -99,7 +111,7 @@ func TestAStarvedMigrationWorkerIsEndedAndTheServerFinishes(t *testing.T) {
 		t.Fatalf("publish: %v", rep)
 	}
 
-	stop := spinOn(t, 0)
+	stop := spinOn(t, cpu)
 	defer stop()
 	t0 := time.Now()
 	r := f.do(t, req{"POST", "/control/v1/streams/trades/migrations", `{"stream_id":"` + f.streamID(t, "trades") + `","schema":` + v2 + `}`, mut(f.etag(t, "trades"))})
