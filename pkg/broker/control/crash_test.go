@@ -335,16 +335,7 @@ func TestAKilledServeTakesItsMigrationWorkerWithIt(t *testing.T) {
 	if p, ok := got["pending_operation"].(map[string]any); ok {
 		f.wait(t, resp{hdr: http.Header{"Location": {"/control/v1/operations/" + p["id"].(string)}}})
 	}
-	conn, _, err := websocket.DefaultDialer.Dial(c.ws+"/trades?publish", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_, _, _ = conn.ReadMessage()
-	_ = conn.WriteMessage(websocket.TextMessage, []byte(`{"id":9,"sym":"x","px":2.5}`))
-	if _, b, _ := conn.ReadMessage(); string(b) != fmt.Sprintf(`{"ok":[%d]}`, rows+1) {
-		t.Fatalf("a row of the new schema after the restart got %s; want offset %d", b, rows+1)
-	}
+	expectOffset(t, c.ws, "trades", `{"id":9,"sym":"x","px":2.5}`, rows+1, "after the restart (a row of the new schema)")
 }
 
 // parentOf returns pid's parent, 0 when pid is gone or a zombie.

@@ -300,6 +300,22 @@ func (f *fixture) wait(t testing.TB, r resp) map[string]any {
 	}
 }
 
+// expectOffset publishes row to name on a connection of its own and fails
+// the test, saying when (what), unless it is acknowledged at offset want.
+func expectOffset(t testing.TB, ws, name, row string, want int, what string) {
+	t.Helper()
+	conn, _, err := websocket.DefaultDialer.Dial(ws+"/"+name+"?publish", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, _, _ = conn.ReadMessage() // greeting
+	_ = conn.WriteMessage(websocket.TextMessage, []byte(row))
+	if _, b, _ := conn.ReadMessage(); string(b) != fmt.Sprintf(`{"ok":[%d]}`, want) {
+		t.Fatalf("%s, the row %s got %s; want offset %d", what, row, b, want)
+	}
+}
+
 // publish sends rows ids [from, to) to name as one batch and returns the
 // reply.
 func publish(t testing.TB, ws, name string, from, to int) map[string]any {

@@ -2,10 +2,11 @@ package control_test
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/streamcast/streamcast/pkg/broker/supervise"
 )
 
 // cpuWait is what this process's threads and the machine lost to waiting
@@ -19,31 +20,16 @@ type cpuWait struct {
 }
 
 // readCPUWait sums the run-queue wait of this process's live threads
-// (/proc/self/task/*/schedstat, field 2, in ns; a thread that ends takes
-// its wait with it, so a difference is a floor) and the machine's steal
-// (/proc/stat's cpu line, field 8, in USER_HZ ticks of 10 ms). ok is false
-// where the files are missing (not Linux, or no schedstats): the figures
-// are then left out, never guessed.
+// (supervise.ProcessCPU, as serve reads its migration worker's) and the
+// machine's steal (/proc/stat's cpu line, field 8, in USER_HZ ticks of
+// 10 ms). ok is false where the files are missing (not Linux, or no
+// schedstats): the figures are then left out, never guessed.
 func readCPUWait() (w cpuWait, ok bool) {
-	stats, _ := filepath.Glob("/proc/self/task/*/schedstat")
-	if len(stats) == 0 {
+	_, waited, ok := supervise.ProcessCPU(os.Getpid())
+	if !ok {
 		return cpuWait{}, false
 	}
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // the thread ended between the glob and the read
-		}
-		f := strings.Fields(string(b))
-		if len(f) < 2 {
-			return cpuWait{}, false
-		}
-		ns, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil {
-			return cpuWait{}, false
-		}
-		w.runQueue += time.Duration(ns)
-	}
+	w.runQueue = waited
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return cpuWait{}, false

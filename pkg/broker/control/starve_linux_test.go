@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"golang.org/x/sys/unix"
 
 	"github.com/streamcast/streamcast/internal/brokertest"
@@ -143,14 +142,5 @@ func TestAStarvedMigrationWorkerIsEndedAndTheServerFinishes(t *testing.T) {
 	// The seam: a row of the new schema takes the offset after the old
 	// log's last.
 	c = startChild(t, root, "")
-	conn, _, err := websocket.DefaultDialer.Dial(c.ws+"/trades?publish", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_, _, _ = conn.ReadMessage()
-	_ = conn.WriteMessage(websocket.TextMessage, []byte(`{"id":9,"sym":"x","px":2.5}`))
-	if _, b, _ := conn.ReadMessage(); string(b) != fmt.Sprintf(`{"ok":[%d]}`, rows+1) {
-		t.Fatalf("a row of the new schema after the migration got %s; want offset %d", b, rows+1)
-	}
+	expectOffset(t, c.ws, "trades", `{"id":9,"sym":"x","px":2.5}`, rows+1, "after the migration (a row of the new schema)")
 }
