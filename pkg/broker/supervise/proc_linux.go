@@ -32,12 +32,15 @@ const lowestPriority = 19
 // wakes there, and the kernel counts its CPU as free when it places one
 // (docs/neighbour-tail.md). The price is that on a server whose CPUs never
 // idle the child gets almost nothing: a caller that must not wait on it
-// forever watches it with ProcessCPU. Either call failing (a policy a
-// sandbox forbids) leaves the children at what the other gave, or at
-// serve's priority.
+// forever watches it with ProcessCPU, so SCHED_IDLE is taken only where
+// ProcessCPU can read a process's figures (a kernel without schedstats
+// gets nice 19 alone). Either call failing (a policy a sandbox forbids)
+// leaves the children at what the other gave, or at serve's priority.
 func lowerForkingThread() {
 	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, lowestPriority)
-	_ = unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_IDLE, Nice: lowestPriority}, 0)
+	if _, _, ok := ProcessCPU(os.Getpid()); ok {
+		_ = unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_IDLE, Nice: lowestPriority}, 0)
+	}
 }
 
 // ProcessCPU returns how long the threads of process pid have run on a CPU
