@@ -34,10 +34,12 @@ var MigrateChildCommand = []string{"control", "migrate-child"}
 // creates, syncs and removes some 35 files, half of its CPU in the
 // kernel, and on a busy 2-core box that work held the serving streams'
 // threads in the run queue for 2–8 ms, the tail of a neighbour's acks.
-// Niced, it waits for them instead. In the server's own process a thread's
-// priority cannot do that: a Go thread at low priority still holds one of
-// the runtime's Ps, and the collector's work for the migration's garbage
-// runs on the others.
+// Lowered (nice 19, and SCHED_IDLE where the kernel lets serve watch it),
+// it waits for them instead; a worker that gets no CPU at all is ended
+// and its migration finished here (watchStarvation). In the server's own
+// process a thread's priority cannot do that: a Go thread at low priority
+// still holds one of the runtime's Ps, and the collector's work for the
+// migration's garbage runs on the others.
 //
 // The process outlives one migration: starting one costs about 120 ms of
 // CPU in package initialisers, twice a migration's own. It is started
