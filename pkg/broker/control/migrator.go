@@ -51,7 +51,6 @@ type migrationWorker struct {
 	exe, configFile, level string
 	logger                 *log.Logger
 	idle                   time.Duration // 0 means workerIdle
-	starveWindow           time.Duration // 0 means starveWindow
 
 	mu     sync.Mutex
 	forker *supervise.Forker // niced; made with the first process, closed with the worker
@@ -158,15 +157,20 @@ func (w *migrationWorker) run(ctx context.Context, job lifecycle.MigrateJob) (*l
 var errWorkerStarved = errors.New("the migration worker process got no CPU")
 
 // starveWindow is how often the worker's CPU is read while it has a job.
-// It is starved when, over one window, it ran for less than a twentieth of
-// it while its threads waited for a CPU at least half of it: at the
-// lowest priority on a server whose CPUs never idle (supervise's
-// SCHED_IDLE), where it would hold its stream's writes fenced for seconds
-// (10 s for an idle stream's migration beside two busy loops on 2 cores,
-// against 1.8 s at nice 19 alone). A worker waiting for the disk or the
-// network waits for no CPU, and is never taken for starved; one that gets
-// a CPU now and then finishes on its own.
-const starveWindow = 250 * time.Millisecond
+// It is starved when, over starveWindows windows in a row, it ran for
+// less than a twentieth of each while its threads waited for a CPU at
+// least half of it: at the lowest priority on a server whose CPUs never
+// idle (supervise's SCHED_IDLE), where it would hold its stream's writes
+// fenced for seconds (10 s for an idle stream's migration beside two busy
+// loops on 2 cores, against 2.4 s at nice 19 alone). A worker waiting for
+// the disk or the network waits for no CPU, and is never taken for
+// starved; one that gets a CPU now and then finishes on its own, and a
+// burst of the server's own work shorter than the windows ends no
+// worker, whose migration would then be redone at the server's priority.
+const (
+	starveWindow  = 250 * time.Millisecond
+	starveWindows = 2
+)
 
 // starved reports whether a worker that ran for ran and waited for a CPU
 // for waited over one window is starved.
@@ -182,11 +186,10 @@ type starvationWatch struct {
 }
 
 // watchStarvation reads p's CPU every starveWindow until stop, and kills
-// p when it is starved, which ends the job's answer read. Where the
-// kernel tells no CPU figures, it watches nothing.
+// p once it has starved for starveWindows in a row, which ends the job's
+// answer read. Where the kernel tells no CPU figures, it watches nothing.
 func (w *migrationWorker) watchStarvation(p *workerProc) *starvationWatch {
 	sw := &starvationWatch{done: make(chan struct{}), stopped: make(chan struct{})}
-	window := cmp.Or(w.starveWindow, starveWindow)
 	go func() {
 		defer close(sw.stopped)
 		pid := p.cmd.Process.Pid
@@ -194,7 +197,9 @@ func (w *migrationWorker) watchStarvation(p *workerProc) *starvationWatch {
 		if !ok {
 			return
 		}
-		tick := time.NewTicker(window)
+		// The figures where the run of starved windows began.
+		streak, streakRan, streakWaited := 0, ran0, waited0
+		tick := time.NewTicker(starveWindow)
 		defer tick.Stop()
 		for {
 			select {
@@ -206,8 +211,14 @@ func (w *migrationWorker) watchStarvation(p *workerProc) *starvationWatch {
 			if !ok {
 				return
 			}
-			if starved(ran-ran0, waited-waited0, window) {
-				sw.err = fmt.Errorf("%w: it ran %v in %v while it waited %v for one", errWorkerStarved, (ran - ran0).Round(time.Microsecond), window, (waited - waited0).Round(time.Millisecond))
+			if starved(ran-ran0, waited-waited0, starveWindow) {
+				streak++
+			} else {
+				streak, streakRan, streakWaited = 0, ran, waited
+			}
+			if streak == starveWindows {
+				sw.err = fmt.Errorf("%w: it ran %v in %v while it waited %v for one", errWorkerStarved,
+					(ran - streakRan).Round(time.Microsecond), starveWindow*starveWindows, (waited - streakWaited).Round(time.Millisecond))
 				_ = p.cmd.Process.Kill()
 				return
 			}
