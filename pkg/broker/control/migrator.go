@@ -121,7 +121,7 @@ func (w *migrationWorker) run(ctx context.Context, job lifecycle.MigrateJob) (*l
 	// The server stopping asks the child to stop as well: its migration
 	// then ends at its next step, as it would in this process.
 	stopChild := context.AfterFunc(ctx, func() { _ = p.cmd.Process.Signal(syscall.SIGTERM) })
-	watch := w.watchStarvation(p)
+	watch := watchStarvation(p)
 	m, err := func() (*lifecycle.Migration, error) {
 		if err := jobwire.WriteJob(p.stdin, job); err != nil {
 			return nil, err
@@ -188,7 +188,7 @@ type starvationWatch struct {
 // watchStarvation reads p's CPU every starveWindow until stop, and kills
 // p once it has starved for starveWindows in a row, which ends the job's
 // answer read. Where the kernel tells no CPU figures, it watches nothing.
-func (w *migrationWorker) watchStarvation(p *workerProc) *starvationWatch {
+func watchStarvation(p *workerProc) *starvationWatch {
 	sw := &starvationWatch{done: make(chan struct{}), stopped: make(chan struct{})}
 	go func() {
 		defer close(sw.stopped)

@@ -167,10 +167,10 @@ func TestAMigrationWorkerThatDiesIsReplaced(t *testing.T) {
 	}
 }
 
-// TestStarvedNeedsAWindowOfWaitingWithAlmostNoCPU: a worker is ended as
-// starved only when, over one window, it both ran for under a twentieth
-// of it and waited for a CPU at least half of it; waiting for the disk or
-// the network is no waiting for a CPU.
+// TestStarvedNeedsAWindowOfWaitingWithAlmostNoCPU: a window counts
+// towards ending a worker as starved only when, over it, the worker both
+// ran for under a twentieth of it and waited for a CPU at least half of
+// it; waiting for the disk or the network is no waiting for a CPU.
 func TestStarvedNeedsAWindowOfWaitingWithAlmostNoCPU(t *testing.T) {
 	const w = 250 * time.Millisecond
 	for _, tc := range []struct {
