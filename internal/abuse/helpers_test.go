@@ -81,6 +81,10 @@ type options struct {
 	maxBacklog int    // limits.max_backlog; 0 = the default
 	maintain   bool   // run the maintenance children, with short intervals
 	root       string // data root; "" = a temporary directory
+	// extra is YAML appended to the config as written, for sections the
+	// fields above do not cover (auth:, control:, a second stream, …);
+	// its top-level keys must not repeat the ones start writes.
+	extra string
 }
 
 // server is a `streamcast serve` process.
@@ -112,6 +116,7 @@ func start(t testing.TB, o options) *server {
 		cfg.WriteString("maintain:\n  seal_every: 100ms\n  compact_every: 1s\n  publish_every: 1s\n  clean_every: 1s\n  clean_published_every: 2s\n  flush_every: 2s\n")
 	}
 	cfg.WriteString("log:\n  level: debug\n")
+	cfg.WriteString(o.extra)
 	cfgFile := filepath.Join(dir, "streamcast.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
