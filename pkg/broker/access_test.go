@@ -296,7 +296,7 @@ func TestStatsAreFilteredByGrant(t *testing.T) {
 // TestMetricsAccessRule: /metrics needs stats on "*", unless public.
 func TestMetricsAccessRule(t *testing.T) {
 	srv := startServer(t, authConfig(t))
-	pol := auth.New(srv.cfg.Auth, time.Now) // the same grants as the gate's policy
+	pol := auth.New(srv.cfg.Auth, time.Now, nil) // the same grants as the gate's policy
 	for _, c := range []struct {
 		who    string
 		public bool
@@ -401,11 +401,12 @@ func errorsAs(err error, target **wire.AccessDenied) bool {
 	return ok
 }
 
-// TestFailingAddressIsSlowedAndLoggedOnce: past its free failures an
-// address gets 429 without a check, except for a pair verified recently;
-// the failures are logged once per interval, and the log never holds a
-// password.
-func TestFailingAddressIsSlowedAndLoggedOnce(t *testing.T) {
+// TestFailingLoginIsSlowedAndLoggedOnce: past its free failures a user
+// name tried from one address gets 429 without a check, except for a pair
+// verified recently, while another user behind the same address is
+// checked as usual; the failures are logged once per interval, and the log
+// never holds a password.
+func TestFailingLoginIsSlowedAndLoggedOnce(t *testing.T) {
 	clock := &manualClock{t: time.Now()}
 	logs := &syncBuffer{}
 	cfg := authConfig(t)
@@ -425,21 +426,24 @@ func TestFailingAddressIsSlowedAndLoggedOnce(t *testing.T) {
 			t.Fatalf("wrong password %d: HTTP %d, want 401", i, s)
 		}
 	}
-	if s, ra := status("carol", carolPW); s != 429 || ra != "1" {
-		t.Fatalf("carol (right password, not verified yet) from the failing address: HTTP %d, Retry-After %q; want 429 and 1", s, ra)
+	if s, ra := status("bob", wrongPW+"2"); s != 429 || ra != "1" {
+		t.Fatalf("bob's next guess during the backoff: HTTP %d, Retry-After %q; want 429 and 1", s, ra)
+	}
+	if s, _ := status("carol", carolPW); s != 403 { // carol may not read live: checked, then refused
+		t.Fatalf("carol (right password) from the address where bob fails: HTTP %d, want 403 (checked, not held back by bob's backoff)", s)
 	}
 	if s, _ := status("bob", bobPW); s != 101 {
-		t.Fatalf("bob (verified before) from the failing address: HTTP %d, want 101", s)
+		t.Fatalf("bob (verified before) during his backoff: HTTP %d, want 101", s)
 	}
 	clock.Add(250 * time.Millisecond)
-	if s, _ := status("carol", carolPW); s != 403 { // carol may not read live: checked, then refused
-		t.Fatalf("carol after the backoff: HTTP %d, want 403", s)
+	if s, _ := status("bob", bobPW+"x"); s != 401 {
+		t.Fatalf("bob after the backoff: HTTP %d, want 401 (checked again)", s)
 	}
-	if got := srv.AuthFailures(); got != 4 {
-		t.Errorf("AuthFailures = %d, want 4", got)
+	if got := srv.AuthFailures(); got != 5 {
+		t.Errorf("AuthFailures = %d, want 5", got)
 	}
 	if n := strings.Count(logs.String(), "authentication failed"); n != 1 {
-		t.Errorf("4 failures within a minute gave %d log lines, want 1:\n%s", n, logs)
+		t.Errorf("5 failures of one login within a minute gave %d log lines, want 1:\n%s", n, logs)
 	}
 	if !strings.Contains(logs.String(), "user=bob") || !strings.Contains(logs.String(), "remote=127.0.0.1") {
 		t.Errorf("the line does not name the user and the address:\n%s", logs)

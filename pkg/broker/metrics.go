@@ -51,6 +51,7 @@ func (s *Server) sampleMetrics() metrics.Sample {
 	m := s.metrics
 	out := metrics.Sample{Unrouted: &m.unrouted, Restarts: s.children.Restarts()}
 	out.Unauthenticated, out.Forbidden = m.authFailures.Load()
+	out.Backoff, out.Busy = m.authFailures.LoadThrottled()
 	for _, st := range s.reg.List() {
 		ss := metrics.StreamSample{
 			Name:        st.name,

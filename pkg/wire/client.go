@@ -176,7 +176,7 @@ func dial(ctx context.Context, u *url.URL, req Request, o *DialOptions) (*websoc
 	if err != nil {
 		if resp != nil {
 			switch resp.StatusCode {
-			case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests:
+			case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests, http.StatusServiceUnavailable:
 				return nil, nil, &AccessDenied{Status: resp.StatusCode, URL: redact(u), Stream: req.Stream, Publish: req.Publish,
 					User: userOf(u.User, o.Credentials, hdr), RetryAfter: resp.Header.Get("Retry-After")}
 			}

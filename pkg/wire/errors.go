@@ -461,16 +461,22 @@ var (
 
 // AccessDenied is the server refusing a handshake for authentication's
 // sake, before any WebSocket: Status 401 (no credentials, or bad ones),
-// 403 (good credentials without a grant for the stream) or 429 (too many
-// failed logins from this address; RetryAfter says when to try again).
+// 403 (good credentials without a grant for the stream), 429 (too many
+// failed logins of this user name from this address) or 503 (the server
+// is checking as many logins as it allows); RetryAfter says when to try
+// again after a 429 or 503.
 type AccessDenied struct {
 	Status     int
 	URL        string // the stream URL, without credentials
 	Stream     string
 	Publish    bool   // the handshake asked to publish (else to read)
 	User       string // the user whose credentials were sent; "" for none
-	RetryAfter string // seconds, from the 429's Retry-After
+	RetryAfter string // seconds, from the 429's or 503's Retry-After
 }
+
+// Busy reports whether the refusal was for the server's load (503), not
+// for the credentials: trying again shortly may succeed.
+func (e *AccessDenied) Busy() bool { return e.Status == 503 }
 
 // Error says which refusal it was and what to do about it.
 func (e *AccessDenied) Error() string {
@@ -484,8 +490,14 @@ func (e *AccessDenied) Error() string {
 		if e.RetryAfter != "" {
 			wait = e.RetryAfter + " s"
 		}
-		return fmt.Sprintf("connect %s: the server refused to check credentials from this address for now, after repeated failed logins (HTTP 429); "+
+		return fmt.Sprintf("connect %s: the server refused to check the credentials of this user name from this address for now, after repeated failed logins (HTTP 429); "+
 			"retry in %s with the right user name and password", e.URL, wait)
+	case e.Status == 503:
+		wait := "a second"
+		if e.RetryAfter != "" {
+			wait = e.RetryAfter + " s"
+		}
+		return fmt.Sprintf("connect %s: the server is checking too many logins at once (HTTP 503); retry in %s", e.URL, wait)
 	case e.Status == 403:
 		return fmt.Sprintf("connect %s: user %q may not %s stream %q (HTTP 403): the credentials are good, but no grant in the server's auth: section "+
 			"gives this user that; ask the server's operator for one, or use another user", e.URL, e.User, action, e.Stream)

@@ -106,10 +106,10 @@ func LoginRefusal(parsed bool) string {
 	return "unknown user or wrong password; check the user name and password (401)"
 }
 
-// BackoffRefusal is the 429 message for an address serving a backoff of
-// secs seconds.
+// BackoffRefusal is the 429 message for a login from addr serving a
+// backoff of secs seconds.
 func BackoffRefusal(addr string, secs int) string {
-	return fmt.Sprintf("too many failed logins from %s; retry in %d s with the right user name and password", addr, secs)
+	return fmt.Sprintf("too many failed logins from %s with this user name; retry in %d s with the right user name and password", addr, secs)
 }
 
 // FailureLog is the key-value pairs of the log line for a failed login

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,7 +58,7 @@ func countingPolicy(t *testing.T, clock *fakeClock) (*Policy, *atomic.Int64) {
 	if err := a.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	p := New(a, clock.Now)
+	p := New(a, clock.Now, nil)
 	var n atomic.Int64
 	p.compare = func(h, pw []byte) error {
 		n.Add(1)
@@ -66,6 +68,9 @@ func countingPolicy(t *testing.T, clock *fakeClock) (*Policy, *atomic.Int64) {
 }
 
 const alicePW = "al1ce-Secret-pw"
+
+// admitAll is an admission that refuses no comparison.
+func admitAll() error { return nil }
 
 func TestVerifiedCredentialsAreCachedAndCostOneBcrypt(t *testing.T) {
 	clock := newFakeClock()
@@ -80,7 +85,7 @@ func TestVerifiedCredentialsAreCachedAndCostOneBcrypt(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if who, err := p.Authenticate(ctx, "alice", alicePW); err != nil || who != "alice" {
+			if who, err := p.Authenticate(ctx, "alice", alicePW, admitAll); err != nil || who != "alice" {
 				bad.Add(1)
 			}
 		}()
@@ -94,7 +99,7 @@ func TestVerifiedCredentialsAreCachedAndCostOneBcrypt(t *testing.T) {
 	}
 	// Later ones within the TTL too.
 	for range 100 {
-		if _, err := p.Authenticate(ctx, "alice", alicePW); err != nil {
+		if _, err := p.Authenticate(ctx, "alice", alicePW, admitAll); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +111,7 @@ func TestVerifiedCredentialsAreCachedAndCostOneBcrypt(t *testing.T) {
 	}
 	// A wrong password is never cached, and never passes.
 	for range 3 {
-		if _, err := p.Authenticate(ctx, "alice", "wrong"); err != ErrBadCredentials {
+		if _, err := p.Authenticate(ctx, "alice", "wrong", admitAll); err != ErrBadCredentials {
 			t.Fatalf("wrong password: %v, want ErrBadCredentials", err)
 		}
 	}
@@ -114,7 +119,7 @@ func TestVerifiedCredentialsAreCachedAndCostOneBcrypt(t *testing.T) {
 		t.Fatalf("3 wrong passwords: %d comparisons in all, want 4 (each wrong one checked)", n)
 	}
 	// An unknown user costs a comparison too (timing tells nothing).
-	if _, err := p.Authenticate(ctx, "mallory", alicePW); err != ErrBadCredentials {
+	if _, err := p.Authenticate(ctx, "mallory", alicePW, admitAll); err != ErrBadCredentials {
 		t.Fatalf("unknown user: %v", err)
 	}
 	if n := compares.Load(); n != 5 {
@@ -122,7 +127,7 @@ func TestVerifiedCredentialsAreCachedAndCostOneBcrypt(t *testing.T) {
 	}
 	// Past the TTL the pair is checked again.
 	clock.Add(CacheTTL)
-	if _, err := p.Authenticate(ctx, "alice", alicePW); err != nil {
+	if _, err := p.Authenticate(ctx, "alice", alicePW, admitAll); err != nil {
 		t.Fatal(err)
 	}
 	if n := compares.Load(); n != 6 {
@@ -137,7 +142,7 @@ func TestTheCacheNeverHoldsAPassword(t *testing.T) {
 	ctx := context.Background()
 	pws := []string{alicePW, "another-Wrong-pw", "third-Wrong-pw"}
 	for _, pw := range pws {
-		_, _ = p.Authenticate(ctx, "alice", pw)
+		_, _ = p.Authenticate(ctx, "alice", pw, admitAll)
 	}
 	if len(p.cache.good) != 1 {
 		t.Fatalf("cache holds %d entries, want 1 (only the good pair)", len(p.cache.good))
@@ -175,7 +180,7 @@ func TestGrantsCoverPrincipalsActionsAndStreams(t *testing.T) {
 	if err := a.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	p := New(a, nil)
+	p := New(a, nil, nil)
 	cases := []struct {
 		who, action, stream string
 		want                bool
@@ -207,13 +212,20 @@ func TestGrantsCoverPrincipalsActionsAndStreams(t *testing.T) {
 	}
 }
 
-func TestBackoffSlowsAnAddressAfterItsFreeFailures(t *testing.T) {
+func TestBackoffSlowsALoginAfterItsFreeFailures(t *testing.T) {
 	clock := newFakeClock()
 	b := NewBackoff(clock.Now)
-	const addr = "192.0.2.1"
+	k := Key{Addr: "192.0.2.1", User: "alice"}
+	fail := func() Failure {
+		t.Helper()
+		if w := b.Attempt(k); w != 0 {
+			t.Fatalf("attempt refused with a wait of %v", w)
+		}
+		return b.Failed(k)
+	}
 	for i := 1; i <= FreeFailures; i++ {
-		f := b.Fail(addr)
-		if f.Delay != 0 || b.Wait(addr) != 0 {
+		f := fail()
+		if f.Delay != 0 || b.Wait(k) != 0 {
 			t.Fatalf("failure %d of %d free ones imposed a wait of %v", i, FreeFailures, f.Delay)
 		}
 		if f.Log != (i == 1) {
@@ -224,44 +236,129 @@ func TestBackoffSlowsAnAddressAfterItsFreeFailures(t *testing.T) {
 	accounted := 1 // the first line
 	want := BackoffBase
 	for i := 0; i < 10; i++ {
-		f := b.Fail(addr)
+		f := fail()
 		if f.Log {
 			accounted += 1 + f.Unlogged
 		}
 		if f.Delay != want {
 			t.Fatalf("failure %d: delay %v, want %v", FreeFailures+1+i, f.Delay, want)
 		}
-		if w := b.Wait(addr); w != want {
-			t.Fatalf("wait %v, want %v", w, want)
+		if w := b.Attempt(k); w != want {
+			t.Fatalf("an attempt during the wait: %v, want a wait of %v", w, want)
 		}
-		if b.Wait("192.0.2.2") != 0 {
-			t.Fatal("another address waits too")
+		for _, other := range []Key{{Addr: "192.0.2.2", User: "alice"}, {Addr: k.Addr, User: "bob"}} {
+			if b.Wait(other) != 0 {
+				t.Fatalf("%+v waits too", other)
+			}
 		}
 		clock.Add(want)
-		if w := b.Wait(addr); w != 0 {
-			t.Fatalf("after the delay the address still waits %v", w)
+		if w := b.Wait(k); w != 0 {
+			t.Fatalf("after the delay the login still waits %v", w)
 		}
 		want = min(2*want, BackoffMax)
 	}
 	// Once per LogEvery, with the count of the failures not logged.
 	clock.Add(LogEvery)
-	f := b.Fail(addr)
+	f := fail()
 	if !f.Log {
 		t.Fatalf("after the interval: %+v, want a line", f)
 	}
 	if accounted += 1 + f.Unlogged; accounted != FreeFailures+10+1 {
 		t.Fatalf("log lines account for %d failures, want %d", accounted, FreeFailures+10+1)
 	}
-	// A success forgets the address; so does a long quiet.
-	b.Succeed(addr)
-	if f := b.Fail(addr); f.InARow != 1 || f.Delay != 0 {
+	// A success forgets the login; so does a long quiet.
+	b.Succeed(k)
+	if f := fail(); f.InARow != 1 || f.Delay != 0 {
 		t.Fatalf("after a success: %+v, want a first failure", f)
 	}
-	for range FreeFailures + 3 {
-		b.Fail(addr)
+	for range FreeFailures - 1 {
+		fail()
 	}
 	clock.Add(BackoffForget)
-	if f := b.Fail(addr); f.InARow != 1 {
+	if f := fail(); f.InARow != 1 {
 		t.Fatalf("after %v of quiet: %d failures in a row, want 1", BackoffForget, f.InARow)
 	}
+}
+
+// TestConcurrentBadLoginsRunNoMoreBcryptThanSequentialOnes sends 150
+// wrong passwords for one user from one address at once, as the gate
+// does: an attempt counts as it starts, so no more comparisons run than
+// the free ones and the one that starts the wait, and the rest are
+// refused without bcrypt.
+func TestConcurrentBadLoginsRunNoMoreBcryptThanSequentialOnes(t *testing.T) {
+	clock := newFakeClock()
+	p, compares := countingPolicy(t, clock)
+	b := NewBackoff(clock.Now)
+	k := LoginKey("192.0.2.1", "alice", p)
+	var wg sync.WaitGroup
+	var refused, bad atomic.Int64
+	start := make(chan struct{})
+	for i := range 150 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := p.Authenticate(context.Background(), "alice", fmt.Sprintf("guess-%d", i), func() error {
+				if b.Attempt(k) > 0 {
+					return errors.New("backoff")
+				}
+				return nil
+			})
+			switch {
+			case errors.Is(err, ErrBadCredentials):
+				bad.Add(1)
+			case err != nil:
+				refused.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if n := compares.Load(); n > FreeFailures+1 {
+		t.Errorf("150 concurrent wrong passwords ran bcrypt %d times, want at most %d", n, FreeFailures+1)
+	}
+	if bad.Load()+refused.Load() != 150 || bad.Load() != compares.Load() {
+		t.Errorf("%d refused as bad, %d refused unchecked, %d comparisons; want every bad answer to be a comparison", bad.Load(), refused.Load(), compares.Load())
+	}
+	// Unknown user names share one key per address.
+	if LoginKey("192.0.2.1", "mallory", p) != LoginKey("192.0.2.1", "eve", p) || LoginKey("192.0.2.1", "alice", p) == LoginKey("192.0.2.1", "eve", p) {
+		t.Error("unknown user names must share one key, apart from alice's")
+	}
+}
+
+// TestTheLimiterRefusesBeyondItsQueueAtOnce holds every slot and fills
+// the queue: the next Acquire fails at once with ErrBusy, and a queued one
+// gets a slot when one is released.
+func TestTheLimiterRefusesBeyondItsQueueAtOnce(t *testing.T) {
+	l := NewLimiter(1, 1, time.Hour)
+	ctx := context.Background()
+	release, err := l.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan error, 1)
+	go func() {
+		r, err := l.Acquire(ctx)
+		if err == nil {
+			r()
+		}
+		queued <- err
+	}()
+	// Wait until the second Acquire occupies the queue's one place.
+	for len(l.queue) == 0 {
+		runtime.Gosched()
+	}
+	if _, err := l.Acquire(ctx); !errors.Is(err, ErrBusy) {
+		t.Fatalf("with the slot and the queue full: %v, want ErrBusy at once", err)
+	}
+	release()
+	if err := <-queued; err != nil {
+		t.Fatalf("the queued Acquire after a release: %v", err)
+	}
+	short := NewLimiter(1, 1, time.Millisecond)
+	r, _ := short.Acquire(ctx)
+	if _, err := short.Acquire(ctx); !errors.Is(err, ErrBusy) {
+		t.Fatalf("past its wait: %v, want ErrBusy", err)
+	}
+	r()
 }

@@ -24,7 +24,7 @@ func FuzzAuthConfig(f *testing.F) {
 		if err != nil || cfg.Validate() != nil || cfg.Auth == nil {
 			return
 		}
-		p := New(cfg.Auth, nil)
+		p := New(cfg.Auth, nil, nil)
 		for _, who := range []string{Anonymous, "alice", "*"} {
 			for _, act := range config.Actions() {
 				_ = p.Allows(who, act, "t")

@@ -35,6 +35,7 @@ type Policy struct {
 	grants []config.Grant
 	now    func() time.Time
 	cache  *cache
+	limit  *Limiter
 	// compare is bcrypt's comparison; tests count its calls.
 	compare func(hash, password []byte) error
 }
@@ -45,12 +46,17 @@ type Policy struct {
 const CacheTTL = time.Minute
 
 // New compiles a validated auth: section (config.Auth.Validate). now is the
-// clock of the cache (time.Now when nil).
-func New(a *config.Auth, now func() time.Time) *Policy {
+// clock of the cache (time.Now when nil); limit bounds the bcrypt
+// comparisons running at once, shared by every Policy of a server so that
+// a reload does not reset it (DefaultLimiter when nil).
+func New(a *config.Auth, now func() time.Time, limit *Limiter) *Policy {
 	if now == nil {
 		now = time.Now
 	}
-	p := &Policy{users: map[string][]byte{}, grants: slices.Clone(a.Grants), now: now, cache: newCache(), compare: bcrypt.CompareHashAndPassword}
+	if limit == nil {
+		limit = DefaultLimiter()
+	}
+	p := &Policy{users: map[string][]byte{}, grants: slices.Clone(a.Grants), now: now, cache: newCache(), limit: limit, compare: bcrypt.CompareHashAndPassword}
 	for _, u := range a.Users {
 		p.users[u.Name] = []byte(u.PasswordHash)
 	}
@@ -59,28 +65,45 @@ func New(a *config.Auth, now func() time.Time) *Policy {
 
 // Authenticate checks a user name and password. It returns the user's
 // principal, or ErrBadCredentials. A pair verified less than CacheTTL ago
-// costs a keyed hash and a map lookup; otherwise one bcrypt comparison runs,
-// shared by every concurrent call with the same pair. ctx bounds only the
-// wait for another caller's comparison.
-func (p *Policy) Authenticate(ctx context.Context, user, password string) (Principal, error) {
+// costs a keyed hash and a map lookup, and a pair another call is
+// comparing now waits for that call's answer. Otherwise this call runs
+// bcrypt: first admit is asked (the gate's backoff; its error is
+// returned as it is), then a slot of the limiter is taken (ErrBusy when
+// there is none). ctx bounds the waits, not a comparison that started.
+func (p *Policy) Authenticate(ctx context.Context, user, password string, admit func() error) (Principal, error) {
 	k := p.cache.key(user, password)
-	now := p.now()
-	ok, found, wait := p.cache.lookup(k, now, true)
-	switch {
-	case found:
-		return p.result(user, ok)
-	case wait != nil:
-		select {
-		case <-wait.done:
+	for {
+		ok, found, wait := p.cache.lookup(k, p.now(), true)
+		switch {
+		case found:
+			return p.result(user, ok)
+		case wait != nil:
+			select {
+			case <-wait.done:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+			if wait.abandoned {
+				continue // its caller was refused before bcrypt; try ours
+			}
 			return p.result(user, wait.ok)
-		case <-ctx.Done():
-			return "", ctx.Err()
 		}
+		// This call claimed the comparison; others with the same pair
+		// wait for it.
+		if err := admit(); err != nil {
+			p.cache.abandon(k)
+			return "", err
+		}
+		release, err := p.limit.Acquire(ctx)
+		if err != nil {
+			p.cache.abandon(k)
+			return "", err
+		}
+		ok = p.verify(user, password)
+		release()
+		p.cache.finish(k, ok, p.now().Add(CacheTTL))
+		return p.result(user, ok)
 	}
-	// This call runs bcrypt; others with the same pair wait for it.
-	ok = p.verify(user, password)
-	p.cache.finish(k, ok, p.now().Add(CacheTTL))
-	return p.result(user, ok)
 }
 
 // Cached reports whether user and password were verified less than
@@ -205,10 +228,12 @@ type cache struct {
 	decoy     []byte
 }
 
-// call is one bcrypt comparison others wait for.
+// call is one bcrypt comparison others wait for. abandoned says its
+// caller was refused before it ran bcrypt: a waiter then claims its own.
 type call struct {
-	done chan struct{}
-	ok   bool
+	done      chan struct{}
+	ok        bool
+	abandoned bool
 }
 
 func newCache() *cache {
@@ -260,6 +285,18 @@ func (c *cache) finish(k [32]byte, ok bool, expires time.Time) {
 	}
 	if w != nil {
 		w.ok = ok
+		close(w.done)
+	}
+}
+
+// abandon releases a claim that ran no comparison and wakes its waiters
+// to try for themselves.
+func (c *cache) abandon(k [32]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.pending[k]; w != nil {
+		delete(c.pending, k)
+		w.abandoned = true
 		close(w.done)
 	}
 }

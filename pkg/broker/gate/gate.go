@@ -8,6 +8,7 @@
 package gate
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -33,17 +34,20 @@ type Gate struct {
 	// failing to log in, across Sets.
 	policy   atomic.Pointer[auth.Policy]
 	backoff  *auth.Backoff
+	limit    *auth.Limiter // bcrypt at once, across Sets
 	failures atomic.Int64
 	clock    func() time.Time
 	logger   *log.Logger
-	record   func(status int) // counts a 401 or 403 for /metrics
+	record   func(status int) // counts a 401, 403, 429 or 503 for /metrics
 }
 
 // New builds the gate of the validated auth: section a (nil for none).
 // clock times the login backoff and the credential cache; record is called
-// with the status of every request refused for its credentials or grants.
+// with the status of every request refused for its credentials or grants,
+// for a login's backoff (429) or for the server's bound on the logins it
+// checks at once (503).
 func New(a *config.Auth, clock func() time.Time, logger *log.Logger, record func(status int)) *Gate {
-	g := &Gate{backoff: auth.NewBackoff(clock), clock: clock, logger: logger, record: record}
+	g := &Gate{backoff: auth.NewBackoff(clock), limit: auth.DefaultLimiter(), clock: clock, logger: logger, record: record}
 	g.Set(a)
 	return g
 }
@@ -55,7 +59,7 @@ func (g *Gate) Set(a *config.Auth) {
 		g.policy.Store(nil)
 		return
 	}
-	g.policy.Store(auth.New(a, g.clock))
+	g.policy.Store(auth.New(a, g.clock, g.limit))
 }
 
 // Check authenticates every request but /health and, for a WebSocket
@@ -88,10 +92,12 @@ func (g *Gate) Check(next http.Handler) http.Handler {
 }
 
 // authenticate returns the principal r's credentials name (auth.Anonymous
-// without any). It answers 401 itself for bad credentials, and 429 while
-// r's address serves a backoff for failing too often; a pair verified
-// recently passes even then, so a client that knows its password is not
-// held up by a neighbour behind the same address guessing.
+// without any). It answers itself when it returns false: 401 for bad
+// credentials, 429 while r's address and user name serve a backoff for
+// failing too often, 503 when the server is checking as many logins as it
+// allows. A pair verified recently passes without a check, so a client
+// that knows its password is served even while a neighbour behind the
+// same address guesses at the same user.
 func (g *Gate) authenticate(w http.ResponseWriter, r *http.Request, pol *auth.Policy) (auth.Principal, bool) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
@@ -103,43 +109,73 @@ func (g *Gate) authenticate(w http.ResponseWriter, r *http.Request, pol *auth.Po
 		return auth.Anonymous, true
 	}
 	addr := auth.RemoteHost(r)
-	user, password, ok := wire.ParseBasic(h)
-	if ok && pol.Cached(user, password) {
-		return user, true
-	}
-	if wait := g.backoff.Wait(addr); wait > 0 {
-		secs := int(math.Ceil(wait.Seconds()))
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		http.Error(w, auth.BackoffRefusal(addr, secs), http.StatusTooManyRequests)
+	user, password, parsed := wire.ParseBasic(h)
+	key := auth.LoginKey(addr, user, pol)
+	if !parsed {
+		// Nothing to compare, but it counts: a client sending garbage
+		// is slowed like one sending wrong passwords.
+		if wait := g.backoff.Attempt(key); wait > 0 {
+			g.refuseBackoff(w, addr, wait)
+			return "", false
+		}
+		g.failed(w, addr, user, false, key, pol)
 		return "", false
 	}
-	if ok {
-		who, err := pol.Authenticate(r.Context(), user, password)
-		if err == nil {
-			g.backoff.Succeed(addr)
-			return who, true
-		}
-		if r.Context().Err() != nil {
-			return "", false // the client went away while another checked the same pair
-		}
+	if pol.Cached(user, password) {
+		// Not a proof that resets the backoff: a guesser behind the same
+		// address as a client reconnecting must not win fresh attempts.
+		return user, true
 	}
-	g.failed(addr, user, ok, pol)
-	w.Header().Set("WWW-Authenticate", auth.Challenge)
-	http.Error(w, auth.LoginRefusal(ok), http.StatusUnauthorized)
+	var waited time.Duration
+	who, err := pol.Authenticate(r.Context(), user, password, func() error {
+		waited = g.backoff.Attempt(key)
+		if waited > 0 {
+			return errBackoff
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		g.backoff.Succeed(key)
+		return who, true
+	case errors.Is(err, errBackoff):
+		g.refuseBackoff(w, addr, waited)
+	case errors.Is(err, auth.ErrBusy):
+		g.backoff.Abandon(key)
+		g.record(http.StatusServiceUnavailable)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the server is checking too many logins at once; retry in 1 s", http.StatusServiceUnavailable)
+	case r.Context().Err() != nil:
+		// The client went away while its check waited.
+	default:
+		g.failed(w, addr, user, true, key, pol)
+	}
 	return "", false
 }
 
-// failed counts and logs a failed login. The line names the address
-// and, only when it is a configured user, the user name: what a client
-// typed as a name may be a password typed in the wrong field.
-func (g *Gate) failed(addr, user string, parsed bool, pol *auth.Policy) {
+// errBackoff is the admission refusal authenticate hands auth.Authenticate
+// for a login serving a backoff.
+var errBackoff = errors.New("login in backoff")
+
+// refuseBackoff answers 429 for a login that must wait.
+func (g *Gate) refuseBackoff(w http.ResponseWriter, addr string, wait time.Duration) {
+	secs := int(math.Ceil(wait.Seconds()))
+	g.record(http.StatusTooManyRequests)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	http.Error(w, auth.BackoffRefusal(addr, secs), http.StatusTooManyRequests)
+}
+
+// failed counts, logs and answers a failed login. The line names the
+// address and, only when it is a configured user, the user name: what a
+// client typed as a name may be a password typed in the wrong field.
+func (g *Gate) failed(w http.ResponseWriter, addr, user string, parsed bool, key auth.Key, pol *auth.Policy) {
 	g.failures.Add(1)
 	g.record(http.StatusUnauthorized)
-	f := g.backoff.Fail(addr)
-	if !f.Log {
-		return
+	if f := g.backoff.Failed(key); f.Log {
+		g.logger.Warn("authentication failed", auth.FailureLog(addr, user, parsed, pol, f)...)
 	}
-	g.logger.Warn("authentication failed", auth.FailureLog(addr, user, parsed, pol, f)...)
+	w.Header().Set("WWW-Authenticate", auth.Challenge)
+	http.Error(w, auth.LoginRefusal(parsed), http.StatusUnauthorized)
 }
 
 // Refuse answers a request whose principal lacks the grant for

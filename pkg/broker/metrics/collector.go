@@ -20,8 +20,9 @@ type Sample struct {
 	// for that role since serve started.
 	Restarts map[string]int64
 	// Unauthenticated and Forbidden count requests refused with 401 and
-	// 403 before the upgrade.
-	Unauthenticated, Forbidden int64
+	// 403 before the upgrade; Backoff and Busy those refused with 429 (a
+	// login serving its backoff) and 503 (too many logins checked at once).
+	Unauthenticated, Forbidden, Backoff, Busy int64
 }
 
 // StreamSample is one stream's figures at the scrape.
@@ -77,7 +78,7 @@ func NewCollector(sample func() Sample) *Collector {
 		lagRows:      d("publish_lag_rows", "Rows committed and not yet published.", stream...),
 		lagSecs:      d("publish_lag_seconds", "Age of the oldest row not yet published; 0 when none.", stream...),
 		restarts:     d("maintain_restarts_total", "Restarts of serve's maintenance child for a role since serve started.", "role"),
-		authFailures: d("auth_failures_total", "Requests refused before the upgrade: unauthenticated (401) or forbidden (403).", "reason"),
+		authFailures: d("auth_failures_total", "Requests refused before the upgrade: unauthenticated (401), forbidden (403), backoff (429: a login failing too often) or busy (503: too many logins checked at once).", "reason"),
 	}
 }
 
@@ -140,6 +141,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.authFailures, s.Unauthenticated, "unauthenticated")
 	counter(c.authFailures, s.Forbidden, "forbidden")
+	counter(c.authFailures, s.Backoff, "backoff")
+	counter(c.authFailures, s.Busy, "busy")
 }
 
 // collectRefusals sends m's refusals, one series per code.

@@ -30,24 +30,35 @@ func Handler(sample func() Sample) http.Handler {
 }
 
 // AuthFailures counts the requests refused before the upgrade, for
-// streamcast_auth_failures_total (Sample.Unauthenticated, Sample.Forbidden).
-// The zero value is ready; it is safe from any goroutine.
+// streamcast_auth_failures_total (Sample.Unauthenticated, Sample.Forbidden,
+// Sample.Backoff, Sample.Busy). The zero value is ready; it is safe from
+// any goroutine.
 type AuthFailures struct {
-	unauthenticated, forbidden atomic.Int64
+	unauthenticated, forbidden, backoff, busy atomic.Int64
 }
 
-// Record counts a refusal with status 401 (no or bad credentials) or 403
-// (no grant); other statuses are not counted.
+// Record counts a refusal with status 401 (no or bad credentials), 403
+// (no grant), 429 (a login serving its backoff) or 503 (the server checks
+// as many logins as it allows); other statuses are not counted.
 func (a *AuthFailures) Record(status int) {
 	switch status {
 	case http.StatusUnauthorized:
 		a.unauthenticated.Add(1)
 	case http.StatusForbidden:
 		a.forbidden.Add(1)
+	case http.StatusTooManyRequests:
+		a.backoff.Add(1)
+	case http.StatusServiceUnavailable:
+		a.busy.Add(1)
 	}
 }
 
 // Load returns the counts of 401s and of 403s.
 func (a *AuthFailures) Load() (unauthenticated, forbidden int64) {
 	return a.unauthenticated.Load(), a.forbidden.Load()
+}
+
+// LoadThrottled returns the counts of 429s and of 503s.
+func (a *AuthFailures) LoadThrottled() (backoff, busy int64) {
+	return a.backoff.Load(), a.busy.Load()
 }
