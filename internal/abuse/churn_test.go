@@ -78,7 +78,8 @@ func TestHalfOpenConnectionsAreClosedByTheHandshakeTimeout(t *testing.T) {
 	if n < 3000 {
 		t.Logf("the descriptor limit (%d) allows %d connections, not 3000", lim.Cur, n)
 	}
-	s := start(t, options{})
+	// Every connection comes from this one address.
+	s := start(t, options{limits: "  max_connections_per_address: 0\n"})
 	base := s.baseline()
 	conns := make([]net.Conn, 0, n)
 	defer func() {

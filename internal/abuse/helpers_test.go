@@ -81,6 +81,11 @@ type options struct {
 	maxBacklog int    // limits.max_backlog; 0 = the default
 	maintain   bool   // run the maintenance children, with short intervals
 	root       string // data root; "" = a temporary directory
+	// limits is YAML lines under limits: ("  max_connections: 10\n"), beside
+	// maxBacklog's.
+	limits string
+	// nofile > 0 runs the server under ulimit -n nofile (soft and hard).
+	nofile int
 	// extra is YAML appended to the config as written, for sections the
 	// fields above do not cover (auth:, control:, a second stream, …);
 	// its top-level keys must not repeat the ones start writes.
@@ -108,8 +113,12 @@ func start(t testing.TB, o options) *server {
 	}
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "listen: 127.0.0.1:0\nroot: %s\n", root)
-	if o.maxBacklog > 0 {
-		fmt.Fprintf(&cfg, "limits:\n  max_backlog: %d\n", o.maxBacklog)
+	if o.maxBacklog > 0 || o.limits != "" {
+		cfg.WriteString("limits:\n")
+		if o.maxBacklog > 0 {
+			fmt.Fprintf(&cfg, "  max_backlog: %d\n", o.maxBacklog)
+		}
+		cfg.WriteString(o.limits)
 	}
 	cfg.WriteString("streams:\n  - name: t\n    durable: true\n    max_replay: null\n")
 	if o.maintain {
@@ -128,6 +137,10 @@ func start(t testing.TB, o options) *server {
 	}
 	s := &server{t: t, logs: &syncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(exe, args...)
+	if o.nofile > 0 {
+		// exec keeps the shell's pid, so s.pid is the server's.
+		s.cmd = exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, o.nofile), exe}, args...)...)
+	}
 	s.cmd.Stderr = s.logs
 	s.cmd.Stdout = s.logs
 	// The server dies with the test binary, whatever ends it.

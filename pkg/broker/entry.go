@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	stdlog "log"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,13 +19,45 @@ import (
 // /health, /<stream>). Authentication (package gate), TLS (the listener is
 // wrapped in it) and metrics plug in here.
 
-// listen opens the listener and starts serving the handler chain.
+// listen opens the listener and starts serving the handler chain, within
+// the limits: section's bounds on connections.
 func (s *Server) listen() (*listener.Listener, error) {
 	var conf *tls.Config
 	if s.certs != nil {
 		conf = s.certs.ListenerConfig()
 	}
-	return listener.Listen(s.cfg.Listen, conf, s)
+	nofile := listener.DescriptorLimit()
+	lim, clamped := listener.Limits{
+		IdleTimeout:     s.cfg.Limits.IdleTimeout,
+		MaxConns:        s.cfg.Limits.MaxConnections,
+		MaxConnsPerAddr: s.cfg.Limits.MaxConnectionsPerAddress,
+	}.Resolve(nofile)
+	if clamped {
+		s.logger.Warn(fmt.Sprintf("limits.max_connections is %d, but the descriptor limit is %d and the logs need a reserve of it: serving at most %d connections; raise the limit (ulimit -n, or LimitNOFILE= in a systemd unit) to serve more",
+			s.cfg.Limits.MaxConnections, nofile, lim.MaxConns))
+	}
+	ent, err := listener.Listen(s.cfg.Listen, conf, s, lim, stdlog.New(httpErrorLog{s}, "", 0))
+	if err != nil {
+		return nil, err
+	}
+	s.entry.Store(ent)
+	return ent, nil
+}
+
+// httpErrorLog takes net/http's own error lines. A failing accept (the
+// descriptor limit reached, say) is logged, at most once a minute with a
+// count; the rest (a TLS handshake a scanner broke off, …) is noise in
+// production and goes to the debug level.
+type httpErrorLog struct{ s *Server }
+
+func (h httpErrorLog) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	if strings.Contains(line, "Accept error") {
+		h.s.commitErrs.Error(context.Background(), "accept", "accepting a connection failed; net/http retries, while new clients wait", "err", line)
+	} else {
+		h.s.logger.Debug(line)
+	}
+	return len(p), nil
 }
 
 // Middleware wraps the handler requests reach next. The server's own

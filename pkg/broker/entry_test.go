@@ -2,12 +2,14 @@ package broker
 
 import (
 	"encoding/json"
+	stdlog "log"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -154,5 +156,28 @@ func TestShutdownClosesWith1001AndACompactJSONReason(t *testing.T) {
 	}
 	if err := <-closed; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAcceptErrorsAreLoggedOncePerInterval writes net/http's accept error
+// line, as its Serve loop does while the descriptor limit is reached, a
+// hundred times: the server logs it once, at ERROR, and sends net/http's
+// other lines to the debug level.
+func TestAcceptErrorsAreLoggedOncePerInterval(t *testing.T) {
+	logs := &syncBuffer{}
+	srv := startServer(t, testConfig(t), Options{Logger: log.New(logs)})
+	w := stdlog.New(httpErrorLog{srv}, "", 0)
+	for range 100 {
+		w.Printf("http: Accept error: accept tcp 127.0.0.1:8765: accept4: too many open files; retrying in 5ms")
+	}
+	w.Printf("http: TLS handshake error from 127.0.0.1:5555: EOF")
+	if n := strings.Count(logs.String(), "accepting a connection failed"); n != 1 {
+		t.Errorf("100 accept errors gave %d lines, want 1:\n%s", n, logs)
+	}
+	if !strings.Contains(logs.String(), "too many open files") {
+		t.Errorf("the line does not say why accepting failed:\n%s", logs)
+	}
+	if strings.Contains(logs.String(), "TLS handshake") {
+		t.Errorf("a broken-off handshake was logged above debug:\n%s", logs)
 	}
 }

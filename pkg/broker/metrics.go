@@ -52,6 +52,10 @@ func (s *Server) sampleMetrics() metrics.Sample {
 	out := metrics.Sample{Unrouted: &m.unrouted, Restarts: s.children.Restarts()}
 	out.Unauthenticated, out.Forbidden = m.authFailures.Load()
 	out.Backoff, out.Busy = m.authFailures.LoadThrottled()
+	if ent := s.entry.Load(); ent != nil {
+		c := ent.Counts()
+		out.Connections, out.RefusedTotal, out.RefusedPerAddr = c.Open, c.RefusedTotal, c.RefusedPerAddr
+	}
 	for _, st := range s.reg.List() {
 		ss := metrics.StreamSample{
 			Name:        st.name,

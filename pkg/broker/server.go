@@ -165,6 +165,8 @@ type Server struct {
 	// gate authenticates and authorises every request at the entry;
 	// Reload swaps its policy.
 	gate *gate.Gate
+	// entry is the listener once Run opened it, for /metrics's counts.
+	entry atomic.Pointer[listener.Listener]
 
 	// reclaim gives memory back to the OS after connections holding large
 	// queues end (package backlog).

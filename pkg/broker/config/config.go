@@ -31,6 +31,8 @@ const (
 	DefaultMaxInFlight     = 64
 	DefaultMaxMessageBytes = 1 << 20
 	DefaultMaxWhereBytes   = 64 << 10
+	DefaultIdleTimeout     = 30 * time.Second
+	DefaultMaxConnsPerAddr = 1024
 	DefaultMaxReplay       = 100000
 
 	// How often serve's maintenance children run their roles (maintain:).
@@ -132,6 +134,20 @@ type Limits struct {
 	// JSON, after URL decoding); a longer one is refused with 4400. It
 	// bounds what one subscriber's filter costs to compile and to hold.
 	MaxWhereBytes int `yaml:"max_where_bytes"`
+	// IdleTimeout closes an HTTP keep-alive connection (/health, /stats, the
+	// console, the control API) that waits this long for its next request.
+	// WebSocket connections have their own keepalive and are not affected.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConnections bounds the TCP connections serve holds open at once,
+	// WebSocket ones included; one over it is closed at accept (plain HTTP
+	// first gets a 503 saying why). 0 takes the process's descriptor limit
+	// less an eighth of it (at least 256), which stay for the logs, so a
+	// flood of sockets cannot make a commit fail; a larger value is lowered
+	// to that, with a warning.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerAddress bounds the connections one remote address
+	// holds open, so one client cannot take every place; 0 sets no bound.
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
 }
 
 // Stream declares one stream. Start from DefaultStream: its zero value
@@ -197,6 +213,9 @@ func Default() Config {
 			MaxInFlight:     DefaultMaxInFlight,
 			MaxMessageBytes: DefaultMaxMessageBytes,
 			MaxWhereBytes:   DefaultMaxWhereBytes,
+			IdleTimeout:     DefaultIdleTimeout,
+
+			MaxConnectionsPerAddress: DefaultMaxConnsPerAddr,
 		},
 		Maintain:  DefaultMaintain(),
 		Replicate: DefaultReplicate(),
@@ -351,6 +370,15 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		if l.v < 1 {
 			return nil, badKey("limits."+l.key, "limits.%s is %d; it must be at least 1", l.key, l.v)
 		}
+	}
+	if c.Limits.IdleTimeout <= 0 {
+		return nil, badKey("limits.idle_timeout", "limits.idle_timeout is %v; give a duration such as 30s, after which an idle keep-alive connection is closed", c.Limits.IdleTimeout)
+	}
+	if c.Limits.MaxConnections < 0 {
+		return nil, badKey("limits.max_connections", "limits.max_connections is %d; give a count, or 0 for the descriptor limit less a reserve for the logs", c.Limits.MaxConnections)
+	}
+	if c.Limits.MaxConnectionsPerAddress < 0 {
+		return nil, badKey("limits.max_connections_per_address", "limits.max_connections_per_address is %d; give a count, or 0 for no bound per address", c.Limits.MaxConnectionsPerAddress)
 	}
 	if err := c.Maintain.Validate(); err != nil {
 		return nil, err

@@ -23,6 +23,10 @@ type Sample struct {
 	// 403 before the upgrade; Backoff and Busy those refused with 429 (a
 	// login serving its backoff) and 503 (too many logins checked at once).
 	Unauthenticated, Forbidden, Backoff, Busy int64
+	// Connections is the TCP connections open now; RefusedTotal and
+	// RefusedPerAddr count those closed at accept for limits.max_connections
+	// and limits.max_connections_per_address.
+	Connections, RefusedTotal, RefusedPerAddr int64
 }
 
 // StreamSample is one stream's figures at the scrape.
@@ -49,7 +53,7 @@ type Collector struct {
 	rows, groups, commitLat, ackLat, frames, bytes *prometheus.Desc
 	subs, pubs, drops, refusals, replayed, endOff  *prometheus.Desc
 	buffered, files, pubThrough, lagRows, lagSecs  *prometheus.Desc
-	restarts, authFailures                         *prometheus.Desc
+	restarts, authFailures, conns, connsRefused    *prometheus.Desc
 }
 
 // NewCollector returns a Collector that calls sample at every scrape.
@@ -78,6 +82,8 @@ func NewCollector(sample func() Sample) *Collector {
 		lagRows:      d("publish_lag_rows", "Rows committed and not yet published.", stream...),
 		lagSecs:      d("publish_lag_seconds", "Age of the oldest row not yet published; 0 when none.", stream...),
 		restarts:     d("maintain_restarts_total", "Restarts of serve's maintenance child for a role since serve started.", "role"),
+		conns:        d("connections", "TCP connections open now, WebSocket ones included."),
+		connsRefused: d("connections_refused_total", "Connections closed at accept for a bound: total (limits.max_connections) or address (limits.max_connections_per_address).", "reason"),
 		authFailures: d("auth_failures_total", "Requests refused before the upgrade: unauthenticated (401), forbidden (403), backoff (429: a login failing too often) or busy (503: too many logins checked at once).", "reason"),
 	}
 }
@@ -88,7 +94,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.rows, c.groups, c.commitLat, c.ackLat, c.frames, c.bytes,
 		c.subs, c.pubs, c.drops, c.refusals, c.replayed, c.endOff,
 		c.buffered, c.files, c.pubThrough, c.lagRows, c.lagSecs,
-		c.restarts, c.authFailures,
+		c.restarts, c.authFailures, c.conns, c.connsRefused,
 	} {
 		ch <- d
 	}
@@ -143,6 +149,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.authFailures, s.Forbidden, "forbidden")
 	counter(c.authFailures, s.Backoff, "backoff")
 	counter(c.authFailures, s.Busy, "busy")
+	gauge(c.conns, float64(s.Connections))
+	counter(c.connsRefused, s.RefusedTotal, "total")
+	counter(c.connsRefused, s.RefusedPerAddr, "address")
 }
 
 // collectRefusals sends m's refusals, one series per code.

@@ -1,0 +1,180 @@
+package abuse
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// keepAlive opens n connections and sends one keep-alive GET path on
+// each, reading its answer and leaving the connection open. It returns
+// the connections that got an answer of status want, and the answers of
+// every other status (status, then body), in order. It stops early once
+// three connections in a row got no answer within 10 s: a server that
+// leaves them hanging would otherwise hold the test for hours.
+func keepAlive(t testing.TB, addr string, n int, path string, want int) (kept []net.Conn, others []string) {
+	t.Helper()
+	unanswered := 0
+	for i := 0; i < n && unanswered < 3; i++ {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			c.Close()
+			others = append(others, "write: "+err.Error())
+			continue
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			c.Close()
+			unanswered++
+			others = append(others, "no answer: "+err.Error())
+			continue
+		}
+		unanswered = 0
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			c.Close()
+			others = append(others, fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body))))
+			continue
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		kept = append(kept, c)
+	}
+	return kept, others
+}
+
+// TestIdleKeepAliveConnectionsAreClosed makes 3,000 one-request keep-alive
+// connections (GET /health, which needs no credentials) and leaves them
+// open. serve closes each once it has been idle for limits.idle_timeout
+// (30 s by default): 40 s after they were made, its descriptors are back
+// at their baseline and every client has seen its connection end.
+func TestIdleKeepAliveConnectionsAreClosed(t *testing.T) {
+	t.Parallel() // it mostly waits for the timeout; see TestMain
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	n := min(3000, int(lim.Cur)-512)
+	if n < 100 {
+		t.Skipf("the descriptor limit (%d) leaves room for only %d connections; raise ulimit -n", lim.Cur, n)
+	}
+	// Every connection comes from this one address.
+	s := start(t, options{limits: "  max_connections_per_address: 0\n"})
+	base := s.baseline()
+	opened := time.Now()
+	kept, others := keepAlive(t, s.addr, n, "/health", http.StatusOK)
+	defer func() {
+		for _, c := range kept {
+			c.Close()
+		}
+	}()
+	if len(others) > 0 {
+		t.Fatalf("%d of %d requests were not answered 200; the first: %s", len(others), n, others[0])
+	}
+	t.Logf("%d keep-alive connections made in %v; the server holds %d FDs (baseline %d)", n, time.Since(opened).Round(time.Millisecond), s.fds(), base.fds)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	open := 0
+	for _, c := range kept {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.SetReadDeadline(opened.Add(40 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+				mu.Lock()
+				open++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if open > 0 {
+		t.Errorf("%d of %d idle keep-alive connections were still open 40 s after they were made", open, n)
+	}
+	fds := s.fds()
+	t.Logf("%v after they were made every connection had ended, and the server holds %d FDs (baseline %d)", time.Since(opened).Round(time.Second), fds, base.fds)
+	if fds > base.fds+2 {
+		t.Errorf("the server holds %d FDs, %d before the connections", fds, base.fds)
+	}
+}
+
+// TestASocketFloodNeverFailsACommit runs serve under ulimit -n 1024, with
+// its maintenance children, while two publishers commit rows, and opens
+// 1,500 keep-alive connections from one address. serve holds as many as
+// its bound (the descriptor limit less a reserve for the logs) and
+// answers the rest 503 at once, naming limits.max_connections, rather than
+// leaving them to hang in the accept queue; no commit fails, every
+// acknowledged row is in the log, /metrics counts the refusals, and a
+// client is served again once the flood closes.
+func TestASocketFloodNeverFailsACommit(t *testing.T) {
+	t.Parallel() // its own server process; see TestMain
+	s := start(t, options{nofile: 1024, maintain: true, limits: "  max_connections_per_address: 0\n"})
+	l := startLoad(t, s, 2, 10)
+	waitUntil(t, 30*time.Second, func() (bool, string) {
+		return l.count() >= 1000, fmt.Sprintf("%d rows acknowledged", l.count())
+	})
+	kept, others := keepAlive(t, s.addr, 1500, "/health", http.StatusOK)
+	refused := 0
+	for _, o := range others {
+		if strings.HasPrefix(o, "503 ") && strings.Contains(o, "limits.max_connections") {
+			refused++
+		} else {
+			t.Errorf("after %d connections held and %d refused, one that is neither: %s", len(kept), refused, o)
+			break
+		}
+	}
+	t.Logf("1,500 connections under ulimit -n 1024: %d held, %d refused with 503; the server holds %d FDs", len(kept), refused, s.fds())
+	if refused == 0 {
+		t.Errorf("no connection was refused: the bound leaves no descriptors for the logs")
+	}
+	// The publishers go on committing while the flood holds its places.
+	before := l.count()
+	waitUntil(t, 30*time.Second, func() (bool, string) {
+		return l.count() >= before+2000, fmt.Sprintf("%d rows acknowledged during the flood, want 2,000", l.count()-before)
+	})
+	for _, c := range kept {
+		c.Close()
+	}
+	waitUntil(t, 10*time.Second, func() (bool, string) {
+		c, err := net.DialTimeout("tcp", s.addr, 5*time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, _ := io.ReadAll(c)
+		return strings.Contains(string(b), `streamcast_connections_refused_total{reason="total"} `+fmt.Sprint(refused)),
+			fmt.Sprintf("after the flood /metrics says:\n%s", grepLines(string(b), "streamcast_connections"))
+	})
+	l.stop()
+	if f := l.failures(); f > 0 {
+		t.Errorf("%d publish frames failed during the flood: %v", f, l.errors())
+	}
+	verifyAcked(t, s, l.acked)
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
