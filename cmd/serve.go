@@ -206,6 +206,9 @@ func (a *app) checkServeConfig(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	for _, w := range cfg.Warnings() {
+		a.logger.Warn(w)
+	}
 	if a.configUsed != "" && cfg.From("streams") == "default" {
 		a.logger.Info("the config file declares no streams; serving the embedded demo stream", "file", a.configUsed)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	stdlog "log"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -76,9 +77,16 @@ func (s *Server) handler() http.Handler {
 }
 
 // routes dispatches a request that passed the middleware: a WebSocket
-// upgrade on any path is a stream's; plain HTTP is /stats or /health.
+// upgrade on any path but the reserved ones is a stream's; plain HTTP is
+// /stats, /health and the rest of serveHTTP's routes.
 func (s *Server) routes() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if websocket.IsWebSocketUpgrade(r) && r.URL.Path == "/health" {
+			// Never a stream (meta.CheckName reserves the name), and
+			// the gate checks no credentials for it.
+			http.Error(w, "/health answers a plain GET, not a WebSocket upgrade", http.StatusBadRequest)
+			return
+		}
 		if websocket.IsWebSocketUpgrade(r) {
 			s.serveStream(w, r)
 			return
@@ -88,20 +96,40 @@ func (s *Server) routes() http.Handler {
 }
 
 // checkOrigin refuses, before the upgrade, a browser's WebSocket request
-// from an origin allowed_origins does not list (403). A request without an
-// Origin header (wscat, the Go client, any non-browser) is not a browser's
-// cross-site request, and passes.
+// from an origin allowed_origins does not list (403). Without a list, a
+// server with an auth: section admits only pages from its own origin: a
+// browser sends a logged-in user's Basic credentials to any page's
+// WebSocket, so another site could otherwise read and publish as that
+// user. "*" admits every origin. A request without an Origin header
+// (wscat, the Go client, any non-browser) is not a browser's cross-site
+// request, and passes.
 func (s *Server) checkOrigin(next http.Handler) http.Handler {
 	allowed := s.cfg.AllowedOrigins
-	if len(allowed) == 0 || slices.Contains(allowed, "*") {
-		return next
-	}
+	anyOrigin := slices.Contains(allowed, "*")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
-		if origin != "" && websocket.IsWebSocketUpgrade(r) && !slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, origin) }) {
-			http.Error(w, fmt.Sprintf("origin %q may not open WebSockets on this server; allowed_origins lists the origins that may", origin), http.StatusForbidden)
+		if origin == "" || anyOrigin || !websocket.IsWebSocketUpgrade(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		switch {
+		case len(allowed) > 0:
+			if !slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, origin) }) {
+				http.Error(w, fmt.Sprintf("origin %q may not open WebSockets on this server; allowed_origins lists the origins that may", origin), http.StatusForbidden)
+				return
+			}
+		case s.gate.Enabled() && !sameOrigin(origin, r.Host):
+			http.Error(w, fmt.Sprintf("origin %q is another site than this server (%s), and with an auth: section only the server's own pages may open WebSockets; "+
+				"list the origin in allowed_origins to let its pages in", origin, r.Host), http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sameOrigin reports whether origin (scheme://host[:port]) names host, the
+// request's Host header, as the browser would for a page served here.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
 }

@@ -756,3 +756,14 @@ func (c *Log) Validate() error {
 	}
 	return nil
 }
+
+// Warnings returns what a valid config allows but an operator should
+// hear about, one sentence each, for `streamcast config` and serve to log.
+func (c Config) Warnings() []string {
+	var out []string
+	if c.Auth != nil && slices.Contains(c.AllowedOrigins, "*") {
+		out = append(out, `allowed_origins holds "*" while auth: is set: any web page a logged-in user visits may open WebSockets with that user's credentials and read or publish as them; `+
+			"list the origins of your own pages instead (or leave allowed_origins out, which admits the server's own pages only)")
+	}
+	return out
+}

@@ -62,7 +62,10 @@ func (g *Gate) Set(a *config.Auth) {
 	g.policy.Store(auth.New(a, g.clock, g.limit))
 }
 
-// Check authenticates every request but /health and, for a WebSocket
+// Enabled reports whether an auth: section is in force.
+func (g *Gate) Enabled() bool { return g.policy.Load() != nil }
+
+// Check authenticates every request but a plain GET of /health and, for a WebSocket
 // upgrade, checks the grant for the stream and action asked before any
 // other part of the server sees the request: missing or bad credentials
 // get 401 with a Basic challenge, a principal without the grant 403. Plain
@@ -71,7 +74,7 @@ func (g *Gate) Set(a *config.Auth) {
 func (g *Gate) Check(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pol := g.policy.Load()
-		if pol == nil || r.URL.Path == "/health" {
+		if pol == nil || (r.URL.Path == "/health" && !websocket.IsWebSocketUpgrade(r)) {
 			next.ServeHTTP(w, r)
 			return
 		}
