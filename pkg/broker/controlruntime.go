@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/control"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -255,12 +254,28 @@ func (r ctlRuntime) Serves(name string) control.Admission {
 	return control.Admission{Served: true, Read: true, Write: st.retirement() == nil, ChildrenReady: ready}
 }
 
-// Static implements control.Runtime.
-func (r ctlRuntime) Static(name string) bool {
-	if st := r.s.reg.Get(name); st != nil {
-		return st.storage == nil
+// Static implements control.Runtime. Names are compared by meta.Fold, as
+// the config loader compares its own: two streams whose names differ only
+// in case would share a directory on a case-insensitive file system.
+func (r ctlRuntime) Static(name string) (string, bool) {
+	key := meta.Fold(name)
+	for _, st := range r.s.reg.List() {
+		if st.storage == nil && meta.Fold(st.name) == key {
+			return st.name, true
+		}
 	}
-	return slices.ContainsFunc(r.s.cfg.Streams, func(sc config.Stream) bool { return sc.Name == name })
+	for _, sc := range r.s.cfg.Streams {
+		if meta.Fold(sc.Name) != key {
+			continue
+		}
+		// What serves now decides over the config read at start: a
+		// registered stream served under that very name holds it.
+		if st := r.s.reg.Get(sc.Name); st != nil && st.storage != nil {
+			continue
+		}
+		return sc.Name, true
+	}
+	return "", false
 }
 
 // streamID is the stream's id, "" for a live-only stream.

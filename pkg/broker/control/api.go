@@ -180,7 +180,12 @@ func (c *Controller) list(w http.ResponseWriter, r *http.Request) *apiError {
 			return refuse(http.StatusBadRequest, "bad_request", "cursor is not one this API issued; start from the first page (no cursor)")
 		}
 	}
-	recs, cur, err := c.reg.page(r.Context(), after, limit+1)
+	// The grant filters the records before the page is cut and its cursor
+	// made: a cursor names the last stream of the page the caller was
+	// shown, never one it may not see.
+	acc := auth.AccessOf(r)
+	visible := func(name string) bool { return acc.Allows(config.ActionControl, name) }
+	recs, cur, err := c.reg.page(r.Context(), after, limit+1, visible)
 	if err != nil {
 		return c.internal(err)
 	}
@@ -192,12 +197,8 @@ func (c *Controller) list(w http.ResponseWriter, r *http.Request) *apiError {
 		recs = recs[:limit]
 		next = ctlreq.MakeCursor(cur, recs[len(recs)-1].Name)
 	}
-	acc := auth.AccessOf(r)
 	items := []map[string]any{}
 	for _, rec := range recs {
-		if !acc.Allows(config.ActionControl, rec.Name) {
-			continue
-		}
 		items = append(items, map[string]any{
 			"name":      rec.Name,
 			"desired":   rec.Desired,
@@ -363,8 +364,12 @@ type answer struct {
 // commit runs the mutation's registry work in one transaction with its
 // operation and its receipt, and answers. f returns the answer of a
 // change (an operation to record, accepted) or of a no-op (succeeded at
-// once). An identical retry gets the receipt's answer before anything
-// else is checked; the same key with another request gets 409.
+// once). A no-op records no operation, only its receipt: it changes
+// nothing, and an operation holds its whole target (a declaration of up
+// to control.max_bytes), so repeating a no-op would otherwise grow the
+// registry by that much each time. An identical retry gets the receipt's
+// answer before anything else is checked; the same key with another
+// request gets 409.
 func (c *Controller) commit(w http.ResponseWriter, r *http.Request, m *mutation, f func(t tx) (*change, *apiError)) *apiError {
 	var ans *answer
 	var refusal *apiError
@@ -386,31 +391,33 @@ func (c *Controller) commit(w http.ResponseWriter, r *http.Request, m *mutation,
 			refusal = ref
 			return errRollback
 		}
-		status, opStatus := http.StatusAccepted, StatusAccepted
 		if ch.noop {
-			status, opStatus = http.StatusOK, StatusSucceeded
-		} else {
-			n, err := t.pending()
-			if err != nil {
-				return err
-			}
-			if n >= c.cfg.Control.MaxPending {
-				refusal = refuse(http.StatusTooManyRequests, "capacity", "%d operations are in flight, control.max_pending; retry in a second", n)
-				return errRollback
-			}
-			if err := t.putStream(ch.rec); err != nil {
-				return err
-			}
-			if err := t.bumpCollection(); err != nil {
-				return err
-			}
+			// The stream is the answer's resource: there is no operation
+			// to poll.
+			body, _ := json.Marshal(map[string]any{"status": StatusSucceeded, "operation_id": nil, "revision": ch.rec.Revision, "name": m.name})
+			ans = &answer{http.StatusOK, body, Prefix + "/streams/" + m.name, etag(ch.rec.Revision)}
+			return t.putReceipt(m.principal, m.key, &Receipt{Hash: m.hash, Status: ans.status, Body: ans.body, Location: ans.loc, ETag: ans.etag})
 		}
-		op, err := t.newOp(m.name, ch.kind, ch.rec.Revision, ch.target, opStatus)
+		n, err := t.pending()
 		if err != nil {
 			return err
 		}
-		body, _ := json.Marshal(map[string]any{"status": opStatus, "operation_id": op.ID, "revision": ch.rec.Revision, "name": m.name})
-		ans = &answer{status, body, Prefix + "/operations/" + op.ID, etag(ch.rec.Revision)}
+		if n >= c.cfg.Control.MaxPending {
+			refusal = refuse(http.StatusTooManyRequests, "capacity", "%d operations are in flight, control.max_pending; retry in a second", n)
+			return errRollback
+		}
+		if err := t.putStream(ch.rec); err != nil {
+			return err
+		}
+		if err := t.bumpCollection(); err != nil {
+			return err
+		}
+		op, err := t.newOp(m.name, ch.kind, ch.rec.Revision, ch.target, StatusAccepted)
+		if err != nil {
+			return err
+		}
+		body, _ := json.Marshal(map[string]any{"status": StatusAccepted, "operation_id": op.ID, "revision": ch.rec.Revision, "name": m.name})
+		ans = &answer{http.StatusAccepted, body, Prefix + "/operations/" + op.ID, etag(ch.rec.Revision)}
 		return t.putReceipt(m.principal, m.key, &Receipt{Hash: m.hash, Status: ans.status, Body: ans.body, Location: ans.loc, ETag: ans.etag})
 	})
 	if refusal != nil {
@@ -459,8 +466,12 @@ func (c *Controller) putStream(w http.ResponseWriter, r *http.Request, name stri
 	if derr != nil {
 		return refuse(http.StatusBadRequest, "malformed_json", "%v", derr)
 	}
-	if c.rt.Static(name) {
-		return refuse(http.StatusConflict, "static_stream", "stream %q is in the server's config file (streams:), which the control API does not manage; a name can be only one", name)
+	if static, ok := c.rt.Static(name); ok {
+		if static == name {
+			return refuse(http.StatusConflict, "static_stream", "stream %q is in the server's config file (streams:), which the control API does not manage; a name can be only one", name)
+		}
+		return refuse(http.StatusConflict, "name_differs_only_in_case", "stream %q differs only in case from the stream %q in the server's config file (streams:); "+
+			"on a case-insensitive file system the two would share a directory, so choose a name that differs in more than case", name, static)
 	}
 	if _, derr := d.Check(c.cfg); derr != nil {
 		return refuse(http.StatusUnprocessableEntity, "unsupported_declaration", "%v", derr)
@@ -476,6 +487,16 @@ func (c *Controller) putStream(w http.ResponseWriter, r *http.Request, name stri
 			}
 			if !m.ifNone {
 				return nil, refuse(http.StatusPreconditionRequired, "precondition_required", "creating stream %q needs If-None-Match: *", name)
+			}
+			// Checked in the transaction that inserts the name, so two
+			// creates racing cannot both pass it.
+			other, err := t.streamFolded(name)
+			if err != nil {
+				return nil, c.internal(err)
+			}
+			if other != "" {
+				return nil, refuse(http.StatusConflict, "name_differs_only_in_case", "stream %q differs only in case from the registered stream %q; "+
+					"on a case-insensitive file system the two would share a directory, so choose a name that differs in more than case, or change %q (PUT /control/v1/streams/%s)", name, other, other, other)
 			}
 			return &change{rec: &Record{Name: name, Declaration: d, Desired: Stopped, Revision: 1}, kind: KindCreate, target: d}, nil
 		}

@@ -139,8 +139,8 @@ func (c *Controller) Boot(ctx context.Context) ([]Serve, error) {
 		if rec.Desired == Stopped {
 			continue
 		}
-		if c.rt.Static(rec.Name) {
-			c.fail(rec.Name, fmt.Errorf("stream %q is both in the config's streams: list and in the control registry; a name can be only one: remove it from one of them", rec.Name))
+		if static, ok := c.rt.Static(rec.Name); ok {
+			c.fail(rec.Name, staticClash(rec.Name, static))
 			continue
 		}
 		sv, err := c.serveOf(ctx, &rec)
@@ -210,7 +210,14 @@ func (c *Controller) poke() {
 }
 
 func (c *Controller) work(ctx context.Context) {
+	var pruned time.Time
 	for {
+		// Between operations, never during one: the worker is the only
+		// goroutine here, so pruning needs no lock of its own.
+		if time.Since(pruned) >= pruneEvery {
+			pruned = time.Now()
+			c.prune(ctx, pruned)
+		}
 		op, err := c.reg.nextPending(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -229,6 +236,22 @@ func (c *Controller) work(ctx context.Context) {
 			continue
 		}
 		c.execute(ctx, op, false)
+	}
+}
+
+// pruneEvery is how often the worker drops the receipts and finished
+// operations past their retention (ReceiptRetention, OperationRetention).
+const pruneEvery = 10 * time.Minute
+
+// prune drops what is past its retention and logs how much; a failure is
+// logged and retried at the next round, as nothing waits on it.
+func (c *Controller) prune(ctx context.Context, at time.Time) {
+	receipts, ops, err := c.reg.prune(ctx, at)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		c.logger.Error("control: prune the registry's old receipts and operations; it is tried again in 10 minutes", "err", err)
+	case receipts+ops > 0:
+		c.logger.Info("control: pruned the registry", "receipts", receipts, "operations", ops)
 	}
 }
 
@@ -517,8 +540,8 @@ func cmpErr(a, b error) error {
 // start serves a registered stream and binds its identity.
 func (c *Controller) start(ctx context.Context, rec *Record) error {
 	name := rec.Name
-	if c.rt.Static(name) {
-		err := fmt.Errorf("stream %q is in the config's streams: list too; a name can be only one", name)
+	if static, ok := c.rt.Static(name); ok {
+		err := staticClash(name, static)
 		c.fail(name, err)
 		return err
 	}
@@ -538,6 +561,16 @@ func (c *Controller) start(ctx context.Context, rec *Record) error {
 	}
 	c.served(ctx, rec, id)
 	return nil
+}
+
+// staticClash is why a registered stream named name does not serve beside
+// the config's stream static.
+func staticClash(name, static string) error {
+	if name == static {
+		return fmt.Errorf("stream %q is both in the config's streams: list and in the control registry; a name can be only one: remove it from one of them", name)
+	}
+	return fmt.Errorf("stream %q differs only in case from the config's stream %q; on a case-insensitive file system they would share a directory, so it does not serve: "+
+		"remove one of them (or retire the registered one and register it under a name that differs in more than case)", name, static)
 }
 
 // served records a stream the server now serves, binding its id on its

@@ -68,14 +68,18 @@ CREATE TABLE receipts (
 	body        BLOB NOT NULL,
 	location    TEXT NOT NULL,
 	etag        TEXT NOT NULL,
+	created     INTEGER NOT NULL DEFAULT 0, -- Unix seconds; pruned after ReceiptRetention
 	PRIMARY KEY (principal, key)
 );
+CREATE INDEX receipts_created ON receipts (created);
 `
 
 // Registry is the control registry: a SQLite file holding each
 // registered stream's declaration, desired state, revision and bound
-// identity, and every operation with its idempotency receipt, kept
-// forever. One process holds it at a time (a lock file beside it).
+// identity, and every operation with its idempotency receipt: receipts
+// for ReceiptRetention, finished operations for OperationRetention (a
+// no-op records none). One process holds it at a time (a lock file beside
+// it).
 type Registry struct {
 	db       *sql.DB
 	lock     *filelock.Lock
@@ -156,11 +160,53 @@ func Open(ctx context.Context, path string) (*Registry, error) {
 	case format != registryFormat:
 		err = fmt.Errorf("the control registry has format %d; this streamcast reads format %d", format, registryFormat)
 	}
+	if err == nil {
+		err = upgradeReceipts(ctx, db)
+	}
 	if err != nil {
 		r.Close()
 		return nil, err
 	}
 	return r, nil
+}
+
+// upgradeReceipts gives a registry made before receipts were pruned their
+// created column, in place: the format stays 1, since a build without
+// pruning reads and writes the table as before (the column has a
+// default). Receipts already there count from now, so none is dropped
+// before a full ReceiptRetention.
+func upgradeReceipts(ctx context.Context, db *sql.DB) error {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('receipts') WHERE name = 'created'`).Scan(&n); err != nil {
+		return fmt.Errorf("read the control registry's receipts table: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("upgrade the control registry's receipts: %w", err)
+	}
+	for _, q := range []string{
+		`ALTER TABLE receipts ADD COLUMN created INTEGER NOT NULL DEFAULT 0`,
+		`CREATE INDEX IF NOT EXISTS receipts_created ON receipts (created)`,
+	} {
+		if _, err = tx.ExecContext(ctx, q); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `UPDATE receipts SET created = ?`, now())
+	}
+	if err == nil {
+		err = tx.Commit()
+	} else {
+		_ = tx.Rollback()
+	}
+	if err != nil {
+		return fmt.Errorf("upgrade the control registry's receipts (add the column pruning reads): %w", err)
+	}
+	return nil
 }
 
 func openDB(path string) (*sql.DB, error) {

@@ -39,8 +39,11 @@ type Runtime interface {
 	// Serves reports what the server does with name now.
 	Serves(name string) Admission
 	// Static reports whether name is one of the config's streams: list,
-	// which the control API never manages.
-	Static(name string) bool
+	// which the control API never manages, compared by meta.Fold (names
+	// that differ only in case share a directory on a case-insensitive
+	// file system). It returns the static stream's name as the config
+	// spells it.
+	Static(name string) (static string, ok bool)
 }
 
 // Serve is a registered stream as the runtime serves it.

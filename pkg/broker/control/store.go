@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/streamcast/streamcast/pkg/meta"
 )
 
 // Desired states a registered stream may be set to.
@@ -106,6 +109,21 @@ func (t tx) stream(name string) (*Record, error) {
 	return rec, err
 }
 
+// streamFolded returns the registered stream whose name differs from name
+// only in case (by meta.Fold), "" for none. Stream names are ASCII
+// (meta.CheckName), so SQLite's lower() folds them as meta.Fold does.
+func (t tx) streamFolded(name string) (string, error) {
+	var other string
+	err := t.QueryRowContext(t.ctx, `SELECT name FROM streams WHERE lower(name) = ? AND name <> ? ORDER BY name LIMIT 1`, meta.Fold(name), name).Scan(&other)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("control registry: look for a stream named %q in another case: %w", name, err)
+	}
+	return other, nil
+}
+
 const recordCols = `name, declaration, desired, revision, stream_id`
 
 // scanRecord reads one row of recordCols.
@@ -166,12 +184,47 @@ func (t tx) receipt(principal, key string) (*Receipt, error) {
 }
 
 func (t tx) putReceipt(principal, key string, rc *Receipt) error {
-	_, err := t.ExecContext(t.ctx, `INSERT INTO receipts (principal, key, hash, status, body, location, etag) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		principal, key, rc.Hash, rc.Status, rc.Body, rc.Location, rc.ETag)
+	_, err := t.ExecContext(t.ctx, `INSERT INTO receipts (principal, key, hash, status, body, location, etag, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		principal, key, rc.Hash, rc.Status, rc.Body, rc.Location, rc.ETag, now())
 	if err != nil {
 		return fmt.Errorf("control registry: write receipt: %w", err)
 	}
 	return nil
+}
+
+// How long the registry keeps what only a client's retry or poll reads.
+// Without a bound, every mutation a client sends grows the registry for
+// ever, a no-op as much as a change.
+const (
+	// ReceiptRetention is how long an idempotency receipt is kept: an
+	// identical retry within it gets the first answer; after it the
+	// request is judged afresh (a create then finds the stream and gets
+	// 412, a no-op is a no-op again).
+	ReceiptRetention = 24 * time.Hour
+	// OperationRetention is how long a finished (succeeded or failed)
+	// operation is kept for GET /control/v1/operations/{id}. An
+	// operation still pending is never pruned: the worker runs it.
+	OperationRetention = 7 * 24 * time.Hour
+)
+
+// prune deletes the receipts older than ReceiptRetention and the finished
+// operations older than OperationRetention at the time at, and reports
+// how many of each went.
+func (r *Registry) prune(ctx context.Context, at time.Time) (receipts, ops int64, err error) {
+	err = r.update(ctx, func(t tx) error {
+		res, err := t.ExecContext(t.ctx, `DELETE FROM receipts WHERE created < ?`, at.Add(-ReceiptRetention).Unix())
+		if err != nil {
+			return fmt.Errorf("control registry: prune receipts: %w", err)
+		}
+		receipts, _ = res.RowsAffected()
+		res, err = t.ExecContext(t.ctx, `DELETE FROM operations WHERE status IN (?, ?) AND updated < ?`, StatusSucceeded, StatusFailed, at.Add(-OperationRetention).Unix())
+		if err != nil {
+			return fmt.Errorf("control registry: prune operations: %w", err)
+		}
+		ops, _ = res.RowsAffected()
+		return nil
+	})
+	return receipts, ops, err
 }
 
 // pending counts the operations accepted and not finished.
@@ -186,8 +239,7 @@ func (t tx) pendingOf(name string) (*Operation, error) {
 	return t.oneOp(`SELECT `+opCols+` FROM operations WHERE stream = ? AND status IN (?, ?) ORDER BY seq LIMIT 1`, name, StatusAccepted, StatusRunning)
 }
 
-// newOp records an operation; its status is accepted, or succeeded for a
-// no-op.
+// newOp records an operation with status (a no-op records none).
 func (t tx) newOp(stream, kind string, revision int64, target any, status string) (*Operation, error) {
 	tgt, err := json.Marshal(target)
 	if err != nil {
@@ -289,30 +341,58 @@ func (t tx) setStatus(id, status, msg string) error {
 
 // Streams returns every registered stream, by name.
 func (r *Registry) Streams(ctx context.Context) ([]Record, error) {
-	recs, _, err := r.page(ctx, "", -1)
+	recs, _, err := r.page(ctx, "", -1, nil)
 	return recs, err
 }
 
-// page returns up to limit streams named after after (all for limit < 0),
-// and the collection revision they were read at.
-func (r *Registry) page(ctx context.Context, after string, limit int) (recs []Record, rev int64, err error) {
+// namesAfter returns up to limit stream names after after (all for limit
+// < 0) that keep admits (all for nil keep), in order.
+func (t tx) namesAfter(after string, limit int, keep func(name string) bool) ([]string, error) {
+	rows, err := t.QueryContext(t.ctx, `SELECT name FROM streams WHERE name > ? ORDER BY name`, after)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var names []string
+	for (limit < 0 || len(names) < limit) && rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		if keep == nil || keep(name) {
+			names = append(names, name)
+		}
+	}
+	return names, rows.Err()
+}
+
+// page returns up to limit streams named after after (all for limit < 0)
+// that keep admits (all for nil keep), and the collection revision they
+// were read at. The filter runs here, before the limit, so that a page and
+// whatever the caller derives from its last record (a cursor) hold only
+// streams keep admits: a stream the caller may not see never shapes what
+// it is answered.
+func (r *Registry) page(ctx context.Context, after string, limit int, keep func(name string) bool) (recs []Record, rev int64, err error) {
 	err = r.read(ctx, func(t tx) error {
 		if rev, err = t.collection(); err != nil {
 			return err
 		}
-		rows, err := t.QueryContext(t.ctx, `SELECT `+recordCols+` FROM streams WHERE name > ? ORDER BY name LIMIT ?`, after, limit)
+		// Names first, then the records kept: a declaration may be a few
+		// hundred kilobytes, and one the caller may not see is never decoded.
+		names, err := t.namesAfter(after, limit, keep)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			rec, err := scanRecord(rows)
+		for _, name := range names {
+			rec, err := t.stream(name)
 			if err != nil {
 				return err
 			}
-			recs = append(recs, *rec)
+			if rec != nil {
+				recs = append(recs, *rec)
+			}
 		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("control registry: list streams: %w", err)
