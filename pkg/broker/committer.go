@@ -221,7 +221,8 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 		// Keyed by stream: one line per stream and interval, with a count,
 		// however many groups fail (every one does on a full disk).
 		s.srv.commitErrs.Error(context.Background(), s.name, "commit failed", "stream", s.name, "rows", len(g.rows), "err", g.err)
-		failed = "the server could not commit these rows (" + g.err.Error() + "); nothing was committed, so sending them again is safe"
+		// The log above keeps the paths; the publisher is told the cause.
+		failed = "the server could not commit these rows (" + publicDetail(g.err) + "); nothing was committed, so sending them again is safe"
 	} else if len(g.rows) > 0 {
 		s.srv.commitErrs.Recovered(context.Background(), s.name, "commits succeed again", "stream", s.name)
 		if m := s.m; m != nil {

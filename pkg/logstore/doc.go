@@ -24,6 +24,11 @@
 // crashed between its intent and its completion (RecoverSeals). A bulk
 // load (tier.Ingest) takes the next offsets by IngestStart and AdvanceNext.
 //
+// CheckFooter and CheckRowOffsets are the one check every reader of a data
+// file makes, here and in pkg/meta/history: the file holds exactly the
+// offsets its record (buffer.db's, or the table's manifest) says, or the
+// read is refused naming it (I6).
+//
 // ReadActivity (package activity) fingerprints a log's stored state
 // without opening it, so the maintenance loop skips logs with no work.
 //

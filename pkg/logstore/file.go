@@ -87,11 +87,6 @@ func (d *fileData) release() {
 // (EachRowGroup) gives up and plans afresh.
 var ErrFileGone = errors.New("data file is gone")
 
-// rowGroup is the offset range of one row group, from the file's footer.
-type rowGroup struct {
-	start, end int64
-}
-
 // dataFile is an open data file whose footer has been checked against its
 // record.
 type dataFile struct {
@@ -99,7 +94,7 @@ type dataFile struct {
 	src    *parquetfile.Source
 	closer io.Closer
 	pq     *file.Reader
-	groups []rowGroup
+	groups []Span // each row group's offsets, from its checked footer
 }
 
 func (df *dataFile) close() {
@@ -111,10 +106,11 @@ func (df *dataFile) close() {
 	}
 }
 
-// openData opens a data file and checks its footer: row groups tile the
-// recorded range, each a contiguous offset range. A file that is not there
-// returns ErrFileGone; one that disagrees with its record an error wrapping
-// ErrCorrupt; a published file that cannot be fetched the I/O error.
+// openData opens a data file and checks its footer against its record
+// (CheckFooter): row groups tile the recorded range, each a contiguous
+// offset range. A file that is not there returns ErrFileGone; one that
+// disagrees with its record an error wrapping ErrCorrupt; a published
+// file that cannot be fetched the I/O error.
 func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error) {
 	where := fr.where(l)
 	df := &dataFile{fr: fr}
@@ -157,23 +153,8 @@ func (l *Log) openData(ctx context.Context, fr fileRec) (_ *dataFile, err error)
 		return nil, l.readErr(df, "%v", err)
 	}
 	df.pq = pq
-	md := df.pq.MetaData()
-	next, rows := fr.start, int64(0)
-	for i := range md.NumRowGroups() {
-		rg := md.RowGroup(i)
-		lo, hi, err := parquetfile.MinMaxInt64(rg, 0)
-		if err != nil {
-			return nil, l.readErr(df, "row group %d: %v", i, err)
-		}
-		if lo != next || hi-lo+1 != rg.NumRows() {
-			return nil, l.readErr(df, "row group %d holds offsets [%d,%d] in %d rows where [%d,…) was expected", i, lo, hi, rg.NumRows(), next)
-		}
-		df.groups = append(df.groups, rowGroup{lo, hi + 1})
-		next = hi + 1
-		rows += rg.NumRows()
-	}
-	if next != fr.end || rows != fr.end-fr.start || (fr.rows != 0 && fr.rows != rows) {
-		return nil, l.readErr(df, "it holds offsets [%d,%d) in %d rows where [%d,%d) was recorded", fr.start, next, rows, fr.start, fr.end)
+	if df.groups, err = CheckFooter(pq.MetaData(), fr.start, fr.end, fr.rows); err != nil {
+		return nil, l.readErr(df, "%v", err)
 	}
 	return df, nil
 }
@@ -208,14 +189,14 @@ func (l *Log) eachGroup(ctx context.Context, fr fileRec, lo, hi int64, fn func(d
 	defer df.close()
 	var maxRows int64
 	for _, g := range df.groups {
-		maxRows = max(maxRows, g.end-g.start)
+		maxRows = max(maxRows, g.End-g.Start)
 	}
 	ar, err := pqarrow.NewFileReader(df.pq, pqarrow.ArrowReadProperties{BatchSize: max(maxRows, 1)}, memory.DefaultAllocator)
 	if err != nil {
 		return l.readErr(df, "%v", err)
 	}
 	for i, g := range df.groups {
-		if g.end <= lo || g.start >= hi {
+		if g.End <= lo || g.Start >= hi {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -228,7 +209,7 @@ func (l *Log) eachGroup(ctx context.Context, fr fileRec, lo, hi int64, fn func(d
 		if err != nil {
 			return err
 		}
-		err = fn(d, max(lo, g.start), min(hi, g.end))
+		err = fn(d, max(lo, g.Start), min(hi, g.End))
 		d.release()
 		if err != nil {
 			return err
@@ -248,7 +229,7 @@ func (l *Log) readGroup(ctx context.Context, df *dataFile, ar *pqarrow.FileReade
 	if err := parquetfile.SameSchema(tbl.Schema(), l.fileSc); err != nil {
 		return nil, l.corrupt(df.fr, "%v", err)
 	}
-	n := g.end - g.start
+	n := g.End - g.Start
 	if tbl.NumRows() != n {
 		return nil, l.corrupt(df.fr, "row group %d holds %d rows where its footer says %d", i, tbl.NumRows(), n)
 	}
@@ -272,7 +253,7 @@ func (l *Log) readGroup(ctx context.Context, df *dataFile, ar *pqarrow.FileReade
 	for _, c := range cols {
 		c.Release()
 	}
-	d := &fileData{rec: rec, start: g.start}
+	d := &fileData{rec: rec, start: g.Start}
 	offs, ok := rec.Column(0).(*array.Int64)
 	tsc, ok2 := rec.Column(1).(*array.Int64)
 	if !ok || !ok2 || offs.NullN() > 0 || tsc.NullN() > 0 {
@@ -281,26 +262,9 @@ func (l *Log) readGroup(ctx context.Context, df *dataFile, ar *pqarrow.FileReade
 	}
 	d.ts = tsc.Int64Values()
 	d.decl = rec.Columns()[2:]
-	vals := offs.Int64Values()
-	inOrder := true
-	for k, v := range vals {
-		if v != g.start+int64(k) {
-			inOrder = false
-			break
-		}
-	}
-	if !inOrder {
-		d.perm = make([]int32, n)
-		seen := make([]bool, n)
-		for k, v := range vals {
-			j := v - g.start
-			if j < 0 || j >= n || seen[j] {
-				d.release()
-				return nil, l.corrupt(df.fr, "offset %d is outside its row group's range [%d,%d) or appears twice", v, g.start, g.end)
-			}
-			seen[j] = true
-			d.perm[j] = int32(k)
-		}
+	if d.perm, err = CheckRowOffsets(offs.Int64Values(), g); err != nil {
+		d.release()
+		return nil, l.corrupt(df.fr, "row group %d: %v", i, err)
 	}
 	return d, nil
 }

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/apache/iceberg-go"
@@ -109,6 +111,95 @@ func ReadTable(ctx context.Context, pt *warehouse.Table) (Table, error) {
 		return t, fmt.Errorf("the table at %s says it holds offsets through %d, but its last file ends at %d: %w", pt.Location(), t.Through, t.Files[n-1].End-1, logstore.ErrCorrupt)
 	}
 	return t, nil
+}
+
+// checkWorkers is how many data files CheckFiles looks at at once: on S3
+// each look is a round trip, and a table has thousands of files.
+const checkWorkers = 16
+
+// CheckFiles verifies that every data file of t is in storage at its
+// location with the size the table's manifest records. A restore adopts
+// these files as the log's published tier: one that is missing or of
+// another size would pass unnoticed until a replay or a read reached it,
+// long after the restore reported success. The error, a *FilesMissing,
+// names each such file.
+func CheckFiles(ctx context.Context, pt *warehouse.Table, files []logstore.PublishedFile) error {
+	probs := make([]string, len(files))
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(checkWorkers, len(files)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				probs[i], errs[i] = checkFile(pt, files[i])
+			}
+		}()
+	}
+feed:
+	for i := range files {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// A file that could not be looked at is no verdict on the table: say
+	// so, so the restore is run again rather than the file sought.
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("look at data file %s of the table at %s: %w", files[i].Path, pt.Location(), err)
+		}
+	}
+	var bad []string
+	for _, p := range probs {
+		if p != "" {
+			bad = append(bad, p)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return &FilesMissing{Table: pt.Location(), Files: len(files), Problems: bad}
+}
+
+// FilesMissing is CheckFiles' error: data files of the table that are
+// missing from storage or are not the size the table records.
+type FilesMissing struct {
+	Table    string   // the table's location
+	Files    int      // how many data files the table names
+	Problems []string // one sentence per file, naming it
+}
+
+// Error names the first ten files and says how many more there are.
+func (e *FilesMissing) Error() string {
+	probs, more := e.Problems, ""
+	if len(probs) > 10 {
+		probs, more = probs[:10], fmt.Sprintf("; and %d more", len(probs)-10)
+	}
+	return fmt.Sprintf("%d of the %d data files of the table at %s are not as its manifests record them: %s%s",
+		len(e.Problems), e.Files, e.Table, strings.Join(probs, "; "), more)
+}
+
+// checkFile describes what is wrong with one data file, "" when nothing;
+// err is a failure to look at it.
+func checkFile(pt *warehouse.Table, f logstore.PublishedFile) (string, error) {
+	size, err := pt.Size(f.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("%s (offsets [%d,%d), %d bytes) is missing", f.Path, f.Start, f.End, f.Bytes), nil
+	case err != nil:
+		return "", err
+	case f.Bytes > 0 && size != f.Bytes:
+		return fmt.Sprintf("%s (offsets [%d,%d)) holds %d bytes where the table records %d: it was replaced or cut short", f.Path, f.Start, f.End, size, f.Bytes), nil
+	}
+	return "", nil
 }
 
 // publishedFile makes the record of one data file, with the column

@@ -413,6 +413,37 @@ func (pt *Table) OpenFile(p string) (File, error) {
 	return pt.fsys.Open(p)
 }
 
+// Size returns the size in bytes of a published data file, with one
+// HEAD request on S3 and without reading its bytes. A file that is not
+// there returns an error wrapping fs.ErrNotExist.
+func (pt *Table) Size(p string) (int64, error) {
+	if pt.local {
+		st, err := os.Stat(strings.TrimPrefix(p, "file://"))
+		if err != nil {
+			return 0, err
+		}
+		return st.Size(), nil
+	}
+	if sfs, ok := pt.fsys.(icebergio.StatIO); ok {
+		st, err := sfs.Stat(p)
+		if err != nil {
+			return 0, err
+		}
+		return st.Size(), nil
+	}
+	// An IO without Stat: opening the object fetches its attributes.
+	f, err := pt.fsys.Open(p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
 // Remove deletes a published object; one already gone is not an error.
 func (pt *Table) Remove(p string) error {
 	var err error

@@ -9,8 +9,11 @@
 // every table's snapshot for its life, so one read sees one cut of the
 // history. It refuses rather than answering short (I6, docs/design.md):
 // a range no tier holds, rows below the retention floor, a metadata file
-// whose stream_id differs from the one expected, and a retired log whose
-// table holds fewer rows than at retirement are errors naming the numbers.
+// whose stream_id differs from the one expected, a retired log whose
+// table holds fewer rows than at retirement, and a published file that
+// does not hold the offsets its manifest entry records (the check serve's
+// replay makes, logstore.CheckFooter) are errors naming the numbers and
+// the file.
 //
 // Bounds passed to Scan only skip logs, files and row groups whose
 // statistics prove them empty; Scan never drops a row for failing a bound.

@@ -21,6 +21,11 @@ const (
 	WhyUnpublished = "unpublished"
 	// WhyMaxTail: the rows past the published end exceed MaxTail.
 	WhyMaxTail = "max_tail"
+	// WhyDamaged: a published file the pinned snapshot lists is missing
+	// from storage while the table still lists it, or holds other offsets
+	// than its manifest entry records (replaced or damaged after it was
+	// published).
+	WhyDamaged = "damaged_file"
 )
 
 // Refusal is a read the Reader will not answer short (I6,

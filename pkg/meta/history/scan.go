@@ -75,12 +75,15 @@ func project(sc *arrow.Schema, names []string) *arrow.Schema {
 // hold offsets in [lo, hi) and that bs do not rule out, and hands fn each
 // group's rows of the cut in offset order. A sorted log's file is read
 // whole and put in offset order first: its row groups do not follow
-// offsets.
+// offsets. Its footer and each group's offsets are checked against the
+// manifest's record first (logstore.CheckFooter, CheckRowOffsets), so a
+// file replaced by another is refused, never read as the rows it stands
+// for.
 func (r *Reader) readFile(ctx context.Context, p *part, f *pfile, sc *arrow.Schema, lo, hi int64, bs []bound, fn func(rec arrow.RecordBatch) error) (err error) {
 	src, err := p.tbl.OpenFile(f.path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("log %s: published file %s (offsets %d to %d) is gone though the pinned snapshot lists it: it was deleted under this read (retention or snapshot expiry outlasted its grace); read again", p.lg.Name, f.path, f.lo, f.hi)
+			return p.gone(ctx, f)
 		}
 		return fmt.Errorf("log %s: open published file %s: %w", p.lg.Name, f.path, err)
 	}
@@ -98,6 +101,14 @@ func (r *Reader) readFile(ctx context.Context, p *part, f *pfile, sc *arrow.Sche
 	}
 	defer pq.Close()
 	md := pq.MetaData()
+	// The manifest's record of the file is what the pin planned from
+	// (which files, which offsets): a file whose footer says otherwise
+	// would answer with other rows than the cut's, so it is refused here,
+	// by the check replay makes.
+	spans, err := logstore.CheckFooter(md, f.lo, f.hi+1, f.rows)
+	if err != nil {
+		return p.replaced(f, source, err)
+	}
 	maxRows := int64(1)
 	for i := range md.NumRowGroups() {
 		maxRows = max(maxRows, md.RowGroup(i).NumRows())
@@ -122,12 +133,11 @@ func (r *Reader) readFile(ctx context.Context, p *part, f *pfile, sc *arrow.Sche
 	if err != nil {
 		return fail("columns", err)
 	}
-	offLeaf := md.Schema.ColumnIndexByName(logstore.OffsetColumn)
 	leaf := func(name string) int { return md.Schema.ColumnIndexByName(name) }
 	var groups []int
 	for i := range md.NumRowGroups() {
 		rg := md.RowGroup(i)
-		if gl, gh, err := parquetfile.MinMaxInt64(rg, offLeaf); err == nil && (gh < lo || gl >= hi) {
+		if spans[i].End <= lo || spans[i].Start >= hi {
 			continue
 		}
 		if skipGroup(rg, leaf, bs) {
@@ -146,7 +156,11 @@ func (r *Reader) readFile(ctx context.Context, p *part, f *pfile, sc *arrow.Sche
 			return fail("columns", err)
 		}
 		defer rec.Release()
-		if p.sorted {
+		ordered, err := checkRows(rec, spans, groups)
+		if err != nil {
+			return p.replaced(f, source, err)
+		}
+		if p.sorted || !ordered {
 			sorted, err := parquetfile.Sort(rec, []int{0})
 			if err != nil {
 				return fail("sort by offset", err)
@@ -174,6 +188,63 @@ func (r *Reader) readFile(ctx context.Context, p *part, f *pfile, sc *arrow.Sche
 		}
 	}
 	return nil
+}
+
+// gone is the error for a published file the pinned snapshot lists and
+// storage lacks. Retention deletes a file only once no current snapshot
+// lists it, so when the table's current snapshot still lists the file it
+// was not deleted under this read, and reading again would only fail
+// again: the table has lost a file.
+func (p *part) gone(ctx context.Context, f *pfile) error {
+	if tbl, err := p.tbl.Load(ctx); err == nil {
+		if live, err := p.tbl.CurrentFiles(ctx, tbl); err == nil && live.Has(p.tbl, f.path) {
+			return &Refusal{Why: WhyDamaged, Msg: fmt.Sprintf("log %s: published file %s (offsets %d to %d) is missing: the table's current snapshot lists it, but storage holds no such file, so rows %d to %d cannot be read; put the file back from a backup (or a copy of the published prefix) and read again",
+				p.lg.Name, f.path, f.lo, f.hi, f.lo, f.hi)}
+		}
+	}
+	return fmt.Errorf("log %s: published file %s (offsets %d to %d) is gone though the pinned snapshot lists it: it was deleted under this read (retention or snapshot expiry outlasted its grace); read again", p.lg.Name, f.path, f.lo, f.hi)
+}
+
+// checkRows checks the offsets of rec, the rows of row groups groups read
+// in that order, against the ranges the file's checked footer gives them
+// (spans): each group's rows hold each offset of its range once. ordered
+// is false when some group's rows are not in offset order.
+func checkRows(rec arrow.RecordBatch, spans []logstore.Span, groups []int) (ordered bool, err error) {
+	col, ok := rec.Column(0).(*array.Int64)
+	if !ok || col.NullN() > 0 {
+		return false, fmt.Errorf("its %s column is not a column of offsets without nulls", logstore.OffsetColumn)
+	}
+	offs := col.Int64Values()
+	ordered = true
+	pos := int64(0)
+	for _, g := range groups {
+		n := spans[g].End - spans[g].Start
+		if pos+n > int64(len(offs)) {
+			return false, fmt.Errorf("row group %d holds fewer rows than its footer says", g)
+		}
+		perm, err := logstore.CheckRowOffsets(offs[pos:pos+n], spans[g])
+		if err != nil {
+			return false, fmt.Errorf("row group %d: %w", g, err)
+		}
+		ordered = ordered && perm == nil
+		pos += n
+	}
+	if pos != int64(len(offs)) {
+		return false, fmt.Errorf("row groups %v hold %d rows where their footer says %d", groups, len(offs), pos)
+	}
+	return ordered, nil
+}
+
+// replaced is the refusal of a published file that does not hold what the
+// table's manifest records for it: a read of it would not be exact. A
+// failure to fetch the bytes is no verdict on the file and stays an I/O
+// error, which a later read may not meet.
+func (p *part) replaced(f *pfile, source *parquetfile.Source, err error) error {
+	if source.Err() != nil {
+		return fmt.Errorf("log %s: read published file %s (offsets %d to %d): %w", p.lg.Name, f.path, f.lo, f.hi, source.Err())
+	}
+	return &Refusal{Why: WhyDamaged, Msg: fmt.Sprintf("log %s: published file %s does not hold what the table records for it (offsets %d to %d in %d rows): %v; it was replaced or damaged after it was published, so rows %d to %d cannot be read exactly; put back the file published under this name (from a backup, or a copy of the published prefix) and read again",
+		p.lg.Name, f.path, f.lo, f.hi, f.rows, err, f.lo, f.hi)}
 }
 
 // readGroups reads leaves of row groups, reporting a decoder panic on a

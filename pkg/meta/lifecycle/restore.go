@@ -120,15 +120,17 @@ const markerFile = "restore.json"
 //  2. It writes a marker in the stream's home (restore.json).
 //  3. It restores buffer.db from the replica, or, without one, makes an
 //     empty log with the lost log's id, start, schema and sort order.
-//  4. It fences: with R the replica's next offset and P the table's end,
+//  4. It checks that every data file the table names is in storage with
+//     the size the table records, and refuses, naming them, when not.
+//  5. It fences: with R the replica's next offset and P the table's end,
 //     the log resumes at P+2^40 when P > R, else R+2^20; without a
 //     replica at P+2^40. The range skipped is a hole.
-//  5. It rebuilds buffer.db's records: the old machine's local file
+//  6. It rebuilds buffer.db's records: the old machine's local file
 //     records, intents and delete queue go, the published records are
 //     read from the table's manifests, buffered rows the table holds go,
 //     and without a replica the marks come from the table's marks file.
-//  6. It takes the table over with one property commit.
-//  7. It commits the metadata version that records the restore and the
+//  7. It takes the table over with one property commit.
+//  8. It commits the metadata version that records the restore and the
 //     hole, then removes the marker: that commit is the restore's end.
 //
 // A restore killed at any step finishes when Restore runs again. The old
@@ -237,6 +239,16 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 	}
 	if tab.Exists && tab.LogID != cur.LogID {
 		return nil, refuse("the table at %s belongs to log id %s, not %s as the metadata names", pt.Location(), tab.LogID, cur.LogID)
+	}
+	// The log adopts every file the table names as its published tier, and
+	// serve replays from them: a missing one must stop the restore here,
+	// not the first subscriber that reaches its offsets.
+	o.progress("checking the table's data files")
+	if err := tier.CheckFiles(ctx, pt, tab.Files); err != nil {
+		if fm := (*tier.FilesMissing)(nil); errors.As(err, &fm) {
+			return nil, refuse("%w; their rows cannot come back without them: put each file back at its location (from a backup, or a copy of the published prefix), then run restore again, which takes up where this one stopped", err)
+		}
+		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
 	if plan.Resume == 0 {
 		plan.P = tab.End(cur.StartOffset)
