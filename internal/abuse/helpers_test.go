@@ -98,6 +98,7 @@ type server struct {
 	cmd  *exec.Cmd
 	pid  int
 	addr string
+	cfg  string // the config file, for tests that rewrite it and reload
 	logs *syncBuffer
 	done chan struct{}
 }
@@ -135,7 +136,7 @@ func start(t testing.TB, o options) *server {
 	if !o.maintain {
 		args = append(args, "--no-maintain")
 	}
-	s := &server{t: t, logs: &syncBuffer{}, done: make(chan struct{})}
+	s := &server{t: t, cfg: cfgFile, logs: &syncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(exe, args...)
 	if o.nofile > 0 {
 		// exec keeps the shell's pid, so s.pid is the server's.

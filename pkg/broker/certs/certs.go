@@ -20,6 +20,10 @@ import (
 type Certs struct {
 	logger *log.Logger
 	cur    atomic.Pointer[tls.Config]
+	// mutual is whether serve started with client_ca_file: fixed until a
+	// restart, as the log says of a reload that changes it, so that no
+	// reload can turn client-certificate checking off unseen.
+	mutual bool
 
 	// mu serialises loads (a SIGHUP and the watcher may both try one) and
 	// guards what follows.
@@ -42,7 +46,7 @@ type fileStamp struct {
 // New loads the tls: section's files; the server does not start with
 // a pair that does not load.
 func New(files config.TLS, logger *log.Logger) (*Certs, error) {
-	c := &Certs{logger: logger}
+	c := &Certs{logger: logger, mutual: files.ClientCAFile != ""}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.loadLocked(files); err != nil {
@@ -87,10 +91,15 @@ func (c *Certs) loadLocked(files config.TLS) error {
 
 // Reload reads files again and makes them what new handshakes get; a pair
 // that does not load is refused and logged, and the loaded one keeps
-// serving. why says what asked for it, for the log.
+// serving. why says what asked for it, for the log. Whether clients must
+// present a certificate stays as it was at start: files that add or drop
+// client_ca_file keep the running one (or none) until serve restarts.
 func (c *Certs) Reload(files config.TLS, why string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.mutual != (files.ClientCAFile != "") {
+		files.ClientCAFile = c.files.ClientCAFile
+	}
 	return c.reloadLocked(files, why)
 }
 
