@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/streamcast/streamcast/pkg/broker/control"
 	"github.com/streamcast/streamcast/pkg/logstore"
@@ -236,6 +237,32 @@ func (s *Server) stopAfterFailedMigration(st *stream) {
 	st.waitConns(all, 2*closeGrace)
 	_ = st.closeLog()
 	_ = s.restartMaintenance(s.runCtx)
+}
+
+// Hold implements control.Runtime.
+func (r ctlRuntime) Hold(name string) (release func()) {
+	s := r.s
+	s.heldMu.Lock()
+	s.held[name]++
+	s.heldMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.heldMu.Lock()
+			defer s.heldMu.Unlock()
+			if s.held[name]--; s.held[name] <= 0 {
+				delete(s.held, name)
+			}
+		})
+	}
+}
+
+// isHeld reports whether name is between a stop and a start that
+// Hold announced.
+func (s *Server) isHeld(name string) bool {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	return s.held[name] > 0
 }
 
 // Serves implements control.Runtime. While a migration swaps its log the

@@ -103,6 +103,10 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 			br = &wire.BadRequest{Detail: qerr.Error()}
 		}
 		c.refuse(br)
+	case st == nil && s.isHeld(q.Stream) && acc.Allows(config.ActionRead, q.Stream):
+		// Between the stop and the start of a retirement: the stream is
+		// back in a moment, so a terminal 4404 would be wrong.
+		c.close(websocket.CloseGoingAway, wire.GoingAwayReason(wire.WhyStreamRetiring))
 	case st == nil:
 		// Only the streams this principal may read: the list must not
 		// tell anyone what else the server holds.

@@ -167,6 +167,10 @@ type Server struct {
 	gate *gate.Gate
 	// entry is the listener once Run opened it, for /metrics's counts.
 	entry atomic.Pointer[listener.Listener]
+	// held counts, by stream name, the control API's changes between a
+	// stop and a start (ctlRuntime.Hold): arrivals are told to retry.
+	heldMu sync.Mutex
+	held   map[string]int
 
 	// reclaim gives memory back to the OS after connections holding large
 	// queues end (package backlog).
@@ -229,6 +233,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		ready:       make(chan struct{}),
 		conns:       map[*wsConn]struct{}{},
 		reclaim:     backlog.NewReclaimer(opts.Logger),
+		held:        map[string]int{},
 	}
 	s.gate = gate.New(cfg.Auth, opts.Clock.Now, opts.Logger, s.RecordAuthFailure)
 	if cfg.Metrics.Enabled {

@@ -326,6 +326,8 @@ func (e *GoingAway) Error() string {
 		r = "the server is shutting down"
 	case e.Why == WhyStreamStopped:
 		r = "the server stopped serving this stream"
+	case e.Why == WhyStreamRetiring:
+		r = "the stream is being retired; it serves again for replay in a moment"
 	case e.Why != "":
 		r = e.Why
 	case e.Reason != "" && ParseReason(e.Reason).Error == "":

@@ -71,6 +71,10 @@ const (
 	// WhyStreamMigrating closes a stream's publishers while it moves to a
 	// new log; its subscribers stay. Reconnect: writes resume at the seam.
 	WhyStreamMigrating = "stream_migrating"
+	// WhyStreamRetiring refuses a connection that arrives while its stream
+	// is being retired. Reconnect: the stream serves again for replay once
+	// retired (a publisher then gets 4410).
+	WhyStreamRetiring = "stream_retiring"
 )
 
 // Values of "error" in a publish reply.

@@ -329,6 +329,10 @@ func (c *Controller) converge(ctx context.Context, rec *Record) error {
 			return nil
 		}
 		c.observe(name, func(o *Observed) { o.State = ObservedRetiring })
+		// Between the stop and the start, arrivals are told to retry,
+		// not that the stream does not exist.
+		release := c.rt.Hold(name)
+		defer release()
 		if err := c.rt.StopStream(ctx, name); err != nil {
 			c.fail(name, err)
 			return err

@@ -36,6 +36,11 @@ type Runtime interface {
 	// it (lifecycle.Options.KeepNext), or nil for the runtime to open it.
 	// On failure the stream is stopped. It returns the stream's id.
 	MigrateStream(ctx context.Context, sv Serve, migrate func(ctx context.Context, current *logstore.Log, next []logstore.Option) (*logstore.Log, error)) (streamID string, err error)
+	// Hold tells connections that arrive for name while it is not served
+	// to retry (1001, why stream_retiring) rather than that no such stream
+	// exists, until release is called: for a change that stops a stream
+	// and serves it again.
+	Hold(name string) (release func())
 	// Serves reports what the server does with name now.
 	Serves(name string) Admission
 	// Static reports whether name is one of the config's streams: list,
