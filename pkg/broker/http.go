@@ -72,11 +72,12 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 	// only sees registered connections, so however long a compile takes,
 	// it cannot make this peer look silent (issue 19 saw 1006 without a
 	// close frame when it did), and the greeting or the refusal follows.
-	var filter *schema.Filter
+	var filter *schema.Filter // held on s.filters until subscribe takes it
 	var echo []byte
 	if qerr == nil && st != nil && !q.Publish && q.Where != nil {
 		filter, echo, qerr = s.compileWhere(st, q.Where)
 	}
+	defer func() { s.filters.releaseFilter(filter) }()
 	if isPub {
 		newPublisher(c, st, q.Publisher) // before register: keepalive may start the writer
 	}
@@ -96,7 +97,10 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 	}
 
 	var sub *subscriber
+	var full *FilterMemoryFull
 	switch {
+	case errors.As(qerr, &full):
+		c.refuse(full)
 	case qerr != nil:
 		var br *wire.BadRequest
 		if !errors.As(qerr, &br) {
@@ -129,6 +133,7 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 		req := replay.Request{Given: q.Offset != wire.Null, Offset: q.Offset}
 		sub = s.subscribe(c, st, req, filter, echo, release)
 		release = func() {} // subscribe's now
+		filter = nil        // so is the hold on the filter
 	}
 	release()
 	c.readLoop()
@@ -141,18 +146,24 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 // compileWhere compiles a subscriber's where= against st's schema, refusing
 // one longer than limits.max_where_bytes: the bound keeps what one
 // subscriber's filter costs to compile, to hold and to evaluate per row
-// under the fan-out lock small beside the publisher's own work (I5). It
-// returns the filter (nil when it restricts nothing) and its echo for the
-// greeting.
+// under the fan-out lock small beside the publisher's own work (I5). The
+// compiled form comes from the server's filterCache, shared with the
+// subscribers that sent the same filter and counted against
+// limits.max_filter_bytes; a filter that would pass that bound is a
+// *FilterMemoryFull. It returns the filter, held until released (nil when
+// it restricts nothing), and its echo for the greeting.
 func (s *Server) compileWhere(st *stream, where []byte) (*schema.Filter, []byte, error) {
 	if max := st.limits.MaxWhereBytes; max > 0 && len(where) > max {
 		return nil, nil, &wire.BadRequest{Detail: fmt.Sprintf("where= is %d bytes, over limits.max_where_bytes %d; send a shorter one", len(where), max)}
 	}
-	f, err := st.sch.CompileFilter(where)
-	if err != nil {
+	f, err := s.filters.acquire(st.sch, where)
+	var full *FilterMemoryFull
+	switch {
+	case errors.As(err, &full):
+		return nil, nil, err
+	case err != nil:
 		return nil, nil, &wire.BadRequest{Detail: err.Error()}
-	}
-	if f.All() {
+	case f == nil:
 		return nil, []byte("{}"), nil
 	}
 	return f, f.JSON(), nil

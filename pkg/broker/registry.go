@@ -168,36 +168,30 @@ func (st *stream) swapLog(ctx context.Context, next *stream, lg *logstore.Log) e
 func (st *stream) refilter(seam int64) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	shared := map[string]*sharedFilter{}
 	for _, sub := range st.subs {
-		if sub.filter == nil {
+		old := sub.held
+		if old == nil {
 			continue
 		}
-		old := sub.filter.JSON()
-		f, err := st.sch.CompileFilter(old)
-		if err != nil {
-			// Out of the shared set: the connection only waits to end.
-			sub.filter = nil
+		// Let go of the old schema's filter before holding the new one,
+		// so a migration needs room for one filter at a time, not twice
+		// limits.max_filter_bytes.
+		sub.held, sub.filter = nil, nil
+		st.srv.filters.releaseFilter(old)
+		f, err := st.srv.filters.acquire(st.sch, old.JSON())
+		var full *FilterMemoryFull
+		switch {
+		case errors.As(err, &full):
+			// The connection only waits to end.
+			sub.c.close(full.Code(), full.Reason())
+			st.srv.logger.Warn("subscriber closed: no room for its where= under the migrated schema", "stream", st.name, "seam", seam, "err", err)
+		case err != nil:
 			sub.c.close(wire.CloseBadRequest, (&wire.BadRequest{Detail: refilterDetail(seam, err)}).Reason())
-			st.srv.logger.Info("subscriber closed: its where= does not fit the migrated schema", "stream", st.name, "where", string(old), "seam", seam, "err", err)
-			continue
-		}
-		if f.All() {
-			f = nil
-		}
-		sub.filter = f
-		if f == nil {
-			continue
-		}
-		key := string(f.JSON())
-		if sf, ok := shared[key]; ok {
-			sf.refs++
-			sub.filter = sf.f
-		} else {
-			shared[key] = &sharedFilter{f: f, refs: 1}
+			st.srv.logger.Info("subscriber closed: its where= does not fit the migrated schema", "stream", st.name, "where", string(old.JSON()), "seam", seam, "err", err)
+		default:
+			sub.held, sub.filter = f, f
 		}
 	}
-	st.filters = shared
 }
 
 // refilterDetail is the 4400 detail for a filter a migration's schema

@@ -176,6 +176,10 @@ type Server struct {
 	// queues end (package backlog).
 	reclaim *backlog.Reclaimer
 
+	// filters holds the subscribers' compiled where= filters, shared and
+	// bounded by limits.max_filter_bytes (filtercache.go).
+	filters *filterCache
+
 	// certs is the TLS certificate new handshakes get (package certs); nil when
 	// the server speaks plain http and ws.
 	certs *certs.Certs
@@ -235,6 +239,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		reclaim:     backlog.NewReclaimer(opts.Logger),
 		held:        map[string]int{},
 	}
+	s.filters = newFilterCache(int64(cfg.Limits.MaxFilterBytes))
 	s.gate = gate.New(cfg.Auth, opts.Clock.Now, opts.Logger, s.RecordAuthFailure)
 	if cfg.Metrics.Enabled {
 		s.metrics = newServerMetrics(s)
@@ -309,6 +314,11 @@ func (s *Server) Run(ctx context.Context) error {
 		go func() {
 			defer s.keepalive.Done()
 			s.reclaim.Run(stopKeepalive)
+		}()
+		s.keepalive.Add(1)
+		go func() {
+			defer s.keepalive.Done()
+			s.filters.run(stopKeepalive)
 		}()
 		if s.certs != nil {
 			s.keepalive.Add(1)

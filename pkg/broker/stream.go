@@ -58,10 +58,9 @@ type stream struct {
 	// every subscriber happen under it as one step, and so do adding a
 	// subscriber and reading end (I2): a subscriber attaching between a commit
 	// and its fan-out would otherwise either miss those rows or get them twice.
-	mu      sync.Mutex
-	end     int64         // frontier: the offset the next row gets (durable only)
-	subs    []*subscriber // attached subscribers; subscriber.idx is the position
-	filters map[string]*sharedFilter
+	mu   sync.Mutex
+	end  int64         // frontier: the offset the next row gets (durable only)
+	subs []*subscriber // attached subscribers; subscriber.idx is the position
 
 	// Stats, read without the lock.
 	endOffset   atomic.Int64 // copy of end for /stats
@@ -75,15 +74,8 @@ type stream struct {
 	m *metrics.Stream
 }
 
-// sharedFilter interns identical where= filters so a commit evaluates each
-// distinct predicate once per row, however many subscribers use it.
-type sharedFilter struct {
-	f    *schema.Filter
-	refs int
-}
-
 func newStream(srv *Server, cfg config.Stream, sch *schema.Schema, limits config.Limits) *stream {
-	s := &stream{srv: srv, cfg: cfg, name: cfg.Name, sch: sch, limits: limits, filters: map[string]*sharedFilter{}}
+	s := &stream{srv: srv, cfg: cfg, name: cfg.Name, sch: sch, limits: limits}
 	if !sch.IsAny() {
 		s.schemaJSON = sch.JSON()
 	}
@@ -221,45 +213,35 @@ func (s *stream) deliverStamped(frames, rows [][]byte, first, next, ts int64) {
 	s.lastSend.Store(int64(time.Since(s.srv.started)) | 1)
 }
 
-// attachLocked adds sub to the fan-out set; s.mu is held.
+// attachLocked adds sub to the fan-out set; s.mu is held. Subscribers
+// with the same where= hold the same *schema.Filter (the server's
+// filterCache), so a commit evaluates each distinct predicate once per
+// row, however many subscribers use it (deliverStamped).
 func (s *stream) attachLocked(sub *subscriber) {
 	sub.idx = len(s.subs)
 	s.subs = append(s.subs, sub)
-	if sub.filter != nil {
-		key := string(sub.filter.JSON())
-		if sf, ok := s.filters[key]; ok {
-			sf.refs++
-			sub.filter = sf.f
-		} else {
-			s.filters[key] = &sharedFilter{f: sub.filter, refs: 1}
-		}
-	}
 	s.subscribers.Add(1)
 }
 
-// detach removes sub from the fan-out set; it is a no-op when sub is not in it.
+// detach removes sub from the fan-out set (a no-op when sub is not in it)
+// and lets go of its hold on its filter, once, whether or not it was ever
+// attached: the filter's memory is counted against
+// limits.max_filter_bytes until then.
 func (s *stream) detach(sub *subscriber) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := sub.idx
-	if i < 0 || i >= len(s.subs) || s.subs[i] != sub {
-		return
+	held := sub.held
+	sub.held = nil
+	if i := sub.idx; i >= 0 && i < len(s.subs) && s.subs[i] == sub {
+		last := len(s.subs) - 1
+		s.subs[i] = s.subs[last]
+		s.subs[i].idx = i
+		s.subs[last] = nil
+		s.subs = s.subs[:last]
+		sub.idx = -1
+		s.subscribers.Add(-1)
 	}
-	last := len(s.subs) - 1
-	s.subs[i] = s.subs[last]
-	s.subs[i].idx = i
-	s.subs[last] = nil
-	s.subs = s.subs[:last]
-	sub.idx = -1
-	if sub.filter != nil {
-		key := string(sub.filter.JSON())
-		if sf, ok := s.filters[key]; ok {
-			if sf.refs--; sf.refs <= 0 {
-				delete(s.filters, key)
-			}
-		}
-	}
-	s.subscribers.Add(-1)
+	s.mu.Unlock()
+	s.srv.filters.releaseFilter(held)
 }
 
 // greeting returns the greeting for a connection to this stream.

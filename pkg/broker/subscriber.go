@@ -20,6 +20,7 @@ type subscriber struct {
 	c          *wsConn
 	st         *stream
 	filter     *schema.Filter // nil: every row
+	held       *schema.Filter // the hold on the server's filterCache to let go at detach; guarded by st.mu
 	idx        int            // position in st.subs; -1 when detached; guarded by st.mu
 	maxBacklog int
 }
@@ -71,8 +72,16 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 // replays [start, frontier) and then writes the live queue. It returns the
 // subscriber to detach when the connection ends, or nil when the request was
 // refused (c is closing). release lets go of the caller's hold on st
-// (stream.hold): a replay keeps it until it has read the log.
-func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *schema.Filter, where []byte, release func()) *subscriber {
+// (stream.hold): a replay keeps it until it has read the log. It takes the
+// caller's hold on filter (filterCache.acquire): the subscriber lets go of
+// it at detach, and subscribe itself when it returns nil.
+func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *schema.Filter, where []byte, release func()) (got *subscriber) {
+	sub := &subscriber{c: c, st: st, filter: filter, held: filter, idx: -1, maxBacklog: st.limits.MaxBacklog}
+	defer func() {
+		if got == nil {
+			st.detach(sub) // attached or not, its filter is let go
+		}
+	}()
 	ext := replay.Extent{Earliest: wire.Null, End: wire.Null, Start: 1}
 	if req.Given && st.log != nil {
 		var err error
@@ -91,8 +100,6 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 			}
 		}
 	}
-	sub := &subscriber{c: c, st: st, filter: filter, idx: -1, maxBacklog: st.limits.MaxBacklog}
-
 	st.mu.Lock()
 	frontier := st.end
 	start, hasWindow, refusal := replay.Start(req, st.cfg.Durable, ext, frontier, st.maxReplay(), replay.Held{})

@@ -2,10 +2,14 @@ package schema
 
 import (
 	"bytes"
+	"hash/maphash"
 	"math"
+	"math/bits"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -24,10 +28,29 @@ import (
 // nullable column. Without a schema (Any) any column name is accepted, a
 // missing key counts as null, numbers compare by value (1 matches 1.0), and
 // a value of another JSON type never matches (true is not 1).
+//
+// A filter holds each value once, as its canonical text in the echo (json),
+// which the greeting needs anyway; a term's membership set is an
+// open-addressing table of offsets into that text. A subscriber may send
+// tens of thousands of values and a server holds many subscribers, so what
+// a filter retains is bounded by its size: Size reports it, and it is the
+// echo plus 6 bytes per distinct value (a table slot of 4 bytes at a load
+// of 2/3, which keeps a probe for an absent value to about five slots).
+// For strings of about ten bytes that is about 1.5 times the filter's
+// JSON; for the shortest values (one-digit numbers, two bytes of JSON
+// each) about four times. The echo itself is no longer than the JSON but
+// where the canonical form of a number is longer than its text (1e18
+// echoes as 19 digits, 1 in a float column as 1.0): never more than
+// eight times the JSON in all (FuzzCompileFilterMemory).
 type Filter struct {
 	s     *Schema
 	terms []term
-	json  []byte
+	json  []byte // the canonical echo; every value's text lies in it once
+	seed  maphash.Seed
+	// tagBits is how many low bits of a table slot hold a hash tag, which
+	// lets a probe skip most slots without reading the echo; the rest hold
+	// the value's offset in json.
+	tagBits uint8
 }
 
 type term struct {
@@ -35,19 +58,21 @@ type term struct {
 	col     int   // top-level column; -1 without a schema
 	n       *node // nil without a schema
 	hasNull bool
-	vals    []fvalue
-	canon   [][]byte // canonical encodings of vals, in vals' order (for the echo)
+	bools   [2]bool // false, true
+	zeroFlt bool    // a float 0 is listed: "0.0" and "-0.0" both match
+	floats  bool    // a non-integral number is listed (schema-less terms)
+	nvals   int     // distinct non-null values
+	first   int     // offset in json of the first value; a list when json[first-1] is '['
 
-	// Membership sets, built once at compile so a row costs one hash lookup
-	// per term however long the list: a commit evaluates every subscriber's
-	// filter under the fan-out lock, so a scan per row there would let one
-	// subscriber's list slow the publisher and every other subscriber (I5).
-	byCanon map[string]struct{} // canonical bytes of every value
-	strs    map[string]struct{} // string and binary values (their bytes)
-	ints    map[int64]struct{}
-	floats  map[float64]struct{} // +0 and -0 are one key, as they are equal
-	bools   [2]bool              // false, true
-	zeroFlt bool                 // a float 0 is listed: "0.0" and "-0.0" both match
+	// slots is the membership set, built once at compile so a row costs
+	// one hash and a probe or two per term however long the list: a commit
+	// evaluates every subscriber's filter under the fan-out lock, so a
+	// scan per row there would let one subscriber's list slow the
+	// publisher and every other subscriber (I5). Each non-empty slot is
+	// offset<<tagBits | tag; 0 is empty (no value starts at offset 0).
+	// Keys are canonical texts: a value from an Arrow array or a raw row
+	// is brought to its canonical text before the probe.
+	slots []uint32
 }
 
 // fvalue is one non-null filter value (or a value read for comparison).
@@ -82,65 +107,424 @@ var allFilter = []byte("{}")
 // that is not a scalar (or a list of scalars), an empty list, a value of the
 // wrong type for its column ("abc" for an integer column, 1.5 for an integer
 // column, bad base16), and null for a column that can never be null.
+//
+// Compiling allocates a small multiple of len(where), whatever its shape:
+// the text is checked without building a tree, then read once more into
+// the echo.
 func (s *Schema) CompileFilter(where []byte) (*Filter, error) {
 	f := &Filter{s: s}
 	if len(bytes.TrimLeft(where, " \t\r\n")) == 0 {
 		f.json = allFilter
 		return f, nil
 	}
-	v, err := parseJSON(where)
-	if err != nil {
+	if err := checkJSON(where); err != nil {
 		return nil, &FilterError{Problem: err.Error()}
 	}
-	if v.kind != 'o' {
-		return nil, &FilterError{Problem: "a filter is a JSON object of column → value, got " + v.kindName()}
+	pos := jsontext.SkipWS(where, 0)
+	if where[pos] != '{' {
+		return nil, &FilterError{Problem: "a filter is a JSON object of column → value, got " + (&jvalue{kind: kindAt(where, pos)}).kindName()}
 	}
-	for _, m := range v.members {
-		t := term{name: m.key, col: -1}
-		if !s.any {
-			col, ok := s.index[m.key]
-			if !ok {
-				return nil, &FilterError{Column: m.key, Problem: "this stream has no such column (declared: " + s.columnList() + ")"}
-			}
-			t.col, t.n = col, s.root.fields[col]
-			if !t.n.kind.scalar() {
-				return nil, &FilterError{Column: m.key, Problem: "is " + t.n.kind.article() + " column; where= compares scalar columns only"}
-			}
-		}
-		items := []*jvalue{m.val}
-		switch m.val.kind {
-		case 'a':
-			if len(m.val.items) == 0 {
-				return nil, &FilterError{Column: m.key, Problem: "the value is an empty list, which matches nothing; give at least one value"}
-			}
-			items = m.val.items
-		case 'o':
-			return nil, &FilterError{Column: m.key, Problem: "the value is an object; a filter value is a scalar, or a list of scalars for membership"}
-		}
-		for _, it := range items {
-			if it.kind == 'a' || it.kind == 'o' {
-				return nil, &FilterError{Column: m.key, Problem: "the list holds " + it.kindName() + ", which is not a scalar; a membership list holds scalars"}
-			}
-			if it.kind == 'z' {
-				if t.n != nil && !t.n.nullable {
-					return nil, &FilterError{Column: m.key, Problem: "is never null (its type is " + t.n.typeText() + "), so null would match nothing"}
-				}
-				t.hasNull = true
-				continue
-			}
-			fv, prob := filterValue(t.n, it)
-			if prob != "" {
-				return nil, &FilterError{Column: m.key, Problem: prob}
-			}
-			t.add(fv)
-		}
-		f.terms = append(f.terms, t)
+	c := filterCompiler{s: s, data: where, seed: maphash.MakeSeed()}
+	if err := c.members(pos); err != nil {
+		return nil, err
 	}
-	if !s.any {
-		sort.SliceStable(f.terms, func(i, j int) bool { return f.terms[i].col < f.terms[j].col })
+	if len(c.terms) == 0 {
+		f.json = allFilter
+		return f, nil
 	}
-	f.json = f.appendJSON(nil)
+	f.seed = c.seed
+	f.terms, f.json = c.assemble()
+	if len(f.json) >= 1<<31 {
+		return nil, &FilterError{Problem: "the filter's canonical form is " + strconv.Itoa(len(f.json)) + " bytes, over the 2 GiB a filter may hold; send a shorter one"}
+	}
+	f.tagBits = uint8(max(0, min(8, 32-bits.Len(uint(len(f.json))))))
+	for i := range f.terms {
+		f.index(&f.terms[i])
+	}
 	return f, nil
+}
+
+// kindAt is the parser's kind letter of the (valid) JSON value at pos.
+func kindAt(data []byte, pos int) byte {
+	switch data[pos] {
+	case '{':
+		return 'o'
+	case '[':
+		return 'a'
+	case '"':
+		return 's'
+	case 't', 'f':
+		return 'b'
+	case 'n':
+		return 'z'
+	}
+	return 'n'
+}
+
+// filterCompiler reads a checked where= text into terms and their
+// canonical segments ("name":value or "name":[values]) in buf.
+type filterCompiler struct {
+	s       *Schema
+	data    []byte
+	seed    maphash.Seed
+	terms   []term
+	segs    [][2]int // each term's segment in buf
+	buf     []byte
+	scratch []byte   // a decoded string
+	bin     []byte   // a decoded binary value
+	dedup   []uint32 // open-addressing set of offsets in buf of the current term's values
+}
+
+// members compiles the members of the object at pos, in their order, so
+// the first refusal is the first bad member's.
+func (c *filterCompiler) members(pos int) error {
+	data := c.data
+	c.buf = make([]byte, 0, len(data)+8)
+	pos = jsontext.SkipWS(data, pos+1)
+	if data[pos] == '}' {
+		return nil
+	}
+	for {
+		key, end, prob := jsontext.DecodeString(data, pos, c.scratch[:0])
+		if prob != "" { // checkJSON let it through: never seen
+			return &FilterError{Problem: prob}
+		}
+		c.scratch = key
+		t := term{name: string(key), col: -1}
+		pos = jsontext.SkipWS(data, jsontext.SkipWS(data, end)+1) // past ':'
+		var err error
+		if pos, err = c.member(&t, pos); err != nil {
+			return err
+		}
+		pos = jsontext.SkipWS(data, pos)
+		if data[pos] != ',' {
+			return nil // '}': the text was checked
+		}
+		pos = jsontext.SkipWS(data, pos+1)
+	}
+}
+
+// member compiles one column's value (at pos) into t and its segment, and
+// returns the end of the value.
+func (c *filterCompiler) member(t *term, pos int) (int, error) {
+	s, data := c.s, c.data
+	if !s.any {
+		col, ok := s.index[t.name]
+		if !ok {
+			return 0, &FilterError{Column: t.name, Problem: "this stream has no such column (declared: " + s.columnList() + ")"}
+		}
+		t.col, t.n = col, s.root.fields[col]
+		if !t.n.kind.scalar() {
+			return 0, &FilterError{Column: t.name, Problem: "is " + t.n.kind.article() + " column; where= compares scalar columns only"}
+		}
+	}
+	list := data[pos] == '['
+	items := 1
+	switch data[pos] {
+	case '[':
+		if data[jsontext.SkipWS(data, pos+1)] == ']' {
+			return 0, &FilterError{Column: t.name, Problem: "the value is an empty list, which matches nothing; give at least one value"}
+		}
+		items = countItems(data, pos)
+	case '{':
+		return 0, &FilterError{Column: t.name, Problem: "the value is an object; a filter value is a scalar, or a list of scalars for membership"}
+	}
+	segStart := len(c.buf)
+	c.buf = jsontext.AppendString(c.buf, []byte(t.name))
+	c.buf = append(c.buf, ':')
+	bracket := len(c.buf)
+	c.buf = append(c.buf, '[')
+	c.resetDedup(items)
+	if list {
+		pos = jsontext.SkipWS(data, pos+1)
+	}
+	for {
+		var err error
+		if pos, err = c.item(t, pos); err != nil {
+			return 0, err
+		}
+		if !list {
+			break
+		}
+		pos = jsontext.SkipWS(data, pos)
+		if data[pos] == ']' {
+			pos++
+			break
+		}
+		pos = jsontext.SkipWS(data, pos+1) // past ','
+	}
+	if t.nvals+b2i(t.hasNull) > 1 {
+		if t.hasNull {
+			c.buf = append(c.buf, ",null"[b2i(t.nvals == 0):]...)
+		}
+		c.buf = append(c.buf, ']')
+	} else {
+		// One value: no list in the echo.
+		c.buf = append(c.buf[:bracket], c.buf[bracket+1:]...)
+		if t.hasNull {
+			c.buf = append(c.buf, "null"...)
+		}
+	}
+	c.terms = append(c.terms, *t)
+	c.segs = append(c.segs, [2]int{segStart, len(c.buf)})
+	return pos, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// countItems counts the items of the (checked) array at pos, to size the
+// term's sets before they are filled.
+func countItems(data []byte, pos int) int {
+	n := 0
+	pos = jsontext.SkipWS(data, pos+1)
+	for pos < len(data) && data[pos] != ']' {
+		end, prob := jsontext.SkipValue(data, pos, 1)
+		if prob != "" {
+			return n + 1
+		}
+		n++
+		pos = jsontext.SkipWS(data, end)
+		if pos < len(data) && data[pos] == ',' {
+			pos = jsontext.SkipWS(data, pos+1)
+		}
+	}
+	return n
+}
+
+// item compiles the scalar at pos into t and returns its end.
+func (c *filterCompiler) item(t *term, pos int) (int, error) {
+	data := c.data
+	k := kindAt(data, pos)
+	var text []byte
+	end := pos
+	switch k {
+	case 'a', 'o':
+		return 0, &FilterError{Column: t.name, Problem: "the list holds " + (&jvalue{kind: k}).kindName() + ", which is not a scalar; a membership list holds scalars"}
+	case 'z':
+		if t.n != nil && !t.n.nullable {
+			return 0, &FilterError{Column: t.name, Problem: "is never null (its type is " + t.n.typeText() + "), so null would match nothing"}
+		}
+		t.hasNull = true
+		return pos + 4, nil
+	case 's':
+		var prob string
+		text, end, prob = jsontext.DecodeString(data, pos, c.scratch[:0])
+		if prob != "" {
+			return 0, &FilterError{Column: t.name, Problem: prob}
+		}
+		c.scratch = text
+	case 'b':
+		end = pos + 4
+		if data[pos] == 'f' {
+			end++
+		}
+		text = data[pos:end]
+	default:
+		end, _, _ = jsontext.ScanNumber(data, pos)
+		text = data[pos:end]
+	}
+	fv, prob := filterValue(t.n, k, text, c.bin[:0])
+	if prob != "" {
+		return 0, &FilterError{Column: t.name, Problem: prob}
+	}
+	if fv.kind == 's' && t.n != nil && t.n.kind != kString {
+		c.bin = fv.s
+	}
+	c.add(t, fv)
+	return end, nil
+}
+
+// resetDedup empties the duplicate set and sizes it for n values (load at
+// most 1/2).
+func (c *filterCompiler) resetDedup(n int) {
+	size := 2
+	for size < 2*n {
+		size <<= 1
+	}
+	if cap(c.dedup) < size {
+		c.dedup = make([]uint32, size)
+		return
+	}
+	c.dedup = c.dedup[:size]
+	clear(c.dedup)
+}
+
+// add appends v's canonical text to t's segment unless t already has it,
+// in O(1): duplicates are found by hashing the canonical bytes, so a list
+// of n values compiles in O(n) (a scan per value made a 60k-value list
+// cost seconds of CPU).
+func (c *filterCompiler) add(t *term, v fvalue) {
+	start := len(c.buf)
+	if t.nvals > 0 {
+		c.buf = append(c.buf, ',')
+	}
+	at := len(c.buf)
+	c.buf = t.appendCanon(c.buf, v)
+	text := c.buf[at:]
+	mask := uint64(len(c.dedup) - 1)
+	for i := maphash.Bytes(c.seed, text) & mask; ; i = (i + 1) & mask {
+		off := c.dedup[i]
+		if off == 0 {
+			c.dedup[i] = uint32(at)
+			break
+		}
+		// Every value already in buf is followed by the ',' before
+		// this one.
+		if e := int(off) + len(text); e < at && string(c.buf[off:e]) == string(text) && c.buf[e] == ',' {
+			c.buf = c.buf[:start]
+			return
+		}
+	}
+	t.nvals++
+	switch v.kind {
+	case 'b':
+		t.bools[b2i(v.b)] = true
+	case 'f':
+		t.floats = true
+		if v.f == 0 {
+			t.zeroFlt = true
+		}
+	}
+}
+
+// assemble orders the terms (by column, with a schema) and joins their
+// segments into the echo, with each term's first set.
+func (c *filterCompiler) assemble() ([]term, []byte) {
+	order := make([]int, len(c.terms))
+	for i := range order {
+		order[i] = i
+	}
+	if !c.s.any {
+		sort.SliceStable(order, func(i, j int) bool { return c.terms[order[i]].col < c.terms[order[j]].col })
+	}
+	size := 1
+	for _, sg := range c.segs {
+		size += sg[1] - sg[0] + 1
+	}
+	json := make([]byte, 0, size)
+	json = append(json, '{')
+	terms := make([]term, len(c.terms))
+	for k, i := range order {
+		if k > 0 {
+			json = append(json, ',')
+		}
+		t := c.terms[i]
+		base := len(json)
+		json = append(json, c.buf[c.segs[i][0]:c.segs[i][1]]...)
+		// The values start after "name": and, for a list, its '['.
+		_, end, _ := jsontext.DecodeString(json, base, c.scratch[:0])
+		t.first = end + 1
+		if json[t.first] == '[' {
+			t.first++
+		}
+		terms[k] = t
+	}
+	return terms, append(json, '}')
+}
+
+// index builds t's membership table from its values in f.json (has
+// compares a single value directly).
+func (f *Filter) index(t *term) {
+	if t.nvals <= 1 {
+		return
+	}
+	t.slots = make([]uint32, t.nvals+t.nvals/2+1)
+	t.each(f.json, func(off int, v []byte) bool {
+		if string(v) == "null" {
+			return true
+		}
+		h := maphash.Bytes(f.seed, v)
+		n := uint64(len(t.slots))
+		for i := (uint64(uint32(h)) * n) >> 32; ; {
+			if t.slots[i] == 0 {
+				t.slots[i] = uint32(off)<<f.tagBits | f.tag(h)
+				break
+			}
+			if i++; i == n {
+				i = 0
+			}
+		}
+		return true
+	})
+}
+
+// tag is the tag bits of hash h.
+func (f *Filter) tag(h uint64) uint32 {
+	return uint32(h>>(64-f.tagBits)) & (1<<f.tagBits - 1)
+}
+
+// each calls fn with the offset and canonical text of each of t's values
+// in json (null last, when listed) until fn returns false.
+func (t *term) each(json []byte, fn func(off int, v []byte) bool) {
+	list := json[t.first-1] == '['
+	for p := t.first; ; {
+		end := skipCanonical(json, p)
+		if end < 0 || !fn(p, json[p:end]) || !list || json[end] != ',' {
+			return
+		}
+		p = end + 1
+	}
+}
+
+// has reports whether canonical text v is one of t's values.
+func (f *Filter) has(t *term, v []byte) bool {
+	if t.nvals == 1 {
+		// One value (an equality) is cheaper to compare than to hash.
+		return f.at(t.first, v)
+	}
+	n := uint64(len(t.slots))
+	if n == 0 {
+		return false
+	}
+	h := maphash.Bytes(f.seed, v)
+	tag, mask := f.tag(h), uint32(1)<<f.tagBits-1
+	for i := (uint64(uint32(h)) * n) >> 32; ; {
+		sl := t.slots[i]
+		if sl == 0 {
+			return false
+		}
+		if sl&mask == tag && f.at(int(sl>>f.tagBits), v) {
+			return true
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+}
+
+// at reports whether the value in the echo at off is the canonical text
+// v: a value there ends at ',', ']' or '}', and no canonical scalar is a
+// prefix of another that ends there.
+func (f *Filter) at(off int, v []byte) bool {
+	e := off + len(v)
+	if e >= len(f.json) || string(f.json[off:e]) != string(v) {
+		return false
+	}
+	c := f.json[e]
+	return c == ',' || c == ']' || c == '}'
+}
+
+// Size reports the bytes f holds beyond its schema: the echo, the terms and
+// their tables, as allocated, before the allocator rounds each block up
+// (by under a tenth for a large filter); nil-safe. A server bounds the
+// memory its subscribers' filters take by it.
+func (f *Filter) Size() int {
+	if f == nil {
+		return 0
+	}
+	n := int(unsafe.Sizeof(*f)) + cap(f.terms)*int(unsafe.Sizeof(term{}))
+	if len(f.terms) > 0 {
+		n += cap(f.json)
+	}
+	for i := range f.terms {
+		n += len(f.terms[i].name) + 4*cap(f.terms[i].slots)
+	}
+	return n
 }
 
 func (s *Schema) columnList() string {
@@ -167,108 +551,46 @@ func (k kind) article() string {
 	return "a scalar"
 }
 
-// add appends v unless the term already has it, in O(1): duplicates are
-// found by hashing the canonical bytes, so a list of n values compiles in
-// O(n) (a scan per value made a 60k-value list cost seconds of CPU).
-func (t *term) add(v fvalue) {
-	c := t.canonOf(v)
-	if t.byCanon == nil {
-		t.byCanon = map[string]struct{}{}
-	}
-	if _, dup := t.byCanon[string(c)]; dup {
-		return
-	}
-	t.byCanon[string(c)] = struct{}{}
-	t.vals = append(t.vals, v)
-	t.canon = append(t.canon, c)
+// appendCanon appends the canonical JSON of v in t's column.
+func (t *term) appendCanon(dst []byte, v fvalue) []byte {
 	switch v.kind {
 	case 'b':
 		if v.b {
-			t.bools[1] = true
-		} else {
-			t.bools[0] = true
+			return append(dst, "true"...)
 		}
+		return append(dst, "false"...)
 	case 'i':
-		if t.ints == nil {
-			t.ints = map[int64]struct{}{}
-		}
-		t.ints[v.i] = struct{}{}
-	case 'f':
-		if t.floats == nil {
-			t.floats = map[float64]struct{}{}
-		}
-		t.floats[v.f] = struct{}{}
-		if v.f == 0 {
-			t.zeroFlt = true
-		}
-	case 's':
-		if t.strs == nil {
-			t.strs = map[string]struct{}{}
-		}
-		t.strs[string(v.s)] = struct{}{}
-	}
-}
-
-// hasBool, hasInt, hasFloat and hasBytes are the membership tests.
-func (t *term) hasBool(b bool) bool {
-	if b {
-		return t.bools[1]
-	}
-	return t.bools[0]
-}
-
-func (t *term) hasInt(i int64) bool {
-	_, ok := t.ints[i]
-	return ok
-}
-
-func (t *term) hasFloat(f float64) bool {
-	_, ok := t.floats[f]
-	return ok
-}
-
-func (t *term) hasBytes(b []byte) bool {
-	_, ok := t.strs[string(b)] // the conversion does not allocate in a map index
-	return ok
-}
-
-// canonOf is the canonical JSON of v in t's column.
-func (t *term) canonOf(v fvalue) []byte {
-	switch v.kind {
-	case 'b':
-		if v.b {
-			return []byte("true")
-		}
-		return []byte("false")
-	case 'i':
-		return strconv.AppendInt(nil, v.i, 10)
+		return strconv.AppendInt(dst, v.i, 10)
 	case 'f':
 		if t.n != nil && t.n.kind == kFloat32 {
-			return jsontext.AppendFloat32(nil, float32(v.f))
+			return jsontext.AppendFloat32(dst, float32(v.f))
 		}
-		return jsontext.AppendFloat64(nil, v.f)
+		return jsontext.AppendFloat64(dst, v.f)
 	}
 	if t.n != nil && (t.n.kind == kBinary || t.n.kind == kFixed) {
-		return appendBinary(nil, v.s, t.n.enc)
+		return appendBinary(dst, v.s, t.n.enc)
 	}
-	return jsontext.AppendString(nil, v.s)
+	return jsontext.AppendString(dst, v.s)
 }
 
-// filterValue converts a scalar filter value for column n (nil: no schema).
-func filterValue(n *node, v *jvalue) (fvalue, string) {
+// filterValue converts a scalar filter value for column n (nil: no
+// schema): k is its parser kind letter and text the string's decoded text,
+// a number's token or "true"/"false". A string's value aliases text; a
+// binary value is decoded into bin's memory.
+func filterValue(n *node, k byte, text, bin []byte) (fvalue, string) {
 	if n == nil {
-		switch v.kind {
+		switch k {
 		case 'b':
-			return fvalue{kind: 'b', b: v.str == "true"}, ""
+			return fvalue{kind: 'b', b: text[0] == 't'}, ""
 		case 's':
-			return fvalue{kind: 's', s: []byte(v.str)}, ""
+			return fvalue{kind: 's', s: text}, ""
 		}
-		if i, p := jsontext.ExactInt([]byte(v.str)); p == jsontext.IntOK {
+		if i, p := jsontext.ExactInt(text); p == jsontext.IntOK {
 			return fvalue{kind: 'i', i: i}, ""
 		}
-		f, err := strconv.ParseFloat(v.str, 64)
+		f, err := strconv.ParseFloat(jsontext.UnsafeString(text), 64)
 		if err != nil {
-			return fvalue{}, v.str + " is not a finite number"
+			return fvalue{}, string(text) + " is not a finite number"
 		}
 		// A number whose float64 is an integer (1e-400 is 0) is that
 		// integer, as 0.0 is: otherwise its echo (0.0) would compile to an
@@ -279,87 +601,89 @@ func filterValue(n *node, v *jvalue) (fvalue, string) {
 		return fvalue{kind: 'f', f: f}, ""
 	}
 	wrong := func() (fvalue, string) {
+		v := jvalue{kind: k}
 		got := v.kindName()
-		if v.kind == 's' {
-			got += " " + strconv.Quote(v.str)
-		} else if v.kind != 'z' {
-			got += " " + v.str
+		if k == 's' {
+			got += " " + strconv.Quote(string(text))
+		} else if k != 'z' {
+			got += " " + string(text)
 		}
 		return fvalue{}, "the column holds " + strings.TrimPrefix(strings.TrimPrefix(n.wants(), "a "), "an ") + " values, so " + got + " would match nothing"
 	}
 	switch n.kind {
 	case kBool:
-		if v.kind != 'b' {
+		if k != 'b' {
 			return wrong()
 		}
-		return fvalue{kind: 'b', b: v.str == "true"}, ""
+		return fvalue{kind: 'b', b: text[0] == 't'}, ""
 	case kInt32, kInt64:
-		if v.kind != 'n' {
+		if k != 'n' {
 			return wrong()
 		}
-		i, p := jsontext.ExactInt([]byte(v.str))
+		i, p := jsontext.ExactInt(text)
 		switch {
 		case p == jsontext.IntFraction:
-			return fvalue{}, v.str + " is not an integer, so it would match nothing in an integer column"
+			return fvalue{}, string(text) + " is not an integer, so it would match nothing in an integer column"
 		case p == jsontext.IntRange || (n.kind == kInt32 && (i < math.MinInt32 || i > math.MaxInt32)):
-			return fvalue{}, v.str + " is out of range for the column's " + map[kind]string{kInt32: "int32", kInt64: "int64"}[n.kind]
+			return fvalue{}, string(text) + " is out of range for the column's " + map[kind]string{kInt32: "int32", kInt64: "int64"}[n.kind]
 		}
 		return fvalue{kind: 'i', i: i}, ""
 	case kFloat32, kFloat64:
-		if v.kind != 'n' {
+		if k != 'n' {
 			return wrong()
 		}
 		bits := 64
 		if n.kind == kFloat32 {
 			bits = 32
 		}
-		f, err := strconv.ParseFloat(v.str, bits)
+		f, err := strconv.ParseFloat(jsontext.UnsafeString(text), bits)
 		if err != nil {
-			return fvalue{}, v.str + " is out of range for the column's float" + strconv.Itoa(bits)
+			return fvalue{}, string(text) + " is out of range for the column's float" + strconv.Itoa(bits)
 		}
 		return fvalue{kind: 'f', f: f}, ""
 	case kString:
-		if v.kind != 's' {
+		if k != 's' {
 			return wrong()
 		}
-		return fvalue{kind: 's', s: []byte(v.str)}, ""
+		return fvalue{kind: 's', s: text}, ""
 	case kBinary, kFixed:
-		if v.kind != 's' {
+		if k != 's' {
 			return wrong()
 		}
-		b, prob := decodeBinaryText([]byte(v.str), n.enc)
+		b, prob := decodeBinaryText(bin, text, n.enc)
 		if prob != "" {
-			return fvalue{}, strconv.Quote(v.str) + " is not valid " + n.enc.String() + ": " + prob
+			return fvalue{}, strconv.Quote(string(text)) + " is not valid " + n.enc.String() + ": " + prob
 		}
 		if n.kind == kFixed && len(b) != n.size {
-			return fvalue{}, strconv.Quote(v.str) + " is " + strconv.Itoa(len(b)) + " bytes, but the column holds exactly " + strconv.Itoa(n.size)
+			return fvalue{}, strconv.Quote(string(text)) + " is " + strconv.Itoa(len(b)) + " bytes, but the column holds exactly " + strconv.Itoa(n.size)
 		}
 		return fvalue{kind: 's', s: b}, ""
 	}
 	return fvalue{}, "is not a scalar column"
 }
 
-// decodeBinaryText decodes base16 (either case) or strict padded base64.
-func decodeBinaryText(text []byte, enc Encoding) ([]byte, string) {
+// decodeBinaryText appends to dst the bytes of base16 (either case) or
+// strict padded base64 text.
+func decodeBinaryText(dst, text []byte, enc Encoding) ([]byte, string) {
 	if enc == EncodingBase16 {
 		if len(text)%2 != 0 {
 			return nil, "an odd number of hex digits"
 		}
-		out := make([]byte, len(text)/2)
+		out := dst
 		for i := 0; i < len(text); i += 2 {
 			h, ok1 := jsontext.Unhex(text[i])
 			l, ok2 := jsontext.Unhex(text[i+1])
 			if !ok1 || !ok2 {
 				return nil, "not a hex digit near position " + strconv.Itoa(i)
 			}
-			out[i/2] = h<<4 | l
+			out = append(out, h<<4|l)
 		}
 		return out, ""
 	}
 	if bytes.ContainsAny(text, "\r\n") {
 		return nil, "a line break"
 	}
-	out, err := b64.AppendDecode(nil, text)
+	out, err := b64.AppendDecode(dst, text)
 	if err != nil {
 		return nil, strings.TrimPrefix(err.Error(), "illegal base64 data ")
 	}
@@ -371,7 +695,8 @@ func (f *Filter) All() bool { return f == nil || len(f.terms) == 0 }
 
 // JSON returns the canonical echo of the filter, for the greeting: columns
 // in schema order (as given, without a schema), values in their canonical
-// form, a list kept a list with repeats dropped; "{}" when All.
+// form, a list kept a list with repeats dropped; "{}" when All. The bytes
+// are f's own: callers must not change them.
 func (f *Filter) JSON() []byte {
 	if f.All() {
 		return allFilter
@@ -379,58 +704,12 @@ func (f *Filter) JSON() []byte {
 	return f.json
 }
 
-func (f *Filter) appendJSON(dst []byte) []byte {
-	dst = append(dst, '{')
-	for k, t := range f.terms {
-		if k > 0 {
-			dst = append(dst, ',')
-		}
-		dst = jsontext.AppendString(dst, []byte(t.name))
-		dst = append(dst, ':')
-		n := len(t.vals)
-		if t.hasNull {
-			n++
-		}
-		list := n > 1
-		if list {
-			dst = append(dst, '[')
-		}
-		for i, v := range t.vals {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			if t.n == nil && v.kind == 'f' {
-				dst = jsontext.AppendFloat64(dst, v.f)
-			} else {
-				dst = append(dst, t.canon[i]...)
-			}
-		}
-		if t.hasNull {
-			if len(t.vals) > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, "null"...)
-		}
-		if list {
-			dst = append(dst, ']')
-		}
-	}
-	return append(dst, '}')
-}
-
 // matchCanon reports whether the canonical value v (of t's column) matches.
-func (t *term) matchCanon(v []byte) bool {
+func (f *Filter) matchCanon(t *term, v []byte) bool {
 	if string(v) == "null" {
 		return t.hasNull
 	}
-	if len(t.canon) <= 4 {
-		// A short list is cheaper to compare than to hash.
-		for _, c := range t.canon {
-			if string(c) == string(v) {
-				return true
-			}
-		}
-	} else if _, ok := t.byCanon[string(v)]; ok {
+	if f.has(t, v) {
 		return true
 	}
 	// 0.0 and -0.0 are equal numbers with two canonical forms.
@@ -448,7 +727,7 @@ func (f *Filter) MatchRow(r *Row) bool {
 	for i := range f.terms {
 		t := &f.terms[i]
 		sp := r.dec.spans[t.col]
-		if !t.matchCanon(r.Canonical[sp.start:sp.end]) {
+		if !f.matchCanon(t, r.Canonical[sp.start:sp.end]) {
 			return false
 		}
 	}
@@ -488,7 +767,7 @@ func (f *Filter) MatchCanonical(canonical []byte) bool {
 			return false
 		}
 		for ti < len(f.terms) && f.terms[ti].col == k {
-			if !f.terms[ti].matchCanon(data[pos:end]) {
+			if !f.matchCanon(&f.terms[ti], data[pos:end]) {
 				return false
 			}
 			ti++
@@ -594,7 +873,7 @@ func (f *Filter) matchAny(data []byte) bool {
 			}
 			continue
 		}
-		if !t.matchAnyValue(data[spans[i].start:spans[i].end]) {
+		if !f.matchAnyValue(t, data[spans[i].start:spans[i].end]) {
 			return false
 		}
 	}
@@ -602,22 +881,32 @@ func (f *Filter) matchAny(data []byte) bool {
 }
 
 // matchAnyValue compares one raw JSON value with a schema-less term.
-func (t *term) matchAnyValue(v []byte) bool {
+func (f *Filter) matchAnyValue(t *term, v []byte) bool {
+	var buf [64]byte
 	switch c := v[0]; {
 	case c == 'n':
 		return t.hasNull
 	case c == 't' || c == 'f':
-		return t.hasBool(c == 't')
+		return t.bools[b2i(c == 't')]
 	case c == '"':
-		s, _, prob := jsontext.DecodeString(v, 0, nil)
-		return prob == "" && t.hasBytes(s)
+		s, _, prob := jsontext.DecodeString(v, 0, buf[:0])
+		if prob != "" {
+			return false
+		}
+		if len(s) == len(v)-2 {
+			// No escapes: valid UTF-8 without a control character or a
+			// quote is its own canonical text.
+			return f.has(t, v)
+		}
+		var canon [96]byte
+		return f.has(t, jsontext.AppendString(canon[:0], s))
 	case c == '-' || jsontext.IsDigit(c):
 		i, ip := jsontext.ExactInt(v)
 		if ip == jsontext.IntOK {
-			if t.hasInt(i) {
+			if f.has(t, strconv.AppendInt(buf[:0], i, 10)) {
 				return true
 			}
-			if len(t.floats) == 0 {
+			if !t.floats {
 				return false
 			}
 		}
@@ -627,10 +916,10 @@ func (t *term) matchAnyValue(v []byte) bool {
 		}
 		// A value that is no integer as written but whose float64 is one
 		// (1e-400) matches that integer, as the same filter value would.
-		if fi, ok := integralFloat(fl); ok && ip != jsontext.IntOK && t.hasInt(fi) {
+		if fi, ok := integralFloat(fl); ok && ip != jsontext.IntOK && f.has(t, strconv.AppendInt(buf[:0], fi, 10)) {
 			return true
 		}
-		return t.hasFloat(fl)
+		return t.floats && f.has(t, jsontext.AppendFloat64(buf[:0], fl))
 	}
 	return false
 }
@@ -666,34 +955,78 @@ func (f *Filter) MatchArrow(cols []arrow.Array, i int) bool {
 			}
 			continue
 		}
-		if !t.matchArrow(arr, i) {
+		if !f.matchArrow(t, arr, i) {
 			return false
 		}
 	}
 	return true
 }
 
-func (t *term) matchArrow(arr arrow.Array, i int) bool {
+// matchArrow compares row i of arr with t by the value's canonical text,
+// the key t's table is built on.
+func (f *Filter) matchArrow(t *term, arr arrow.Array, i int) bool {
+	var buf [96]byte
 	switch a := arr.(type) {
 	case *array.Boolean:
-		return t.hasBool(a.Value(i))
+		return t.bools[b2i(a.Value(i))]
 	case *array.Int64:
-		return t.hasInt(a.Value(i))
+		return f.has(t, strconv.AppendInt(buf[:0], a.Value(i), 10))
 	case *array.Int32:
-		return t.hasInt(int64(a.Value(i)))
+		return f.has(t, strconv.AppendInt(buf[:0], int64(a.Value(i)), 10))
 	case *array.Float64:
-		return t.hasFloat(a.Value(i))
+		return f.hasFloat(t, a.Value(i), 64)
 	case *array.Float32:
-		return t.hasFloat(float64(a.Value(i)))
+		return f.hasFloat(t, float64(a.Value(i)), 32)
 	case *array.String:
-		_, ok := t.strs[a.Value(i)]
-		return ok
+		return f.hasString(t, a.Value(i), buf[:0])
 	case *array.Binary:
-		return t.hasBytes(a.Value(i))
+		return f.hasBinary(t, a.Value(i))
 	case *array.FixedSizeBinary:
-		return t.hasBytes(a.Value(i))
+		return f.hasBinary(t, a.Value(i))
 	}
 	return false
+}
+
+// hasString reports whether the text v is one of t's (string) values,
+// building its canonical text in buf.
+func (f *Filter) hasString(t *term, v string, buf []byte) bool {
+	plain := true
+	for i := 0; i < len(v) && plain; i++ {
+		plain = v[i] >= 0x20 && v[i] < utf8.RuneSelf && v[i] != '"' && v[i] != '\\'
+	}
+	if plain {
+		buf = append(append(append(buf, '"'), v...), '"')
+		return f.has(t, buf)
+	}
+	// Filter strings are valid UTF-8; the canonical text would replace
+	// invalid bytes and could then match one.
+	return utf8.ValidString(v) && f.has(t, jsontext.AppendString(buf, jsontext.UnsafeBytes(v)))
+}
+
+// hasFloat reports whether the float v of a column of the given bits is
+// one of t's values: 0 and -0 are equal, and NaN and infinities are never
+// listed.
+func (f *Filter) hasFloat(t *term, v float64, bits int) bool {
+	if v == 0 {
+		return t.zeroFlt
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return false
+	}
+	var buf [32]byte
+	if bits == 32 {
+		return f.has(t, jsontext.AppendFloat32(buf[:0], float32(v)))
+	}
+	return f.has(t, jsontext.AppendFloat64(buf[:0], v))
+}
+
+// hasBinary reports whether the bytes b are one of t's (binary) values.
+func (f *Filter) hasBinary(t *term, b []byte) bool {
+	if t.n == nil || (t.n.kind != kBinary && t.n.kind != kFixed) {
+		return false
+	}
+	var buf [96]byte
+	return f.has(t, appendBinary(buf[:0], b, t.n.enc))
 }
 
 // MayMatch reports whether a file whose columns have the given statistics
@@ -705,6 +1038,7 @@ func (f *Filter) MayMatch(minmax func(column string) (min, max []byte, ok bool))
 	if f.All() || f.s.any || minmax == nil {
 		return true
 	}
+	var scratch []byte
 	for i := range f.terms {
 		t := &f.terms[i]
 		if t.hasNull {
@@ -720,17 +1054,42 @@ func (f *Filter) MayMatch(minmax func(column string) (min, max []byte, ok bool))
 			continue
 		}
 		inside := false
-		for _, v := range t.vals {
-			if compareValues(minv, v) <= 0 && compareValues(v, maxv) <= 0 {
-				inside = true
-				break
-			}
-		}
+		t.each(f.json, func(_ int, c []byte) bool {
+			var v fvalue
+			v, scratch = canonValue(t.n, c, scratch[:0])
+			inside = compareValues(minv, v) <= 0 && compareValues(v, maxv) <= 0
+			return !inside
+		})
 		if !inside {
 			return false
 		}
 	}
 	return true
+}
+
+// canonValue reads the canonical text c of a value of column n (the echo
+// holds only values the column accepts), decoding strings into scratch.
+func canonValue(n *node, c, scratch []byte) (fvalue, []byte) {
+	switch n.kind {
+	case kBool:
+		return fvalue{kind: 'b', b: c[0] == 't'}, scratch
+	case kInt32, kInt64:
+		i, _ := jsontext.ExactInt(c)
+		return fvalue{kind: 'i', i: i}, scratch
+	case kFloat32, kFloat64:
+		bits := 64
+		if n.kind == kFloat32 {
+			bits = 32
+		}
+		fl, _ := strconv.ParseFloat(jsontext.UnsafeString(c), bits)
+		return fvalue{kind: 'f', f: fl}, scratch
+	}
+	s, _, _ := jsontext.DecodeString(c, 0, scratch)
+	if n.kind == kBinary || n.kind == kFixed {
+		b, _ := decodeBinaryText(s[len(s):], s, n.enc)
+		return fvalue{kind: 's', s: b}, b
+	}
+	return fvalue{kind: 's', s: s}, s
 }
 
 // statValue reads a canonical scalar of column n.
@@ -739,7 +1098,7 @@ func statValue(n *node, text []byte) (fvalue, bool) {
 	if err != nil || v.kind == 'a' || v.kind == 'o' || v.kind == 'z' {
 		return fvalue{}, false
 	}
-	fv, prob := filterValue(n, v)
+	fv, prob := filterValue(n, v.kind, []byte(v.str), nil)
 	if prob != "" {
 		return fvalue{}, false
 	}

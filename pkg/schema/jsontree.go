@@ -54,6 +54,21 @@ func (v *jvalue) kindName() string {
 // by guessing which one was meant.
 func parseJSON(data []byte) (*jvalue, error) {
 	p := jparser{data: data}
+	return p.parse()
+}
+
+// checkJSON refuses what parseJSON refuses, with the same errors, without
+// building the tree: a where= filter is read from its text after this
+// check, so that compiling one allocates about its own size rather than a
+// tree node per value.
+func checkJSON(data []byte) error {
+	p := jparser{data: data, check: true}
+	_, err := p.parse()
+	return err
+}
+
+func (p *jparser) parse() (*jvalue, error) {
+	data := p.data
 	pos := jsontext.SkipWS(data, 0)
 	v, pos, err := p.value(pos, 0)
 	if err != nil {
@@ -69,7 +84,14 @@ type syntaxError string
 
 func (e syntaxError) Error() string { return jsontext.Problem(string(e)) }
 
-type jparser struct{ data []byte }
+type jparser struct {
+	data []byte
+	// check only validates: value returns nil, strings are decoded into
+	// scratch and dropped, and an object's keys are kept only until its
+	// duplicates are checked.
+	check   bool
+	scratch []byte
+}
 
 func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
 	data := p.data
@@ -81,7 +103,11 @@ func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
 	}
 	switch c := data[pos]; {
 	case c == '{':
-		v := &jvalue{kind: 'o'}
+		var v *jvalue
+		if !p.check {
+			v = &jvalue{kind: 'o'}
+		}
+		var keys []string // check: the keys so far, for duplicates
 		pos = jsontext.SkipWS(data, pos+1)
 		if pos < len(data) && data[pos] == '}' {
 			return v, pos + 1, nil
@@ -95,7 +121,16 @@ func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
 				return nil, end, syntaxError(prob)
 			}
 			key := string(kb)
-			if v.get(key) != nil {
+			dup := false
+			if p.check {
+				for _, k := range keys {
+					dup = dup || k == key
+				}
+				keys = append(keys, key)
+			} else {
+				dup = v.get(key) != nil
+			}
+			if dup {
 				return nil, pos, syntaxError("the key " + strconv.Quote(key) + " appears twice in one object")
 			}
 			pos = jsontext.SkipWS(data, end)
@@ -106,7 +141,9 @@ func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
 			if err != nil {
 				return nil, end2, err
 			}
-			v.members = append(v.members, jmember{key, child})
+			if !p.check {
+				v.members = append(v.members, jmember{key, child})
+			}
 			pos = jsontext.SkipWS(data, end2)
 			if pos < len(data) && data[pos] == ',' {
 				pos = jsontext.SkipWS(data, pos+1)
@@ -118,7 +155,10 @@ func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
 			return nil, pos, syntaxError("expected ',' or '}' in an object" + jsontext.GotAt(data, pos))
 		}
 	case c == '[':
-		v := &jvalue{kind: 'a'}
+		var v *jvalue
+		if !p.check {
+			v = &jvalue{kind: 'a'}
+		}
 		pos = jsontext.SkipWS(data, pos+1)
 		if pos < len(data) && data[pos] == ']' {
 			return v, pos + 1, nil
@@ -128,7 +168,9 @@ func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
 			if err != nil {
 				return nil, end, err
 			}
-			v.items = append(v.items, child)
+			if !p.check {
+				v.items = append(v.items, child)
+			}
 			pos = jsontext.SkipWS(data, end)
 			if pos < len(data) && data[pos] == ',' {
 				pos = jsontext.SkipWS(data, pos+1)
@@ -140,11 +182,23 @@ func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
 			return nil, pos, syntaxError("expected ',' or ']' in an array" + jsontext.GotAt(data, pos))
 		}
 	case c == '"':
+		if p.check {
+			b, end, prob := jsontext.DecodeString(data, pos, p.scratch[:0])
+			p.scratch = b
+			if prob != "" {
+				return nil, end, syntaxError(prob)
+			}
+			return nil, end, nil
+		}
 		b, end, prob := jsontext.DecodeString(data, pos, nil)
 		if prob != "" {
 			return nil, end, syntaxError(prob)
 		}
 		return &jvalue{kind: 's', str: string(b)}, end, nil
+	case p.check && (c == 't' && jsontext.HasLit(data, pos, "true") || c == 'n' && jsontext.HasLit(data, pos, "null")):
+		return nil, pos + 4, nil
+	case p.check && c == 'f' && jsontext.HasLit(data, pos, "false"):
+		return nil, pos + 5, nil
 	case c == 't' && jsontext.HasLit(data, pos, "true"):
 		return &jvalue{kind: 'b', str: "true"}, pos + 4, nil
 	case c == 'f' && jsontext.HasLit(data, pos, "false"):
@@ -155,6 +209,9 @@ func (p *jparser) value(pos, depth int) (*jvalue, int, error) {
 		end, _, ok := jsontext.ScanNumber(data, pos)
 		if !ok {
 			return nil, end, syntaxError("malformed number" + jsontext.GotAt(data, end))
+		}
+		if p.check {
+			return nil, end, nil
 		}
 		return &jvalue{kind: 'n', str: string(data[pos:end])}, end, nil
 	}

@@ -31,6 +31,7 @@ const (
 	DefaultMaxInFlight     = 64
 	DefaultMaxMessageBytes = 1 << 20
 	DefaultMaxWhereBytes   = 64 << 10
+	DefaultMaxFilterBytes  = 256 << 20
 	DefaultIdleTimeout     = 30 * time.Second
 	DefaultMaxConnsPerAddr = 1024
 	DefaultMaxReplay       = 100000
@@ -134,6 +135,11 @@ type Limits struct {
 	// JSON, after URL decoding); a longer one is refused with 4400. It
 	// bounds what one subscriber's filter costs to compile and to hold.
 	MaxWhereBytes int `yaml:"max_where_bytes"`
+	// MaxFilterBytes bounds the memory the compiled where= filters of all
+	// subscribers hold together, server-wide (identical filters share one
+	// compiled form and count once). A subscriber whose filter would take
+	// the total over it is refused with 1013 (try again later).
+	MaxFilterBytes int `yaml:"max_filter_bytes"`
 	// IdleTimeout closes an HTTP keep-alive connection (/health, /stats, the
 	// console, the control API) that waits this long for its next request.
 	// WebSocket connections have their own keepalive and are not affected.
@@ -213,6 +219,7 @@ func Default() Config {
 			MaxInFlight:     DefaultMaxInFlight,
 			MaxMessageBytes: DefaultMaxMessageBytes,
 			MaxWhereBytes:   DefaultMaxWhereBytes,
+			MaxFilterBytes:  DefaultMaxFilterBytes,
 			IdleTimeout:     DefaultIdleTimeout,
 
 			MaxConnectionsPerAddress: DefaultMaxConnsPerAddr,
@@ -366,6 +373,7 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		{"max_in_flight", c.Limits.MaxInFlight},
 		{"max_message_bytes", c.Limits.MaxMessageBytes},
 		{"max_where_bytes", c.Limits.MaxWhereBytes},
+		{"max_filter_bytes", c.Limits.MaxFilterBytes},
 	} {
 		if l.v < 1 {
 			return nil, badKey("limits."+l.key, "limits.%s is %d; it must be at least 1", l.key, l.v)

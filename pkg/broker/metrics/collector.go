@@ -12,6 +12,10 @@ import (
 // is read.
 type Sample struct {
 	Streams []StreamSample
+	// FilterBytes is the memory the subscribers' compiled where= filters
+	// hold now (limits.max_filter_bytes bounds it); FilterRefusals counts
+	// the subscribers refused (1013) because theirs would pass the bound.
+	FilterBytes, FilterRefusals int64
 	// Unrouted holds the refusals of requests no served stream took (4404,
 	// a 4400 for a path that names no stream): reported with stream="".
 	// Only its refusals are read.
@@ -53,6 +57,7 @@ type Collector struct {
 	rows, groups, commitLat, ackLat, frames, bytes *prometheus.Desc
 	subs, pubs, drops, refusals, replayed, endOff  *prometheus.Desc
 	buffered, files, pubThrough, lagRows, lagSecs  *prometheus.Desc
+	filterBytes, filterDenied                      *prometheus.Desc
 	restarts, authFailures, conns, connsRefused    *prometheus.Desc
 }
 
@@ -81,6 +86,8 @@ func NewCollector(sample func() Sample) *Collector {
 		pubThrough:   d("published_through", "The last offset the published Iceberg table holds; 0 when none.", stream...),
 		lagRows:      d("publish_lag_rows", "Rows committed and not yet published.", stream...),
 		lagSecs:      d("publish_lag_seconds", "Age of the oldest row not yet published; 0 when none.", stream...),
+		filterBytes:  d("filter_bytes", "Bytes the subscribers' compiled where= filters hold now, identical filters counted once (bounded by limits.max_filter_bytes)."),
+		filterDenied: d("filter_refusals_total", "Subscribers refused with 1013 because their where= filter would take the filters' memory over limits.max_filter_bytes."),
 		restarts:     d("maintain_restarts_total", "Restarts of serve's maintenance child for a role since serve started.", "role"),
 		conns:        d("connections", "TCP connections open now, WebSocket ones included."),
 		connsRefused: d("connections_refused_total", "Connections closed at accept for a bound: total (limits.max_connections) or address (limits.max_connections_per_address).", "reason"),
@@ -94,6 +101,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.rows, c.groups, c.commitLat, c.ackLat, c.frames, c.bytes,
 		c.subs, c.pubs, c.drops, c.refusals, c.replayed, c.endOff,
 		c.buffered, c.files, c.pubThrough, c.lagRows, c.lagSecs,
+		c.filterBytes, c.filterDenied,
 		c.restarts, c.authFailures, c.conns, c.connsRefused,
 	} {
 		ch <- d
@@ -142,6 +150,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if s.Unrouted != nil {
 		c.collectRefusals(ch, s.Unrouted, "")
 	}
+	gauge(c.filterBytes, float64(s.FilterBytes))
+	counter(c.filterDenied, s.FilterRefusals)
 	for role, n := range s.Restarts {
 		counter(c.restarts, n, role)
 	}
