@@ -86,6 +86,9 @@ type options struct {
 	limits string
 	// nofile > 0 runs the server under ulimit -n nofile (soft and hard).
 	nofile int
+	// streams, when set, is the streams: section's items in place of the
+	// one stream "t".
+	streams string
 	// extra is YAML appended to the config as written, for sections the
 	// fields above do not cover (auth:, control:, a second stream, …);
 	// its top-level keys must not repeat the ones start writes.
@@ -121,7 +124,11 @@ func start(t testing.TB, o options) *server {
 		}
 		cfg.WriteString(o.limits)
 	}
-	cfg.WriteString("streams:\n  - name: t\n    durable: true\n    max_replay: null\n")
+	if o.streams != "" {
+		cfg.WriteString("streams:\n" + o.streams)
+	} else {
+		cfg.WriteString("streams:\n  - name: t\n    durable: true\n    max_replay: null\n")
+	}
 	if o.maintain {
 		cfg.WriteString("maintain:\n  seal_every: 100ms\n  compact_every: 1s\n  publish_every: 1s\n  clean_every: 1s\n  clean_published_every: 2s\n  flush_every: 2s\n")
 	}

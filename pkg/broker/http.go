@@ -39,7 +39,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		up = &s.pubUp
 	}
 	hj := &peerframe.Hijack{ResponseWriter: w}
-	ws, err := up.Upgrade(hj, r, nil)
+	ws, err := up.Upgrade(hj, r, s.relayChain(st))
 	if err != nil {
 		s.untrack()
 		return // gorilla answered with an HTTP error
@@ -52,6 +52,21 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		defer s.untrack()
 		s.serveConn(ws, hj.Raw, &hj.Scan.Frames, st, q, qerr, acc)
 	}()
+}
+
+// relayChain is the wire.RelayChainHeader of an answer for st (nil when
+// there is no st): st on this server, then, when st relays another, the
+// chain its upstream gave.
+func (s *Server) relayChain(st *stream) http.Header {
+	if st == nil {
+		return nil
+	}
+	chain := s.id + "/" + st.name
+	if st.relay != nil {
+		up := st.relay.Chain()
+		chain = strings.Join(append([]string{chain}, up[:min(len(up), wire.MaxRelayChain-1)]...), ",")
+	}
+	return http.Header{wire.RelayChainHeader: {chain}}
 }
 
 // serveConn serves one upgraded connection until it ends. nc is the raw

@@ -71,10 +71,15 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 		TLS:         tlsCfg,
 		StreamID:    kept,
 		Home:        home,
+		Self:        s.srv.id + "/" + s.name,
 		MaxGroup:    maxGroupRows,
 		Logger:      s.srv.logger.With("stream", s.name, "upstream", clean),
 	})
 	g, err := r.Open(ctx)
+	if errors.Is(err, relay.ErrStop) {
+		closeLog()
+		return fmt.Errorf("stream %q: %w", s.name, err)
+	}
 	if err != nil {
 		closeLog()
 		way := "start the upstream first (serve waits " + relay.GreetingWait.String() + " for it), or check the URL and its credentials"

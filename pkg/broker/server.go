@@ -3,6 +3,7 @@ package broker
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -171,6 +172,9 @@ type Server struct {
 	// stop and a start (ctlRuntime.Hold): arrivals are told to retry.
 	heldMu sync.Mutex
 	held   map[string]int
+	// id names this server process in wire.RelayChainHeader, so that a
+	// relay can tell its own stream come back round a loop of relays.
+	id string
 
 	// reclaim gives memory back to the OS after connections holding large
 	// queues end (package backlog).
@@ -238,6 +242,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		conns:       map[*wsConn]struct{}{},
 		reclaim:     backlog.NewReclaimer(opts.Logger),
 		held:        map[string]int{},
+		id:          rand.Text()[:16],
 	}
 	s.filters = newFilterCache(int64(cfg.Limits.MaxFilterBytes))
 	s.gate = gate.New(cfg.Auth, opts.Clock.Now, opts.Logger, s.RecordAuthFailure)

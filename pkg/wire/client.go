@@ -41,6 +41,11 @@ type DialOptions struct {
 	// unless the Dialer has one of its own.
 	TLS *tls.Config
 
+	// OnHandshake, when set, is called with the headers of the server's
+	// 101 answer, before the greeting is read: a relay reads the
+	// server's RelayChainHeader there.
+	OnHandshake func(http.Header)
+
 	// Credentials, when set, are sent as HTTP Basic authentication on the
 	// handshake. A stream URL's user info (ws://user:pass@host/…,
 	// percent-encoded) takes their place; either way the URL is dialled,
@@ -186,6 +191,9 @@ func dial(ctx context.Context, u *url.URL, req Request, o *DialOptions) (*websoc
 			return nil, nil, fmt.Errorf("connect %s: the server answered HTTP %d, not a WebSocket upgrade; is this a streamcast URL?", redact(u), resp.StatusCode)
 		}
 		return nil, nil, fmt.Errorf("connect %s: %w", redact(u), tlsHint(err))
+	}
+	if o.OnHandshake != nil && resp != nil {
+		o.OnHandshake(resp.Header)
 	}
 	limit := o.ReadLimit
 	if limit <= 0 {

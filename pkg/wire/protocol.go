@@ -64,6 +64,17 @@ const (
 	ReasonGoingAway              = "going_away"
 )
 
+// RelayChainHeader is the header of a server's 101 answer that lists, comma
+// separated, the streams a stream's rows pass through to reach the one
+// answering, each as SERVER-ID/STREAM: the answering stream first, then,
+// when it is a relay, its upstream's chain. A relay stream that finds itself
+// there would mirror its own rows round a loop with no writer, and refuses.
+// Server ids are random per server process.
+const RelayChainHeader = "Streamcast-Relay-Chain"
+
+// MaxRelayChain bounds the ids a server passes on in RelayChainHeader.
+const MaxRelayChain = 32
+
 // Values of "why" in a 1001 close reason.
 const (
 	WhyServerStopping = "server_stopping" // the whole server is shutting down

@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,7 +86,12 @@ type Config struct {
 	StreamID string
 	// Home is the relay's stream directory, named in the stop that another
 	// stream behind the URL causes: moving it aside is the way out.
-	Home     string
+	Home string
+	// Self is the relay stream's entry in wire.RelayChainHeader
+	// (SERVER-ID/STREAM): an upstream whose chain holds it is the relay
+	// itself, reached round a loop of relays, and the Follower refuses
+	// to mirror it.
+	Self     string
 	MaxGroup int         // the most rows handed to one Commit
 	Logger   *log.Logger // where drops, retries and the stop are logged; nil discards them
 }
@@ -127,6 +134,11 @@ type Follower struct {
 	// parked is the subscription Earliest opened, which the first session
 	// reads from so that no row between the two is lost; nil once used.
 	parked *wire.Subscription
+
+	// chain is the upstream's wire.RelayChainHeader from the last
+	// handshake, which this server passes on after its own id.
+	chainMu sync.Mutex
+	chain   []string
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -193,6 +205,9 @@ func (f *Follower) Open(ctx context.Context) (*wire.Greeting, error) {
 		if err == nil {
 			g := sub.Greeting()
 			_ = sub.Close()
+			if err := f.checkLoop(); err != nil {
+				return nil, err
+			}
 			if f.streamID == "" {
 				f.streamID = g.StreamID
 			}
@@ -225,8 +240,39 @@ func (f *Follower) Open(ctx context.Context) (*wire.Greeting, error) {
 func (f *Follower) options(offset *int64) wire.SubscribeOptions {
 	return wire.SubscribeOptions{
 		Offset:      offset,
-		DialOptions: wire.DialOptions{Credentials: f.cfg.Credentials, TLS: f.cfg.TLS},
+		DialOptions: wire.DialOptions{Credentials: f.cfg.Credentials, TLS: f.cfg.TLS, OnHandshake: f.handshake},
 	}
+}
+
+// handshake keeps the upstream's relay chain from its 101 answer.
+func (f *Follower) handshake(h http.Header) {
+	var chain []string
+	for _, id := range strings.Split(h.Get(wire.RelayChainHeader), ",") {
+		if id = strings.TrimSpace(id); id != "" && len(chain) < wire.MaxRelayChain {
+			chain = append(chain, id)
+		}
+	}
+	f.chainMu.Lock()
+	f.chain = chain
+	f.chainMu.Unlock()
+}
+
+// Chain is the upstream's relay chain as its last handshake gave it.
+func (f *Follower) Chain() []string {
+	f.chainMu.Lock()
+	defer f.chainMu.Unlock()
+	return f.chain
+}
+
+// checkLoop refuses an upstream whose chain holds this server: the rows
+// would come round to where they started, and both ends would report
+// mirroring while neither had a writer.
+func (f *Follower) checkLoop() error {
+	if f.cfg.Self == "" || !slices.Contains(f.Chain(), f.cfg.Self) {
+		return nil
+	}
+	return fmt.Errorf("%w: relay loop: the upstream %s relays, directly or through other relays, this stream itself (server/stream on the way: %s), so no stream in the loop has a writer; "+
+		"remove upstream: from one of the streams in the loop", ErrStop, f.cfg.URL, strings.Join(f.Chain(), " → "))
 }
 
 // Earliest subscribes to the upstream at the earliest offset it will
@@ -379,6 +425,10 @@ func (f *Follower) session(ctx context.Context) (progressed bool, err error) {
 		if sub, err = wire.Subscribe(ctx, f.cfg.URL, f.options(at)); err != nil {
 			return false, err
 		}
+	}
+	if err := f.checkLoop(); err != nil {
+		_ = sub.Close()
+		return false, err
 	}
 	if err := f.check(sub.Greeting()); err != nil {
 		_ = sub.Close()
