@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"path/filepath"
 	"strings"
+	"time"
 	"testing"
 )
 
@@ -61,4 +62,28 @@ func TestMaxReplayCountsRowsNotOffsets(t *testing.T) {
 	tooOld("/trades?offset=2") // 12 offsets, 7 rows
 	tooOld("/trades?offset=7") // 7 offsets, 6 rows
 	replays("/trades?offset=9", 9, 14)
+}
+
+// TestARefusedSubscriberLetsGoOfTheStream: a subscriber refused its replay
+// (4416 ahead) holds the stream's swap lock no longer once refused, so a
+// migration, which waits for every connection's hold, is not kept waiting
+// by it for ever.
+func TestARefusedSubscriberLetsGoOfTheStream(t *testing.T) {
+	srv := startServer(t, testConfig(t))
+	p := dialPublisher(t, srv, "trades")
+	p.roundTrip(trade(1))
+	ws, _, err := dial(t, wsURL(srv, "/trades?offset=99"))
+	if code, reason := closeOf(err); code != 4416 || !strings.Contains(reason, `"why":"ahead"`) {
+		t.Fatalf("offset 99 of 1 row: close %d %q (err %v), want 4416 ahead", code, reason, err)
+	}
+	st := srv.reg.Get("trades")
+	deadline := time.Now().Add(10 * time.Second)
+	for !st.life.swap.TryLock() {
+		if time.Now().After(deadline) {
+			t.Fatal("10 s after its refusal the subscriber still holds the stream: a migration would wait for ever")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st.life.swap.Unlock()
+	ws.Close()
 }

@@ -80,6 +80,7 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 	defer func() {
 		if got == nil {
 			st.detach(sub) // attached or not, its filter is let go
+			release()      // a refused subscriber holds st no longer (a migration waits for every hold)
 		}
 	}()
 	ext := replay.Extent{Earliest: wire.Null, End: wire.Null, Start: 1}
@@ -162,6 +163,12 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 			if err != nil {
 				srv.logger.Error("read log holes", "stream", st.name, "err", err)
 				c.close(closeInternal, internalReason("the log could not be read; retry later"))
+				// The socket is this function's (writing, counted in
+				// c.wg): its writer sends the close and lets go.
+				go func() {
+					defer c.wg.Done()
+					c.writeLoop()
+				}()
 				return nil
 			}
 			rg.End = max(end, start)
