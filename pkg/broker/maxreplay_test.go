@@ -4,8 +4,8 @@ import (
 	"database/sql"
 	"path/filepath"
 	"strings"
-	"time"
 	"testing"
+	"time"
 )
 
 // TestMaxReplayCountsRowsNotOffsets subscribes over a real WebSocket to a
