@@ -1,7 +1,10 @@
 package cmd
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +15,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/charmbracelet/log"
 	"github.com/spf13/cobra"
@@ -67,7 +71,12 @@ fails to open, is logged and retried on the next one; nothing is lost by a
 retry. SIGTERM or SIGINT ends the loop after the pass in progress; SIGUSR1
 runs a flushing pass over every log at once. With --ready-fd, "ready" is
 written to that file descriptor once every log has been opened, and
-"flushed" after each pass that SIGUSR1 asked for. A pass steps only the logs
+"flushed" after each pass that SIGUSR1 asked for. With --add-fd (serve
+passes it), more logs arrive on that descriptor while maintain runs, one
+JSON line each ({"seq":N,"logs":[DIR...]}), each answered on --ready-fd
+with "added N" or "refused N" and the reason: an added log is stepped at
+once and in every pass after, and the other logs keep their schedule.
+A pass steps only the logs
 with work (a commit since their last step, a flush or a deletion come due);
 an idle log is closed, and at most --max-open-logs are open at once. Two processes never run one role on one log at the same
 time: each role holds <log>/<role>.lock while it works, and the other skips
@@ -92,10 +101,26 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 				ready = f
 				defer ready.Close()
 			}
+			var sayMu sync.Mutex // the loop and the additions' reader both answer
 			say := func(line string) {
 				if ready != nil {
+					sayMu.Lock()
 					_, _ = io.WriteString(ready, line+"\n")
+					sayMu.Unlock()
 				}
+			}
+			var adds *maintain.Additions
+			if args.AddFD != 0 {
+				f, err := openAddFD(args.AddFD)
+				if err != nil {
+					return usageError{fmt.Errorf("--%s %d: %w", maintainargs.FlagAddFD, args.AddFD, err)}
+				}
+				adds = maintain.NewAdditions(args.Role)
+				done := readAdditions(f, adds, say, a.logger.With("role", string(args.Role)))
+				// Closing the descriptor ends the reader's read in progress
+				// (openAddFD); it is waited for, so it never outlives the
+				// command or answers on a closed --ready-fd.
+				defer func() { _ = f.Close(); <-done }()
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			flush, flushDone := flushSignals(ctx)
@@ -115,6 +140,7 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 				Logger:     a.logger, // Run adds the role to every line
 				Retain:     a.retainPass,
 				Cache:      args.CacheLogs,
+				Additions:  adds,
 			})
 		},
 	}
@@ -126,6 +152,46 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 	_ = cmd.RegisterFlagCompletionFunc(maintainargs.FlagRole, cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
+
+// readAdditions reads the logs the parent adds from r, one JSON line each
+// ({"seq":N,"logs":[…],"cache":[…]}), queues them on adds and answers
+// each on say: "added N" once they are queued (a process that exits before
+// its loop takes them loses nothing: serve restarts it with them on its
+// command line), or "refused N why" on one line, having queued none. It
+// reads until r ends or is closed; done closes then.
+func readAdditions(r io.Reader, adds *maintain.Additions, say func(string), logger *log.Logger) (done <-chan struct{}) {
+	c := make(chan struct{})
+	go func() {
+		defer close(c)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var req struct {
+				Seq   int64    `json:"seq"`
+				Logs  []string `json:"logs"`
+				Cache []string `json:"cache"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+				say(fmt.Sprintf("refused %d the request is not one JSON object {\"seq\":N,\"logs\":[…],\"cache\":[…]}: %s", req.Seq, oneLine(err.Error())))
+				continue
+			}
+			if err := adds.Add(req.Logs, req.Cache); err != nil {
+				say(fmt.Sprintf("refused %d %s", req.Seq, oneLine(err.Error())))
+				continue
+			}
+			say(fmt.Sprintf("added %d", req.Seq))
+		}
+		if err := sc.Err(); err != nil && !errors.Is(err, os.ErrClosed) {
+			// serve then gets no answer, and restarts the children over
+			// every log instead.
+			logger.Error("stopped reading logs to add; serve restarts this child to give it more", "err", err)
+		}
+	}()
+	return c
+}
+
+// oneLine keeps an answer on its line.
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
 // retainPass is the retain role's step: the retention pass of the stream
 // whose current log is l (pkg/meta owns it; the runner, below meta, only

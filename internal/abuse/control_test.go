@@ -332,14 +332,7 @@ func (s *ctlServer) childPIDs() map[string]int {
 // the children running before a start still run after it, and a start
 // takes well under a second. It logs the time per start, median and
 // slowest.
-//
-// It is red until serve can hand a running child a log to add (a child
-// reads its logs from its command line only), so it runs only with
-// STREAMCAST_ABUSE_PENDING set.
 func TestControlStartingAStreamLeavesTheMaintenanceChildrenRunning(t *testing.T) {
-	if os.Getenv("STREAMCAST_ABUSE_PENDING") == "" {
-		t.Skip("a start still restarts every maintenance child over every log: a running child cannot be handed a log to add; set STREAMCAST_ABUSE_PENDING=1 to measure it")
-	}
 	t.Parallel()
 	n := 50
 	if testing.Short() {

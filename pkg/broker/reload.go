@@ -7,6 +7,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
+	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -22,10 +23,14 @@ import (
 // theirs); turning TLS or mutual TLS on or off applies only at the next
 // start, as does every other section (listen, root, limits, maintain,
 // published, s3, tiers, allowed_origins, metrics.enabled); a change to one
-// is logged as such. A cfg that does not validate changes nothing. The
-// maintenance children are restarted over the new set of logs when it
-// changed. The error joins what could not be applied (a stream that
-// failed to open, children that did not restart); the rest was applied.
+// is logged as such. A cfg that does not validate changes nothing. A
+// stream added whose name is a served registered stream's (the control
+// API's), or differs from one only in case, is not added. When the set of
+// logs changed, the maintenance children running are handed the added
+// streams' logs, or restarted over the new set when a stream stopped
+// (supervise.Runner.Ensure). The error joins what could not be applied (a
+// stream refused or that failed to open, children that did not restart);
+// the rest was applied.
 func (s *Server) Reload(cfg config.Config) error {
 	schemas, err := cfg.Compile()
 	if err != nil {
@@ -82,12 +87,29 @@ func (s *Server) Reload(cfg config.Config) error {
 		}
 	}
 
-	// 2. Start the streams added.
+	// 2. Start the streams added. The config loader refuses two names
+	// that differ only in case, and the control API refuses a registered
+	// one beside a static one; a static stream added here must not slip
+	// past both.
+	registered := map[string]string{} // by meta.Fold
+	for _, st := range s.reg.List() {
+		if st.storage != nil {
+			registered[meta.Fold(st.name)] = st.name
+		}
+	}
 	for i, sc := range cfg.Streams {
 		if st := s.reg.Get(sc.Name); st != nil {
 			if st.storage != nil {
 				s.logger.Error("stream not added: the control registry holds a stream of that name; a name can be only one", "stream", sc.Name)
 			}
+			continue
+		}
+		if other, ok := registered[meta.Fold(sc.Name)]; ok {
+			err := fmt.Errorf("stream %q not added: it differs only in case from %q, a stream the control API registered and serves; "+
+				"on a case-insensitive file system they would share a directory, so give the config's stream a name that differs in more than case, "+
+				"or remove %q through the control API first", sc.Name, other, other)
+			s.logger.Error("stream not added: its name differs only in case from a registered stream's", "stream", sc.Name, "registered", other, "err", err)
+			errs = append(errs, err)
 			continue
 		}
 		st := newStream(s, sc, schemas[i], s.cfg.Limits)
@@ -102,7 +124,8 @@ func (s *Server) Reload(cfg config.Config) error {
 	}
 	s.reg.Reorder(names)
 
-	// 3. The children learn the new set of logs; no stream's writes wait.
+	// 3. The children learn the new set of logs (those running take added
+	// logs as they run); no stream's writes wait.
 	if err := s.restartMaintenance(ctx); err != nil {
 		s.logger.Error("the maintenance children did not restart over the new set of logs; rows stay safe in each log's buffer, "+
 			"and a restart of serve starts them again", "err", err)

@@ -284,10 +284,11 @@ func TestReloadKeepsAChangedStreamAsItWasAndSaysWhy(t *testing.T) {
 	}
 }
 
-// TestReloadRestartsTheMaintenanceChildrenOverTheNewLogs: the children
-// learn an added stream's log (its rows get sealed) and forget a removed
-// one, and the other stream's publisher is never held back meanwhile.
-func TestReloadRestartsTheMaintenanceChildrenOverTheNewLogs(t *testing.T) {
+// TestReloadGivesTheMaintenanceChildrenTheNewSetOfLogs: the children
+// running take an added stream's log without a restart (its rows get
+// sealed by the same child), are restarted without a removed one, and the
+// other stream's publisher is never held back meanwhile.
+func TestReloadGivesTheMaintenanceChildrenTheNewSetOfLogs(t *testing.T) {
 	exe := streamcastExe(t)
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:1] // trades
@@ -331,9 +332,10 @@ func TestReloadRestartsTheMaintenanceChildrenOverTheNewLogs(t *testing.T) {
 	if err := srv.Reload(added); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
+	// Adding a log restarts no child: the one running takes it.
 	after := srv.Stats().Children
-	if len(after) != 1 || after[0].PID == nil || *after[0].PID == *before[0].PID || !after[0].Ready {
-		t.Fatalf("children after adding a stream %+v, want a new, ready seal child (was pid %d)", after, *before[0].PID)
+	if len(after) != 1 || after[0].PID == nil || *after[0].PID != *before[0].PID || !after[0].Ready {
+		t.Fatalf("children after adding a stream %+v, want the same ready seal child (pid %d)", after, *before[0].PID)
 	}
 	op := dialPublisher(t, srv, "orders")
 	if r := op.roundTrip(batch(0, 10)); r.Error != "" {
@@ -365,4 +367,40 @@ func TestReloadRestartsTheMaintenanceChildrenOverTheNewLogs(t *testing.T) {
 	waitFor(t, "trades to go on publishing after the reloads", 10*time.Second, func() bool { return sent.Load() > mark+10 })
 	close(stop)
 	<-pubDone
+}
+
+// TestReloadRefusesAStreamNamedLikeARegisteredOneButForCase: a static
+// "Trades" added by a reload beside "trades", which the control API
+// registered and serves, would share its directory on a case-insensitive
+// file system: it is not added (no directory made), the error and the log
+// name both, and the rest of the reload applies.
+func TestReloadRefusesAStreamNamedLikeARegisteredOneButForCase(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Streams = cfg.Streams[:1] // trades
+	logs := &syncBuffer{}
+	srv := startServer(t, cfg, Options{Logger: log.New(logs)})
+	srv.reg.Get("trades").storage = &srv.cfg // as a stream the control API registered
+
+	next := cfg
+	upper := config.DefaultStream("Trades")
+	upper.Schema = config.RawJSON(config.DemoSchema)
+	orders := config.DefaultStream("orders")
+	orders.Schema = config.RawJSON(config.DemoSchema)
+	next.Streams = []config.Stream{upper, orders}
+	err := srv.Reload(next)
+	if err == nil || !strings.Contains(err.Error(), `"Trades"`) || !strings.Contains(err.Error(), `"trades"`) || !strings.Contains(err.Error(), "only in case") {
+		t.Fatalf("Reload: %v; want a refusal of Trades naming trades", err)
+	}
+	if srv.reg.Get("Trades") != nil {
+		t.Error("Trades serves beside the registered trades")
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Root, "Trades")); !os.IsNotExist(err) {
+		t.Errorf("a directory was made for Trades: %v", err)
+	}
+	if srv.reg.Get("trades") == nil || srv.reg.Get("orders") == nil {
+		t.Errorf("the registered trades and the added orders should serve: %v", srv.reg.Names())
+	}
+	if out := logs.String(); !strings.Contains(out, "differs only in case") || !strings.Contains(out, "registered=trades") {
+		t.Errorf("the log does not name both streams:\n%s", out)
+	}
 }

@@ -3,6 +3,7 @@ package supervise
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +53,8 @@ type proc struct {
 	started time.Time
 	ready   chan struct{} // closed when it wrote "ready"
 	flushed chan struct{} // a token per "flushed" line (extras dropped)
+	answers chan string   // its answers on readyFD to requests on add: "added N" or "refused N why" (extras dropped)
+	add     *os.File      // serve's end of its add pipe (addFD), nil for replicate; closed once it exited
 	exited  chan struct{} // closed once it exited and its pipes are drained; err is set then
 	err     error         // how it exited (nil: status 0)
 
@@ -77,7 +81,11 @@ func isClosed(c <-chan struct{}) bool {
 }
 
 // readyFD is the descriptor a child reports on: its first ExtraFiles entry.
-const readyFD = 3
+// addFD, the second, is the one serve hands it more logs on (Group.Add).
+const (
+	readyFD = 3
+	addFD   = 4
+)
 
 // args is the child's command line: no secret ever goes here. It is
 // rendered by maintainargs.CommandLine, from the same names `streamcast
@@ -99,6 +107,7 @@ func (c *roleChild) args() []string {
 		Override:   s.Overrides,
 		MaxOpen:    s.MaxOpenLogs,
 		ReadyFD:    readyFD,
+		AddFD:      addFD,
 	}
 	return maintainargs.CommandLine(s.configFile, s.level, "json", role)
 }
@@ -112,7 +121,7 @@ func (c *roleChild) logs() []string {
 	case RoleReplicate:
 		return c.sup.ReplicateLogs
 	}
-	return c.sup.logs
+	return c.sup.Logs()
 }
 
 // cacheLogs are the cache logs c's role runs over: all of them for the
@@ -145,13 +154,30 @@ func (c *roleChild) spawn() (*proc, error) {
 	cmd.Env = maintain.ChildEnv(os.Environ()) // serve's, with the child's runtime settings
 	cmd.Stdout, cmd.Stderr = outW, outW
 	cmd.ExtraFiles = []*os.File{sigW} // descriptor 3 (readyFD)
+	var addR, addW *os.File           // the add pipe: replicate takes no logs as it runs
+	if c.role != RoleReplicate {
+		if addR, addW, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			sigR.Close()
+			sigW.Close()
+			return nil, err
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, addR) // descriptor 4 (addFD)
+	}
 	cmd.SysProcAttr = ChildProcAttr()
 	err = c.sup.forker.Start(cmd)
 	outW.Close() // the child holds its own copies now
 	sigW.Close()
+	if addR != nil {
+		addR.Close()
+	}
 	if err != nil {
 		outR.Close()
 		sigR.Close()
+		if addW != nil {
+			addW.Close()
+		}
 		return nil, err
 	}
 	p := &proc{
@@ -160,6 +186,8 @@ func (c *roleChild) spawn() (*proc, error) {
 		started: time.Now(),
 		ready:   make(chan struct{}),
 		flushed: make(chan struct{}, 4),
+		answers: make(chan string, 4),
+		add:     addW,
 		exited:  make(chan struct{}),
 	}
 	c.cur = p
@@ -192,25 +220,34 @@ func (c *roleChild) watch(p *proc, out, sig *os.File) {
 	}
 	out.Close()
 	sig.Close()
+	if p.add != nil {
+		p.add.Close()
+	}
 	p.err = err
 	close(p.exited)
 }
 
 // readSignals follows the child's reports: "ready", then "flushed" after
-// each pass a SIGUSR1 asked for.
+// each pass a SIGUSR1 asked for, and "added N" or "refused N why" for each
+// request on its add pipe (roleChild.add).
 func (c *roleChild) readSignals(p *proc, r io.Reader) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		switch string(bytes.TrimSpace(sc.Bytes())) {
-		case "ready":
+		switch line := string(bytes.TrimSpace(sc.Bytes())); {
+		case line == "ready":
 			if !p.isReady() {
 				close(p.ready)
 				c.logger.Debug("ready", "pid", p.pid)
 			}
-		case "flushed":
+		case line == "flushed":
 			select {
 			case p.flushed <- struct{}{}:
 			default:
+			}
+		case strings.HasPrefix(line, "added ") || strings.HasPrefix(line, "refused "):
+			select {
+			case p.answers <- line:
+			default: // four unread: answers to requests that timed out
 			}
 		}
 	}
@@ -323,6 +360,74 @@ func (c *roleChild) current() *proc {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cur
+}
+
+// add hands the running process dirs as request seq and waits up to wait
+// for its answer. A process that is down, or exits before it answers,
+// needs none: Group.Add extended the logs before calling add, and spawn
+// renders a command line from them under mu, so the process that replaces
+// it finds dirs there. A process spawned between that extension and the
+// send has them already and takes the request as a no-op.
+func (c *roleChild) add(ctx context.Context, seq int64, dirs []string, wait time.Duration) error {
+	line, err := json.Marshal(struct {
+		Seq  int64    `json:"seq"`
+		Logs []string `json:"logs"`
+	}{seq, dirs})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	p, stopping := c.cur, c.stopping
+	c.mu.Unlock()
+	if p == nil || p.add == nil || p.isDone() || stopping {
+		return nil
+	}
+	// Drop answers left by a request that timed out, so the one awaited
+	// answers this request.
+drain:
+	for {
+		select {
+		case <-p.answers:
+		default:
+			break drain
+		}
+	}
+	deadline := time.Now().Add(wait)
+	// Not under mu: a child that stopped reading (stopped, or wedged)
+	// would otherwise hold up /stats and Halt for as long as the write
+	// blocks. The deadline bounds it.
+	_ = p.add.SetWriteDeadline(deadline)
+	if _, err := p.add.Write(append(line, '\n')); err != nil {
+		// A broken pipe is a process that has exited or is exiting: its
+		// replacement finds dirs on its command line.
+		select {
+		case <-p.exited:
+			return nil
+		case <-time.After(min(time.Until(deadline), pipeDrainWait)):
+		}
+		return fmt.Errorf("send %d new logs to pid %d: %w", len(dirs), p.pid, err)
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	want, refused := fmt.Sprintf("added %d", seq), fmt.Sprintf("refused %d ", seq)
+	for {
+		select {
+		case ans := <-p.answers:
+			switch {
+			case ans == want:
+				return nil
+			case strings.HasPrefix(ans, refused):
+				return fmt.Errorf("pid %d refused %d new logs: %s", p.pid, len(dirs), strings.TrimPrefix(ans, refused))
+			}
+			// An answer to an earlier request that timed out: read on.
+		case <-p.exited:
+			return nil
+		case <-timer.C:
+			return fmt.Errorf("pid %d did not answer within %s whether it took %d new logs", p.pid, wait, len(dirs))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // beginStop ends restarts: from now on spawn starts nothing, and a

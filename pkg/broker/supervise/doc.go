@@ -6,7 +6,10 @@
 // reports them for /stats, and stops them in the order that leaves every
 // acknowledged row sealed and published (seal, then publish, then the
 // rest), sealing and publishing through serve's own handles what a child
-// left.
+// left. Logs appended while the children run (a stream started) reach the
+// running children on a pipe, none restarted (Group.Add, through Ensure);
+// any other change of the set of logs, or an addition a child does not
+// confirm, replaces the Group with one over every log.
 //
 // It sits below pkg/broker: broker imports it, and it must never import
 // broker (what it needs of the config comes in as plain values and

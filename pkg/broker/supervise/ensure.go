@@ -34,15 +34,33 @@ type Spec struct {
 	Logger       *log.Logger
 }
 
-// Ensure makes the running Group one over logs, each child ready before
-// it returns. A Group already running over exactly these logs is left
-// alone; otherwise the old one is halted (each child finishes its pass)
-// and a new one started, none when no role has a log to run over. It
-// fails with NoExecutable when a child must run and sp names no binary.
-// The caller serialises its calls.
+// Ensure makes the running Group one over logs. A Group already running
+// over exactly these logs is left alone. When logs only appends live or
+// retired logs to the Group's (serve appends the logs of a stream it
+// starts), the children running are handed them (Group.Add) and none is
+// restarted; a child down at that moment gets them on its command line
+// when it restarts. Otherwise, or when Add fails, the old Group is halted
+// (each child finishes its pass) and a new one started over every log,
+// each child ready before Ensure returns, none when no role has a log to
+// run over. It fails with NoExecutable when a child must run and sp names
+// no binary. The caller serialises its calls.
 func (r *Runner) Ensure(ctx context.Context, logs Logs, sp Spec) error {
 	if r.runs(logs) {
 		return nil
+	}
+	// A restart over every log costs seconds at tens of logs (each child
+	// starts, checks every log, passes over every log); a start only
+	// appends logs, which the running children can take as they run.
+	if g := r.cur.Load(); g != nil {
+		if live, retired, ok := g.additions(logs); ok {
+			err := g.Add(ctx, live, retired)
+			if err == nil {
+				return nil
+			}
+			if sp.Logger != nil {
+				sp.Logger.Warn("the maintenance children did not take the new logs; restarting them over every log instead", "err", err)
+			}
+		}
 	}
 	if old := r.Replace(nil); old != nil {
 		old.Halt()
@@ -71,8 +89,22 @@ func (r *Runner) Ensure(ctx context.Context, logs Logs, sp Spec) error {
 // runs reports whether a Group runs now over exactly logs.
 func (r *Runner) runs(logs Logs) bool {
 	g := r.cur.Load()
-	return g != nil && slices.Equal(g.Logs(), logs.Live) && slices.Equal(g.RetiredLogs, logs.Retired) &&
+	return g != nil && slices.Equal(g.Logs(), logs.Live) && slices.Equal(g.retired(), logs.Retired) &&
 		slices.Equal(g.ReplicateLogs, logs.Replicated) && slices.Equal(g.CacheLogs, logs.Cache)
+}
+
+// additions returns what logs adds to the logs g runs over, when that is
+// all it changes: the live and retired logs each extended at their end
+// (serve appends a stream it starts), the cache and replicated ones the
+// same.
+func (g *Group) additions(logs Logs) (live, retired []string, ok bool) {
+	cur, ret := g.Logs(), g.retired()
+	if len(logs.Live) < len(cur) || len(logs.Retired) < len(ret) ||
+		!slices.Equal(logs.Live[:len(cur)], cur) || !slices.Equal(logs.Retired[:len(ret)], ret) ||
+		!slices.Equal(logs.Replicated, g.ReplicateLogs) || !slices.Equal(logs.Cache, g.CacheLogs) {
+		return nil, nil, false
+	}
+	return logs.Live[len(cur):], logs.Retired[len(ret):], true
 }
 
 // NoExecutable is the error when roles maintenance children must run and

@@ -67,7 +67,9 @@ type Schedule struct {
 // A child reports on the pipe at descriptor 3 (maintain --ready-fd 3):
 // "ready" once it checked every log exists, "flushed" after each pass a SIGUSR1
 // asked for. Start waits until every child is ready; afterwards a child
-// that exits is restarted with capped exponential backoff.
+// that exits is restarted with capped exponential backoff. A child learns
+// its logs from its command line, and logs added while it runs (Add) from
+// the pipe at descriptor 4 (maintain --add-fd 4), answering on descriptor 3.
 type Group struct {
 	exe        string
 	configFile string
@@ -79,7 +81,8 @@ type Group struct {
 	// RetiredLogs are logs only the retain role runs over: a retired
 	// stream's log is fenced and published whole, so seal, compact,
 	// publish and clean have no work there, but its retention window
-	// still applies (docs/design.md §4.8). Set them before Start.
+	// still applies (docs/design.md §4.8). Set them before Start; Add
+	// extends them after, so read them through AllLogs then.
 	RetiredLogs []string
 	// CacheLogs are logs kept as caches of another server's stream (a
 	// relay's, docs/design.md §4.1): the seal, compact and clean roles
@@ -102,10 +105,22 @@ type Group struct {
 	logger       *log.Logger
 	readyTimeout time.Duration
 	waits        StopWaits
+	addWait      time.Duration // how long Add waits for each child's answer
 
 	forker   *Forker
 	children []*roleChild
 	wg       sync.WaitGroup // supervise loops and process watchers
+
+	// logsMu guards logs and RetiredLogs once Start ran: Add extends them
+	// while a supervise loop may be respawning a child, which must find
+	// the new logs on its command line. Each extension makes new slices,
+	// so a slice read under it never changes after.
+	logsMu sync.Mutex
+	// partial is set when Start left out a role that had no log to run
+	// over: that role has no child to hand a live log to, so adding one
+	// needs a new Group.
+	partial bool
+	addSeq  int64 // numbers Add's requests, which its caller serialises
 }
 
 // RoleReplicate names the replicate child among the maintenance roles:
@@ -128,6 +143,7 @@ func New(exe, configFile string, roles []Schedule, logs []string, flushEvery, re
 		logger:       logger,
 		readyTimeout: readyTimeout,
 		waits:        DefaultStopWaits,
+		addWait:      addWait,
 	}
 	for _, r := range roles {
 		s.children = append(s.children, &roleChild{
@@ -159,7 +175,9 @@ func (s *Group) Start(ctx context.Context) error {
 	}
 	// A role with no log to run over has no child (every stream retired
 	// leaves only retain's).
+	planned := len(s.children)
 	s.children = slices.DeleteFunc(s.children, func(c *roleChild) bool { return len(c.logs())+len(c.cacheLogs()) == 0 })
+	s.partial = len(s.children) < planned
 	first := make([]*proc, len(s.children))
 	for i, c := range s.children {
 		p, err := c.spawn()
@@ -436,11 +454,70 @@ func FlushLog(l *logstore.Log, waits StopWaits) (int64, error) {
 }
 
 // Logs are the log directories the children run over, in config order.
-func (s *Group) Logs() []string { return s.logs }
+func (s *Group) Logs() []string {
+	s.logsMu.Lock()
+	defer s.logsMu.Unlock()
+	return s.logs
+}
+
+// retired returns RetiredLogs as Add leaves them.
+func (s *Group) retired() []string {
+	s.logsMu.Lock()
+	defer s.logsMu.Unlock()
+	return s.RetiredLogs
+}
 
 // AllLogs returns the logs the retain child runs over: Logs, then
 // RetiredLogs (never CacheLogs: a cache's retention is clean's).
-func (s *Group) AllLogs() []string { return slices.Concat(s.logs, s.RetiredLogs) }
+func (s *Group) AllLogs() []string {
+	s.logsMu.Lock()
+	defer s.logsMu.Unlock()
+	return slices.Concat(s.logs, s.RetiredLogs)
+}
+
+// addWait bounds how long Add waits for each child to answer: a child
+// queues the logs as it reads them, so only a wedged one takes this long.
+const addWait = 5 * time.Second
+
+// Add hands the running children more logs, live (every role but
+// replicate runs over them) and retired (only retain), without restarting
+// any. The Group's lists are extended first, so a child (re)started from
+// then on finds the logs on its command line; then each child running is
+// sent them on its add pipe and answers once it has queued them for its
+// loop, which steps them at once. A child that exits meanwhile needs no
+// answer: its replacement has them. An error (a refusal, no answer within
+// 5 s, a role with no child) leaves some children without the logs, and
+// the caller must then replace the Group with one over every log. Logs to
+// replicate and cache logs are never added this way.
+func (s *Group) Add(ctx context.Context, live, retired []string) error {
+	if s.partial && len(live) > 0 {
+		return errors.New("a role had no log to run over when the children started, so it has no child to take a live log")
+	}
+	s.logsMu.Lock()
+	s.logs = slices.Concat(s.logs, live)
+	s.RetiredLogs = slices.Concat(s.RetiredLogs, retired)
+	s.logsMu.Unlock()
+	s.addSeq++
+	for _, c := range s.children {
+		var dirs []string
+		switch c.role {
+		case RoleReplicate:
+			continue
+		case maintain.RoleRetain:
+			dirs = slices.Concat(live, retired)
+		default:
+			dirs = live
+		}
+		if len(dirs) == 0 {
+			continue
+		}
+		if err := c.add(ctx, s.addSeq, dirs, s.addWait); err != nil {
+			return fmt.Errorf("the %s child did not take the new logs: %w", c.role, err)
+		}
+	}
+	s.logger.Info("maintenance children took the new logs; none restarted", "added", len(live)+len(retired), "logs", len(s.AllLogs()))
+	return nil
+}
 
 // ChildStats are the facts /stats reports about one maintenance child
 // (`streamcast maintain --role R` started by serve).

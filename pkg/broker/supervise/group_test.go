@@ -39,7 +39,7 @@ func TestOverridesReachTheChildrensArgs(t *testing.T) {
 		t.Fatalf("maintain args %q: %v", args, err)
 	}
 	want := maintainargs.Args{
-		Role: maintain.RoleClean, Every: time.Minute, FlushEvery: 30 * time.Second, Logs: []string{"/data/t/t"}, ReadyFD: readyFD,
+		Role: maintain.RoleClean, Every: time.Minute, FlushEvery: 30 * time.Second, Logs: []string{"/data/t/t"}, ReadyFD: readyFD, AddFD: addFD,
 		Override: maintainargs.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -243,5 +243,134 @@ func TestOnlyTheRetainChildRunsOverRetiredLogs(t *testing.T) {
 	}
 	if !slices.Equal(empty, []maintain.Role{maintain.RoleSeal}) {
 		t.Fatalf("roles with no log when every stream is retired: %v; want only seal (Start drops it)", empty)
+	}
+}
+
+// TestEnsureHandsAStartedStreamsLogsToTheRunningChildren: logs appended
+// to the set reach the children running, none restarted, when each
+// confirms them; a child killed by the request needs no answer, and the
+// one that replaces it finds the log on its command line; a refusal, a
+// child that never answers and any change other than an append replace
+// the Group with one over every log.
+func TestEnsureHandsAStartedStreamsLogsToTheRunningChildren(t *testing.T) {
+	// A stand-in for `streamcast maintain`: it records each run's pid and
+	// command line, reports ready, and answers each request on its add
+	// pipe as $0.mode says at that moment.
+	fake := filepath.Join(t.TempDir(), "streamcast")
+	script := `#!/bin/sh
+echo "$$ $*" >>"$0.runs"
+echo ready >&3
+while IFS= read -r line <&4; do
+	seq=${line#*\"seq\":}
+	seq=${seq%%,*}
+	case $(cat "$0.mode") in
+	added) echo "added $seq" >&3 ;;
+	refused) echo "refused $seq no log at that path" >&3 ;;
+	die) kill -9 $$ ;;
+	esac
+done
+exec sleep 60
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mode := func(m string) {
+		t.Helper()
+		if err := os.WriteFile(fake+".mode", []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs := func() []string {
+		b, _ := os.ReadFile(fake + ".runs")
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	var r Runner
+	t.Cleanup(func() {
+		if g := r.Replace(nil); g != nil {
+			g.Halt()
+		}
+	})
+	sp := Spec{
+		Executable:   fake,
+		Roles:        []Schedule{{maintain.RoleSeal, time.Hour}, {maintain.RoleRetain, time.Hour}},
+		FlushEvery:   time.Hour,
+		ReadyTimeout: 5 * time.Second,
+		Logger:       log.New(io.Discard),
+	}
+	ensure := func(live ...string) *Group {
+		t.Helper()
+		if err := r.Ensure(context.Background(), Logs{Live: live}, sp); err != nil {
+			t.Fatalf("Ensure over %q: %v", live, err)
+		}
+		return r.Current()
+	}
+	pids := func(g *Group) map[string]int {
+		out := map[string]int{}
+		for _, c := range g.Stats() {
+			if c.PID != nil && c.Ready {
+				out[c.Role] = *c.PID
+			}
+		}
+		return out
+	}
+
+	mode("added")
+	g := ensure("/r/a/a")
+	before, n := pids(g), len(runs())
+	if len(before) != 2 || n != 2 {
+		t.Fatalf("children %v, runs %q; want two, ready", before, runs())
+	}
+	if ensure("/r/a/a", "/r/b/b") != g || !reflect.DeepEqual(pids(g), before) || len(runs()) != n {
+		t.Fatalf("appending a log restarted the children: pids %v, were %v; runs %q", pids(g), before, runs())
+	}
+
+	// Killed by the request: no answer is needed, and the replacement has
+	// the log on its command line.
+	mode("die")
+	if ensure("/r/a/a", "/r/b/b", "/r/c/c") != g {
+		t.Fatal("a child that died taking a log made Ensure replace the Group; its restart has the log")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for now := pids(g); len(now) < 2 || now["seal"] == before["seal"] || now["retain"] == before["retain"]; now = pids(g) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the children killed by the request were not restarted: %v, were %v", now, before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, run := range runs()[n:] {
+		if !strings.Contains(run, "--log /r/c/c") {
+			t.Errorf("a restarted child's command line lacks the log added as it died: %s", run)
+		}
+	}
+
+	// Refused: the Group is replaced, over every log.
+	mode("refused")
+	n = len(runs())
+	if ensure("/r/a/a", "/r/b/b", "/r/c/c", "/r/d/d") == g {
+		t.Fatal("a refused log left the Group running")
+	}
+	g = r.Current()
+	for _, run := range runs()[n:] {
+		if !strings.Contains(run, "--log /r/a/a --log /r/b/b --log /r/c/c --log /r/d/d") {
+			t.Errorf("a child of the new Group does not run over every log: %s", run)
+		}
+	}
+
+	// Silent: given up after the wait, and the Group replaced.
+	mode("silent")
+	g.addWait = 200 * time.Millisecond
+	t0 := time.Now()
+	if ensure("/r/a/a", "/r/b/b", "/r/c/c", "/r/d/d", "/r/e/e") == g {
+		t.Fatal("a child that never answered left the Group running")
+	}
+	if took := time.Since(t0); took > 3*time.Second {
+		t.Errorf("Ensure took %v past a child that never answered", took)
+	}
+
+	// Anything but an append (a stream stopped) restarts.
+	mode("added")
+	g = r.Current()
+	if ensure("/r/a/a", "/r/c/c", "/r/d/d", "/r/e/e") == g {
+		t.Fatal("removing a log left the Group running over it")
 	}
 }

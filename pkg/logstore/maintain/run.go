@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -97,6 +98,10 @@ type Options struct {
 	// (tier.CleanCache), and only the roles CacheRole names run over
 	// them; Run refuses them for any other.
 	Cache []string
+	// Additions, when set, hands the running loop more logs (a stream
+	// serve started): each is stepped as soon as it is taken, during the
+	// pause between passes, and is in every pass after.
+	Additions *Additions
 	// Logger receives a line per failure (repeats rate-limited) and per
 	// pass that did work, each with the role; nil discards them.
 	Logger *log.Logger
@@ -170,6 +175,10 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 	if opts.Ready != nil {
 		opts.Ready()
 	}
+	var added <-chan struct{}
+	if opts.Additions != nil {
+		added = opts.Additions.wake
+	}
 	forced := false
 	for pass := 1; ; pass++ {
 		t := now()
@@ -195,16 +204,84 @@ func Run(ctx context.Context, role Role, dirs []string, opts Options) error {
 			}
 		}
 		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil
-		case <-timer.C:
-		case <-opts.Flush:
-			timer.Stop()
-			forced = true
+	pause:
+		for {
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return nil
+			case <-timer.C:
+				break pause
+			case <-opts.Flush:
+				timer.Stop()
+				forced = true
+				break pause
+			case <-added:
+				// Only the logs added are stepped now, and the pause goes
+				// on: a whole pass per stream started would cost retain,
+				// which steps every log each pass, an open of every log.
+				if dirs := r.add(opts.Additions.take()); len(dirs) > 0 {
+					r.passOver(context.WithoutCancel(ctx), dirs, false, false)
+				}
+			}
 		}
 	}
+}
+
+// Additions hands a running Run more logs to maintain (the logs of a
+// stream serve started), so that Run need not be restarted over every log
+// to learn one more. Add checks each log as Run checks its own at start
+// and queues it; Run takes the queue during its pause between passes,
+// steps those logs at once, and runs over them in every pass after. Safe
+// for concurrent use.
+type Additions struct {
+	role Role
+	wake chan struct{} // a token once something is queued; Run takes the queue on it
+
+	mu    sync.Mutex // guards the queue
+	logs  []string
+	cache []string
+}
+
+// NewAdditions returns an empty queue for a Run of role.
+func NewAdditions(role Role) *Additions {
+	return &Additions{role: role, wake: make(chan struct{}, 1)}
+}
+
+// Add queues logs (and cache, logs kept as caches, as Options.Cache) for
+// the running Run. It refuses the whole request, queuing none of it, when
+// a directory holds no log or a cache log is given to a role that never
+// runs over one. A directory Run has already is taken as a no-op, so a
+// request repeated, or one that crossed a restart that put the log on the
+// command line, does no harm.
+func (a *Additions) Add(logs, cache []string) error {
+	if len(cache) > 0 && !maintainargs.CacheRole(a.role) {
+		return fmt.Errorf("log %s is a cache of another server's stream and is never published: the %s role does not run over it", cache[0], a.role)
+	}
+	for _, dir := range slices.Concat(logs, cache) {
+		// A log another process is opening just now is still a log.
+		if _, err := logstore.ReadActivity(dir); err != nil && !errors.Is(err, logstore.ErrActivityInFlux) {
+			return fmt.Errorf("%w; give the directory of an existing log, <root>/<stream>/<log>", err)
+		}
+	}
+	a.mu.Lock()
+	a.logs = append(a.logs, logs...)
+	a.cache = append(a.cache, cache...)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default: // one is pending already, and its take will see these too
+	}
+	return nil
+}
+
+// take empties the queue.
+func (a *Additions) take() (logs, cache []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	logs, cache = a.logs, a.cache
+	a.logs, a.cache = nil, nil
+	return logs, cache
 }
 
 // runner is the state of one Run: the open logs and what it knows of each.
@@ -303,10 +380,36 @@ func newRunner(role Role, dirs []string, opts Options) *runner {
 	return r
 }
 
+// add makes logs and cache part of every pass from now on and returns
+// the directories it did not have. One it has already keeps what it was
+// (live or cache) and what is known of it.
+func (r *runner) add(logs, cache []string) []string {
+	var fresh []string
+	for i, dir := range slices.Concat(logs, cache) {
+		if _, ok := r.state[dir]; ok {
+			continue
+		}
+		if i >= len(logs) {
+			r.cache[dir] = true
+		}
+		r.state[dir] = &logState{}
+		fresh = append(fresh, dir)
+		r.logger.Debug("log added", "log", dir)
+	}
+	// A new slice: r.dirs may share its array with the caller's dirs.
+	r.dirs = slices.Concat(r.dirs, fresh)
+	return fresh
+}
+
 // pass runs the role's step once over every log that has work.
 func (r *runner) pass(ctx context.Context, flush, forced bool) {
+	r.passOver(ctx, r.dirs, flush, forced)
+}
+
+// passOver is pass over dirs only (the logs just added).
+func (r *runner) passOver(ctx context.Context, dirs []string, flush, forced bool) {
 	r.opened = 0
-	for _, dir := range r.dirs {
+	for _, dir := range dirs {
 		r.visit(ctx, dir, flush, forced)
 	}
 	if r.every >= keepOpenBelow {

@@ -47,6 +47,11 @@ type Args struct {
 	// ReadyFD is the file descriptor the process reports "ready" and
 	// "flushed" on; 0 means none. The parent passes it open.
 	ReadyFD int
+	// AddFD is a file descriptor the parent writes logs to add on, one
+	// JSON line each ({"seq":N,"logs":[…],"cache":[…]}); the process
+	// answers "added N" or "refused N why" on ReadyFD. 0 means none. The
+	// parent passes it open.
+	AddFD int
 }
 
 // Override is the part of a log's Config (pkg/logstore) a maintain
@@ -87,6 +92,7 @@ const (
 	flagS3PathStyle                = "s3-path-style"
 	flagReadyFD                    = "ready-fd"
 	flagMaxOpenLogs                = "max-open-logs"
+	flagAddFD                      = "add-fd"
 )
 
 // A child's whole command line is the subcommand, the flags every
@@ -171,6 +177,9 @@ func (a Args) Args() []string {
 	if a.ReadyFD != 0 {
 		out = append(out, "--"+flagReadyFD, strconv.Itoa(a.ReadyFD))
 	}
+	if a.AddFD != 0 {
+		out = append(out, "--"+flagAddFD, strconv.Itoa(a.AddFD))
+	}
 	for _, l := range a.Logs {
 		out = append(out, "--"+flagLog, l)
 	}
@@ -222,6 +231,7 @@ func (a *Args) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.S3Region, flagS3Region, o.S3Region, "S3 `REGION` (default: the log's s3.region)")
 	fs.BoolVar(&o.S3PathStyle, flagS3PathStyle, o.S3PathStyle, "address S3 buckets by path, not by host name")
 	fs.IntVar(&a.ReadyFD, flagReadyFD, a.ReadyFD, "write \"ready\" (and \"flushed\" after each SIGUSR1 pass) to file descriptor `N`")
+	fs.IntVar(&a.AddFD, flagAddFD, a.AddFD, "read logs to add, one JSON line each, from file descriptor `N`; answers go to --ready-fd")
 }
 
 // Names of the flags a command treats specially: the role completes from
@@ -232,6 +242,7 @@ const (
 	FlagLog      = flagLog
 	FlagCacheLog = flagCacheLog
 	FlagReadyFD  = flagReadyFD
+	FlagAddFD    = flagAddFD
 )
 
 // Validate reports what is wrong with a as a command line, naming the flag
@@ -257,6 +268,10 @@ func (a Args) Validate() error {
 		return fmt.Errorf("--%s is %d; it must be a positive number of logs, or 0 for %d", flagMaxOpenLogs, a.MaxOpen, DefaultMaxOpen)
 	case a.ReadyFD < 0 || a.ReadyFD == 1 || a.ReadyFD == 2:
 		return fmt.Errorf("--%s %d: give a descriptor the parent passed beyond stdin, stdout and stderr (3 or more)", flagReadyFD, a.ReadyFD)
+	case a.AddFD < 0 || (a.AddFD > 0 && a.AddFD < 3) || (a.AddFD != 0 && a.AddFD == a.ReadyFD):
+		return fmt.Errorf("--%s %d: give a descriptor the parent passed beyond stdin, stdout and stderr (3 or more), other than --%s", flagAddFD, a.AddFD, flagReadyFD)
+	case a.AddFD != 0 && a.ReadyFD == 0:
+		return fmt.Errorf("--%s needs --%s: the answer to each request to add logs goes there", flagAddFD, flagReadyFD)
 	}
 	for _, l := range slices.Concat(a.Logs, a.CacheLogs) {
 		if l == "" {
