@@ -90,7 +90,7 @@ func (r ctlRuntime) StartStream(_ context.Context, sv control.Serve) (string, er
 	s.reg.Add(st.name, st)
 	if err := s.restartMaintenance(ctx); err != nil {
 		// Rows stay safe in the log's buffer; the stream serves on.
-		s.logger.Error("the maintenance children did not restart over the new set of logs", "stream", st.name, "err", err)
+		s.logger.Error("the maintenance children did not take the new set of logs", "stream", st.name, "err", err)
 	}
 	s.logger.Info("stream started", "stream", st.name, "by", "control")
 	return st.streamID(), nil
@@ -114,7 +114,7 @@ func (r ctlRuntime) StopStream(_ context.Context, name string) error {
 	st.fence(conns)
 	st.drain()
 	if err := s.restartMaintenance(s.runCtx); err != nil {
-		s.logger.Error("the maintenance children did not restart over the new set of logs", "err", err)
+		s.logger.Error("the maintenance children did not take the new set of logs", "err", err)
 	}
 	return s.finishStop(st, conns)
 }
@@ -156,7 +156,7 @@ func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate
 	st.log = nil
 	// The children leave the old log before Migrate seals and fences it.
 	if err := s.restartMaintenance(s.runCtx); err != nil {
-		s.logger.Error("the maintenance children did not restart over the new set of logs", "err", err)
+		s.logger.Error("the maintenance children did not take the new set of logs", "err", err)
 	}
 	nst := s.newRegistered(sv)
 	next, err := migrate(ctx, old, nst.logSpec().Options())
@@ -178,7 +178,7 @@ func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate
 			return "", err
 		}
 		if rerr := s.restartMaintenance(s.runCtx); rerr != nil {
-			s.logger.Error("the maintenance children did not restart over the new set of logs", "stream", name, "err", rerr)
+			s.logger.Error("the maintenance children did not take the new set of logs", "stream", name, "err", rerr)
 		}
 		s.logger.Warn("stream migration failed; it serves on its old log", "stream", name, "log", st.log.Dir(), "end", st.endOffset.Load(), "err", err)
 		return "", &control.MigrationFailed{Err: err, Serving: true}
@@ -191,7 +191,7 @@ func (r ctlRuntime) MigrateStream(ctx context.Context, sv control.Serve, migrate
 	st.unfence(true)
 	if err := s.restartMaintenance(s.runCtx); err != nil {
 		// Rows stay safe in the log's buffer; the stream serves on.
-		s.logger.Error("the maintenance children did not restart over the new set of logs", "stream", name, "err", err)
+		s.logger.Error("the maintenance children did not take the new set of logs", "stream", name, "err", err)
 	}
 	s.logger.Info("stream migrated", "stream", name, "log", st.log.Dir(), "seam", st.endOffset.Load(), "by", "control")
 	return st.streamID(), nil

@@ -127,7 +127,7 @@ func (s *Server) Reload(cfg config.Config) error {
 	// 3. The children learn the new set of logs (those running take added
 	// logs as they run); no stream's writes wait.
 	if err := s.restartMaintenance(ctx); err != nil {
-		s.logger.Error("the maintenance children did not restart over the new set of logs; rows stay safe in each log's buffer, "+
+		s.logger.Error("the maintenance children did not take the new set of logs; rows stay safe in each log's buffer, "+
 			"and a restart of serve starts them again", "err", err)
 		errs = append(errs, fmt.Errorf("restart the maintenance children: %w", err))
 	}
