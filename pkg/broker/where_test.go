@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -143,5 +144,40 @@ func BenchmarkFanOutBesideAFullWhereFilter(b *testing.B) {
 			b.ReportMetric(float64(el.Nanoseconds())/float64(rows), "ns/row")
 			b.ReportMetric(float64(rows)/el.Seconds(), "rows/s")
 		})
+	}
+}
+
+// symbolList is a where= on symbol listing 5,000 distinct ten-byte strings
+// that no other salt's list holds: 65,008 bytes of JSON, about 95 KB once
+// URL-encoded, the largest filter the default limits.max_where_bytes lets
+// one subscriber send.
+func symbolList(salt int) []byte {
+	b := make([]byte, 0, 65100)
+	b = append(b, `{"symbol":[`...)
+	for i := 0; i < 5000; i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `"%04d-%05d"`, salt%10000, i)
+	}
+	return append(b, `]}`...)
+}
+
+// BenchmarkSubscribeWithADistinct64KiBFilter is what a subscriber that
+// sends a filter no one else holds costs the server to take in, through
+// the real handler: the request line, its query, the compile and the
+// greeting. What it allocates beside the filter it keeps is what a burst
+// of such subscribers leaves for the collector, and the RSS a burst peaks
+// at grows with it. Run with -memprofile to see where; the client's side
+// (building and sending the URL) is in the count too.
+func BenchmarkSubscribeWithADistinct64KiBFilter(b *testing.B) {
+	srv := startServer(b, testConfig(b))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		u := whereURL(srv, symbolList(i))
+		b.StartTimer()
+		ws, _ := mustDial(b, u)
+		ws.Close()
 	}
 }

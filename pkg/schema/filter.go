@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 
@@ -61,6 +62,7 @@ type term struct {
 	bools   [2]bool // false, true
 	zeroFlt bool    // a float 0 is listed: "0.0" and "-0.0" both match
 	floats  bool    // a non-integral number is listed (schema-less terms)
+	escaped bool    // some string value's canonical text holds an escape (\)
 	nvals   int     // distinct non-null values
 	first   int     // offset in json of the first value; a list when json[first-1] is '['
 
@@ -70,8 +72,10 @@ type term struct {
 	// scan per row there would let one subscriber's list slow the
 	// publisher and every other subscriber (I5). Each non-empty slot is
 	// offset<<tagBits | tag; 0 is empty (no value starts at offset 0).
-	// Keys are canonical texts: a value from an Arrow array or a raw row
-	// is brought to its canonical text before the probe.
+	// A value's key is its canonical text, without the quotes for a
+	// string: so a row's canonical value is its own key, and a string
+	// from an Arrow array is its own key, with no copy, unless the term
+	// holds an escaped string (see hasString).
 	slots []uint32
 }
 
@@ -125,6 +129,8 @@ func (s *Schema) CompileFilter(where []byte) (*Filter, error) {
 		return nil, &FilterError{Problem: "a filter is a JSON object of column → value, got " + (&jvalue{kind: kindAt(where, pos)}).kindName()}
 	}
 	c := filterCompiler{s: s, data: where, seed: maphash.MakeSeed()}
+	c.takeDedup()
+	defer c.giveDedup()
 	if err := c.members(pos); err != nil {
 		return nil, err
 	}
@@ -162,17 +168,49 @@ func kindAt(data []byte, pos int) byte {
 }
 
 // filterCompiler reads a checked where= text into terms and their
-// canonical segments ("name":value or "name":[values]) in buf.
+// canonical segments ("name":value or "name":[values]) in buf, which
+// holds '{', then the segments in the order given, separated by ','.
 type filterCompiler struct {
-	s       *Schema
-	data    []byte
-	seed    maphash.Seed
-	terms   []term
-	segs    [][2]int // each term's segment in buf
-	buf     []byte
-	scratch []byte   // a decoded string
-	bin     []byte   // a decoded binary value
-	dedup   []uint32 // open-addressing set of offsets in buf of the current term's values
+	s        *Schema
+	data     []byte
+	seed     maphash.Seed
+	terms    []term
+	segs     [][2]int // each term's segment in buf
+	buf      []byte
+	scratch  []byte    // a decoded string
+	bin      []byte    // a decoded binary value
+	dedup    []uint32  // open-addressing set of offsets in buf of the current term's values
+	dedupBox *[]uint32 // what dedup came from dedupTables in, to go back in
+}
+
+// dedupTables holds the duplicate sets of finished compiles for the next
+// ones. A 64 KiB list needs a 64 KiB set for the length of its compile
+// only, and a burst of subscribers with large distinct filters would
+// otherwise leave one per subscriber for the collector. Sets over
+// maxPooledDedup slots are left to the collector, so a rare huge filter's
+// is not kept.
+var dedupTables sync.Pool // of *[]uint32
+
+const maxPooledDedup = 1 << 18
+
+// takeDedup gives c a duplicate set left by an earlier compile, if any.
+func (c *filterCompiler) takeDedup() {
+	if p, ok := dedupTables.Get().(*[]uint32); ok {
+		c.dedupBox, c.dedup = p, *p
+	}
+}
+
+// giveDedup returns c's duplicate set for a later compile.
+func (c *filterCompiler) giveDedup() {
+	if cap(c.dedup) == 0 || cap(c.dedup) > maxPooledDedup {
+		return
+	}
+	if c.dedupBox == nil {
+		c.dedupBox = new([]uint32)
+	}
+	*c.dedupBox = c.dedup[:0]
+	dedupTables.Put(c.dedupBox)
+	c.dedup, c.dedupBox = nil, nil
 }
 
 // members compiles the members of the object at pos, in their order, so
@@ -180,6 +218,7 @@ type filterCompiler struct {
 func (c *filterCompiler) members(pos int) error {
 	data := c.data
 	c.buf = make([]byte, 0, len(data)+8)
+	c.buf = append(c.buf, '{')
 	pos = jsontext.SkipWS(data, pos+1)
 	if data[pos] == '}' {
 		return nil
@@ -228,6 +267,9 @@ func (c *filterCompiler) member(t *term, pos int) (int, error) {
 		items = countItems(data, pos)
 	case '{':
 		return 0, &FilterError{Column: t.name, Problem: "the value is an object; a filter value is a scalar, or a list of scalars for membership"}
+	}
+	if len(c.terms) > 0 {
+		c.buf = append(c.buf, ',')
 	}
 	segStart := len(c.buf)
 	c.buf = jsontext.AppendString(c.buf, []byte(t.name))
@@ -381,6 +423,9 @@ func (c *filterCompiler) add(t *term, v fvalue) {
 		}
 	}
 	t.nvals++
+	if text[0] == '"' && bytes.IndexByte(text, '\\') >= 0 {
+		t.escaped = true
+	}
 	switch v.kind {
 	case 'b':
 		t.bools[b2i(v.b)] = true
@@ -393,7 +438,11 @@ func (c *filterCompiler) add(t *term, v fvalue) {
 }
 
 // assemble orders the terms (by column, with a schema) and joins their
-// segments into the echo, with each term's first set.
+// segments into the echo, with each term's first set. When the terms came
+// in order, buf already is the echo but for its '}', and it is kept
+// unless it has room to spare beyond a ninth of its length: a filter
+// retains its echo, and copying it would leave buf, the size of the
+// filter, for the collector.
 func (c *filterCompiler) assemble() ([]term, []byte) {
 	order := make([]int, len(c.terms))
 	for i := range order {
@@ -402,29 +451,48 @@ func (c *filterCompiler) assemble() ([]term, []byte) {
 	if !c.s.any {
 		sort.SliceStable(order, func(i, j int) bool { return c.terms[order[i]].col < c.terms[order[j]].col })
 	}
-	size := 1
-	for _, sg := range c.segs {
-		size += sg[1] - sg[0] + 1
+	inOrder := true
+	for k, i := range order {
+		inOrder = inOrder && k == i
 	}
-	json := make([]byte, 0, size)
-	json = append(json, '{')
+	var json []byte
+	var base []int // each term's segment in json, in order's order
+	if inOrder {
+		json = append(c.buf, '}')
+		if cap(json)-len(json) > len(json)/8+64 {
+			json = append(make([]byte, 0, len(json)), json...)
+		}
+		for _, sg := range c.segs {
+			base = append(base, sg[0])
+		}
+	} else {
+		size := 1
+		for _, sg := range c.segs {
+			size += sg[1] - sg[0] + 1
+		}
+		json = make([]byte, 0, size)
+		json = append(json, '{')
+		for k, i := range order {
+			if k > 0 {
+				json = append(json, ',')
+			}
+			base = append(base, len(json))
+			json = append(json, c.buf[c.segs[i][0]:c.segs[i][1]]...)
+		}
+		json = append(json, '}')
+	}
 	terms := make([]term, len(c.terms))
 	for k, i := range order {
-		if k > 0 {
-			json = append(json, ',')
-		}
 		t := c.terms[i]
-		base := len(json)
-		json = append(json, c.buf[c.segs[i][0]:c.segs[i][1]]...)
 		// The values start after "name": and, for a list, its '['.
-		_, end, _ := jsontext.DecodeString(json, base, c.scratch[:0])
+		_, end, _ := jsontext.DecodeString(json, base[k], c.scratch[:0])
 		t.first = end + 1
 		if json[t.first] == '[' {
 			t.first++
 		}
 		terms[k] = t
 	}
-	return terms, append(json, '}')
+	return terms, json
 }
 
 // index builds t's membership table from its values in f.json (has
@@ -438,7 +506,8 @@ func (f *Filter) index(t *term) {
 		if string(v) == "null" {
 			return true
 		}
-		h := maphash.Bytes(f.seed, v)
+		k, _ := valueKey(v)
+		h := maphash.Bytes(f.seed, k)
 		n := uint64(len(t.slots))
 		for i := (uint64(uint32(h)) * n) >> 32; ; {
 			if t.slots[i] == 0 {
@@ -471,24 +540,43 @@ func (t *term) each(json []byte, fn func(off int, v []byte) bool) {
 	}
 }
 
+// valueKey is the key of the canonical value v in a term's table: its
+// text, without the quotes for a string (quoted reports that it was one).
+func valueKey(v []byte) (k []byte, quoted bool) {
+	if v[0] == '"' {
+		return v[1 : len(v)-1], true
+	}
+	return v, false
+}
+
 // has reports whether canonical text v is one of t's values.
 func (f *Filter) has(t *term, v []byte) bool {
 	if t.nvals == 1 {
 		// One value (an equality) is cheaper to compare than to hash.
 		return f.at(t.first, v)
 	}
+	k, quoted := valueKey(v)
+	return f.hasKey(t, k, quoted)
+}
+
+// hasKey reports whether the value with key k (a string's when quoted) is
+// one of t's values.
+func (f *Filter) hasKey(t *term, k []byte, quoted bool) bool {
+	if t.nvals == 1 {
+		return f.atKey(t.first, k, quoted)
+	}
 	n := uint64(len(t.slots))
 	if n == 0 {
 		return false
 	}
-	h := maphash.Bytes(f.seed, v)
+	h := maphash.Bytes(f.seed, k)
 	tag, mask := f.tag(h), uint32(1)<<f.tagBits-1
 	for i := (uint64(uint32(h)) * n) >> 32; ; {
 		sl := t.slots[i]
 		if sl == 0 {
 			return false
 		}
-		if sl&mask == tag && f.at(int(sl>>f.tagBits), v) {
+		if sl&mask == tag && f.atKey(int(sl>>f.tagBits), k, quoted) {
 			return true
 		}
 		if i++; i == n {
@@ -504,6 +592,35 @@ func (f *Filter) at(off int, v []byte) bool {
 	e := off + len(v)
 	if e >= len(f.json) || string(f.json[off:e]) != string(v) {
 		return false
+	}
+	c := f.json[e]
+	return c == ',' || c == ']' || c == '}'
+}
+
+// atKey reports whether the value in the echo at off has key k (a
+// string's when quoted), as at does for its canonical text. A string's
+// closing quote is found where k ends because k is a canonical string's
+// inside (whose escapes are whole, so a '"' after it closes the string)
+// or holds no escape (when the term's strings hold none either, so their
+// insides have no quote).
+func (f *Filter) atKey(off int, k []byte, quoted bool) bool {
+	if quoted {
+		if off >= len(f.json) || f.json[off] != '"' {
+			return false
+		}
+		off++
+	}
+	e := off + len(k)
+	if e >= len(f.json) || string(f.json[off:e]) != string(k) {
+		return false
+	}
+	if quoted {
+		if f.json[e] != '"' {
+			return false
+		}
+		if e++; e >= len(f.json) {
+			return false
+		}
 	}
 	c := f.json[e]
 	return c == ',' || c == ']' || c == '}'
@@ -987,16 +1104,21 @@ func (f *Filter) matchArrow(t *term, arr arrow.Array, i int) bool {
 	return false
 }
 
-// hasString reports whether the text v is one of t's (string) values,
-// building its canonical text in buf.
+// hasString reports whether the text v is one of t's (string) values.
+// When none of them holds an escape, v is its own key: a v that needs an
+// escape (or holds invalid UTF-8, which its canonical text would replace)
+// cannot equal any of them, as its canonical text would not, and replay
+// pays no scan or copy of v. Otherwise v's canonical text is built in buf.
 func (f *Filter) hasString(t *term, v string, buf []byte) bool {
+	if !t.escaped {
+		return f.hasKey(t, jsontext.UnsafeBytes(v), true)
+	}
 	plain := true
 	for i := 0; i < len(v) && plain; i++ {
 		plain = v[i] >= 0x20 && v[i] < utf8.RuneSelf && v[i] != '"' && v[i] != '\\'
 	}
 	if plain {
-		buf = append(append(append(buf, '"'), v...), '"')
-		return f.has(t, buf)
+		return f.hasKey(t, jsontext.UnsafeBytes(v), true)
 	}
 	// Filter strings are valid UTF-8; the canonical text would replace
 	// invalid bytes and could then match one.

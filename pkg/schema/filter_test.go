@@ -2,6 +2,7 @@ package schema
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -331,6 +332,69 @@ func TestAnyFilterNumbersRoundingToIntegersEchoAsIntegers(t *testing.T) {
 		for _, row := range []string{`{"a":0}`, `{"a":-0.0}`, `{"a":1e-400}`} {
 			if !f.MatchCanonical([]byte(row)) {
 				t.Errorf("%s does not match %s", where, row)
+			}
+		}
+	}
+}
+
+// TestStringsThatNeedEscapesMatchAlikeFromRowsAndArrow: a string value is
+// found by its text, not its JSON, so a newline and a backslash before an
+// n, a quote and the end of a value, are told apart by rows and by Arrow
+// arrays alike, whether or not the filter's list holds an escaped string.
+func TestStringsThatNeedEscapesMatchAlikeFromRowsAndArrow(t *testing.T) {
+	s := mustCompile(t, `{"type":"object","properties":{"sym":{"type":"string"}},"required":["sym"]}`)
+	syms := []string{
+		`"line\nbreak"`, `"line\\nbreak"`, `"say \"hi\""`, `"tab\there"`,
+		`"plain"`, `"caf\u00e9"`, `"a\\"`, `"\u0001x"`, `"a"`,
+	}
+	cases := []struct {
+		where string
+		want  []int // the rows that match
+	}{
+		{`{"sym":["plain","other"]}`, []int{4}},
+		{`{"sym":["a","b"]}`, []int{8}},
+		{`{"sym":["say ","line","a\\"]}`, []int{6}},
+		{`{"sym":["line\\nbreak","plain"]}`, []int{1, 4}},
+		{`{"sym":["line\nbreak","x"]}`, []int{0}},
+		{`{"sym":["say \"hi\"","a\\"]}`, []int{2, 6}},
+		{`{"sym":["café","tab\there","\u0001x"]}`, []int{3, 5, 7}},
+		{`{"sym":["caf\u00e9","say"]}`, []int{5}},
+		{`{"sym":"line\\nbreak"}`, []int{1}},
+		{`{"sym":"a"}`, []int{8}},
+		{`{"sym":"line"}`, nil},
+	}
+	rb := array.NewRecordBuilder(memory.NewGoAllocator(), s.Arrow())
+	defer rb.Release()
+	var canon [][]byte
+	for _, sym := range syms {
+		c := decodeOK(t, s, `{"sym":`+sym+`}`)
+		canon = append(canon, []byte(c))
+		if err := s.AppendArrow(rb.Fields(), []byte(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := rb.NewRecordBatch()
+	defer rec.Release()
+	for _, tc := range cases {
+		f, err := s.CompileFilter([]byte(tc.where))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.where, err)
+		}
+		anyf, err := Any().CompileFilter([]byte(tc.where))
+		if err != nil {
+			t.Fatalf("%s without a schema: %v", tc.where, err)
+		}
+		var r Row
+		for i, c := range canon {
+			if err := s.Decode(&r, c); err != nil {
+				t.Fatal(err)
+			}
+			want := slices.Contains(tc.want, i)
+			got := []bool{f.MatchRow(&r), f.MatchCanonical(c), f.MatchArrow(rec.Columns(), i), anyf.MatchCanonical(c)}
+			for k, g := range got {
+				if g != want {
+					t.Errorf("%s on %s: method %d says %v, want %v", tc.where, c, k, g, want)
+				}
 			}
 		}
 	}

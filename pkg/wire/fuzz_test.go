@@ -148,6 +148,54 @@ func FuzzParseRequest(f *testing.F) {
 	})
 }
 
+// FuzzParseRequestReadsTheQueryAsParseQuery: ParseRequest decodes where=
+// itself, to spare a large filter a copy, and must read every query as
+// url.ParseQuery does: the same refusal, word for word, for a query that
+// does not decode, and the same where= text for one that does.
+func FuzzParseRequestReadsTheQueryAsParseQuery(f *testing.F) {
+	for _, q := range []string{
+		`where=%7B%22a%22%3A%5B%22x+y%22%5D%7D`,
+		`offset=5&where={"a":1}&x=1`,
+		`where=%7B%22a%22%3A1%7D&where=%7B%7D`,
+		`wher%65=%7B%7D&where=%7B%7D`,
+		`wher%65=%7B%22a%22%3A1%7D`,
+		`where=%7B%zz%7D`,
+		`where=%7B%7`,
+		`where={};x`,
+		`x=%zz&where={}&y=%qq`,
+		`x=%zz&where={}%`,
+		`a;b&where={}`,
+		`where`,
+		`where=`,
+		`&&where={}&&`,
+		`=1&where={}`,
+		`publish&where={"a":1}`,
+	} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		req, err := ParseRequest("/s", query)
+		vals, qerr := url.ParseQuery(query)
+		if qerr != nil {
+			want := "the query string is not URL-encoded: " + qerr.Error()
+			if br, ok := err.(*BadRequest); !ok || br.Detail != want {
+				t.Fatalf("%q: ParseRequest says %v, want %q", query, err, want)
+			}
+			return
+		}
+		if err != nil {
+			if strings.Contains(err.Error(), "not URL-encoded") {
+				t.Fatalf("%q: ParseRequest says %v, url.ParseQuery decodes it", query, err)
+			}
+			return
+		}
+		w, ok := vals["where"]
+		if ok != (req.Where != nil) || ok && string(req.Where) != w[0] {
+			t.Fatalf("%q: ParseRequest reads where as %q, url.ParseQuery as %q", query, req.Where, w)
+		}
+	})
+}
+
 // FuzzParseBasic feeds arbitrary Authorization values to the parser: no
 // panic, and what it accepts is a non-empty user without a colon that
 // encodes back to credentials it reads the same.

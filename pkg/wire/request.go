@@ -31,6 +31,7 @@ type Request struct {
 // The filter's columns are the server's to check against the schema.
 func ParseRequest(path, rawQuery string) (Request, error) {
 	req := Request{Stream: strings.TrimPrefix(path, "/"), Offset: Null}
+	rawQuery, where, cut := cutWhere(rawQuery)
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		return req, &BadRequest{Detail: "the query string is not URL-encoded: " + err.Error()}
@@ -86,12 +87,92 @@ func ParseRequest(path, rawQuery string) (Request, error) {
 		if req.Publish {
 			return req, &BadRequest{Detail: "publish takes no where=; a publisher receives no rows"}
 		}
-		if firstByte([]byte(w[0])) != '{' || !json.Valid([]byte(w[0])) {
+		if !cut {
+			where = []byte(w[0])
+		}
+		if firstByte(where) != '{' || !json.Valid(where) {
 			return req, &BadRequest{Detail: "where must be a JSON object of column to value, e.g. {\"side\":1}"}
 		}
-		req.Where = json.RawMessage(w[0])
+		req.Where = where
 	}
 	return req, nil
+}
+
+// cutWhere takes the value of the first where= out of rawQuery, decoded
+// into a slice of its own, and returns the query left ("where=" kept in
+// its place, so url.ParseQuery still sees the parameter, and counts it),
+// with cut true. A where= may be about 100 KB of URL (limits
+// max_where_bytes is 64 KiB of JSON), and url.ParseQuery would decode it
+// into a string that Request.Where would then copy: twice the filter's
+// size of garbage per subscriber, which a burst of subscribers with large
+// filters leaves for the collector. A value that is not cleanly
+// URL-encoded (a bad escape, or a ';', which url.ParseQuery refuses) is
+// left in place, so the refusal is url.ParseQuery's own, word for word.
+func cutWhere(rawQuery string) (rest string, where []byte, cut bool) {
+	for p := 0; p < len(rawQuery); {
+		end := strings.IndexByte(rawQuery[p:], '&')
+		if end < 0 {
+			end = len(rawQuery)
+		} else {
+			end += p
+		}
+		if strings.HasPrefix(rawQuery[p:end], "where=") {
+			start := p + len("where=")
+			where, ok := queryUnescape(rawQuery[start:end])
+			if !ok {
+				return rawQuery, nil, false
+			}
+			return rawQuery[:start] + rawQuery[end:], where, true
+		}
+		p = end + 1
+	}
+	return rawQuery, nil, false
+}
+
+// queryUnescape decodes a query value as url.QueryUnescape does ('+' is a
+// space, %XX a byte), into a slice of its own; ok is false when s holds a
+// ';' or a malformed escape, which url.ParseQuery refuses.
+func queryUnescape(s string) (b []byte, ok bool) {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ';':
+			return nil, false
+		case '%':
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return nil, false
+			}
+			n++
+			i += 2
+		}
+	}
+	b = make([]byte, 0, len(s)-2*n)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '+':
+			b = append(b, ' ')
+		case '%':
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+		default:
+			b = append(b, c)
+		}
+	}
+	return b, true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
 }
 
 // Query encodes the request's query string (without "?"), the inverse of
