@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/streamcast/streamcast/internal/soak"
 )
 
 // keepAlive opens n connections and sends one keep-alive GET path on
@@ -58,9 +60,10 @@ func keepAlive(t testing.TB, addr string, n int, path string, want int) (kept []
 
 // TestIdleKeepAliveConnectionsAreClosed makes 3,000 one-request keep-alive
 // connections (GET /health, which needs no credentials) and leaves them
-// open. serve closes each once it has been idle for limits.idle_timeout
-// (30 s by default): 40 s after they were made, its descriptors are back
-// at their baseline and every client has seen its connection end.
+// open. serve closes each once it has been idle for limits.idle_timeout:
+// 10 s after that, its descriptors are back at their baseline and every
+// client has seen its connection end. Under STREAMCAST_SOAK=full the
+// timeout is the default, 30 s; otherwise 5 s, to keep go test ./... short.
 func TestIdleKeepAliveConnectionsAreClosed(t *testing.T) {
 	t.Parallel() // it mostly waits for the timeout; see TestMain
 	var lim syscall.Rlimit
@@ -72,7 +75,11 @@ func TestIdleKeepAliveConnectionsAreClosed(t *testing.T) {
 		t.Skipf("the descriptor limit (%d) leaves room for only %d connections; raise ulimit -n", lim.Cur, n)
 	}
 	// Every connection comes from this one address.
-	s := start(t, options{limits: "  max_connections_per_address: 0\n"})
+	limits, idle := "  max_connections_per_address: 0\n", 30*time.Second // the default
+	if !soak.Full() {
+		limits, idle = limits+"  idle_timeout: 5s\n", 5*time.Second
+	}
+	s := start(t, options{limits: limits})
 	base := s.baseline()
 	opened := time.Now()
 	kept, others := keepAlive(t, s.addr, n, "/health", http.StatusOK)
@@ -93,7 +100,7 @@ func TestIdleKeepAliveConnectionsAreClosed(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = c.SetReadDeadline(opened.Add(40 * time.Second))
+			_ = c.SetReadDeadline(opened.Add(idle + 10*time.Second))
 			if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
 				mu.Lock()
 				open++
@@ -103,7 +110,7 @@ func TestIdleKeepAliveConnectionsAreClosed(t *testing.T) {
 	}
 	wg.Wait()
 	if open > 0 {
-		t.Errorf("%d of %d idle keep-alive connections were still open 40 s after they were made", open, n)
+		t.Errorf("%d of %d idle keep-alive connections were still open %v after they were made, with an idle timeout of %v", open, n, idle+10*time.Second, idle)
 	}
 	fds := s.fds()
 	t.Logf("%v after they were made every connection had ended, and the server holds %d FDs (baseline %d)", time.Since(opened).Round(time.Second), fds, base.fds)

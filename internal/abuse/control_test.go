@@ -18,6 +18,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/streamcast/streamcast/internal/soak"
 )
 
 // The control API's attacks: a user who may control some streams reading
@@ -259,10 +261,7 @@ func registryBytes(t testing.TB, path string) (db, wal int64) {
 func TestControlNoOpRequestsDoNotGrowTheRegistry(t *testing.T) {
 	t.Parallel()
 	const declBytes = 240 << 10
-	n := 500
-	if testing.Short() {
-		n = 100
-	}
+	n := soak.CountShort(100, 150, 500) // 150 already carry 36 MB, 6× the bound
 	s := startControl(t, false, false)
 	decl := ctlDecl(declBytes)
 	s.create(t, "", "big", decl)
