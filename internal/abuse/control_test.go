@@ -333,10 +333,7 @@ func (s *ctlServer) childPIDs() map[string]int {
 // slowest.
 func TestControlStartingAStreamLeavesTheMaintenanceChildrenRunning(t *testing.T) {
 	t.Parallel()
-	n := 50
-	if testing.Short() {
-		n = 10
-	}
+	n := soak.CountShort(10, 20, 50) // 50 (the figure's count) at full
 	s := startControl(t, false, true)
 	names := make([]string, n+5)
 	for i := range names {
