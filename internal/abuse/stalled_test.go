@@ -202,7 +202,8 @@ func TestStalledSubscribersAreDroppedAndTheirMemoryReturns(t *testing.T) {
 	t.Parallel() // its own server process; see TestMain
 	const maxBacklog = 8192
 	subs := soak.Count(100, 2000)
-	s := start(t, options{maxBacklog: maxBacklog})
+	// Every subscriber comes from this one address.
+	s := start(t, options{maxBacklog: maxBacklog, limits: "  max_connections_per_address: 0\n"})
 	fds := s.fds()
 	o := stallSubscribers(t, s, subs, maxBacklog, 3, true)
 	t.Logf("%d stalled subscribers at max_backlog %d: RSS %.1f → %.1f → %.1f MiB; %.0f KiB per subscriber; its frames are %.0f KiB",
@@ -226,7 +227,7 @@ func BenchmarkStalledSubscriberRSS(b *testing.B) {
 			subs := soak.Count(200, 2000)
 			var per, ratio, after float64
 			for i := 0; i < b.N; i++ {
-				s := start(b, options{maxBacklog: maxBacklog})
+				s := start(b, options{maxBacklog: maxBacklog, limits: "  max_connections_per_address: 0\n"})
 				o := stallSubscribers(b, s, subs, maxBacklog, 1, false)
 				per += o.perSub()
 				ratio += o.perSub() / o.frameBytes()
