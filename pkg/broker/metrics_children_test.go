@@ -13,8 +13,9 @@ import (
 )
 
 // TestMetricsCountChildRestartsByRoleAcrossReloadsAndReplaysByTier: a
-// killed seal child counts one restart of role seal; a reload that adds a
-// stream replaces every child, and the count stays (a counter never goes
+// killed seal child counts one restart of role seal; a reload that removes
+// a stream replaces every child (one that adds a stream hands its log to
+// the children running instead), and the count stays (a counter never goes
 // down); the next kill makes it two. Rows the seal child moved into a
 // file and clean evicted are replayed from the local tier.
 func TestMetricsCountChildRestartsByRoleAcrossReloadsAndReplaysByTier(t *testing.T) {
@@ -25,7 +26,8 @@ func TestMetricsCountChildRestartsByRoleAcrossReloadsAndReplaysByTier(t *testing
 	}
 	exe := streamcastExe(t)
 	cfg := testConfig(t)
-	cfg.Streams = cfg.Streams[:2] // trades (durable) and live
+	// trades (durable), live, and orders for the reload to remove.
+	cfg.Streams = append(cfg.Streams[:2:2], config.DefaultStream("orders"))
 	cfg.Maintain = maintainOf(map[maintain.Role]time.Duration{maintain.RoleSeal: 100 * time.Millisecond, maintain.RoleClean: 200 * time.Millisecond}, time.Second)
 	srv := startServer(t, cfg, Options{Executable: exe})
 
@@ -56,8 +58,7 @@ func TestMetricsCountChildRestartsByRoleAcrossReloadsAndReplaysByTier(t *testing
 	}
 
 	next := cfg
-	extra := config.DefaultStream("orders")
-	next.Streams = append(append([]config.Stream(nil), cfg.Streams...), extra)
+	next.Streams = cfg.Streams[:2]
 	if err := srv.Reload(next); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
