@@ -263,47 +263,25 @@ func TestAKilledServeTakesItsMigrationWorkerWithIt(t *testing.T) {
 	}
 	exe := brokertest.Executable(t)
 	v2 := `{"type":"object","properties":{"id":{"type":"integer"},"sym":{"type":"string"},"px":{"type":["number","null"]}},"required":["id","sym"]}`
-	root := newRoot(t)
-	c := startChild(t, root, "", childExeEnv+"="+exe)
-	f := &fixture{base: c.base, ws: c.ws}
-	f.create(t, "trades")
-	f.setDesired(t, "trades", "serving")
-	// Enough rows that sealing and publishing them keeps the worker busy
-	// for a while (about a second here), where the lock is watched.
-	const rows = 200_000
-	for from := 0; from < rows; from += 20_000 {
-		if rep := publish(t, c.ws, "trades", from, from+20_000); rep["ok"] == nil {
-			t.Fatalf("publish rows %d…: %v", from, rep)
-		}
-	}
-	lock := filepath.Join(root, "registered", "trades", "trades", "lock")
-	id := f.streamID(t, "trades")
-	r := f.do(t, req{"POST", "/control/v1/streams/trades/migrations", `{"stream_id":"` + id + `","schema":` + v2 + `}`, mut(f.etag(t, "trades"))})
-	if r.status != http.StatusAccepted {
-		t.Fatalf("migrate: %d %s", r.status, r.body)
-	}
-	lay, err := meta.NewLayout(filepath.Join(root, "registered"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := meta.NewStore(context.Background(), lay, "trades", warehouse.S3{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Mid-migration: a process other than the server holds the log, and
-	// the migration's intent is recorded (its seal and publish follow).
+	// Beside the other packages of go test ./... on two cores, the
+	// worker (SCHED_IDLE) can get no CPU for half a second, and serve
+	// then ends it and finishes the migration itself, by design: no
+	// worker is seen holding the log. The scenario is run again then.
+	var c *child
+	var store *meta.Store
+	var root string
 	worker := 0
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if holder := filelock.Holder(lock); holder != 0 && holder != c.cmd.Process.Pid {
-			if md, err := store.Load(context.Background()); err == nil && md.Intent != nil {
-				worker = holder
-				break
-			}
+	for attempt := 1; worker == 0; attempt++ {
+		if attempt > 3 {
+			t.Fatal("in 3 runs the migration worker starved every time, and serve finished the migration itself: the machine is too loaded for this test")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("within 30 s of the migration's 202, no process but the server (pid %d) held %s with the migration's intent recorded", c.cmd.Process.Pid, lock)
+		c, store, root, worker = killedServeAttempt(t, exe, v2)
+		if worker == 0 {
+			t.Logf("run %d: the migration finished in the server's process (its worker starved); again", attempt)
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+			c.exited <- nil
 		}
-		time.Sleep(time.Millisecond)
 	}
 	if ppid := parentOf(t, worker); ppid != c.cmd.Process.Pid {
 		t.Fatalf("the log's lock is held by pid %d, whose parent is %d, not the server %d", worker, ppid, c.cmd.Process.Pid)
@@ -330,12 +308,12 @@ func TestAKilledServeTakesItsMigrationWorkerWithIt(t *testing.T) {
 	}
 
 	c = startChild(t, root, "")
-	f = &fixture{base: c.base, ws: c.ws}
+	f := &fixture{base: c.base, ws: c.ws}
 	got := f.do(t, req{"GET", "/control/v1/streams/trades", "", nil}).json(t)
 	if p, ok := got["pending_operation"].(map[string]any); ok {
 		f.wait(t, resp{hdr: http.Header{"Location": {"/control/v1/operations/" + p["id"].(string)}}})
 	}
-	expectOffset(t, c.ws, "trades", `{"id":9,"sym":"x","px":2.5}`, rows+1, "after the restart (a row of the new schema)")
+	expectOffset(t, c.ws, "trades", `{"id":9,"sym":"x","px":2.5}`, killedServeRows+1, "after the restart (a row of the new schema)")
 }
 
 // parentOf returns pid's parent, 0 when pid is gone or a zombie.
@@ -351,4 +329,60 @@ func parentOf(t *testing.T, pid int) int {
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	return ppid
+}
+
+// killedServeRows is what killedServeAttempt publishes: enough that
+// sealing and publishing them keeps the worker busy for a while (about a
+// second here), where the lock is watched.
+const killedServeRows = 200_000
+
+// killedServeAttempt serves a new root in a child, publishes enough rows
+// that a migration keeps its worker busy for a while, asks for the
+// migration and returns the pid of the worker once it holds the log with
+// the migration's intent recorded; 0 when the migration finished first,
+// in the server's own process.
+func killedServeAttempt(t *testing.T, exe, v2 string) (c *child, store *meta.Store, root string, worker int) {
+	t.Helper()
+	root = newRoot(t)
+	c = startChild(t, root, "", childExeEnv+"="+exe)
+	f := &fixture{base: c.base, ws: c.ws}
+	f.create(t, "trades")
+	f.setDesired(t, "trades", "serving")
+	for from := 0; from < killedServeRows; from += 20_000 {
+		if rep := publish(t, c.ws, "trades", from, from+20_000); rep["ok"] == nil {
+			t.Fatalf("publish rows %d…: %v", from, rep)
+		}
+	}
+	lock := filepath.Join(root, "registered", "trades", "trades", "lock")
+	id := f.streamID(t, "trades")
+	r := f.do(t, req{"POST", "/control/v1/streams/trades/migrations", `{"stream_id":"` + id + `","schema":` + v2 + `}`, mut(f.etag(t, "trades"))})
+	if r.status != http.StatusAccepted {
+		t.Fatalf("migrate: %d %s", r.status, r.body)
+	}
+	lay, err := meta.NewLayout(filepath.Join(root, "registered"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err = meta.NewStore(context.Background(), lay, "trades", warehouse.S3{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Mid-migration: a process other than the server holds the log, and
+	// the migration's intent is recorded (its seal and publish follow).
+	for deadline, polls := time.Now().Add(30*time.Second), 0; ; polls++ {
+		if holder := filelock.Holder(lock); holder != 0 && holder != c.cmd.Process.Pid {
+			if md, err := store.Load(context.Background()); err == nil && md.Intent != nil {
+				return c, store, root, holder
+			}
+		}
+		if polls%50 == 0 {
+			if md, err := store.Load(context.Background()); err == nil && md.Intent == nil && md.Current().Name != "trades" {
+				return c, store, root, 0 // done, and no worker was seen: serve finished it
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within 30 s of the migration's 202, no process but the server (pid %d) held %s with the migration's intent recorded", c.cmd.Process.Pid, lock)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
