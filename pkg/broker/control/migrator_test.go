@@ -183,8 +183,9 @@ func runFed(t *testing.T, w *migrationWorker, job lifecycle.MigrateJob) (m *life
 		if !errors.Is(err, errWorkerStarved) || i == 4 {
 			return m, replaced, err
 		}
-		t.Logf("the worker starved on a loaded machine (%v); again on a new one", err)
+		t.Logf("the worker starved on a loaded machine (%v); again on a new one in %d s", err, i+1)
 		replaced = true
+		time.Sleep(time.Duration(i+1) * time.Second) // let a burst of load pass
 		if err := w.start(); err != nil {
 			t.Fatal(err)
 		}
