@@ -24,7 +24,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
-// Issue 13's remote reads: sql and snapshot, through the real commands, with
+// Remote reads: sql and snapshot, through the real commands, with
 // only the s3:// metadata URI on versitygw and the server's root gone.
 
 const (

@@ -1,4 +1,4 @@
-// Package abuse holds the abuse suite of issue 19: attacks on a real
+// Package abuse holds the abuse suite: attacks on a real
 // `streamcast serve` process over loopback — stalled subscribers, connection
 // churn, half-open TCP connections, a full disk, SIGSTOP/SIGCONT of the
 // server and SIGKILL of its maintenance children, each under load. Every

@@ -227,7 +227,7 @@ func measure(b *testing.B, bin string, streams int, settle, window time.Duration
 	b.ReportMetric(memMB(serve, "smaps_rollup", "Pss:"), "serve_pss_MB")
 	b.ReportMetric(100*(cpuSeconds(serve)-before[serve])/elapsed, "serve_cpu_%")
 	b.ReportMetric(float64(serveFDs), "serve_fds")
-	// What issue 19 asks of a thousand idle streams: descriptors per
+	// What a thousand idle streams may cost: descriptors per
 	// stream in serve, and the resident memory of the whole server.
 	b.ReportMetric(float64(serveFDs)/float64(streams), "serve_fds/stream")
 	b.ReportMetric(serveRSS+kidsRSS, "total_rss_MB")

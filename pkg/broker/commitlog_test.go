@@ -17,8 +17,8 @@ import (
 // TestRepeatedCommitFailuresAreLoggedOncePerIntervalThenRecovered: a commit
 // that keeps failing (a full disk fails every group) gives one ERROR line,
 // then one line per interval carrying the count it stood for, then one
-// INFO line once commits succeed again; not one line per group (issue 19
-// saw 12,163 in 20 s).
+// INFO line once commits succeed again; not one line per group (a full
+// disk once gave 12,163 in 20 s).
 func TestRepeatedCommitFailuresAreLoggedOncePerIntervalThenRecovered(t *testing.T) {
 	logs := &syncBuffer{}
 	var now atomic.Int64

@@ -162,7 +162,7 @@ func (s *stream) commit() {
 			// Nothing to fan out, one write of replies, nothing ahead:
 			// answering the group here costs less than waking the
 			// deliverer, whose only gain is overlapping the answers with
-			// the next fsync (issue 18's profile of a single-row
+			// the next fsync (a profile of a single-row
 			// publisher). Several publishers' writes are left to overlap.
 			deliver(g, &own)
 			continue

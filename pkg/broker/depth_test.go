@@ -9,8 +9,8 @@ import (
 
 // TestDeeplyNestedFramesSayTheNestingIsTooDeep: a row nested past the
 // decoder's limit is valid JSON, so the answer says it is too deep and
-// gives the limit, never "not JSON" (issue 19 saw "publish frame is not
-// JSON" for a frame nested 10,001 deep, which encoding/json gives up on).
+// gives the limit, never "not JSON" (which encoding/json answered for a
+// frame nested 10,001 deep, as it gives up on it).
 func TestDeeplyNestedFramesSayTheNestingIsTooDeep(t *testing.T) {
 	srv := startServer(t, testConfig(t))
 	p := dialPublisher(t, srv, "raw")

@@ -20,7 +20,7 @@ import (
 // BenchmarkTimeToGreeting measures a subscribe, dial to greeting, on a
 // stream whose log has one sealed file and on one with 10,000: the
 // stream's metadata is read once when the stream opens and cached, so the
-// number of files must not show (issue 10: at most 10% apart). The files
+// number of files must not show (at most 10% apart). The files
 // are tiny (one row each, cut by a one-byte seal target) and made once per
 // run of the benchmark.
 func BenchmarkTimeToGreeting(b *testing.B) {

@@ -85,8 +85,8 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 	isPub := qerr == nil && st != nil && q.Publish && (q.Publisher == "" || st.cfg.ExactlyOnce) && st.retirement() == nil && st.relay == nil
 	// Compile the filter before the connection is registered: keepalive
 	// only sees registered connections, so however long a compile takes,
-	// it cannot make this peer look silent (issue 19 saw 1006 without a
-	// close frame when it did), and the greeting or the refusal follows.
+	// it cannot make this peer look silent (a long compile once ended in
+	// 1006 without a close frame), and the greeting or the refusal follows.
 	var filter *schema.Filter // held on s.filters until subscribe takes it
 	var echo []byte
 	if qerr == nil && st != nil && !q.Publish && q.Where != nil {

@@ -117,7 +117,7 @@ func refusedStart(t *testing.T, cfg config.Config) error {
 	return nil
 }
 
-// TestServeRefusesAnEmptyRootOverPublishedHistory is issue 10's data-loss
+// TestServeRefusesAnEmptyRootOverPublishedHistory closes a data-loss
 // hole: the root is lost, the published prefix survives; serve must not
 // acknowledge offsets 1, 2, … again.
 func TestServeRefusesAnEmptyRootOverPublishedHistory(t *testing.T) {

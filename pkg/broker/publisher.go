@@ -158,7 +158,7 @@ func (p *publisher) isSuperseded() bool {
 // max_in_flight (the Go client's default) sends that frame only once a
 // reply has reached it, so by then there is room, and the reader wakes
 // once per burst (for the socket) instead of twice (for the room, then for
-// the socket): issue 18 counted 1.4 futex calls per commit group before
+// the socket): a profile counted 1.4 futex calls per commit group before
 // and 0.45 after. The frame in hand is one the socket would have held; if
 // the connection ends first, it is never answered, as it would not have
 // been.

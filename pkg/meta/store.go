@@ -169,8 +169,8 @@ func (s *Store) read(ctx context.Context, p place) (*Metadata, error) {
 // again. Resolve reads the home and then the published copy, which are the
 // same file in the steady state: a migration resolves its stream several
 // times, and parsing a metadata document that grows with every log was the
-// largest single item of a migration's CPU and garbage in the profiles of
-// issue 15, which the other streams' acks on the same cores paid for. The
+// largest single item of a migration's CPU and garbage in its profiles,
+// which the other streams' acks on the same cores paid for. The
 // shortcut reads both copies as before (docs/design.md §4.7: the published
 // one is still checked for its version and stream id); it only skips
 // decoding bytes already decoded.

@@ -167,7 +167,7 @@ func inList(n int) []byte {
 	return append(b, `]}`...)
 }
 
-// BenchmarkCompileFilter60kValues is issue 19's subscribe cost: a 60k-value
+// BenchmarkCompileFilter60kValues is a hostile subscribe's cost: a 60k-value
 // membership list, which took 5.2 s of CPU while duplicates were found by a
 // scan per value. Bound: well under 100 ms.
 func BenchmarkCompileFilter60kValues(b *testing.B) {

@@ -88,7 +88,7 @@ func FuzzArrowStream(f *testing.F) {
 	f.Add(b)
 	f.Add(b[:len(b)/2])
 	// The shapes that made arrow-go allocate from an unverified length
-	// and die (issue 12); ipcverify.go refuses them.
+	// and die; ipcverify.go refuses them.
 	for _, d := range damagedStreams(f, b) {
 		f.Add(d)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // damagedStreams returns the shapes of damage that made arrow-go allocate
-// from an unverified length (issue 12): a valid IPC stream with one
+// from an unverified length: a valid IPC stream with one
 // length or offset in its schema or first batch message set far past the
 // message. Each is named for what it breaks.
 func damagedStreams(t testing.TB, stream []byte) map[string][]byte {
