@@ -4,7 +4,7 @@ import "github.com/streamcast/streamcast/pkg/broker/config"
 
 // refuseProtected refuses command on a stream the config declares with a
 // history_guard: migrate, retire and retain would each change the history
-// the guard's consumers rebuild from (see the README's "History guard").
+// the guard's consumers rebuild from (see docs/lifecycle.md, "History guard").
 // A stream the config does not declare has no guard.
 func refuseProtected(cfg config.Config, stream, command string) error {
 	for _, s := range cfg.Streams {

@@ -67,8 +67,7 @@ present a client certificate to a server that requires one (mutual TLS).
 tables instead of reading NDJSON: the database is sqlite:///abs/path.db,
 sqlite://relative/path.db or a postgres:// URL, and --publisher ID names the
 outbox. Applications in any language queue rows with the documented DDL (the
-streamcast_outbox tables; see the README, "Exactly-once with your
-database"); this process ships committed rows in order, exactly once, and
+streamcast_outbox tables; see docs/exactly-once-database.md); this process ships committed rows in order, exactly once, and
 deletes them when they land. Rows the stream's schema refuses move to
 streamcast_outbox_dead. It runs until SIGINT or SIGTERM; --until-empty exits
 0 once every row committed at its start has landed. The stream must be

@@ -250,7 +250,7 @@ func TestLoadSendsTheFramesOfOneReadInOneSocketWrite(t *testing.T) {
 	// 200 single-row frames in one read of the input, all of them inside
 	// the window, each allowed to wait an hour for company: the loader
 	// sends them once the read is handled, in one write, before the input
-	// has more (README, publish). A write per frame made the server read
+	// has more (docs/shell-tools.md, publish). A write per frame made the server read
 	// and wake for each.
 	url := serve(t, nil) + "/trades"
 	var lines strings.Builder

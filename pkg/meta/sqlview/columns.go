@@ -55,8 +55,8 @@ type column struct {
 	json  *nestedEncoder // kindJSON only
 }
 
-// kindOf maps an Arrow type to its SQLite kind (the table in the README's
-// "Reading history" section).
+// kindOf maps an Arrow type to its SQLite kind (the table in
+// docs/reading-history.md).
 func kindOf(dt arrow.DataType) (kind, bool) {
 	switch dt.ID() {
 	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
