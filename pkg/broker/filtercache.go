@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"hash/maphash"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/charmbracelet/log"
+
+	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -26,14 +28,13 @@ import (
 // filter's canonical echo. Each acquire is paired with one release; the
 // entry, and the bytes it counts, go when the last holder lets go.
 //
-// Memory goes back to the OS soon after a burst (run): the Go runtime
+// Memory goes back to the OS soon after a burst: the Go runtime
 // returns freed heap only after a collection that an idle server may not
 // run for minutes, and then gradually, so a thousand subscribers leaving
 // would leave their filters' memory resident; and a burst of large
 // filters arriving leaves several times their size of transient memory
 // (the request line, its decoding, the compile) resident beside them. So
-// every entry made or dropped counts towards a reclaim, which run does
-// once the changes pause, at most once per filterReclaimInterval.
+// every entry made or dropped counts towards a reclaim (filterReclaim).
 type filterCache struct {
 	max     int64        // limits.max_filter_bytes
 	seed    maphash.Seed // for keys
@@ -43,27 +44,25 @@ type filterCache struct {
 	entries map[filterKey]*filterEntry
 	byF     map[*schema.Filter]*filterEntry
 
-	moved atomic.Int64  // bytes of entries made or dropped since the last reclaim
-	notes atomic.Int64  // entries made or dropped so far: run waits until they pause
-	wake  chan struct{} // capacity 1: moved past filterReclaimThreshold wakes run
-	free  func()        // debug.FreeOSMemory
+	// reclaim returns memory to the OS after bursts of entries made or
+	// dropped; its owner (Server.Run) runs it.
+	reclaim *backlog.Reclaimer
 }
 
-const (
-	// filterReclaimThreshold is how many bytes of filters must have come
-	// or gone since the last reclaim before another is worth a forced
-	// collection: about 85 distinct 64 KiB filters, which leave several
-	// times that resident (their transient memory, or themselves).
-	filterReclaimThreshold = 8 << 20
-	// filterReclaimSettle is the pause in arrivals and departures a
-	// reclaim waits for, so one collection covers a whole burst;
-	// filterReclaimMaxWait bounds that wait.
-	filterReclaimSettle  = 300 * time.Millisecond
-	filterReclaimMaxWait = 3 * time.Second
-	// filterReclaimInterval is the least time between two reclaims: a
-	// forced collection costs CPU in proportion to the live heap.
-	filterReclaimInterval = 3 * time.Second
-)
+// filterReclaim is the filter cache's reclaim policy. 8 MiB is about 85
+// distinct 64 KiB filters, which leave several times that resident (their
+// transient memory, or themselves); a burst is followed to its end, so
+// what its last arrivals leave is given back too.
+func filterReclaim() backlog.ReclaimPolicy {
+	return backlog.ReclaimPolicy{
+		Threshold: 8 << 20,
+		Settle:    300 * time.Millisecond,
+		MaxWait:   3 * time.Second,
+		Interval:  3 * time.Second,
+		Tail:      1 << 20,
+		What:      "a burst of where= filters came or went",
+	}
+}
 
 // filterKey finds an entry: the schema and a hash of the echo (entries
 // whose echoes collide are chained).
@@ -80,75 +79,13 @@ type filterEntry struct {
 	next *filterEntry // same key, another echo
 }
 
-func newFilterCache(max int64) *filterCache {
+func newFilterCache(max int64, logger *log.Logger) *filterCache {
 	return &filterCache{
 		max:     max,
 		seed:    maphash.MakeSeed(),
 		entries: map[filterKey]*filterEntry{},
 		byF:     map[*schema.Filter]*filterEntry{},
-		wake:    make(chan struct{}, 1),
-		free:    debug.FreeOSMemory,
-	}
-}
-
-// note counts n bytes of filters made or dropped towards a reclaim. It
-// never blocks.
-func (c *filterCache) note(n int64) {
-	c.notes.Add(1)
-	if c.moved.Add(n) >= filterReclaimThreshold {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// run returns memory to the OS after bursts of filters coming or going,
-// until stop is closed. Its owner (Server.Run) starts it on a goroutine of
-// its own and waits for it to return.
-func (c *filterCache) run(stop <-chan struct{}) {
-	sleep := func(d time.Duration) bool {
-		if d <= 0 {
-			return true
-		}
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-stop:
-			return false
-		case <-t.C:
-			return true
-		}
-	}
-	for {
-		select {
-		case <-stop:
-			return
-		case <-c.wake:
-		}
-		// Follow the burst to its end: reclaim once it pauses (or after
-		// filterReclaimMaxWait), then again after filterReclaimInterval
-		// for as long as enough came or went meanwhile, so its tail is
-		// given back too.
-		for {
-			for waited := time.Duration(0); waited < filterReclaimMaxWait; waited += filterReclaimSettle {
-				seen := c.notes.Load()
-				if !sleep(filterReclaimSettle) {
-					return
-				}
-				if c.notes.Load() == seen {
-					break
-				}
-			}
-			c.moved.Store(0) // what comes or goes from here on counts towards the next
-			c.free()
-			if !sleep(filterReclaimInterval) {
-				return
-			}
-			if c.moved.Load() < filterReclaimThreshold/8 {
-				break
-			}
-		}
+		reclaim: backlog.NewReclaimerWith(logger, filterReclaim()),
 	}
 }
 
@@ -231,7 +168,7 @@ func (c *filterCache) acquire(sch *schema.Schema, where []byte) (*schema.Filter,
 	c.entries[k] = &filterEntry{sch: sch, f: f, size: size, refs: 1, next: c.entries[k]}
 	c.byF[f] = c.entries[k]
 	c.held.Add(size)
-	c.note(size)
+	c.reclaim.Note(size)
 	return f, nil
 }
 
@@ -268,7 +205,7 @@ func (c *filterCache) releaseFilter(f *schema.Filter) {
 	}
 	c.held.Add(-e.size)
 	c.mu.Unlock()
-	c.note(e.size)
+	c.reclaim.Note(e.size)
 }
 
 func (c *filterCache) key(sch *schema.Schema, echo []byte) filterKey {

@@ -244,7 +244,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		held:        map[string]int{},
 		id:          rand.Text()[:16],
 	}
-	s.filters = newFilterCache(int64(cfg.Limits.MaxFilterBytes))
+	s.filters = newFilterCache(int64(cfg.Limits.MaxFilterBytes), opts.Logger)
 	s.gate = gate.New(cfg.Auth, opts.Clock.Now, opts.Logger, s.RecordAuthFailure)
 	if cfg.Metrics.Enabled {
 		s.metrics = newServerMetrics(s)
@@ -323,7 +323,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.keepalive.Add(1)
 		go func() {
 			defer s.keepalive.Done()
-			s.filters.run(stopKeepalive)
+			s.filters.reclaim.Run(stopKeepalive)
 		}()
 		if s.certs != nil {
 			s.keepalive.Add(1)

@@ -19,61 +19,74 @@ import (
 // the whole queue when it ends) with an atomic add
 // and a non-blocking wake, and one goroutine calls debug.FreeOSMemory once
 // a large amount has been let go, after the letting go has paused and at
-// most once per interval.
-const (
-	// reclaimThreshold is how many bytes of queue must have been let go
-	// since the last reclaim before another is worth a forced collection:
-	// the rings of about 85 stalled subscribers at max_backlog 8192.
-	reclaimThreshold = 16 << 20
-	// reclaimSettle is the pause in letting go that a reclaim waits for,
-	// so one collection covers a whole mass drop.
-	reclaimSettle = time.Second
-	// reclaimMaxWait bounds that wait while connections keep letting go.
-	reclaimMaxWait = 15 * time.Second
-	// reclaimInterval is the least time between two reclaims: a forced
-	// collection costs CPU in proportion to the live heap.
-	reclaimInterval = 10 * time.Second
-)
+// most once per interval. The filter cache reclaims the same way, after
+// bursts of large where= filters, with a policy of its own.
 
-// Reclaimer returns memory to the OS after connections holding large queues
-// end. Its owner starts Run on one goroutine and stops it by closing Run's
-// stop channel; Note may be called from any goroutine.
+// QueuePolicy is how NewReclaimer reclaims after dropped queues.
+func QueuePolicy() ReclaimPolicy {
+	return ReclaimPolicy{
+		// The rings of about 85 stalled subscribers at max_backlog 8192.
+		Threshold: 16 << 20,
+		Settle:    time.Second,
+		MaxWait:   15 * time.Second,
+		Interval:  10 * time.Second,
+		What:      "connections holding large queues ended",
+	}
+}
+
+// ReclaimPolicy tunes a Reclaimer.
+type ReclaimPolicy struct {
+	// Threshold is how many bytes must have been let go since the last
+	// reclaim before another is worth a forced collection.
+	Threshold int64
+	// Settle is the pause in letting go that a reclaim waits for, so one
+	// collection covers a whole burst; MaxWait bounds that wait while
+	// letting go goes on.
+	Settle, MaxWait time.Duration
+	// Interval is the least time between two reclaims: a forced
+	// collection costs CPU in proportion to the live heap.
+	Interval time.Duration
+	// Tail, when set, follows a burst to its end: after a reclaim, one
+	// more each Interval while at least Tail bytes were let go meanwhile,
+	// so what the burst's tail leaves is given back too.
+	Tail int64
+	// What says what let the memory go, for the log line.
+	What string
+}
+
+// Reclaimer returns memory to the OS after large amounts of it are let go.
+// Its owner starts Run on one goroutine and stops it by closing Run's stop
+// channel; Note may be called from any goroutine.
 type Reclaimer struct {
 	released atomic.Int64  // bytes let go since the last reclaim
 	notes    atomic.Int64  // notes so far: run waits until they pause
 	wake     chan struct{} // capacity 1: a note past the threshold wakes run
 	reclaims atomic.Int64  // reclaims done (tests observe them)
 
-	threshold int64
-	settle    time.Duration
-	maxWait   time.Duration
-	interval  time.Duration
-	free      func() // debug.FreeOSMemory
-	logger    *log.Logger
+	ReclaimPolicy
+	free   func() // debug.FreeOSMemory
+	logger *log.Logger
 }
 
-// NewReclaimer returns a Reclaimer that logs each reclaim to logger at
-// debug level.
+// NewReclaimer returns a Reclaimer for dropped queues (QueuePolicy) that
+// logs each reclaim to logger at debug level.
 func NewReclaimer(logger *log.Logger) *Reclaimer {
-	return &Reclaimer{
-		wake:      make(chan struct{}, 1),
-		threshold: reclaimThreshold,
-		settle:    reclaimSettle,
-		maxWait:   reclaimMaxWait,
-		interval:  reclaimInterval,
-		free:      debug.FreeOSMemory,
-		logger:    logger,
-	}
+	return NewReclaimerWith(logger, QueuePolicy())
 }
 
-// Note records that a connection let go of n bytes of queue. It never
-// blocks.
+// NewReclaimerWith returns a Reclaimer that reclaims as p says.
+func NewReclaimerWith(logger *log.Logger, p ReclaimPolicy) *Reclaimer {
+	return &Reclaimer{wake: make(chan struct{}, 1), ReclaimPolicy: p, free: debug.FreeOSMemory, logger: logger}
+}
+
+// Note records that n bytes were let go (or, under a Tail policy, came
+// and may leave garbage behind). It never blocks.
 func (r *Reclaimer) Note(n int64) {
 	if n <= 0 {
 		return
 	}
 	r.notes.Add(1)
-	if r.released.Add(n) >= r.threshold {
+	if r.released.Add(n) >= r.Threshold {
 		select {
 		case r.wake <- struct{}{}:
 		default:
@@ -103,29 +116,40 @@ func (r *Reclaimer) Run(stop <-chan struct{}) {
 			return
 		case <-r.wake:
 		}
-		if r.released.Load() < r.threshold {
+		if r.released.Load() < r.Threshold {
 			continue
 		}
 		// Wait until connections stop letting go (bounded), so one
 		// collection covers a mass drop.
-		for waited := time.Duration(0); waited < r.maxWait; waited += r.settle {
+		for waited := time.Duration(0); waited < r.MaxWait; waited += r.Settle {
 			seen := r.notes.Load()
-			if !sleep(r.settle) {
+			if !sleep(r.Settle) {
 				return
 			}
 			if r.notes.Load() == seen {
 				break
 			}
 		}
-		if !last.IsZero() && !sleep(r.interval-time.Since(last)) {
+		if !last.IsZero() && !sleep(r.Interval-time.Since(last)) {
 			return
 		}
-		n := r.released.Swap(0)
-		start := time.Now()
-		r.free()
-		last = time.Now()
-		r.reclaims.Add(1)
-		r.logger.Debug("returned memory to the OS after connections holding large queues ended",
-			"released_mib", n>>20, "took", last.Sub(start).Round(time.Millisecond))
+		for {
+			n := r.released.Swap(0)
+			start := time.Now()
+			r.free()
+			last = time.Now()
+			r.reclaims.Add(1)
+			r.logger.Debug("returned memory to the OS after "+r.What,
+				"released_mib", n>>20, "took", last.Sub(start).Round(time.Millisecond))
+			if r.Tail <= 0 {
+				break
+			}
+			if !sleep(r.Interval) {
+				return
+			}
+			if r.released.Load() < r.Tail {
+				break
+			}
+		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 // the notes pause; crossing it again soon after waits out the interval.
 func TestReclaimerFreesOnceAfterALargeDropAndAtMostOncePerInterval(t *testing.T) {
 	r := NewReclaimer(log.New(io.Discard))
-	r.threshold, r.settle, r.interval = 1000, 5*time.Millisecond, 300*time.Millisecond
+	r.Threshold, r.Settle, r.Interval = 1000, 5*time.Millisecond, 300*time.Millisecond
 	freed := make(chan time.Time, 4)
 	r.free = func() { freed <- time.Now() }
 	stop := make(chan struct{})
@@ -38,8 +38,8 @@ func TestReclaimerFreesOnceAfterALargeDropAndAtMostOncePerInterval(t *testing.T)
 	r.Note(2000)
 	select {
 	case second := <-freed:
-		if gap := second.Sub(first); gap < r.interval {
-			t.Errorf("reclaimed again after %v; at most once per %v", gap, r.interval)
+		if gap := second.Sub(first); gap < r.Interval {
+			t.Errorf("reclaimed again after %v; at most once per %v", gap, r.Interval)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no second reclaim after another large drop")
