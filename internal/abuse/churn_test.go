@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,19 +64,7 @@ func TestConnectDisconnectChurnLeavesNothingBehind(t *testing.T) {
 // descriptors are back at their baseline.
 func TestHalfOpenConnectionsAreClosedByTheHandshakeTimeout(t *testing.T) {
 	t.Parallel() // it mostly waits for the timeout; see TestMain
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	// The server (which inherits this limit) and this test each hold one
-	// descriptor per connection, beside their own few hundred.
-	n := min(3000, int(lim.Cur)-512)
-	if n < 100 {
-		t.Skipf("the descriptor limit (%d) leaves room for only %d connections; raise ulimit -n", lim.Cur, n)
-	}
-	if n < 3000 {
-		t.Logf("the descriptor limit (%d) allows %d connections, not 3000", lim.Cur, n)
-	}
+	n := connRoom(t, 3000, 100)
 	// Every connection comes from this one address.
 	s := start(t, options{limits: "  max_connections_per_address: 0\n"})
 	base := s.baseline()

@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -66,14 +65,7 @@ func keepAlive(t testing.TB, addr string, n int, path string, want int) (kept []
 // timeout is the default, 30 s; otherwise 5 s, to keep go test ./... short.
 func TestIdleKeepAliveConnectionsAreClosed(t *testing.T) {
 	t.Parallel() // it mostly waits for the timeout; see TestMain
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	n := min(3000, int(lim.Cur)-512)
-	if n < 100 {
-		t.Skipf("the descriptor limit (%d) leaves room for only %d connections; raise ulimit -n", lim.Cur, n)
-	}
+	n := connRoom(t, 3000, 100)
 	// Every connection comes from this one address.
 	limits, idle := "  max_connections_per_address: 0\n", 30*time.Second // the default
 	if !soak.Full() {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,23 +18,7 @@ import (
 // root: the test is skipped, saying so, for anyone else.
 func TestFullDiskRefusesRowsAndRecovers(t *testing.T) {
 	t.Parallel() // its own server process; see TestMain
-	if os.Geteuid() != 0 {
-		t.Skip("filling a disk needs a small tmpfs, and mounting one needs root; run this test as root to include it")
-	}
-	mnt := filepath.Join(t.TempDir(), "disk")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount an 8 MiB tmpfs even as root (a container without CAP_SYS_ADMIN?): %v: %s", err, out)
-	}
-	// Registered before the server's cleanup, so it runs after the server
-	// has stopped.
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
+	mnt := smallDisk(t, "8m")
 	s := start(t, options{root: filepath.Join(mnt, "data")})
 	l := startLoad(t, s, 2, 20)
 	waitUntil(t, 30*time.Second, func() (bool, string) {

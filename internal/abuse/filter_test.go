@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,13 +51,7 @@ const filterBytesPerSub = 150_000
 func TestDistinctLargeFiltersCostAboutTheirSizeAndAreGivenBack(t *testing.T) {
 	t.Parallel()
 	n := soak.CountShort(100, 300, 1000) // 1,000 (the figure's count) at full; the bound scales with n
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	if lim.Cur < uint64(n)+200 {
-		t.Skipf("the descriptor limit (%d) leaves no room for %d subscribers; raise ulimit -n", lim.Cur, n)
-	}
+	connRoom(t, n, n)                    // all n, or skip
 	// Every subscriber comes from this one address.
 	s := start(t, options{limits: "  max_connections_per_address: 0\n"})
 	// Warm the paths a filtered subscriber takes, so the baseline holds

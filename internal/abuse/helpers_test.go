@@ -582,3 +582,47 @@ func verifyAcked(t testing.TB, s *server, acked map[int64]string) {
 	}
 	t.Logf("all %d acknowledged rows are in the replay of %d rows", len(acked)-lost, len(got))
 }
+
+// smallDisk mounts a tmpfs of size (as mount takes it: "8m") in a
+// temporary directory until the test ends, and returns its path. The
+// test is skipped, saying so, when it is not root or the mount fails.
+// Call it before start: its cleanup then runs after the server stopped.
+func smallDisk(t testing.TB, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("filling a disk needs a small tmpfs, and mounting one needs root; run this test as root to include it")
+	}
+	mnt := filepath.Join(t.TempDir(), "disk")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a %s tmpfs even as root (a container without CAP_SYS_ADMIN?): %v: %s", size, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+// connRoom returns how many connections this test may open, want at
+// most: the server (which inherits this process's descriptor limit) and
+// the test each hold one descriptor per connection beside their own few
+// hundred. The test is skipped when fewer than least fit.
+func connRoom(t testing.TB, want, least int) int {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	n := min(want, int(lim.Cur)-512)
+	if n < least {
+		t.Skipf("the descriptor limit (%d) leaves room for only %d connections; raise ulimit -n", lim.Cur, n)
+	}
+	if n < want {
+		t.Logf("the descriptor limit (%d) allows %d connections, not %d", lim.Cur, n, want)
+	}
+	return n
+}

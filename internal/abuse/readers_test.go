@@ -106,21 +106,7 @@ func TestRestoreRefusesATableMissingADataFile(t *testing.T) {
 // anyone else.
 func TestCommitFailureDetailNamesNoServerPath(t *testing.T) {
 	t.Parallel() // its own server process; see TestMain
-	if os.Geteuid() != 0 {
-		t.Skip("filling a disk needs a small tmpfs, and mounting one needs root; run this test as root to include it")
-	}
-	mnt := filepath.Join(t.TempDir(), "disk")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a 4 MiB tmpfs even as root (a container without CAP_SYS_ADMIN?): %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
+	mnt := smallDisk(t, "4m")
 	s := start(t, options{root: filepath.Join(mnt, "data")})
 	l := startLoad(t, s, 1, 20)
 	waitUntil(t, 60*time.Second, func() (bool, string) {
