@@ -38,6 +38,13 @@ func benchRows(b *testing.B) int {
 // tradesStream builds a stream of n published trades under a root (and
 // an s3:// prefix on versitygw when onS3), once per benchmark.
 func tradesStream(b *testing.B, n int, onS3 bool) (*fixture, string) {
+	return tradesStreamOf(b, n, onS3, 10_000, nil)
+}
+
+// tradesStreamOf is tradesStream committing batch rows at a time, with
+// tune (when not nil) setting the log's config: a seal cuts at commit
+// groups, so a seal target below a group's size makes a file per group.
+func tradesStreamOf(b *testing.B, n int, onS3 bool, batch int, tune func(*logstore.Config)) (*fixture, string) {
 	b.Helper()
 	f := newFixture(b, onS3)
 	ctx := context.Background()
@@ -45,13 +52,16 @@ func tradesStream(b *testing.B, n int, onS3 bool) (*fixture, string) {
 		b.Fatal(err)
 	}
 	sch := compile(b, tradesSchema)
-	lg, err := logstore.Create(f.lay.LogDir(stream, stream), sch, f.logConfig(stream))
+	cfg := f.logConfig(stream)
+	if tune != nil {
+		tune(&cfg)
+	}
+	lg, err := logstore.Create(f.lay.LogDir(stream, stream), sch, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer lg.Close()
 	symbols := []string{"BTC-USD", "ETH-USD", "SOL-USD", "XRP-USD"}
-	const batch = 10_000
 	for i := 0; i < n; i += batch {
 		rows := make([][]byte, 0, batch)
 		for j := i; j < min(i+batch, n); j++ {

@@ -2,15 +2,10 @@ package history_test
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"testing"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
-	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/history"
 )
 
@@ -23,52 +18,11 @@ func BenchmarkReadManyFiles(b *testing.B) {
 	// A seal cuts at commit-group boundaries: groups of batch rows and a
 	// seal target below a group's size make one file per group.
 	const n, batch = 300_000, 500
-	f := newFixture(b, false)
+	f, _ := tradesStreamOf(b, n, false, batch, func(c *logstore.Config) {
+		c.TargetSealBytes = 32 << 10
+		c.TargetFileBytes = 16 << 10 // below a sealed file: nothing is merged
+	})
 	ctx := context.Background()
-	if err := os.MkdirAll(f.lay.StreamDir(stream), 0o755); err != nil {
-		b.Fatal(err)
-	}
-	sch := compile(b, tradesSchema)
-	cfg := f.logConfig(stream)
-	cfg.TargetSealBytes = 32 << 10
-	cfg.TargetFileBytes = 16 << 10 // below a sealed file: nothing is merged
-	lg, err := logstore.Create(f.lay.LogDir(stream, stream), sch, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	symbols := []string{"BTC-USD", "ETH-USD", "SOL-USD", "XRP-USD"}
-	for i := 0; i < n; i += batch {
-		rows := make([][]byte, 0, batch)
-		for j := i; j < min(i+batch, n); j++ {
-			rows = append(rows, fmt.Appendf(nil, `{"event_ts":%d,"symbol":"%s","price":%d.5,"amount":0.015,"side":%d,"trade_id":null}`,
-				baseTS+int64(j), symbols[j%4], 85000+j%1000, j%2))
-		}
-		if _, err := lg.Append(ctx, rows, baseTS+int64(i), nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if _, err := tier.PublishAll(ctx, lg); err != nil {
-		b.Fatal(err)
-	}
-	md, err := meta.New(stream)
-	if err != nil {
-		b.Fatal(err)
-	}
-	d, err := meta.DescribeLog(lg, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	_ = lg.Close()
-	if err := md.AddLog(d, sch); err != nil {
-		b.Fatal(err)
-	}
-	st, err := meta.NewStore(ctx, f.lay, stream, warehouse.S3(f.s3cfg))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := st.Commit(ctx, md); err != nil {
-		b.Fatal(err)
-	}
 	read := func(b *testing.B, fn func(r *history.Reader) (int64, error)) {
 		files := 0
 		b.ResetTimer()
