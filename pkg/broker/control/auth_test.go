@@ -18,21 +18,7 @@ import (
 // migrate, which needs the migrate grant.
 func TestControlNeedsItsGrantsAndMigrateItsOwn(t *testing.T) {
 	root := t.TempDir()
-	cfg := serveConfig(root)
-	if _, err := control.Init(context.Background(), cfg.RegistryPath()); err != nil {
-		t.Fatal(err)
-	}
-	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Auth = &config.Auth{
-		Users: []config.User{{Name: "ops", PasswordHash: string(hash)}, {Name: "dev", PasswordHash: string(hash)}},
-		Grants: []config.Grant{
-			{Principals: []string{"ops"}, Actions: []string{"control", "migrate", "publish", "read"}, Streams: []string{"*"}},
-			{Principals: []string{"dev"}, Actions: []string{"control"}, Streams: []string{"dev.*"}},
-		},
-	}
+	cfg := opsAndDevConfig(t, root, "control", "migrate", "publish", "read")
 	f := serveWith(t, cfg)
 	as := func(user string, q req) resp {
 		if q.hdr == nil {
@@ -77,4 +63,27 @@ func TestReloadLeavesRegisteredStreamsServing(t *testing.T) {
 	if rep := publish(t, f.ws, "trades", 0, 1); rep["ok"] == nil {
 		t.Errorf("after a reload the registered stream refused a row: %v", rep)
 	}
+}
+
+// opsAndDevConfig is a server over root with a registry and an auth:
+// section of two users, both with password "pw": ops holds opsActions on
+// every stream, dev holds control on dev.* only.
+func opsAndDevConfig(t *testing.T, root string, opsActions ...string) config.Config {
+	t.Helper()
+	cfg := serveConfig(root)
+	if _, err := control.Init(context.Background(), cfg.RegistryPath()); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Auth = &config.Auth{
+		Users: []config.User{{Name: "ops", PasswordHash: string(hash)}, {Name: "dev", PasswordHash: string(hash)}},
+		Grants: []config.Grant{
+			{Principals: []string{"ops"}, Actions: opsActions, Streams: []string{"*"}},
+			{Principals: []string{"dev"}, Actions: []string{"control"}, Streams: []string{"dev.*"}},
+		},
+	}
+	return cfg
 }

@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/control"
 )
 
@@ -81,21 +78,7 @@ func TestNamesThatDifferOnlyInCaseAreRefused(t *testing.T) {
 // may not control, and following cursors lists every stream it may.
 func TestListCursorsNameOnlyStreamsTheCallerSees(t *testing.T) {
 	root := t.TempDir()
-	cfg := serveConfig(root)
-	if _, err := control.Init(context.Background(), cfg.RegistryPath()); err != nil {
-		t.Fatal(err)
-	}
-	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Auth = &config.Auth{
-		Users: []config.User{{Name: "ops", PasswordHash: string(hash)}, {Name: "dev", PasswordHash: string(hash)}},
-		Grants: []config.Grant{
-			{Principals: []string{"ops"}, Actions: []string{"control"}, Streams: []string{"*"}},
-			{Principals: []string{"dev"}, Actions: []string{"control"}, Streams: []string{"dev.*"}},
-		},
-	}
+	cfg := opsAndDevConfig(t, root, "control")
 	f := serveWith(t, cfg)
 	as := func(user string, q req) resp {
 		hr, _ := http.NewRequest("GET", "http://x", nil)
