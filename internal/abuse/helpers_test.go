@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -258,17 +259,27 @@ type stats struct {
 
 func (s *server) stats() stats {
 	s.t.Helper()
+	var st stats
+	if err := json.Unmarshal([]byte(s.statsText()), &st); err != nil {
+		s.t.Fatalf("GET /stats: %v", err)
+	}
+	return st
+}
+
+// statsText is the server's /stats, as text.
+func (s *server) statsText() string {
+	s.t.Helper()
 	c := http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get("http://" + s.addr + "/stats")
 	if err != nil {
 		s.t.Fatalf("GET /stats: %v", err)
 	}
 	defer resp.Body.Close()
-	var st stats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
 		s.t.Fatalf("GET /stats: %v", err)
 	}
-	return st
+	return string(b)
 }
 
 // waitUntil polls cond every 20 ms until it holds, failing the test after

@@ -2,27 +2,12 @@ package abuse
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// statsText is the server's /stats, as text.
-func (s *server) statsText() string {
-	s.t.Helper()
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get("http://" + s.addr + "/stats")
-	if err != nil {
-		s.t.Fatalf("GET /stats: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
 
 // reload rewrites the streams: section of the server's config to streams
 // and sends SIGHUP.
