@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
@@ -156,18 +157,7 @@ func TestFilterMatchesByTypedEquality(t *testing.T) {
 		{`{"n":[1,3.0,3e0]}`, []bool{true, false, true}},
 		{`{"side":1.0}`, []bool{true, false, false}},
 	}
-	rb := array.NewRecordBuilder(memory.NewGoAllocator(), s.Arrow())
-	defer rb.Release()
-	var canon [][]byte
-	for _, in := range rows {
-		c := decodeOK(t, s, in)
-		canon = append(canon, []byte(c))
-		if err := s.AppendArrow(rb.Fields(), []byte(c)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rec := rb.NewRecordBatch()
-	defer rec.Release()
+	canon, rec := canonAndArrow(t, s, rows)
 	for _, tc := range cases {
 		f, err := s.CompileFilter([]byte(tc.where))
 		if err != nil {
@@ -363,18 +353,11 @@ func TestStringsThatNeedEscapesMatchAlikeFromRowsAndArrow(t *testing.T) {
 		{`{"sym":"a"}`, []int{8}},
 		{`{"sym":"line"}`, nil},
 	}
-	rb := array.NewRecordBuilder(memory.NewGoAllocator(), s.Arrow())
-	defer rb.Release()
-	var canon [][]byte
-	for _, sym := range syms {
-		c := decodeOK(t, s, `{"sym":`+sym+`}`)
-		canon = append(canon, []byte(c))
-		if err := s.AppendArrow(rb.Fields(), []byte(c)); err != nil {
-			t.Fatal(err)
-		}
+	rows := make([]string, len(syms))
+	for i, sym := range syms {
+		rows[i] = `{"sym":` + sym + `}`
 	}
-	rec := rb.NewRecordBatch()
-	defer rec.Release()
+	canon, rec := canonAndArrow(t, s, rows)
 	for _, tc := range cases {
 		f, err := s.CompileFilter([]byte(tc.where))
 		if err != nil {
@@ -398,4 +381,24 @@ func TestStringsThatNeedEscapesMatchAlikeFromRowsAndArrow(t *testing.T) {
 			}
 		}
 	}
+}
+
+// canonAndArrow decodes rows against s and returns their canonical forms
+// and the same rows as one Arrow record, released when the test ends: the
+// three forms a filter matches.
+func canonAndArrow(t *testing.T, s *Schema, rows []string) ([][]byte, arrow.RecordBatch) {
+	t.Helper()
+	rb := array.NewRecordBuilder(memory.NewGoAllocator(), s.Arrow())
+	defer rb.Release()
+	var canon [][]byte
+	for _, in := range rows {
+		c := decodeOK(t, s, in)
+		canon = append(canon, []byte(c))
+		if err := s.AppendArrow(rb.Fields(), []byte(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := rb.NewRecordBatch()
+	t.Cleanup(rec.Release)
+	return canon, rec
 }
