@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -58,7 +57,7 @@ func (a *app) lifecycleTarget(name, command string) (lifecycleTarget, error) {
 		return lifecycleTarget{}, config.PublishedError(err)
 	}
 	return lifecycleTarget{
-		stream: lifecycle.Stream{Layout: lay, S3: warehouse.S3(cfg.S3), Name: name},
+		stream: lifecycle.Stream{Layout: lay, S3: cfg.S3, Name: name},
 		decl:   st,
 		schema: schemas[i],
 	}, nil

@@ -21,18 +21,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
 func newMaintainCmd(a *app) *cobra.Command {
 	// The flags are maintain's: serve renders its children's command lines
 	// from the same maintainargs.Args, so a flag cannot be renamed on one side only.
-	args := maintainargs.DefaultArgs()
-	roles := maintainargs.RoleNames()
+	args := logstore.DefaultMaintainArgs()
+	roles := logstore.RoleNames()
 	cmd := &cobra.Command{
-		Use:   maintainargs.Command + " --role ROLE --every DUR --log PATH...",
+		Use:   logstore.MaintainCommand + " --role ROLE --every DUR --log PATH...",
 		Short: "Run one maintenance role over logs in a loop (started by serve)",
 		Long: `Run one maintenance role over one or more logs, a pass over every log each
 --every, beside the serve process that writes them. serve starts one
@@ -87,7 +85,7 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
   streamcast maintain --role publish --every 10s --flush-every 60s --log data/trades/trades
   streamcast maintain --role clean --every 10s --log data/trades/trades --log data/quotes/quotes`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			maintain.AfterInit() // a child of serve: collect as usual from here (maintain.ChildEnv)
+			logstore.AfterInit() // a child of serve: collect as usual from here (maintain.ChildEnv)
 			if err := args.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -96,7 +94,7 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 				f := os.NewFile(uintptr(args.ReadyFD), "ready")
 				if _, err := f.Stat(); err != nil {
 					_ = f.Close() // now, while the number is free, not from a finalizer later
-					return usageError{fmt.Errorf("--%s %d is not an open file descriptor: %w", maintainargs.FlagReadyFD, args.ReadyFD, err)}
+					return usageError{fmt.Errorf("--%s %d is not an open file descriptor: %w", logstore.FlagReadyFD, args.ReadyFD, err)}
 				}
 				ready = f
 				defer ready.Close()
@@ -109,13 +107,13 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 					sayMu.Unlock()
 				}
 			}
-			var adds *maintain.Additions
+			var adds *logstore.Additions
 			if args.AddFD != 0 {
 				f, err := openAddFD(args.AddFD)
 				if err != nil {
-					return usageError{fmt.Errorf("--%s %d: %w", maintainargs.FlagAddFD, args.AddFD, err)}
+					return usageError{fmt.Errorf("--%s %d: %w", logstore.FlagAddFD, args.AddFD, err)}
 				}
-				adds = maintain.NewAdditions(args.Role)
+				adds = logstore.NewAdditions(args.Role)
 				done := readAdditions(f, adds, say, a.logger.With("role", string(args.Role)))
 				// Closing the descriptor ends the reader's read in progress
 				// (openAddFD); it is waited for, so it never outlives the
@@ -125,17 +123,17 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 			ctx, cancel := context.WithCancel(cmd.Context())
 			flush, flushDone := flushSignals(ctx)
 			defer func() { cancel(); <-flushDone }()
-			if dir := os.Getenv(maintain.HeapProfileEnv); dir != "" {
+			if dir := os.Getenv(logstore.HeapProfileEnv); dir != "" {
 				heapDone := heapProfiles(ctx, dir, string(args.Role), a.logger)
 				defer func() { cancel(); <-heapDone }()
 			}
-			return maintain.Run(ctx, args.Role, slices.Concat(args.Logs, args.CacheLogs), maintain.Options{
+			return logstore.Maintain(ctx, args.Role, slices.Concat(args.Logs, args.CacheLogs), logstore.MaintainOptions{
 				Every:      args.Every,
 				FlushEvery: args.FlushEvery,
 				Flush:      flush,
 				Ready:      func() { say("ready") },
 				Flushed:    func() { say("flushed") },
-				Override:   maintain.OverrideConfig(args.Override),
+				Override:   logstore.OverrideConfig(args.Override),
 				MaxOpen:    args.MaxOpen,
 				Logger:     a.logger, // Run adds the role to every line
 				Retain:     a.retainPass,
@@ -147,9 +145,9 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 	flags := flag.NewFlagSet("maintain", flag.ContinueOnError)
 	args.Flags(flags)
 	cmd.Flags().AddGoFlagSet(flags)
-	_ = cmd.MarkFlagDirname(maintainargs.FlagLog)
-	_ = cmd.MarkFlagDirname(maintainargs.FlagCacheLog)
-	_ = cmd.RegisterFlagCompletionFunc(maintainargs.FlagRole, cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.MarkFlagDirname(logstore.FlagLog)
+	_ = cmd.MarkFlagDirname(logstore.FlagCacheLog)
+	_ = cmd.RegisterFlagCompletionFunc(logstore.FlagRole, cobra.FixedCompletions(roles, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -159,7 +157,7 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
 // its loop takes them loses nothing: serve restarts it with them on its
 // command line), or "refused N why" on one line, having queued none. It
 // reads until r ends or is closed; done closes then.
-func readAdditions(r io.Reader, adds *maintain.Additions, say func(string), logger *log.Logger) (done <-chan struct{}) {
+func readAdditions(r io.Reader, adds *logstore.Additions, say func(string), logger *log.Logger) (done <-chan struct{}) {
 	c := make(chan struct{})
 	go func() {
 		defer close(c)
@@ -199,7 +197,7 @@ func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 func (a *app) retainPass(ctx context.Context, l *logstore.Log) (int64, error) {
 	r, err := meta.RetainLog(ctx, l, meta.RetainOptions{})
 	if r.Moved {
-		a.logger.Info("published the retention floor", "role", string(maintain.RoleRetain), "log", l.Dir(), "floor", r.Floor, "pending_deletions", r.Pending)
+		a.logger.Info("published the retention floor", "role", string(logstore.RoleRetain), "log", l.Dir(), "floor", r.Floor, "pending_deletions", r.Pending)
 	}
 	return r.Taken(), err
 }
@@ -229,11 +227,11 @@ func writeHeapProfile(path string) error {
 	runtime.ReadMemStats(&ms)
 	stats := strings.TrimSuffix(path, filepath.Ext(path)) + ".txt"
 	if err := os.WriteFile(stats, memStatsText(&ms), 0o644); err != nil {
-		return fmt.Errorf("write the memory statistics (is %s a writable directory?): %w", maintain.HeapProfileEnv, err)
+		return fmt.Errorf("write the memory statistics (is %s a writable directory?): %w", logstore.HeapProfileEnv, err)
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("create the heap profile (is %s a writable directory?): %w", maintain.HeapProfileEnv, err)
+		return fmt.Errorf("create the heap profile (is %s a writable directory?): %w", logstore.HeapProfileEnv, err)
 	}
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		f.Close()

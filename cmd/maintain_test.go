@@ -15,8 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -93,7 +91,7 @@ func TestMaintainRunsEveryRoleUntilCancelled(t *testing.T) {
 // process, this test's).
 func TestMaintainReportsReadyAndFlushedOnTheReadyDescriptor(t *testing.T) {
 	profiles := t.TempDir()
-	t.Setenv(maintain.HeapProfileEnv, profiles)
+	t.Setenv(logstore.HeapProfileEnv, profiles)
 	dir := filepath.Join(t.TempDir(), "s", "log")
 	l, err := logstore.Create(dir, schema.Any(), logstore.Config{})
 	if err != nil {
@@ -234,9 +232,9 @@ func TestServesChildCommandLineIsWhatMaintainParses(t *testing.T) {
 	}
 	t.Chdir(dir)
 	t.Setenv(configEnv, "")
-	line := maintainargs.CommandLine(cfgFile, "debug", "json", maintainargs.Args{
-		Role: maintain.RoleClean, Every: time.Second, FlushEvery: time.Minute, Logs: []string{missing},
-		Override: maintainargs.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: time.Minute, LocalDeleteGrace: time.Second,
+	line := logstore.MaintainCommandLine(cfgFile, "debug", "json", logstore.MaintainArgs{
+		Role: logstore.RoleClean, Every: time.Second, FlushEvery: time.Minute, Logs: []string{missing},
+		Override: logstore.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: time.Minute, LocalDeleteGrace: time.Second,
 			PublishedSnapshotRetention: time.Hour, S3Endpoint: "http://127.0.0.1:1", S3Region: "r", S3PathStyle: true},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

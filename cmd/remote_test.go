@@ -20,7 +20,7 @@ import (
 	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -40,7 +40,7 @@ type remoteStream struct {
 	dir      string // the test's working directory
 	root     string // the server's root
 	s3       *s3test.Server
-	s3cfg    logstore.S3Config
+	s3cfg    warehouse.S3
 	metadata string // the stream's s3:// metadata URI
 }
 
@@ -129,7 +129,7 @@ func newRemoteStream(t *testing.T, follow func(s *remoteStream, url string)) (*r
 	t.Chdir(dir)
 	s := &remoteStream{
 		dir: dir, root: filepath.Join(dir, "data"), s3: srv,
-		s3cfg:    logstore.S3Config{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true},
+		s3cfg:    warehouse.S3{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true},
 		metadata: "s3://" + s3test.Bucket + "/tables/trades/trades.metadata.json",
 	}
 	v2 := s.writeConfig(t, "v2.yaml", remoteSchemaV2)

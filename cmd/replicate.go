@@ -11,16 +11,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/internal/exepages"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
-	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
 )
 
 func newReplicateCmd(a *app) *cobra.Command {
 	// The flags are replicaargs.Args's, which serve will render for its child too.
-	args := replicaargs.DefaultArgs()
+	args := replica.DefaultArgs()
 	cmd := &cobra.Command{
-		Use:   replicaargs.Command + " --log PATH...",
+		Use:   replica.Command + " --log PATH...",
 		Short: "Ship each log's buffer.db WAL to a replica beside its published tables",
 		Long: `Ship the WAL of each log's buffer.db, continuously, to a replica at
 <published prefix>/<stream>/_wal/<log>/: a directory for a local prefix, or
@@ -44,7 +43,7 @@ or stands by.`,
 		Example: `  streamcast replicate --log data/trades/trades
   streamcast replicate --sync-interval 250ms --log data/trades/trades --log data/quotes/quotes`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			maintain.AfterInit() // a child of serve: collect as usual from here (maintain.ChildEnv)
+			logstore.AfterInit() // a child of serve: collect as usual from here (maintain.ChildEnv)
 			if err := args.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -53,7 +52,7 @@ or stands by.`,
 				f := os.NewFile(uintptr(args.ReadyFD), "ready")
 				if _, err := f.Stat(); err != nil {
 					_ = f.Close()
-					return usageError{fmt.Errorf("--%s %d is not an open file descriptor: %w", replicaargs.FlagReadyFD, args.ReadyFD, err)}
+					return usageError{fmt.Errorf("--%s %d is not an open file descriptor: %w", replica.FlagReadyFD, args.ReadyFD, err)}
 				}
 				ready = f
 				defer ready.Close()
@@ -70,7 +69,7 @@ or stands by.`,
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			opts := replica.Options{SyncInterval: args.SyncInterval, SnapshotInterval: args.SnapshotInterval, SnapshotRetention: args.SnapshotRetention}
-			opts.Logger = slog.New(a.logger).With("role", replicaargs.Command)
+			opts.Logger = slog.New(a.logger).With("role", replica.Command)
 			return replica.Run(ctx, targets, opts, func() {
 				if ready != nil {
 					_, _ = io.WriteString(ready, "ready\n")
@@ -82,10 +81,10 @@ or stands by.`,
 			})
 		},
 	}
-	flags := flag.NewFlagSet(replicaargs.Command, flag.ContinueOnError)
+	flags := flag.NewFlagSet(replica.Command, flag.ContinueOnError)
 	args.Flags(flags)
 	cmd.Flags().AddGoFlagSet(flags)
-	_ = cmd.MarkFlagDirname(replicaargs.FlagLog)
+	_ = cmd.MarkFlagDirname(replica.FlagLog)
 	return cmd
 }
 

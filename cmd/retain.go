@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/maxage"
 )
@@ -73,7 +72,7 @@ published so far, the metadata version and whether it changed.`,
 			if err != nil {
 				return fmt.Errorf("config: %w", err)
 			}
-			st, err := meta.NewStore(cmd.Context(), lay, stream, warehouse.S3(cfg.S3))
+			st, err := meta.NewStore(cmd.Context(), lay, stream, cfg.S3)
 			if err != nil {
 				return err
 			}

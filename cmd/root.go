@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
+	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
 // Exit codes of Run and Execute.
@@ -103,14 +103,14 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 	def := config.DefaultLog()
 	logLevels, logFormats := config.LogLevels(), config.LogFormats()
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.configFile, maintainargs.FlagConfig, "", "read configuration from the YAML `FILE` (default $STREAMCAST_CONFIG, else ./streamcast.yaml if it exists)")
-	pf.Var(newChoice("level", def.Level, logLevels), maintainargs.FlagLogLevel, "log messages at this `level` and above: "+strings.Join(logLevels, ", "))
-	pf.Var(newChoice("format", def.Format, logFormats), maintainargs.FlagLogFormat, "log line `format`: "+strings.Join(logFormats, ", "))
-	configFlag(pf, maintainargs.FlagLogLevel, "log.level")
-	configFlag(pf, maintainargs.FlagLogFormat, "log.format")
-	_ = root.MarkPersistentFlagFilename(maintainargs.FlagConfig, "yaml", "yml")
-	_ = root.RegisterFlagCompletionFunc(maintainargs.FlagLogLevel, cobra.FixedCompletions(logLevels, cobra.ShellCompDirectiveNoFileComp))
-	_ = root.RegisterFlagCompletionFunc(maintainargs.FlagLogFormat, cobra.FixedCompletions(logFormats, cobra.ShellCompDirectiveNoFileComp))
+	pf.StringVar(&a.configFile, logstore.FlagConfig, "", "read configuration from the YAML `FILE` (default $STREAMCAST_CONFIG, else ./streamcast.yaml if it exists)")
+	pf.Var(newChoice("level", def.Level, logLevels), logstore.FlagLogLevel, "log messages at this `level` and above: "+strings.Join(logLevels, ", "))
+	pf.Var(newChoice("format", def.Format, logFormats), logstore.FlagLogFormat, "log line `format`: "+strings.Join(logFormats, ", "))
+	configFlag(pf, logstore.FlagLogLevel, "log.level")
+	configFlag(pf, logstore.FlagLogFormat, "log.format")
+	_ = root.MarkPersistentFlagFilename(logstore.FlagConfig, "yaml", "yml")
+	_ = root.RegisterFlagCompletionFunc(logstore.FlagLogLevel, cobra.FixedCompletions(logLevels, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc(logstore.FlagLogFormat, cobra.FixedCompletions(logFormats, cobra.ShellCompDirectiveNoFileComp))
 
 	// The subcommands: one file and one constructor each (cmd/serve.go:
 	// func newServeCmd(a *app) *cobra.Command), one line each here. A command

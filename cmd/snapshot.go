@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/history"
 )
@@ -56,7 +55,7 @@ func addHistoryFlags(cmd *cobra.Command) *historyFlags {
 // options builds the reader's options from the flags and the
 // configuration (root, published prefix, S3).
 func (h *historyFlags) options(cmd *cobra.Command, a *app, stream string) (history.Options, error) {
-	o := history.Options{Stream: stream, Broker: h.broker, MaxTail: h.maxTail, S3: warehouse.S3(a.cfg.S3)}
+	o := history.Options{Stream: stream, Broker: h.broker, MaxTail: h.maxTail, S3: a.cfg.S3}
 	if h.metadata != "" {
 		o.MetadataURI = h.metadata
 	} else {

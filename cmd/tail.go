@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/internal/ndjson"
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta/history"
 	"github.com/streamcast/streamcast/pkg/wire"
 	"github.com/streamcast/streamcast/pkg/wire/txbox"
@@ -293,7 +292,7 @@ func catchUpFlags(cmd *cobra.Command, catchUp bool) error {
 // metadata the greeting names, checked against its stream_id.
 func catchUpFrom(a *app, metadata string, where json.RawMessage) ndjson.CatchUpFunc {
 	return func(ctx context.Context, g *wire.Greeting, from int64, emit func(offset, ts int64, row []byte) error) (int64, error) {
-		o := history.CatchUpOptions{MetadataURI: metadata, Where: where, S3: warehouse.S3(a.cfg.S3)}
+		o := history.CatchUpOptions{MetadataURI: metadata, Where: where, S3: a.cfg.S3}
 		if o.MetadataURI == "" {
 			o.MetadataURI, o.StreamID = g.MetadataHint, g.StreamID
 			if o.MetadataURI == "" {

@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/logstore/publoc"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
@@ -128,12 +127,12 @@ func TestCommitFailureDetailNamesNoServerPath(t *testing.T) {
 // (publishing under pub), publishes rows until the table holds at least
 // files data files and every row acknowledged, stops the server, and
 // returns the table as its manifests record it.
-func publishedTable(t *testing.T, root, pub string, files int) tier.Table {
+func publishedTable(t *testing.T, root, pub string, files int) logstore.Table {
 	t.Helper()
 	// Small files, so that compaction leaves several in the table.
 	extra := "published: " + pub + "\ntiers:\n  target_seal_bytes: 65536\n  target_file_bytes: 32768\n"
 	s := start(t, options{maintain: true, root: root, extra: extra})
-	loc, err := publoc.Parse(pub, "")
+	loc, err := warehouse.Parse(pub, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,9 +141,9 @@ func publishedTable(t *testing.T, root, pub string, files int) tier.Table {
 		t.Fatal(err)
 	}
 	l := startLoad(t, s, 1, 50)
-	var tab tier.Table
+	var tab logstore.Table
 	read := func() (bool, string) {
-		tab, err = tier.ReadTable(context.Background(), pt)
+		tab, err = logstore.ReadTable(context.Background(), pt)
 		if err != nil {
 			return false, err.Error()
 		}

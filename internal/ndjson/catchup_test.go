@@ -19,7 +19,6 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/history"
@@ -212,10 +211,10 @@ func publishTables(t *testing.T, root, log string) {
 	}
 	defer lg.Close()
 	ctx := context.Background()
-	if _, err := tier.Seal(ctx, lg, true); err != nil {
+	if _, err := lg.Seal(ctx, true); err != nil {
 		t.Error(err)
 	}
-	if _, err := tier.Publish(ctx, lg, true); err != nil {
+	if _, err := lg.Publish(ctx, true); err != nil {
 		t.Error(err)
 	}
 }
@@ -499,7 +498,7 @@ func TestCatchUpFromAnS3PrefixReadsOnlyTheBucket(t *testing.T) {
 	s3 := s3test.Start(t, nil)
 	s3.UseCredentials(t)
 	root := t.TempDir()
-	s3cfg := logstore.S3Config{Endpoint: s3.Endpoint(), Region: s3test.Region, PathStyle: true}
+	s3cfg := warehouse.S3{Endpoint: s3.Endpoint(), Region: s3test.Region, PathStyle: true}
 	s := serveCatchUpWith(t, root, cuSchemaV1, 100, func(c *config.Config) {
 		c.Published = "s3://" + s3test.Bucket + "/tables"
 		c.S3 = s3cfg
@@ -511,7 +510,7 @@ func TestCatchUpFromAnS3PrefixReadsOnlyTheBucket(t *testing.T) {
 	var uris []string
 	o.CatchUp = func(ctx context.Context, g *wire.Greeting, from int64, emit func(offset, ts int64, row []byte) error) (int64, error) {
 		uris = append(uris, g.MetadataHint)
-		return history.CatchUp(ctx, history.CatchUpOptions{MetadataURI: g.MetadataHint, StreamID: g.StreamID, S3: warehouse.S3(s3cfg)}, from, emit)
+		return history.CatchUp(ctx, history.CatchUpOptions{MetadataURI: g.MetadataHint, StreamID: g.StreamID, S3: s3cfg}, from, emit)
 	}
 	var out bytes.Buffer
 	if _, err := Tail(ctxT(t), s.url, &out, o); err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -88,7 +87,7 @@ func makeSealedLog(b *testing.B, cfg config.Config, n int) {
 		}
 	}
 	for sealed := int64(0); sealed < int64(n); {
-		k, err := tier.Seal(ctx, lg, true)
+		k, err := lg.Seal(ctx, true)
 		if err != nil {
 			b.Fatal(err)
 		}

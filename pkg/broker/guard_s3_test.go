@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
@@ -39,11 +38,11 @@ func TestHistoryGuardChecksAHistoryOnlyThePublishedTableHolds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tier.PublishAll(ctx, lg); err != nil {
+			if _, err := lg.PublishAll(ctx); err != nil {
 				t.Fatal(err)
 			}
 			for range 2 { // take the files out, then delete them after their grace
-				if _, err := tier.Clean(ctx, lg); err != nil {
+				if _, err := lg.Clean(ctx); err != nil {
 					t.Fatal(err)
 				}
 				later = later.Add(30 * 24 * time.Hour)

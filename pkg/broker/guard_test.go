@@ -12,7 +12,6 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -89,7 +88,7 @@ func metaStore(t *testing.T, cfg config.Config) *meta.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := meta.NewStore(context.Background(), lay, "trades", warehouse.S3(cfg.S3))
+	st, err := meta.NewStore(context.Background(), lay, "trades", cfg.S3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -42,7 +41,7 @@ func identityConfig(t *testing.T, kind string, srv *s3test.Server) (config.Confi
 		}
 	}
 	cfg.Published = "s3://" + s3test.Bucket + "/" + strings.ReplaceAll(t.Name(), "/", "_")
-	cfg.S3 = logstore.S3Config{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true}
+	cfg.S3 = warehouse.S3{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true}
 	return cfg, func(uri string) ([]byte, error) {
 		u, err := url.Parse(uri)
 		if err != nil || u.Scheme != "s3" {
@@ -257,7 +256,7 @@ func TestServeRefusesPublishersOfARetiredStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := meta.NewStore(context.Background(), lay, "trades", warehouse.S3(cfg.S3))
+	st, err := meta.NewStore(context.Background(), lay, "trades", cfg.S3)
 	if err != nil {
 		t.Fatal(err)
 	}

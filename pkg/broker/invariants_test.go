@@ -17,7 +17,6 @@ import (
 
 	"github.com/streamcast/streamcast/internal/soak"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -246,10 +245,10 @@ func TestReplayedFramesAreByteIdentical(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if sealed, err := tier.Seal(ctx, m, true); err != nil || sealed == 0 {
+	if sealed, err := m.Seal(ctx, true); err != nil || sealed == 0 {
 		t.Fatalf("seal: %d %v", sealed, err)
 	}
-	if evicted, err := tier.Evict(ctx, m); err != nil || evicted == 0 {
+	if evicted, err := m.Evict(ctx); err != nil || evicted == 0 {
 		t.Fatalf("evict: %d %v", evicted, err)
 	}
 	if err := m.Close(); err != nil {

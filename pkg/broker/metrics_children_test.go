@@ -3,13 +3,14 @@
 package broker
 
 import (
-	"github.com/streamcast/streamcast/internal/soak"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/streamcast/streamcast/internal/soak"
+
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
 // TestMetricsCountChildRestartsByRoleAcrossReloadsAndReplaysByTier: a
@@ -28,7 +29,7 @@ func TestMetricsCountChildRestartsByRoleAcrossReloadsAndReplaysByTier(t *testing
 	cfg := testConfig(t)
 	// trades (durable), live, and orders for the reload to remove.
 	cfg.Streams = append(cfg.Streams[:2:2], config.DefaultStream("orders"))
-	cfg.Maintain = maintainOf(map[maintain.Role]time.Duration{maintain.RoleSeal: 100 * time.Millisecond, maintain.RoleClean: 200 * time.Millisecond}, time.Second)
+	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{logstore.RoleSeal: 100 * time.Millisecond, logstore.RoleClean: 200 * time.Millisecond}, time.Second)
 	srv := startServer(t, cfg, Options{Executable: exe})
 
 	restarts := func(role string) float64 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -136,7 +137,7 @@ func TestServeRefusesOtherS3SettingsThanTheLogKeeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := logstore.Create(dir, sch, logstore.Config{Published: "s3://bucket/p", S3: logstore.S3Config{Endpoint: "http://127.0.0.1:7070", Region: "us-east-1"}})
+	l, err := logstore.Create(dir, sch, logstore.Config{Published: "s3://bucket/p", S3: warehouse.S3{Endpoint: "http://127.0.0.1:7070", Region: "us-east-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestServeRefusesOtherS3SettingsThanTheLogKeeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Published = "s3://bucket/p/"
-	cfg.S3 = logstore.S3Config{Endpoint: "http://127.0.0.1:7071", Region: "us-east-1"}
+	cfg.S3 = warehouse.S3{Endpoint: "http://127.0.0.1:7071", Region: "us-east-1"}
 	s, err := New(cfg, Options{})
 	if err != nil {
 		t.Fatal(err)

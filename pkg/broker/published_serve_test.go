@@ -21,7 +21,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // readPublished reads the stream's table (namespace and table both
@@ -165,8 +165,8 @@ func TestServePublishesToS3(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:1]
 	cfg.Published = "s3://" + testBucket + "/tables"
-	cfg.S3 = logstore.S3Config{Endpoint: s3.Endpoint(), Region: testRegion, PathStyle: true}
-	cfg.Maintain = maintainOf(map[maintain.Role]time.Duration{maintain.RoleSeal: 100 * time.Millisecond, maintain.RolePublish: 200 * time.Millisecond}, time.Second)
+	cfg.S3 = warehouse.S3{Endpoint: s3.Endpoint(), Region: testRegion, PathStyle: true}
+	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{logstore.RoleSeal: 100 * time.Millisecond, logstore.RolePublish: 200 * time.Millisecond}, time.Second)
 	logs := &syncBuffer{}
 	srv := startServer(t, cfg, Options{Executable: exe, Logger: log.New(logs)})
 

@@ -16,7 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -292,7 +292,7 @@ func TestReloadGivesTheMaintenanceChildrenTheNewSetOfLogs(t *testing.T) {
 	exe := streamcastExe(t)
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:1] // trades
-	cfg.Maintain = maintainOf(map[maintain.Role]time.Duration{maintain.RoleSeal: 100 * time.Millisecond}, time.Second)
+	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{logstore.RoleSeal: 100 * time.Millisecond}, time.Second)
 	logs := &syncBuffer{}
 	srv := startServer(t, cfg, Options{Executable: exe, Logger: log.New(logs)})
 	before := srv.Stats().Children

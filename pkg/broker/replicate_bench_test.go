@@ -16,8 +16,8 @@ import (
 	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/internal/soak"
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // replicatedConfig is testConfig with trades replicated by a child of
@@ -87,7 +87,7 @@ func benchReplicationLag(b *testing.B, kind string) {
 		s3 := s3test.Start(b, helperForker.Start)
 		s3.UseCredentials(b)
 		cfg.Published = "s3://" + testBucket + "/tables"
-		cfg.S3 = logstore.S3Config{Endpoint: s3.Endpoint(), Region: testRegion, PathStyle: true}
+		cfg.S3 = warehouse.S3{Endpoint: s3.Endpoint(), Region: testRegion, PathStyle: true}
 	}
 	srv := startServer(b, cfg, Options{Executable: streamcastExe(b)})
 	dir := srv.reg.Get("trades").log.Dir()

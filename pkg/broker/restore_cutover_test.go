@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/internal/soak"
-	"github.com/streamcast/streamcast/pkg/logstore/publoc"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -37,10 +36,10 @@ import (
 // which the children inherit).
 type cutoverPrefix struct {
 	name string
-	pub  string          // the config's published:
-	loc  publoc.Location // the same, parsed
-	s3   warehouse.S3    // how to reach it (s3:// only)
-	yaml string          // the config's s3: section (s3:// only)
+	pub  string             // the config's published:
+	loc  warehouse.Location // the same, parsed
+	s3   warehouse.S3       // how to reach it (s3:// only)
+	yaml string             // the config's s3: section (s3:// only)
 }
 
 // cutoverPrefixes are the prefixes each cutover test runs on: a directory
@@ -55,14 +54,14 @@ func cutoverPrefixes() []struct {
 	}{
 		{"dir", func(t *testing.T, dir string) cutoverPrefix {
 			pub := filepath.Join(dir, "pub")
-			return cutoverPrefix{name: "dir", pub: pub, loc: publoc.Location{Dir: pub}}
+			return cutoverPrefix{name: "dir", pub: pub, loc: warehouse.Location{Dir: pub}}
 		}},
 		{"s3", func(t *testing.T, dir string) cutoverPrefix {
 			srv := startS3(t)
 			srv.UseCredentials(t)
 			pub := "s3://" + testBucket + "/cutover"
 			return cutoverPrefix{
-				name: "s3", pub: pub, loc: publoc.Location{S3: pub},
+				name: "s3", pub: pub, loc: warehouse.Location{S3: pub},
 				s3:   warehouse.S3{Endpoint: srv.Endpoint(), Region: testRegion, PathStyle: true},
 				yaml: fmt.Sprintf("s3:\n  endpoint: %s\n  region: %s\n  path_style: true\n", srv.Endpoint(), testRegion),
 			}

@@ -32,7 +32,6 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/registry"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -528,7 +527,7 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	for _, r := range m.Roles() {
 		sp.Roles = append(sp.Roles, supervise.Schedule(r))
 	}
-	if s.state.Load() == stateStarting && len(logs.Live) > 0 && !m.Runs(maintain.RoleSeal) {
+	if s.state.Load() == stateStarting && len(logs.Live) > 0 && !m.Runs(logstore.RoleSeal) {
 		s.logger.Warn("serve runs no seal role (maintain: false, --no-maintain or maintain.seal_every: 0): rows stay in each log's buffer unless you run `streamcast maintain --role seal` yourself")
 	}
 	return s.children.Ensure(ctx, logs, sp)

@@ -27,9 +27,6 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 )
 
 // The supervision tests run real processes, and read /proc and the
@@ -46,15 +43,15 @@ func streamcastExe(t testing.TB) string {
 }
 
 // maintainOf runs the roles given, at their intervals, and no other.
-func maintainOf(every map[maintain.Role]time.Duration, flush time.Duration) config.Maintain {
+func maintainOf(every map[logstore.Role]time.Duration, flush time.Duration) config.Maintain {
 	return config.Maintain{
 		Enabled:             true,
 		FlushEvery:          flush,
-		SealEvery:           every[maintain.RoleSeal],
-		CompactEvery:        every[maintain.RoleCompact],
-		PublishEvery:        every[maintain.RolePublish],
-		CleanEvery:          every[maintain.RoleClean],
-		CleanPublishedEvery: every[maintain.RoleCleanPublished],
+		SealEvery:           every[logstore.RoleSeal],
+		CompactEvery:        every[logstore.RoleCompact],
+		PublishEvery:        every[logstore.RolePublish],
+		CleanEvery:          every[logstore.RoleClean],
+		CleanPublishedEvery: every[logstore.RoleCleanPublished],
 	}
 }
 
@@ -107,7 +104,7 @@ func TestSupervisorRestartsAKilledChildAndReportsIt(t *testing.T) {
 	exe := streamcastExe(t)
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:2] // trades (durable) and live
-	cfg.Maintain = maintainOf(map[maintain.Role]time.Duration{maintain.RoleSeal: 100 * time.Millisecond, maintain.RoleClean: 200 * time.Millisecond}, time.Second)
+	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{logstore.RoleSeal: 100 * time.Millisecond, logstore.RoleClean: 200 * time.Millisecond}, time.Second)
 	logs := &syncBuffer{}
 	srv := startServer(t, cfg, Options{Executable: exe, Logger: log.New(logs)})
 
@@ -170,7 +167,7 @@ func TestSupervisorRestartsAKilledChildAndReportsIt(t *testing.T) {
 
 func TestStartFailsNamingAChildThatCannotBecomeReady(t *testing.T) {
 	exe := streamcastExe(t)
-	roles := map[maintain.Role]time.Duration{maintain.RoleSeal: 100 * time.Millisecond, maintain.RoleClean: time.Second}
+	roles := map[logstore.Role]time.Duration{logstore.RoleSeal: 100 * time.Millisecond, logstore.RoleClean: time.Second}
 	pids := regexp.MustCompile(`pid (\d+)`)
 
 	t.Run("it exits at once", func(t *testing.T) {
@@ -270,7 +267,7 @@ maintain: {seal_every: 100ms, compact_every: 1s, publish_every: 1s, clean_every:
 	}
 	serve, done, _, addr := startServeProcess(t, exe, config, filepath.Join(dir, "addr"))
 	kids := getStats(t, addr).Children
-	if len(kids) != len(maintainargs.Roles()) {
+	if len(kids) != len(logstore.Roles()) {
 		t.Fatalf("serve runs %d children, want one per role: %+v", len(kids), kids)
 	}
 	for _, k := range kids {
@@ -303,8 +300,8 @@ func TestGracefulStopLeavesEveryAckedRowSealedAndPublished(t *testing.T) {
 	cfg.Streams = cfg.Streams[:1]
 	// Passes once an hour: only the stop's flush can seal and publish.
 	hour := time.Hour
-	cfg.Maintain = maintainOf(map[maintain.Role]time.Duration{
-		maintain.RoleSeal: hour, maintain.RoleCompact: hour, maintain.RolePublish: hour, maintain.RoleClean: hour, maintain.RoleCleanPublished: hour,
+	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{
+		logstore.RoleSeal: hour, logstore.RoleCompact: hour, logstore.RolePublish: hour, logstore.RoleClean: hour, logstore.RoleCleanPublished: hour,
 	}, hour)
 	logs := &syncBuffer{}
 	srv := startServer(t, cfg, Options{Executable: exe, Logger: log.New(logs)})
@@ -330,7 +327,7 @@ func TestGracefulStopLeavesEveryAckedRowSealedAndPublished(t *testing.T) {
 	}
 	defer l.Close()
 	ctx := context.Background()
-	if _, err := tier.Evict(ctx, l); err != nil { // only rows a file holds leave the buffer
+	if _, err := l.Evict(ctx); err != nil { // only rows a file holds leave the buffer
 		t.Fatal(err)
 	}
 	st, err := l.Status(ctx)

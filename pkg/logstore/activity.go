@@ -5,24 +5,18 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
-
-	"github.com/streamcast/streamcast/pkg/logstore/activity"
 )
-
-// Activity is a cheap fingerprint of a log's stored state, read without
-// opening the log (package activity says what it covers).
-type Activity = activity.Activity
 
 // ErrActivityInFlux is wrapped by ReadActivity while another process,
 // opening the log, rebuilds its WAL index (activity.ErrInFlux).
-var ErrActivityInFlux = activity.ErrInFlux
+var ErrActivityInFlux = ErrInFlux
 
 // ReadActivity reads the Activity of the log in dir (activity.Read). A
 // directory with neither buffer.db nor its WAL index is an error wrapping
 // fs.ErrNotExist; one whose WAL index is being rebuilt just now, one
 // wrapping ErrActivityInFlux.
 func ReadActivity(dir string) (Activity, error) {
-	return activity.Read(dir, bufferFile)
+	return Read(dir, bufferFile)
 }
 
 // NextDue returns the earliest time a path in the log's delete queue comes

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-
-	"github.com/streamcast/streamcast/pkg/logstore/rowpack"
 )
 
 // ErrNotContiguous reports an AppendAt whose first offset is not the log's
@@ -45,7 +43,7 @@ func (l *Log) AppendAt(ctx context.Context, first int64, rows [][]byte, ts []int
 			for j < len(rows) && ts[j] == ts[i] {
 				j++
 			}
-			l.packed = rowpack.Append(l.packed[:0], rows[i:j])
+			l.packed = Append(l.packed[:0], rows[i:j])
 			if _, err := l.stmts.insGroup.ExecContext(ctx, first+int64(i), j-i, ts[i], l.packed); err != nil {
 				return err
 			}

@@ -87,7 +87,7 @@ func cpuTime() time.Duration {
 // and measures how long each group takes to become visible in the
 // published table (published_through covers it; the commit that made it
 // visible happened just before). It reports the p50, p99 and max in
-// seconds. Run it with -benchtime=1x; LOGSTORE_BENCH_DURATION sets how
+// seconds. Maintain it with -benchtime=1x; LOGSTORE_BENCH_DURATION sets how
 // long it appends (default 20s).
 func BenchmarkFreshness(b *testing.B) {
 	for _, be := range []string{"local", "s3"} {
@@ -129,7 +129,7 @@ func freshness(b *testing.B, be string, d time.Duration) (p50, p99, worst float6
 			defer wg.Done()
 			logger := log.New(os.Stderr)
 			logger.SetLevel(log.ErrorLevel)
-			_ = RunRole(rctx, r.role, []string{l.Dir()}, RoleRun{Every: r.every, FlushEvery: time.Second, Logger: logger})
+			_ = runRole(rctx, r.role, []string{l.Dir()}, MaintainOptions{Every: r.every, FlushEvery: time.Second, Logger: logger})
 		}()
 	}
 	defer func() { cancel(); wg.Wait() }()
@@ -210,7 +210,7 @@ func freshness(b *testing.B, be string, d time.Duration) (p50, p99, worst float6
 // the log every second. It reports the append rate reached and the
 // largest buffer, local file count and publish lag seen in the second half
 // of the run against the first: bounded means the second half is no worse.
-// Run it with -benchtime=1x; LOGSTORE_BENCH_DURATION sets the length
+// Maintain it with -benchtime=1x; LOGSTORE_BENCH_DURATION sets the length
 // (default 60s; the figure is 5m).
 func BenchmarkMaintainersKeepUp(b *testing.B) {
 	for range b.N {
@@ -223,7 +223,7 @@ func keepUp(b *testing.B, d time.Duration) {
 	cfg := Config{StagingRetention: time.Minute, PublishedSnapshotRetention: 5 * time.Minute, DeleteGrace: time.Minute}
 	l := createLog(b, mustCompile(b, tradeSchema), cfg)
 	cadence := map[string]string{"seal": "250ms", "compact": "10s", "publish": "10s", "clean": "10s", "clean-published": "60s"}
-	for _, r := range RoleNames {
+	for _, r := range logRoleNames() {
 		b.Setenv("LOGSTORE_ROLE_EVERY", cadence[r])
 		b.Setenv("LOGSTORE_ROLE_FLUSH", "60s")
 		startHelper(b, "run-role", l.Dir(), r)

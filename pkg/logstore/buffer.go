@@ -14,7 +14,6 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/streamcast/streamcast/internal/durable"
-	"github.com/streamcast/streamcast/pkg/logstore/rowpack"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -402,7 +401,7 @@ func (l *Log) Append(ctx context.Context, rows [][]byte, ts int64, marks []Mark)
 	}
 	first = l.next
 	n := int64(len(rows))
-	l.packed = rowpack.Append(l.packed[:0], rows)
+	l.packed = Append(l.packed[:0], rows)
 	if err := l.appendTx(ctx, first, n, ts, marks); err != nil {
 		// The transaction rolled back, but make sure the cached next offset
 		// still agrees with what is on disk before anything else commits.

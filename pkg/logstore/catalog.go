@@ -4,37 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-
-	"github.com/streamcast/streamcast/pkg/logstore/catalog"
 )
 
 // The questions answered from buffer.db's records alone (counts, summaries,
 // holes, status) are package catalog's; the methods here open the read
 // transaction they run in.
-
-// Span is an offset range [Start, End).
-type Span = catalog.Span
-
-// Summary is what a log's tier records say about the rows it holds at or
-// above its floor (see catalog.Summary).
-type Summary = catalog.Summary
-
-// Status is a log's tiers at one moment, for /stats and for tests (see
-// catalog.Status).
-type Status = catalog.Status
-
-// Spans runs query, which selects start and end offsets, and returns them.
-func Spans(ctx context.Context, q Querier, query string) ([]Span, error) {
-	return catalog.Spans(ctx, q, query)
-}
-
-// ReadHoles reads the holes table through q, oldest first (a log no
-// writer opened since the table was added has none).
-func ReadHoles(ctx context.Context, q Querier) ([]Span, error) { return catalog.ReadHoles(ctx, q) }
-
-// HoleSpans reports whether holes of hs cover [from, to) end to end (and
-// it is not empty): the offsets between two tiers that a restore skipped.
-func HoleSpans(hs []Span, from, to int64) bool { return catalog.HoleSpans(hs, from, to) }
 
 // readTx runs fn in one read transaction on buffer.db.
 func (l *Log) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
@@ -61,7 +35,7 @@ func (l *Log) CountRows(ctx context.Context, from, to int64) (n int64, err error
 		return 0, nil
 	}
 	err = l.readTx(ctx, func(tx *sql.Tx) error {
-		n, err = catalog.Count(ctx, tx, l.tiers, from, to)
+		n, err = Count(ctx, tx, l.tiers, from, to)
 		return err
 	})
 	if err != nil {
@@ -83,7 +57,7 @@ func (l *Log) Summary(ctx context.Context, from int64) (s Summary, err error) {
 		if err := tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor); err != nil {
 			return err
 		}
-		s, err = catalog.Summarize(ctx, tx, l.sch, l.tiers, max(floor, from), end)
+		s, err = Summarize(ctx, tx, l.sch, l.tiers, max(floor, from), end)
 		return err
 	})
 	if err != nil {
@@ -102,7 +76,7 @@ func (l *Log) Status(ctx context.Context) (st Status, err error) {
 		if err := tx.QueryRowContext(ctx, `SELECT `+endSQL).Scan(&end); err != nil {
 			return err
 		}
-		st, err = catalog.ReadStatus(ctx, tx, l.tiers, end, l.now())
+		st, err = ReadStatus(ctx, tx, l.tiers, end, l.now())
 		return err
 	})
 	if err != nil {
@@ -119,7 +93,7 @@ func (l *Log) Holes(ctx context.Context) ([]Span, error) {
 	if err := l.checkOpen(); err != nil {
 		return nil, err
 	}
-	hs, err := catalog.ReadHoles(ctx, l.rdb)
+	hs, err := ReadHoles(ctx, l.rdb)
 	if err != nil {
 		return nil, fmt.Errorf("read the holes of log %s: %w", l.dir, err)
 	}
@@ -134,7 +108,7 @@ func (l *Log) HoleEnd(ctx context.Context, off int64) (end int64, ok bool, err e
 	if err != nil {
 		return 0, false, err
 	}
-	h, ok := catalog.HoleAt(hs, off)
+	h, ok := HoleAt(hs, off)
 	return h.End, ok, nil
 }
 
@@ -148,5 +122,5 @@ func (l *Log) HeldEnd(ctx context.Context, end int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return catalog.HeldEnd(hs, end), nil
+	return HeldEnd(hs, end), nil
 }

@@ -116,7 +116,7 @@ func TestScanMatchesAppendsWhileSealAndEvictRun(t *testing.T) {
 	if testing.Short() {
 		dur = time.Second
 	}
-	// Run for dur, and on past it (up to a minute, for slow -race runs) until
+	// Maintain for dur, and on past it (up to a minute, for slow -race runs) until
 	// at least two files exist, so the scans have had tiers to cross.
 	sealedFiles := func() (n int) {
 		l.rdb.QueryRow(`SELECT count(*) FROM files`).Scan(&n)

@@ -22,7 +22,7 @@ import (
 func runRoleMain(dir, role string) error {
 	logger := log.New(os.Stderr)
 	logger.SetLevel(log.ErrorLevel)
-	opts := RoleRun{
+	opts := MaintainOptions{
 		Every:  15 * time.Millisecond,
 		Logger: logger,
 		Ready:  func() { fmt.Fprintln(os.Stdout, "ready") },
@@ -45,7 +45,7 @@ func runRoleMain(dir, role string) error {
 		}
 		opts.FlushEvery = d
 	}
-	return RunRole(context.Background(), role, []string{dir}, opts)
+	return runRole(context.Background(), role, []string{dir}, opts)
 }
 
 // crashConfig moves rows through every tier within a fraction of a second.
@@ -137,7 +137,7 @@ func testSIGKILL(t *testing.T, b backend) {
 	}()
 
 	children := map[string]*child{}
-	for _, r := range RoleNames {
+	for _, r := range logRoleNames() {
 		children[r] = startHelper(t, "run-role", l.Dir(), r)
 	}
 	kills := map[string]int{}
@@ -149,7 +149,7 @@ func testSIGKILL(t *testing.T, b backend) {
 	// step half way: a run that recovered nothing would prove nothing.
 	const maxKillRounds = 20
 	for round := 0; round < killsPerRole(b.name) || (len(interrupted) == 0 && round < maxKillRounds); round++ {
-		order := slices.Clone(RoleNames)
+		order := slices.Clone(logRoleNames())
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, r := range order {
 			time.Sleep(time.Duration(rng.IntN(120)) * time.Millisecond)

@@ -2,31 +2,21 @@ package logstore
 
 import (
 	"context"
+	"slices"
 	"testing"
-	"time"
-
-	"github.com/charmbracelet/log"
 )
 
-// RoleRun is how this package's tests ask for a maintenance role to run
-// over a log, as `streamcast maintain` runs it.
-type RoleRun struct {
-	Every, FlushEvery time.Duration
-	// RepeatEvery is how often a repeating failure is logged again; the
-	// tests that count failed passes make it short.
-	RepeatEvery time.Duration
-	Logger      *log.Logger
-	Ready       func()
+// runRole runs the maintenance role named role over dirs until ctx ends,
+// as `streamcast maintain` runs it.
+func runRole(ctx context.Context, role string, dirs []string, o MaintainOptions) error {
+	return Maintain(ctx, Role(role), dirs, o)
 }
 
-// RunRole runs a maintenance role (by name) over dirs until ctx ends. The
-// runner lives in pkg/logstore/maintain, above this package, which this
-// package's own tests cannot import; its external tests hand it in here
-// (roles_ext_test.go) before any test runs, in a helper child process too.
-var RunRole func(ctx context.Context, role string, dirs []string, o RoleRun) error
-
-// RoleNames are the roles RunRole runs, in serve's order; set beside it.
-var RoleNames []string
+// logRoleNames are the roles that work on a log alone, in serve's order:
+// every role but retain, whose pass is the stream's (pkg/meta).
+func logRoleNames() []string {
+	return slices.DeleteFunc(RoleNames(), func(r string) bool { return r == string(RoleRetain) })
+}
 
 // setOverride applies policy overrides to an open handle, as WithOverride
 // does at open, for tests that change them between steps.
@@ -34,58 +24,6 @@ func (l *Log) setOverride(o Config) {
 	l.polMu.Lock()
 	l.pol = l.cfg.Override(o)
 	l.polMu.Unlock()
-}
-
-// Steps are pkg/logstore/tier's maintenance steps, which this package's
-// internal tests cannot import (tier imports logstore); steps_ext_test.go
-// hands them in before any test runs, as roles_ext_test.go hands in
-// RunRole. The methods below let the tests call them as they always did.
-var Steps struct {
-	Seal, Compact, Publish func(ctx context.Context, l *Log, flush bool) (int64, error)
-	Evict, PublishAll      func(ctx context.Context, l *Log) (int64, error)
-	Clean, CleanPublished  func(ctx context.Context, l *Log) (Cleaned, error)
-	DeleteBelow            func(ctx context.Context, l *Log, floor int64) (Deleted, error)
-}
-
-// Cleaned mirrors tier.Cleaned for this package's tests.
-type Cleaned struct {
-	BufferRows int64
-	LocalFiles int
-	Deleted    int
-	Expired    int
-}
-
-// Deleted mirrors tier.Deleted for this package's tests.
-type Deleted struct {
-	LocalFiles     int64
-	PublishedFiles int64
-	BufferedRows   int64
-}
-
-func (l *Log) Seal(ctx context.Context, flush bool) (int64, error) {
-	return Steps.Seal(ctx, l, flush)
-}
-
-func (l *Log) Compact(ctx context.Context, flush bool) (int64, error) {
-	return Steps.Compact(ctx, l, flush)
-}
-
-func (l *Log) Publish(ctx context.Context, flush bool) (int64, error) {
-	return Steps.Publish(ctx, l, flush)
-}
-
-func (l *Log) Evict(ctx context.Context) (int64, error) { return Steps.Evict(ctx, l) }
-
-func (l *Log) PublishAll(ctx context.Context) (int64, error) { return Steps.PublishAll(ctx, l) }
-
-func (l *Log) Clean(ctx context.Context) (Cleaned, error) { return Steps.Clean(ctx, l) }
-
-func (l *Log) CleanPublished(ctx context.Context) (Cleaned, error) {
-	return Steps.CleanPublished(ctx, l)
-}
-
-func (l *Log) DeleteBelow(ctx context.Context, floor int64) (Deleted, error) {
-	return Steps.DeleteBelow(ctx, l, floor)
 }
 
 // fileRange is a local or published file's record, as the tests read it.

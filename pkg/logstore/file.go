@@ -15,7 +15,6 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/streamcast/streamcast/pkg/logstore/colstats"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -45,7 +44,7 @@ func (fr fileRec) mayMatch(f *schema.Filter) bool {
 	if f == nil || f.All() {
 		return true
 	}
-	stats, err := colstats.Decode([]byte(fr.stats))
+	stats, err := Decode([]byte(fr.stats))
 	if err != nil {
 		return true // unsure: read the file
 	}

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
-
-	"github.com/streamcast/streamcast/pkg/logstore/catalog"
 )
 
 // FloorFor returns the retention floor for a cutoff: the smallest offset
@@ -24,7 +22,7 @@ func (l *Log) FloorFor(ctx context.Context, cutoffTS int64) (floor int64, err er
 	}
 	var cur int64
 	err = l.readTx(ctx, func(tx *sql.Tx) error {
-		newer, ok, err := catalog.FirstNewer(ctx, tx, l.tiers, cutoffTS)
+		newer, ok, err := FirstNewer(ctx, tx, l.tiers, cutoffTS)
 		if err == nil {
 			err = tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&floor, &cur)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -41,7 +42,7 @@ func TestOpenMissingLogNamesThePath(t *testing.T) {
 }
 
 func TestConfigIsStoredAndReadBack(t *testing.T) {
-	stored := Config{TargetSealBytes: 12345, Published: "s3://bucket/some/path", S3: S3Config{Endpoint: "http://127.0.0.1:1", Region: "eu-west-3", PathStyle: true},
+	stored := Config{TargetSealBytes: 12345, Published: "s3://bucket/some/path", S3: warehouse.S3{Endpoint: "http://127.0.0.1:1", Region: "eu-west-3", PathStyle: true},
 		TargetFileBytes: 1 << 20, StagingRetention: time.Minute, DeleteGrace: time.Second}
 	l := createLog(t, schema.Any(), stored)
 	want := stored.WithDefaults()
@@ -70,7 +71,7 @@ func TestCreateRefusesABadConfig(t *testing.T) {
 	for _, cfg := range []Config{{TargetSealBytes: -1}, {SortBy: []string{"x"}}, {Published: "~/dir"}, {Published: "s3://"},
 		{Published: "s3://key:secret@bucket/x"}, {Stream: "a/b"}, {Log: ".."},
 		{Published: "file:///"}, {Published: "gs://bucket/x"}, {StagingRetention: -time.Second}, {TargetFileBytes: -1},
-		{S3: S3Config{Endpoint: "127.0.0.1:9000"}}} {
+		{S3: warehouse.S3{Endpoint: "127.0.0.1:9000"}}} {
 		if _, err := Create(filepath.Join(t.TempDir(), "l"), schema.Any(), cfg); err == nil {
 			t.Errorf("Create with %+v succeeded", cfg)
 		}

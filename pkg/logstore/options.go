@@ -17,7 +17,7 @@ func (c Clock) Now() time.Time {
 	return c()
 }
 
-// Option tunes one open handle of a log (Open, Create). Options are the
+// Option tunes one open handle of a log (Open, Create). MaintainOptions are the
 // process's, never stored in the log: another process opening the same log
 // passes its own.
 type Option func(*options)
@@ -49,7 +49,7 @@ func WithReplicatedWAL() Option {
 // handle opened WithReplicatedWAL checkpoints it itself: 64 MiB.
 const ReplicatedCheckpointPages = 16384
 
-// options is what the Options of one handle set.
+// options is what the MaintainOptions of one handle set.
 type options struct {
 	clock    Clock
 	override Config

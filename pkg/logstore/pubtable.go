@@ -48,7 +48,7 @@ func newPubTable(dir string, cfg Config) (*warehouse.Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	return warehouse.NewTable(p, stream, log, warehouse.S3(cfg.S3))
+	return warehouse.NewTable(p, stream, log, cfg.S3)
 }
 
 // owner is the log as the owner of its published table (I8).

@@ -16,27 +16,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/streamcast/streamcast/internal/durable"
-	"github.com/streamcast/streamcast/pkg/logstore/catalog"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // This file is the record API pkg/logstore/tier's maintenance steps work
 // through: the role locks, buffer.db's write transaction, the published
 // table handle and the test hooks. Nothing else should need it.
-
-// Role names a maintenance step's lock: <log>/<role>.lock between
-// processes, a mutex of the handle's within one. Each role runs one pass
-// at a time per log.
-type Role string
-
-// The roles of the maintenance steps.
-const (
-	RoleSeal           Role = "seal"
-	RoleCompact        Role = "compact"
-	RoleClean          Role = "clean" // evict, clean and delete-below
-	RolePublish        Role = "publish"
-	RoleCleanPublished Role = "clean-published"
-)
 
 // Acquire takes the locks of roles on a log open for writing: each role's
 // mutex, then its lock file, so one goroutine of one process runs each at
@@ -161,7 +146,7 @@ func (tx *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *s
 // SealedEnd is Log.SealedEnd inside the transaction; ok=false when no file
 // was ever made.
 func (tx *Tx) SealedEnd(ctx context.Context) (end int64, ok bool, err error) {
-	return catalog.SealedEnd(ctx, tx.c, true)
+	return SealedEnd(ctx, tx.c, true)
 }
 
 // Update runs fn inside one BEGIN IMMEDIATE transaction on buffer.db,
@@ -327,7 +312,7 @@ func (l *Log) IngestStart(ctx context.Context) (int64, error) {
 	if l.fenced != 0 {
 		return 0, &FencedError{Dir: l.dir, End: l.fenced}
 	}
-	sealed, ok, err := catalog.SealedEnd(ctx, l.rdb, l.tiers)
+	sealed, ok, err := SealedEnd(ctx, l.rdb, l.tiers)
 	if err != nil {
 		return 0, fmt.Errorf("ingest into log %s: %w", l.dir, err)
 	} else if !ok {
@@ -360,7 +345,7 @@ func (l *Log) AdvanceNext(ctx context.Context, start, end int64, fn func(tx *Tx)
 	defer l.wmu.Unlock()
 	err := l.writeTxLocked(ctx, func(c *sql.Conn) error {
 		var next int64
-		sealed, ok, err := catalog.SealedEnd(ctx, c, l.tiers)
+		sealed, ok, err := SealedEnd(ctx, c, l.tiers)
 		if err == nil {
 			err = c.QueryRowContext(ctx, `SELECT `+endSQL).Scan(&next)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // The S3 tests run against a real S3 server (versitygw), through the one
@@ -29,7 +30,7 @@ func startS3(t testing.TB) *s3test.Server { return s3test.Start(t, nil) }
 func s3LogConfig(s *s3test.Server, prefix string) Config {
 	c := tierConfig()
 	c.Published = "s3://" + testBucket + "/" + prefix
-	c.S3 = S3Config{Endpoint: s.Endpoint(), Region: testRegion, PathStyle: true}
+	c.S3 = warehouse.S3{Endpoint: s.Endpoint(), Region: testRegion, PathStyle: true}
 	return c
 }
 

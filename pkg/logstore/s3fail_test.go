@@ -43,10 +43,10 @@ func runRoles(t *testing.T, dir string, logs *syncBuffer, roles ...string) (stop
 			logger := log.New(logs)
 			logger.SetLevel(log.InfoLevel)
 			// Every failure is logged: the test counts failed passes.
-			err := RunRole(ctx, r, []string{dir}, RoleRun{Every: 20 * time.Millisecond, FlushEvery: 100 * time.Millisecond,
+			err := runRole(ctx, r, []string{dir}, MaintainOptions{Every: 20 * time.Millisecond, FlushEvery: 100 * time.Millisecond,
 				RepeatEvery: time.Nanosecond, Logger: logger})
 			if err != nil {
-				t.Errorf("RunRole(%s): %v", r, err)
+				t.Errorf("runRole(%s): %v", r, err)
 			}
 		}()
 	}

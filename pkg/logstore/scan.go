@@ -10,9 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/streamcast/streamcast/pkg/logstore/catalog"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
-	"github.com/streamcast/streamcast/pkg/logstore/rowpack"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -30,7 +28,7 @@ func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 		if err := tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor); err != nil {
 			return err
 		}
-		earliest, err = catalog.Earliest(ctx, tx, l.tiers, end)
+		earliest, err = Earliest(ctx, tx, l.tiers, end)
 		return err
 	})
 	if err != nil {
@@ -89,7 +87,7 @@ func (l *Log) ScanCounting(ctx context.Context, from, to int64, f *schema.Filter
 		return nil
 	}
 	onGroup := func(g *bufGroup, lo, hi int64) error {
-		u := rowpack.NewReader(g.rows)
+		u := NewReader(g.rows)
 		for off := g.first; off < hi; off++ {
 			row, ok, err := u.Next()
 			if err != nil || !ok {
@@ -153,7 +151,7 @@ func (l *Log) ScanArrow(ctx context.Context, from, to int64, fn func(rec arrow.R
 		return fn(rec)
 	}
 	onGroup := func(g *bufGroup, lo, hi int64) error {
-		u := rowpack.NewReader(g.rows)
+		u := NewReader(g.rows)
 		for off := g.first; off < hi; off++ {
 			row, ok, err := u.Next()
 			if err != nil || !ok {
@@ -225,7 +223,7 @@ func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if h, ok := catalog.HoleAt(hs, next); ok {
+		if h, ok := HoleAt(hs, next); ok {
 			// No tier holds a row here, ever: skip to the hole's end. The
 			// rows after it carry their own offsets.
 			next, reloaded = min(h.End, to), false

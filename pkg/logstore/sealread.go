@@ -8,9 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/streamcast/streamcast/pkg/logstore/catalog"
 	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
-	"github.com/streamcast/streamcast/pkg/logstore/rowpack"
 )
 
 // Buffered is buffered rows read for sealing: whole commit groups
@@ -38,7 +36,7 @@ func (l *Log) ReadBuffered(ctx context.Context, start int64, ratio float64, flus
 	if err != nil {
 		return b, false, fmt.Errorf("read holes: %w", err)
 	}
-	if h, ok := catalog.HoleAt(hs, start); ok {
+	if h, ok := HoleAt(hs, start); ok {
 		start = h.End // a file never spans a hole: start after it
 	}
 	b.Start = start
@@ -106,7 +104,7 @@ func (l *Log) buildRecord(start, end int64, groups []bufGroup) (arrow.RecordBatc
 		rowB = decl[0].(*array.StringBuilder)
 	}
 	for _, g := range groups {
-		u := rowpack.NewReader(g.rows)
+		u := NewReader(g.rows)
 		off := g.first
 		for {
 			row, ok, err := u.Next()

@@ -3,8 +3,6 @@ package logstore
 import (
 	"context"
 	"fmt"
-
-	"github.com/streamcast/streamcast/pkg/logstore/catalog"
 )
 
 // SealedEnd returns the end of what files hold, local or published: the
@@ -14,7 +12,7 @@ func (l *Log) SealedEnd(ctx context.Context) (int64, error) {
 	if err := l.checkOpen(); err != nil {
 		return 0, err
 	}
-	end, _, err := catalog.SealedEnd(ctx, l.rdb, l.tiers)
+	end, _, err := SealedEnd(ctx, l.rdb, l.tiers)
 	return end, err
 }
 

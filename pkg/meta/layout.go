@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/streamcast/streamcast/pkg/logstore/publoc"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // PublishedDir is the name of the default published prefix under the root:
@@ -35,9 +35,9 @@ func LogName(stream string, n int) string {
 // <root>/published. The names given to its methods must have passed
 // CheckName (log names come from LogName); a Layout does not check them.
 type Layout struct {
-	root      string          // as given: paths under it stay relative when it is
-	published publoc.Location // the prefix, the default resolved
-	explicit  bool            // the prefix was configured
+	root      string             // as given: paths under it stay relative when it is
+	published warehouse.Location // the prefix, the default resolved
+	explicit  bool               // the prefix was configured
 }
 
 // NewLayout returns the layout of root, with published tables under
@@ -46,7 +46,7 @@ type Layout struct {
 // <root>/published when published is "".
 func NewLayout(root, published string) (Layout, error) {
 	l := Layout{root: root}
-	p, err := publoc.Parse(published, "")
+	p, err := warehouse.Parse(published, "")
 	if err != nil {
 		return Layout{}, err
 	}
@@ -59,7 +59,7 @@ func NewLayout(root, published string) (Layout, error) {
 	if err != nil {
 		return Layout{}, fmt.Errorf("find the default published prefix under root %q: %w", root, err)
 	}
-	l.published = publoc.Location{Dir: dir}
+	l.published = warehouse.Location{Dir: dir}
 	return l, nil
 }
 
@@ -87,7 +87,7 @@ func (l Layout) MetadataFile(stream string) string {
 
 // Published returns the published prefix, the default resolved to the
 // absolute <root>/published.
-func (l Layout) Published() publoc.Location { return l.published }
+func (l Layout) Published() warehouse.Location { return l.published }
 
 // DefaultPublished reports whether the prefix is the default
 // <root>/published (none was configured).

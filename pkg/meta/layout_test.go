@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -185,10 +184,10 @@ func TestAMovedLogPublishesToTheTableItsNamesName(t *testing.T) {
 	if c := m.Config(); c.Stream != "trades" || c.Log != "trades" {
 		t.Fatalf("the moved log names stream %q, log %q; want trades, trades", c.Stream, c.Log)
 	}
-	if _, err := tier.Seal(ctx, m, true); err != nil {
+	if _, err := m.Seal(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := tier.Publish(ctx, m, true); err != nil || n != 2 {
+	if n, err := m.Publish(ctx, true); err != nil || n != 2 {
 		t.Fatalf("publish: %d rows, %v; want 2", n, err)
 	}
 	loc, err := m.PublishedLocation()

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta/maxage"
 )
 
@@ -93,7 +91,7 @@ type Retained struct {
 	// Moved reports that the pass published a new floor.
 	Moved bool
 	// Deleted sums what the pass deleted below the floor.
-	Deleted tier.Deleted
+	Deleted logstore.Deleted
 	// Pending is how many deletions wait for their grace after the pass.
 	Pending int
 }
@@ -196,7 +194,7 @@ func RetainLog(ctx context.Context, lg *logstore.Log, opts RetainOptions) (Retai
 	if err != nil {
 		return Retained{}, fmt.Errorf("retain the stream of log %s: %w", lg.Dir(), err)
 	}
-	st, err := NewStore(ctx, lay, filepath.Base(home), warehouse.S3(cfg.S3))
+	st, err := NewStore(ctx, lay, filepath.Base(home), cfg.S3)
 	if err != nil {
 		return Retained{}, err
 	}
@@ -288,8 +286,8 @@ func deleteDue(ctx context.Context, st *Store, m *Metadata, logs *logSet, now ti
 		}
 		lg, err := logs.get(pd.Log)
 		if err == nil {
-			var d tier.Deleted
-			d, err = tier.DeleteBelow(ctx, lg, pd.Below)
+			var d logstore.Deleted
+			d, err = lg.DeleteBelow(ctx, pd.Below)
 			out.Deleted.BufferedRows += d.BufferedRows
 			out.Deleted.LocalFiles += d.LocalFiles
 			out.Deleted.PublishedFiles += d.PublishedFiles

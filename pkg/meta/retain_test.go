@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -54,7 +53,7 @@ func agedStream(t testing.TB, e testEnv, stream string) (*Store, *testClock, str
 	if err := os.MkdirAll(lay.StreamDir(stream), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := logstore.Config{Stream: stream, Log: stream, Published: lay.StoredPublished(stream, stream), S3: logstore.S3Config(e.s3)}
+	cfg := logstore.Config{Stream: stream, Log: stream, Published: lay.StoredPublished(stream, stream), S3: e.s3}
 	dir := lay.LogDir(stream, stream)
 	lg, err := logstore.Create(dir, schema.Any(), cfg, logstore.WithClock(clk.Now))
 	if err != nil {
@@ -73,10 +72,10 @@ func agedStream(t testing.TB, e testEnv, stream string) (*Store, *testClock, str
 	}
 	cut := func() {
 		t.Helper()
-		if _, err := tier.Seal(ctx, lg, true); err != nil {
+		if _, err := lg.Seal(ctx, true); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tier.Publish(ctx, lg, true); err != nil {
+		if _, err := lg.Publish(ctx, true); err != nil {
 			t.Fatal(err)
 		}
 	}

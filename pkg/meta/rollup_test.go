@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -48,11 +47,11 @@ func rolledUpLog(t *testing.T) (string, *Metadata) {
 		if _, err := lg.Append(ctx, rows, 1000, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tier.Seal(ctx, lg, true); err != nil {
+		if _, err := lg.Seal(ctx, true); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := tier.Publish(ctx, lg, true); err != nil {
+	if _, err := lg.Publish(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	m, err := New("nulls")

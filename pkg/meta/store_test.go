@@ -213,7 +213,7 @@ func start(t *testing.T, e testEnv, st *Store, n int) (*Metadata, []int64, error
 		if err := os.MkdirAll(lay.StreamDir(st.Stream()), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		cfg := logstore.Config{Stream: st.Stream(), Log: name, Published: lay.StoredPublished(st.Stream(), name), S3: logstore.S3Config(e.s3)}
+		cfg := logstore.Config{Stream: st.Stream(), Log: name, Published: lay.StoredPublished(st.Stream(), name), S3: e.s3}
 		lg, err = logstore.Create(lay.LogDir(st.Stream(), name), schema.Any(), cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -16,8 +16,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/conf"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -82,7 +81,7 @@ type Config struct {
 	// S3 says how to reach an s3:// published prefix; it is stored in each
 	// log serve creates. Credentials are never config: they come from the
 	// standard AWS environment or profile.
-	S3 logstore.S3Config `yaml:"s3"`
+	S3 warehouse.S3 `yaml:"s3"`
 	// Tiers sets the sizes, retention and grace periods each log stores
 	// when serve creates it.
 	Tiers Tiers `yaml:"tiers"`
@@ -568,31 +567,31 @@ func DefaultMaintain() Maintain {
 		CleanPublishedEvery: DefaultCleanPublishedEvery,
 		RetainEvery:         DefaultRetainEvery,
 		FlushEvery:          DefaultFlushEvery,
-		MaxOpenLogs:         maintainargs.DefaultMaxOpen,
+		MaxOpenLogs:         logstore.DefaultMaxOpen,
 	}
 }
 
 // MaintainRole is one role serve runs, with the pause between its passes.
 type MaintainRole struct {
-	Role  maintain.Role
+	Role  logstore.Role
 	Every time.Duration
 }
 
 // maintainInterval ties a maintain: key to its role and field.
 type maintainInterval struct {
 	key   string
-	role  maintain.Role
+	role  logstore.Role
 	every *time.Duration
 }
 
 func (m *Maintain) intervals() []maintainInterval {
 	return []maintainInterval{
-		{"seal_every", maintain.RoleSeal, &m.SealEvery},
-		{"compact_every", maintain.RoleCompact, &m.CompactEvery},
-		{"publish_every", maintain.RolePublish, &m.PublishEvery},
-		{"clean_every", maintain.RoleClean, &m.CleanEvery},
-		{"clean_published_every", maintain.RoleCleanPublished, &m.CleanPublishedEvery},
-		{"retain_every", maintain.RoleRetain, &m.RetainEvery},
+		{"seal_every", logstore.RoleSeal, &m.SealEvery},
+		{"compact_every", logstore.RoleCompact, &m.CompactEvery},
+		{"publish_every", logstore.RolePublish, &m.PublishEvery},
+		{"clean_every", logstore.RoleClean, &m.CleanEvery},
+		{"clean_published_every", logstore.RoleCleanPublished, &m.CleanPublishedEvery},
+		{"retain_every", logstore.RoleRetain, &m.RetainEvery},
 	}
 }
 
@@ -613,7 +612,7 @@ func (m Maintain) Roles() []MaintainRole {
 }
 
 // Runs reports whether serve runs role.
-func (m Maintain) Runs(role maintain.Role) bool {
+func (m Maintain) Runs(role logstore.Role) bool {
 	for _, r := range m.Roles() {
 		if r.Role == role {
 			return true
@@ -637,7 +636,7 @@ func (m *Maintain) UnmarshalYAML(n *yaml.Node) error {
 		key, v := n.Content[i].Value, n.Content[i+1]
 		if key == "max_open_logs" {
 			if err := v.Decode(&m.MaxOpenLogs); err != nil {
-				return fmt.Errorf("line %d: maintain.max_open_logs: give a whole number of logs, such as %d", v.Line, maintainargs.DefaultMaxOpen)
+				return fmt.Errorf("line %d: maintain.max_open_logs: give a whole number of logs, such as %d", v.Line, logstore.DefaultMaxOpen)
 			}
 			continue
 		}
@@ -689,12 +688,12 @@ func (m *Maintain) Validate() error {
 		switch {
 		case *iv.every < 0:
 			return badKey("maintain."+iv.key, "maintain.%s is %s; give a positive duration, or 0 to leave the %s role to you", iv.key, *iv.every, iv.role)
-		case *iv.every > 0 && !slices.Contains(maintainargs.Roles(), iv.role):
-			return badKey("maintain."+iv.key, "maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, maintainargs.RoleNames())
+		case *iv.every > 0 && !slices.Contains(logstore.Roles(), iv.role):
+			return badKey("maintain."+iv.key, "maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, logstore.RoleNames())
 		}
 	}
 	if m.MaxOpenLogs < 0 {
-		return badKey("maintain.max_open_logs", "maintain.max_open_logs is %d; give a positive number of logs, or 0 for %d", m.MaxOpenLogs, maintainargs.DefaultMaxOpen)
+		return badKey("maintain.max_open_logs", "maintain.max_open_logs is %d; give a positive number of logs, or 0 for %d", m.MaxOpenLogs, logstore.DefaultMaxOpen)
 	}
 	if m.FlushEvery < 0 {
 		return badKey("maintain.flush_every", "maintain.flush_every is %s; give a positive duration, or 0 to never flush", m.FlushEvery)

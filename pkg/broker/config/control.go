@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
@@ -54,7 +54,7 @@ type Profile struct {
 	Published string `yaml:"published"`
 	// S3 says how to reach an s3:// published prefix (credentials come
 	// from the AWS environment or profile, never config).
-	S3 logstore.S3Config `yaml:"s3"`
+	S3 warehouse.S3 `yaml:"s3"`
 	// Tiers are the tier settings each new log stores.
 	Tiers Tiers `yaml:"tiers"`
 	// Replicate ships each durable stream's WAL, as a stream's

@@ -6,15 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
+	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
 func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
-	all := []maintain.Role{maintain.RoleSeal, maintain.RoleCompact, maintain.RolePublish, maintain.RoleClean, maintain.RoleCleanPublished, maintain.RoleRetain}
+	all := []logstore.Role{logstore.RoleSeal, logstore.RoleCompact, logstore.RolePublish, logstore.RoleClean, logstore.RoleCleanPublished, logstore.RoleRetain}
 	cases := []struct {
 		name, yaml string
-		roles      []maintain.Role
+		roles      []logstore.Role
 		flush      time.Duration
 	}{
 		{"absent: every role", "", all, DefaultFlushEvery},
@@ -22,7 +21,7 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 		{"null: every role", "maintain:", all, DefaultFlushEvery},
 		{"false: none", "maintain: false", nil, DefaultFlushEvery},
 		{"0 and null turn roles off", "maintain: {compact_every: 0, clean_published_every: null, retain_every: 0, flush_every: 1s}",
-			[]maintain.Role{maintain.RoleSeal, maintain.RolePublish, maintain.RoleClean}, time.Second},
+			[]logstore.Role{logstore.RoleSeal, logstore.RolePublish, logstore.RoleClean}, time.Second},
 		{"intervals are kept", "maintain: {seal_every: 1s, flush_every: 0}", all, 0},
 	}
 	for _, tc := range cases {
@@ -34,7 +33,7 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []maintain.Role
+			var got []logstore.Role
 			for _, r := range cfg.Maintain.Roles() {
 				got = append(got, r.Role)
 			}
@@ -50,7 +49,7 @@ func TestMaintainSectionSaysWhichRolesRun(t *testing.T) {
 }
 
 func TestMaintainMaxOpenLogsReachesTheChildren(t *testing.T) {
-	for yaml, want := range map[string]int{"": maintainargs.DefaultMaxOpen, "maintain: {max_open_logs: 5}": 5} {
+	for yaml, want := range map[string]int{"": logstore.DefaultMaxOpen, "maintain: {max_open_logs: 5}": 5} {
 		cfg, err := Parse([]byte(yaml+"\nstreams: [{name: a}]\n"), "")
 		if err == nil {
 			err = cfg.Validate()
@@ -61,7 +60,7 @@ func TestMaintainMaxOpenLogsReachesTheChildren(t *testing.T) {
 	}
 }
 
-func roleNames(rs []maintain.Role) []string {
+func roleNames(rs []logstore.Role) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = string(r)
@@ -97,7 +96,7 @@ func TestMaintainSectionErrorsNameTheKey(t *testing.T) {
 func TestTierRetentionBecomesTheChildrensOverrides(t *testing.T) {
 	tiers := Tiers{TargetFileBytes: 1 << 20, StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
 	// Retention and grace reach the children; sizes and unset settings do not.
-	want := maintainargs.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
+	want := logstore.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
 	if got := tiers.MaintainOverrides(); !reflect.DeepEqual(got, want) {
 		t.Errorf("overrides %+v, want %+v", got, want)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
+	"github.com/streamcast/streamcast/pkg/logstore/replica"
 )
 
 // Replicate is the replicate: section: how `streamcast replicate`, which
@@ -27,7 +27,7 @@ type Replicate struct {
 
 // DefaultReplicate is replica's defaults.
 func DefaultReplicate() Replicate {
-	a := replicaargs.DefaultArgs()
+	a := replica.DefaultArgs()
 	return Replicate{SyncInterval: a.SyncInterval, SnapshotInterval: a.SnapshotInterval, SnapshotRetention: a.SnapshotRetention}
 }
 
@@ -66,8 +66,8 @@ func (r *Replicate) UnmarshalYAML(n *yaml.Node) error {
 
 // Args is the replicate child's command line for logs, reporting on
 // readyFD.
-func (r Replicate) Args(logs []string, readyFD int) replicaargs.Args {
-	return replicaargs.Args{Logs: logs, SyncInterval: r.SyncInterval, SnapshotInterval: r.SnapshotInterval, SnapshotRetention: r.SnapshotRetention, ReadyFD: readyFD}
+func (r Replicate) Args(logs []string, readyFD int) replica.Args {
+	return replica.Args{Logs: logs, SyncInterval: r.SyncInterval, SnapshotInterval: r.SnapshotInterval, SnapshotRetention: r.SnapshotRetention, ReadyFD: readyFD}
 }
 
 // validate refuses intervals replicate would refuse, naming the key.

@@ -14,8 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
-	"github.com/streamcast/streamcast/pkg/logstore/publoc"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
@@ -187,7 +186,7 @@ func (c *Config) layout() (meta.Layout, error) {
 // PublishedError words an error of publoc.Parse (through
 // meta.NewLayout) about published:, for a person.
 func PublishedError(err error) error {
-	if errors.Is(err, publoc.ErrCredentials) {
+	if errors.Is(err, warehouse.ErrCredentials) {
 		return errors.New("published names credentials in its URL; " + credentialsNote)
 	}
 	return fmt.Errorf("published: %w, or leave it out for <root>/published", err)
@@ -195,7 +194,7 @@ func PublishedError(err error) error {
 
 // describePublished names the prefix p for an error message: the default
 // spelled as such, with where it is.
-func describePublished(p publoc.Location, isDefault bool) string {
+func describePublished(p warehouse.Location, isDefault bool) string {
 	if isDefault {
 		return "the default <root>/published (" + p.String() + ")"
 	}
@@ -208,7 +207,7 @@ func (c *Config) validateStorage() error {
 	if err != nil {
 		return err
 	}
-	if c.S3 != (logstore.S3Config{}) && lay.Published().S3 == "" {
+	if c.S3 != (warehouse.S3{}) && lay.Published().S3 == "" {
 		return fmt.Errorf("s3: is set, but published is %s, not an s3:// URL; set published: s3://bucket/path, or remove the s3: section",
 			describePublished(lay.Published(), lay.DefaultPublished()))
 	}
@@ -284,7 +283,7 @@ func (c *Config) CheckStored(st Stream, dir string, got logstore.Config) ([]stri
 			dir, describePublished(have, haveDefault), describePublished(want, lay.DefaultPublished()), back)
 	}
 	if have.S3 != "" {
-		norm := func(s logstore.S3Config) logstore.S3Config {
+		norm := func(s warehouse.S3) warehouse.S3 {
 			s.Endpoint = strings.TrimRight(s.Endpoint, "/")
 			s.PathStyle = s.PathStyle || s.Endpoint != ""
 			return s
@@ -323,8 +322,8 @@ func (c *Config) CheckStored(st Stream, dir string, got logstore.Config) ([]stri
 // settings it was created with, so without these a changed config would
 // reach new logs only; sizes are not passed, since a log's files were cut
 // to its own. Zero fields keep the log's setting.
-func (t Tiers) MaintainOverrides() maintainargs.Override {
-	return maintainargs.Override{
+func (t Tiers) MaintainOverrides() logstore.Override {
+	return logstore.Override{
 		StagingRetention:           t.StagingRetention,
 		StagingMaxBytes:            t.StagingMaxBytes,
 		PublishedSnapshotRetention: t.PublishedSnapshotRetention,

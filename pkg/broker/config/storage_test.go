@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 func TestStorageSectionsParseIntoTheLogConfig(t *testing.T) {
@@ -41,7 +42,7 @@ streams: [{name: a, schema: {type: object, properties: {x: {type: integer}}, req
 		SortBy:                     []string{"x"},
 		TargetSealBytes:            64 << 10,
 		Published:                  "s3://bucket/some/path",
-		S3:                         logstore.S3Config{Endpoint: "http://127.0.0.1:7070", Region: "eu-west-1", PathStyle: true},
+		S3:                         warehouse.S3{Endpoint: "http://127.0.0.1:7070", Region: "eu-west-1", PathStyle: true},
 		TargetFileBytes:            1_000_000,
 		StagingRetention:           2 * time.Hour,
 		StagingMaxBytes:            1 << 30,
@@ -76,7 +77,7 @@ streams: [{name: a, schema: {type: object, properties: {x: {type: integer}}, req
 			t.Fatalf("published %q: %v", tc.published, err)
 		}
 		lc, err := cfg.LogSettings(cfg.Streams[0], "a")
-		if err != nil || lc.Published != tc.stored || lc.S3 != (logstore.S3Config{}) {
+		if err != nil || lc.Published != tc.stored || lc.S3 != (warehouse.S3{}) {
 			t.Fatalf("published %q: stored %+v (%v), want %q", tc.published, lc, err, tc.stored)
 		}
 	}

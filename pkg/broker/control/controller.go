@@ -16,7 +16,6 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -626,7 +625,7 @@ func (c *Controller) serveOf(ctx context.Context, rec *Record) (*Serve, error) {
 	if err != nil {
 		return nil, config.PublishedError(err)
 	}
-	store, err := meta.NewStore(ctx, lay, rec.Name, warehouse.S3(pc.S3))
+	store, err := meta.NewStore(ctx, lay, rec.Name, pc.S3)
 	if err != nil {
 		return nil, err
 	}
@@ -663,7 +662,7 @@ func (c *Controller) lifecycleStream(rec *Record) (lifecycle.Stream, error) {
 	if err != nil {
 		return lifecycle.Stream{}, config.PublishedError(err)
 	}
-	return lifecycle.Stream{Layout: lay, S3: warehouse.S3(pc.S3), Name: rec.Name}, nil
+	return lifecycle.Stream{Layout: lay, S3: pc.S3, Name: rec.Name}, nil
 }
 
 func (c *Controller) record(ctx context.Context, name string) (rec *Record, err error) {

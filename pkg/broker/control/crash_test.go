@@ -20,7 +20,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/pkg/broker/control"
-	"github.com/streamcast/streamcast/pkg/logstore/filelock"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
@@ -373,7 +373,7 @@ func killedServeAttempt(t *testing.T, exe, v2 string) (c *child, store *meta.Sto
 	// Mid-migration: a process other than the server holds the log, and
 	// the migration's intent is recorded (its seal and publish follow).
 	for deadline, polls := time.Now().Add(30*time.Second), 0; ; polls++ {
-		if holder := filelock.Holder(lock); holder != 0 && holder != c.cmd.Process.Pid {
+		if holder := logstore.Holder(lock); holder != 0 && holder != c.cmd.Process.Pid {
 			if md, err := store.Load(context.Background()); err == nil && md.Intent != nil {
 				return c, store, root, holder
 			}

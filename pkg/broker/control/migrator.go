@@ -18,7 +18,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle/jobwire"
 )
@@ -289,7 +289,7 @@ func (w *migrationWorker) endLocked() {
 // the lowest CPU priority), killed when the server is (Linux's
 // parent-death signal) and in a process group of its own.
 func startWorkerProc(forker *supervise.Forker, exe, configFile, level string) (*workerProc, error) {
-	args := append([]string{MigrateChildCommand[0]}, maintainargs.ChildLine(MigrateChildCommand[1], configFile, level, "json")...)
+	args := append([]string{MigrateChildCommand[0]}, logstore.MaintainChildLine(MigrateChildCommand[1], configFile, level, "json")...)
 	cmd := exec.Command(exe, args...)
 	// Serve's environment, as it is: credentials reach children only this
 	// way. Not maintain.ChildEnv: its GOGC=25 for the package initialisers

@@ -14,7 +14,7 @@ import (
 
 	"modernc.org/sqlite" // also the "sqlite" database/sql driver
 
-	"github.com/streamcast/streamcast/pkg/logstore/filelock"
+	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
 // registryFormat is the registry's schema version; Open refuses another.
@@ -82,7 +82,7 @@ CREATE INDEX receipts_created ON receipts (created);
 // it).
 type Registry struct {
 	db       *sql.DB
-	lock     *filelock.Lock
+	lock     *logstore.Lock
 	brokerID string
 }
 
@@ -139,10 +139,10 @@ func Open(ctx context.Context, path string) (*Registry, error) {
 		}
 		return nil, fmt.Errorf("open the control registry: %w", err)
 	}
-	lock, err := filelock.Try(path + ".lock")
+	lock, err := logstore.Try(path + ".lock")
 	if err != nil {
-		if errors.Is(err, filelock.ErrHeld) {
-			return nil, fmt.Errorf("%w (pid %d); one serve manages a registry at a time", ErrRegistryHeld, filelock.Holder(path+".lock"))
+		if errors.Is(err, logstore.ErrHeld) {
+			return nil, fmt.Errorf("%w (pid %d); one serve manages a registry at a time", ErrRegistryHeld, logstore.Holder(path+".lock"))
 		}
 		return nil, fmt.Errorf("lock the control registry: %w", err)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -90,7 +89,7 @@ func open(ctx context.Context, root string, sp Spec) (*Opened, error) {
 	if err := checkStoredFirst(sp, lay); err != nil {
 		return nil, err
 	}
-	store, err := meta.NewStore(ctx, lay, sp.Stream.Name, warehouse.S3(srvCfg.S3))
+	store, err := meta.NewStore(ctx, lay, sp.Stream.Name, srvCfg.S3)
 	if err != nil {
 		return nil, err
 	}

@@ -18,9 +18,8 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/internal/waitfor"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
-	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/replica"
 )
 
 // errStopping is spawn's answer once the supervisor is stopping.
@@ -29,7 +28,7 @@ var errStopping = errors.New("the supervisor is stopping")
 // roleChild is one role's process, across restarts.
 type roleChild struct {
 	sup    *Group
-	role   maintain.Role
+	role   logstore.Role
 	every  time.Duration
 	logger *log.Logger // serve's, prefixed with the role
 
@@ -96,9 +95,9 @@ func (c *roleChild) args() []string {
 	if c.role == RoleReplicate {
 		a := s.Replicate
 		a.Logs, a.ReadyFD = c.logs(), readyFD
-		return append(maintainargs.ChildLine(replicaargs.Command, s.configFile, s.level, "json"), a.Args()...)
+		return append(logstore.MaintainChildLine(replica.Command, s.configFile, s.level, "json"), a.Args()...)
 	}
-	role := maintainargs.Args{
+	role := logstore.MaintainArgs{
 		Role:       c.role,
 		Every:      c.every,
 		FlushEvery: s.flushEvery,
@@ -109,14 +108,14 @@ func (c *roleChild) args() []string {
 		ReadyFD:    readyFD,
 		AddFD:      addFD,
 	}
-	return maintainargs.CommandLine(s.configFile, s.level, "json", role)
+	return logstore.MaintainCommandLine(s.configFile, s.level, "json", role)
 }
 
 // logs are the logs c's role runs over: every served log, and for the
 // retain role the retired streams' logs too.
 func (c *roleChild) logs() []string {
 	switch c.role {
-	case maintain.RoleRetain:
+	case logstore.RoleRetain:
 		return c.sup.AllLogs()
 	case RoleReplicate:
 		return c.sup.ReplicateLogs
@@ -127,7 +126,7 @@ func (c *roleChild) logs() []string {
 // cacheLogs are the cache logs c's role runs over: all of them for the
 // roles that keep a cache, none for those that publish.
 func (c *roleChild) cacheLogs() []string {
-	if !maintainargs.CacheRole(c.role) {
+	if !logstore.CacheRole(c.role) {
 		return nil
 	}
 	return c.sup.CacheLogs
@@ -151,7 +150,7 @@ func (c *roleChild) spawn() (*proc, error) {
 		return nil, err
 	}
 	cmd := exec.Command(c.sup.exe, c.args()...)
-	cmd.Env = maintain.ChildEnv(os.Environ()) // serve's, with the child's runtime settings
+	cmd.Env = logstore.ChildEnv(os.Environ()) // serve's, with the child's runtime settings
 	cmd.Stdout, cmd.Stderr = outW, outW
 	cmd.ExtraFiles = []*os.File{sigW} // descriptor 3 (readyFD)
 	var addR, addW *os.File           // the add pipe: replicate takes no logs as it runs

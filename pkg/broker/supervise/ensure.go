@@ -8,8 +8,8 @@ import (
 
 	"github.com/charmbracelet/log"
 
-	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
-	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/replica"
 )
 
 // Logs are the absolute log directories a Group runs over, in serve's
@@ -28,8 +28,8 @@ type Spec struct {
 	Roles        []Schedule
 	FlushEvery   time.Duration
 	ReadyTimeout time.Duration
-	Replicate    replicaargs.Args      // the replicate child's cadence
-	Overrides    maintainargs.Override // Group.Overrides
+	Replicate    replica.Args      // the replicate child's cadence
+	Overrides    logstore.Override // Group.Overrides
 	MaxOpenLogs  int
 	Logger       *log.Logger
 }

@@ -12,10 +12,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
-	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
+	"github.com/streamcast/streamcast/pkg/logstore/replica"
 )
 
 // How serve treats its maintenance children (docs/design.md §5).
@@ -50,7 +47,7 @@ var DefaultStopWaits = StopWaits{
 
 // Schedule is one role a Group runs, with the pause between its passes.
 type Schedule struct {
-	Role  maintain.Role
+	Role  logstore.Role
 	Every time.Duration
 }
 
@@ -77,7 +74,7 @@ type Group struct {
 	flushEvery time.Duration
 	// Overrides are the config's tiers, as policy overrides, for logs
 	// created before it changed; set them before Start.
-	Overrides maintainargs.Override
+	Overrides logstore.Override
 	// RetiredLogs are logs only the retain role runs over: a retired
 	// stream's log is fenced and published whole, so seal, compact,
 	// publish and clean have no work there, but its retention window
@@ -95,7 +92,7 @@ type Group struct {
 	// is its cadence (its Logs and ReadyFD are the group's to fill). Set
 	// them before Start.
 	ReplicateLogs []string
-	Replicate     replicaargs.Args
+	Replicate     replica.Args
 	// MaxOpenLogs bounds the logs each child holds open at once
 	// (maintainargs.Args.MaxOpen); 0 is the child's default. Set it before
 	// Start.
@@ -125,7 +122,7 @@ type Group struct {
 
 // RoleReplicate names the replicate child among the maintenance roles:
 // it is supervised, restarted and reported in /stats as they are.
-const RoleReplicate maintain.Role = replicaargs.Command
+const RoleReplicate logstore.Role = replica.Command
 
 // New plans one child per role over logs; nothing starts until
 // Start.
@@ -169,7 +166,7 @@ func (s *Group) Start(ctx context.Context) error {
 			sup:    s,
 			role:   RoleReplicate,
 			every:  s.Replicate.SyncInterval,
-			logger: s.logger.WithPrefix(replicaargs.Command),
+			logger: s.logger.WithPrefix(replica.Command),
 			quit:   make(chan struct{}),
 		})
 	}
@@ -260,7 +257,7 @@ func (s *Group) Stop(logs []*logstore.Log) {
 	}
 	w := s.waits
 	flush := s.flushEvery > 0
-	if seal := s.child(maintain.RoleSeal); seal != nil {
+	if seal := s.child(logstore.RoleSeal); seal != nil {
 		if flush && !seal.flush(w.SealFlush) {
 			seal.logger.Warn("the seal child did not report a flush; serve seals what is left itself")
 		}
@@ -269,7 +266,7 @@ func (s *Group) Stop(logs []*logstore.Log) {
 			s.finalSeal(logs)
 		}
 	}
-	if pub := s.child(maintain.RolePublish); pub != nil {
+	if pub := s.child(logstore.RolePublish); pub != nil {
 		start := time.Now()
 		done := !flush || s.flushPublish(pub, logs, start.Add(w.Publish/2))
 		if !done {
@@ -282,7 +279,7 @@ func (s *Group) Stop(logs []*logstore.Log) {
 	}
 	var others sync.WaitGroup
 	for _, c := range s.children {
-		if c.role == maintain.RoleSeal || c.role == maintain.RolePublish {
+		if c.role == logstore.RoleSeal || c.role == logstore.RolePublish {
 			continue
 		}
 		others.Add(1)
@@ -316,7 +313,7 @@ func (s *Group) Halt() {
 	s.logger.Info("maintenance children stopped, to restart over another set of logs")
 }
 
-func (s *Group) child(role maintain.Role) *roleChild {
+func (s *Group) child(role logstore.Role) *roleChild {
 	for _, c := range s.children {
 		if c.role == role {
 			return c
@@ -331,7 +328,7 @@ func (s *Group) child(role maintain.Role) *roleChild {
 func (s *Group) finalSeal(logs []*logstore.Log) {
 	for _, l := range logs {
 		ctx, cancel := context.WithTimeout(context.Background(), s.waits.FinalSeal)
-		n, err := retryBusy(ctx, func() (int64, error) { return tier.Seal(ctx, l, true) })
+		n, err := retryBusy(ctx, func() (int64, error) { return l.Seal(ctx, true) })
 		cancel()
 		switch {
 		case err != nil:
@@ -370,7 +367,7 @@ func (s *Group) finalPublish(logs []*logstore.Log, deadline time.Time) {
 		}
 		if time.Until(deadline) > 0 {
 			ctx, cancel := context.WithDeadline(context.Background(), deadline)
-			n, err := retryBusy(ctx, func() (int64, error) { return tier.Publish(ctx, l, true) })
+			n, err := retryBusy(ctx, func() (int64, error) { return l.Publish(ctx, true) })
 			cancel()
 			switch {
 			case err != nil:
@@ -436,14 +433,14 @@ func retryBusy(ctx context.Context, step func() (int64, error)) (int64, error) {
 // maintenance child that holds a role lock is waited for (retryBusy).
 func FlushLog(l *logstore.Log, waits StopWaits) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), waits.FinalSeal)
-	_, err := retryBusy(ctx, func() (int64, error) { return tier.Seal(ctx, l, true) })
+	_, err := retryBusy(ctx, func() (int64, error) { return l.Seal(ctx, true) })
 	cancel()
 	if err != nil {
 		return -1, err
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), waits.Publish)
 	defer cancel()
-	if _, err := retryBusy(ctx, func() (int64, error) { return tier.Publish(ctx, l, true) }); err != nil {
+	if _, err := retryBusy(ctx, func() (int64, error) { return l.Publish(ctx, true) }); err != nil {
 		return -1, err
 	}
 	st, err := l.Status(ctx)
@@ -503,7 +500,7 @@ func (s *Group) Add(ctx context.Context, live, retired []string) error {
 		switch c.role {
 		case RoleReplicate:
 			continue
-		case maintain.RoleRetain:
+		case logstore.RoleRetain:
 			dirs = slices.Concat(live, retired)
 		default:
 			dirs = live

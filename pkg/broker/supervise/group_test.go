@@ -19,28 +19,25 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain"
-	"github.com/streamcast/streamcast/pkg/logstore/maintain/maintainargs"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
 func TestOverridesReachTheChildrensArgs(t *testing.T) {
-	sup := New("/bin/streamcast", "", []Schedule{{maintain.RoleClean, time.Minute}}, []string{"/data/t/t"}, 30*time.Second, time.Second, log.New(io.Discard))
-	sup.Overrides = maintainargs.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
+	sup := New("/bin/streamcast", "", []Schedule{{logstore.RoleClean, time.Minute}}, []string{"/data/t/t"}, 30*time.Second, time.Second, log.New(io.Discard))
+	sup.Overrides = logstore.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute}
 	args := sup.children[0].args()
 	// The root command's flags come first; the role's are logstore's.
 	i := slices.Index(args, "--role")
-	if args[0] != maintainargs.Command || i < 0 {
+	if args[0] != logstore.MaintainCommand || i < 0 {
 		t.Fatalf("maintain args %q", args)
 	}
-	got, err := maintainargs.ParseArgs(args[i:])
+	got, err := logstore.ParseMaintainArgs(args[i:])
 	if err != nil {
 		t.Fatalf("maintain args %q: %v", args, err)
 	}
-	want := maintainargs.Args{
-		Role: maintain.RoleClean, Every: time.Minute, FlushEvery: 30 * time.Second, Logs: []string{"/data/t/t"}, ReadyFD: readyFD, AddFD: addFD,
-		Override: maintainargs.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute},
+	want := logstore.MaintainArgs{
+		Role: logstore.RoleClean, Every: time.Minute, FlushEvery: 30 * time.Second, Logs: []string{"/data/t/t"}, ReadyFD: readyFD, AddFD: addFD,
+		Override: logstore.Override{StagingRetention: time.Hour, StagingMaxBytes: 4096, DeleteGrace: 2 * time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("maintain args %q read back as %+v, want %+v", args, got, want)
@@ -87,7 +84,7 @@ func TestStopSealsAndPublishesItselfWhenTheChildrenDoNot(t *testing.T) {
 		}
 	}
 	logs := &syncBuffer{}
-	roles := []Schedule{{maintain.RoleSeal, time.Hour}, {maintain.RolePublish, time.Hour}, {maintain.RoleClean, time.Hour}}
+	roles := []Schedule{{logstore.RoleSeal, time.Hour}, {logstore.RolePublish, time.Hour}, {logstore.RoleClean, time.Hour}}
 	sup := New(fake, "", roles, []string{dir}, time.Hour, 5*time.Second, log.New(logs))
 	sup.waits = StopWaits{SealFlush: 200 * time.Millisecond, ChildStop: 200 * time.Millisecond, FinalSeal: 10 * time.Second, Publish: 2 * time.Second}
 	if err := sup.Start(ctx); err != nil {
@@ -101,7 +98,7 @@ func TestStopSealsAndPublishesItselfWhenTheChildrenDoNot(t *testing.T) {
 			t.Errorf("child %s (pid %d) survived the stop", k.Role, *k.PID)
 		}
 	}
-	if _, err := tier.Evict(ctx, l); err != nil {
+	if _, err := l.Evict(ctx); err != nil {
 		t.Fatal(err)
 	}
 	st, err := l.Status(ctx)
@@ -164,7 +161,7 @@ func TestLastErrorSaysWhenItHappened(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := time.Now().Add(-time.Millisecond)
-	sup := New(fake, "", []Schedule{{maintain.RoleClean, time.Hour}}, []string{t.TempDir()}, time.Hour, 5*time.Second, log.New(io.Discard))
+	sup := New(fake, "", []Schedule{{logstore.RoleClean, time.Hour}}, []string{t.TempDir()}, time.Hour, 5*time.Second, log.New(io.Discard))
 	sup.waits = StopWaits{SealFlush: 100 * time.Millisecond, ChildStop: 200 * time.Millisecond, FinalSeal: time.Second, Publish: time.Second}
 	if err := sup.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -209,13 +206,13 @@ func TestLastErrorSaysWhenItHappened(t *testing.T) {
 // fenced and published whole, so only retain, whose window still applies,
 // gets it; a role left with no log at all gets no child.
 func TestOnlyTheRetainChildRunsOverRetiredLogs(t *testing.T) {
-	roles := []Schedule{{maintain.RoleSeal, time.Second}, {maintain.RoleRetain, time.Hour}}
-	logsOf := func(g *Group) map[maintain.Role][]string {
-		got := map[maintain.Role][]string{}
+	roles := []Schedule{{logstore.RoleSeal, time.Second}, {logstore.RoleRetain, time.Hour}}
+	logsOf := func(g *Group) map[logstore.Role][]string {
+		got := map[logstore.Role][]string{}
 		for _, c := range g.children {
 			args := c.args()
 			for i, a := range args {
-				if a == "--"+maintainargs.FlagLog && i+1 < len(args) {
+				if a == "--"+logstore.FlagLog && i+1 < len(args) {
 					got[c.role] = append(got[c.role], args[i+1])
 				}
 			}
@@ -225,7 +222,7 @@ func TestOnlyTheRetainChildRunsOverRetiredLogs(t *testing.T) {
 	g := New("streamcast", "", roles, []string{"/r/live/live"}, time.Minute, time.Second, log.New(io.Discard))
 	g.RetiredLogs = []string{"/r/old/old"}
 	got := logsOf(g)
-	if !slices.Equal(got[maintain.RoleSeal], []string{"/r/live/live"}) || !slices.Equal(got[maintain.RoleRetain], []string{"/r/live/live", "/r/old/old"}) {
+	if !slices.Equal(got[logstore.RoleSeal], []string{"/r/live/live"}) || !slices.Equal(got[logstore.RoleRetain], []string{"/r/live/live", "/r/old/old"}) {
 		t.Fatalf("the children's logs: %q; want seal over the live log, retain over both", got)
 	}
 	for _, c := range g.children {
@@ -235,13 +232,13 @@ func TestOnlyTheRetainChildRunsOverRetiredLogs(t *testing.T) {
 	}
 	g = New("streamcast", "", roles, nil, time.Minute, time.Second, log.New(io.Discard))
 	g.RetiredLogs = []string{"/r/old/old"}
-	var empty []maintain.Role
+	var empty []logstore.Role
 	for _, c := range g.children {
 		if len(c.logs()) == 0 {
 			empty = append(empty, c.role)
 		}
 	}
-	if !slices.Equal(empty, []maintain.Role{maintain.RoleSeal}) {
+	if !slices.Equal(empty, []logstore.Role{logstore.RoleSeal}) {
 		t.Fatalf("roles with no log when every stream is retired: %v; want only seal (Start drops it)", empty)
 	}
 }
@@ -292,7 +289,7 @@ exec sleep 60
 	})
 	sp := Spec{
 		Executable:   fake,
-		Roles:        []Schedule{{maintain.RoleSeal, time.Hour}, {maintain.RoleRetain, time.Hour}},
+		Roles:        []Schedule{{logstore.RoleSeal, time.Hour}, {logstore.RoleRetain, time.Hour}},
 		FlushEvery:   time.Hour,
 		ReadyTimeout: 5 * time.Second,
 		Logger:       log.New(io.Discard),

@@ -20,8 +20,7 @@ import (
 	"github.com/superfly/ltx"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/publoc"
-	"github.com/streamcast/streamcast/pkg/logstore/replica/replicaargs"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // File names inside a log's directory.
@@ -42,13 +41,13 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.SyncInterval <= 0 {
-		o.SyncInterval = replicaargs.DefaultSyncInterval
+		o.SyncInterval = DefaultSyncInterval
 	}
 	if o.SnapshotInterval <= 0 {
-		o.SnapshotInterval = replicaargs.DefaultSnapshotInterval
+		o.SnapshotInterval = DefaultSnapshotInterval
 	}
 	if o.SnapshotRetention <= 0 {
-		o.SnapshotRetention = replicaargs.DefaultSnapshotRetention
+		o.SnapshotRetention = DefaultSnapshotRetention
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -408,7 +407,7 @@ func TargetFor(dir string) (Target, error) {
 // Client returns the client of the replica of log of stream under the
 // published prefix loc: <prefix>/<stream>/_wal/<log>/. Credentials come
 // from the AWS environment only.
-func Client(loc publoc.Location, s3cfg logstore.S3Config, stream, log string) litestream.ReplicaClient {
+func Client(loc warehouse.Location, s3cfg warehouse.S3, stream, log string) litestream.ReplicaClient {
 	if loc.Dir != "" {
 		return FileClient(filepath.Join(loc.Dir, stream, "_wal", log))
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -284,7 +285,7 @@ func TestTargets(t *testing.T) {
 	}{
 		{"directory", func(root string) logstore.Config { return logstore.Config{Published: filepath.Join(root, "pub")} }, nil},
 		{"s3", func(string) logstore.Config {
-			return logstore.Config{Published: "s3://" + s3test.Bucket + "/tables", S3: logstore.S3Config{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true}}
+			return logstore.Config{Published: "s3://" + s3test.Bucket + "/tables", S3: warehouse.S3{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true}}
 		}, func() []string { return srv.Keys(t, "tables/s/_wal/log/") }},
 	}
 	for _, c := range cases {

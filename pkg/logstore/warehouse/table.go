@@ -23,7 +23,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/streamcast/streamcast/internal/durable"
-	"github.com/streamcast/streamcast/pkg/logstore/publoc"
 )
 
 // Properties streamcast keeps on the published table and its snapshots.
@@ -83,12 +82,18 @@ type Table struct {
 	manifests map[string][]string
 }
 
-// S3 says how to reach an s3:// prefix: logstore.S3Config without its
+// S3 says how to reach an s3:// prefix: warehouse.S3 without its
 // config tags.
 type S3 struct {
-	Endpoint  string // the service URL; empty means AWS itself
-	Region    string // the bucket's region; empty means the environment's
-	PathStyle bool   // address buckets as <endpoint>/<bucket>
+	// Endpoint is the service URL, such as http://127.0.0.1:7070; empty
+	// means AWS itself (or AWS_S3_ENDPOINT).
+	Endpoint string `json:"endpoint,omitempty" yaml:"endpoint"`
+	// Region is the bucket's region; empty means AWS_REGION or the profile's.
+	Region string `json:"region,omitempty" yaml:"region"`
+	// PathStyle addresses buckets as <endpoint>/<bucket> instead of
+	// <bucket>.<endpoint>; most S3-compatible servers want it. It is the
+	// default whenever Endpoint is set.
+	PathStyle bool `json:"path_style,omitempty" yaml:"path_style"`
 }
 
 // Owner is the log a table belongs to: a table is only ever published
@@ -126,7 +131,7 @@ func SortOrder(sc *iceberg.Schema, sortBy []string) (table.SortOrder, error) {
 
 // NewTable places the table of the log named stream/log under the
 // prefix p, reached through s3 when p is an s3:// URL.
-func NewTable(p publoc.Location, stream, log string, s3 S3) (*Table, error) {
+func NewTable(p Location, stream, log string, s3 S3) (*Table, error) {
 	pt := &Table{ident: table.Identifier{stream, log}, props: iceberg.Properties{}, manifests: map[string][]string{}}
 	pt.location = p.Join(stream, log)
 	switch {

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
-	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/history"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -72,7 +70,7 @@ func tradesStreamOf(b *testing.B, n int, onS3 bool, batch int, tune func(*logsto
 			b.Fatal(err)
 		}
 	}
-	if _, err := tier.PublishAll(ctx, lg); err != nil {
+	if _, err := lg.PublishAll(ctx); err != nil {
 		b.Fatal(err)
 	}
 	md, err := meta.New(stream)
@@ -86,7 +84,7 @@ func tradesStreamOf(b *testing.B, n int, onS3 bool, batch int, tune func(*logsto
 	if err := md.AddLog(d, sch); err != nil {
 		b.Fatal(err)
 	}
-	st, err := meta.NewStore(ctx, f.lay, stream, warehouse.S3(f.s3cfg))
+	st, err := meta.NewStore(ctx, f.lay, stream, f.s3cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,7 +151,7 @@ func BenchmarkCatchUp(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				rows := 0
-				end, err := history.CatchUp(ctx, history.CatchUpOptions{MetadataURI: uri, S3: warehouse.S3(f.s3cfg)}, 0, func(o, ts int64, row []byte) error {
+				end, err := history.CatchUp(ctx, history.CatchUpOptions{MetadataURI: uri, S3: f.s3cfg}, 0, func(o, ts int64, row []byte) error {
 					line = wire.AppendFrame(line[:0], o, ts, row)
 					rows++
 					return nil

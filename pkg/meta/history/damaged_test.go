@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta/history"
 )
@@ -49,17 +49,17 @@ func TestAMissingFileTheTableStillListsIsCalledMissing(t *testing.T) {
 
 // twoFiles makes a stream whose table holds [1,51) and [51,81) in two
 // files.
-func twoFiles(t *testing.T, onS3 bool) (*fixture, *warehouse.Table, tier.Table) {
+func twoFiles(t *testing.T, onS3 bool) (*fixture, *warehouse.Table, logstore.Table) {
 	t.Helper()
 	f := newFixture(t, onS3)
 	f.create(t, schemaV1)
 	f.append(t, 50, true)
 	f.append(t, 30, true)
-	pt, err := warehouse.NewTable(f.lay.Published(), stream, stream, warehouse.S3(f.s3cfg))
+	pt, err := warehouse.NewTable(f.lay.Published(), stream, stream, f.s3cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab, err := tier.ReadTable(context.Background(), pt)
+	tab, err := logstore.ReadTable(context.Background(), pt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/history"
@@ -40,7 +39,7 @@ type fixture struct {
 	pub   string
 	lay   meta.Layout
 	s3    *s3test.Server
-	s3cfg logstore.S3Config
+	s3cfg warehouse.S3
 	sch   []string // the schema of each log, oldest first
 }
 
@@ -51,7 +50,7 @@ func newFixture(t testing.TB, onS3 bool) *fixture {
 		f.s3 = s3test.Start(t, nil)
 		f.s3.UseCredentials(t)
 		f.pub = "s3://" + s3test.Bucket + "/tables"
-		f.s3cfg = logstore.S3Config{Endpoint: f.s3.Endpoint(), Region: s3test.Region, PathStyle: true}
+		f.s3cfg = warehouse.S3{Endpoint: f.s3.Endpoint(), Region: s3test.Region, PathStyle: true}
 	}
 	lay, err := meta.NewLayout(f.root, f.pub)
 	if err != nil {
@@ -71,7 +70,7 @@ func (f *fixture) logConfig(log string) logstore.Config {
 
 func (f *fixture) store(t *testing.T) *meta.Store {
 	t.Helper()
-	st, err := meta.NewStore(context.Background(), f.lay, stream, warehouse.S3(f.s3cfg))
+	st, err := meta.NewStore(context.Background(), f.lay, stream, f.s3cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +166,7 @@ func (f *fixture) append(t *testing.T, n int, publish bool) {
 		end += int64(k)
 	}
 	if publish {
-		if _, err := tier.PublishAll(ctx, lg); err != nil {
+		if _, err := lg.PublishAll(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -176,7 +175,7 @@ func (f *fixture) append(t *testing.T, n int, publish bool) {
 // migrate migrates the stream to schema doc.
 func (f *fixture) migrate(t *testing.T, doc string) {
 	t.Helper()
-	_, err := lifecycle.Migrate(context.Background(), lifecycle.Stream{Layout: f.lay, S3: warehouse.S3(f.s3cfg), Name: stream},
+	_, err := lifecycle.Migrate(context.Background(), lifecycle.Stream{Layout: f.lay, S3: f.s3cfg, Name: stream},
 		lifecycle.Declaration{Schema: compile(t, doc), Log: f.logConfig("")}, lifecycle.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +198,7 @@ func (f *fixture) tryOpen(opts history.Options) (*history.Reader, error) {
 	if opts.MetadataURI == "" {
 		opts.Root, opts.Published, opts.Stream = f.root, f.pub, stream
 	}
-	opts.S3 = warehouse.S3(f.s3cfg)
+	opts.S3 = f.s3cfg
 	return history.Open(context.Background(), opts)
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/history"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -291,10 +290,10 @@ func TestAsOfOffsetPastThePublishedEndReadsTheRestFromTheBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tier.Seal(ctx, lg, true); err != nil {
+	if _, err := lg.Seal(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tier.Publish(ctx, lg, true); err != nil {
+	if _, err := lg.Publish(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	_ = lg.Close()

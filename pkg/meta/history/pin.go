@@ -17,7 +17,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/publoc"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -57,21 +56,21 @@ type pfile struct {
 // locationPrefix splits a table location <prefix>/<stream>/<log> (an
 // s3:// URL or a file:// URL) into the prefix a warehouse.Table is placed
 // under.
-func locationPrefix(loc, stream, log string) (publoc.Location, error) {
+func locationPrefix(loc, stream, log string) (warehouse.Location, error) {
 	suffix := "/" + stream + "/" + log
 	s := strings.TrimSuffix(loc, "/")
 	if strings.HasPrefix(s, "file://") {
 		u, err := url.Parse(s)
 		if err != nil {
-			return publoc.Location{}, fmt.Errorf("log %s: its location %q is not a URL: %w", log, loc, err)
+			return warehouse.Location{}, fmt.Errorf("log %s: its location %q is not a URL: %w", log, loc, err)
 		}
 		s = u.Path
 	}
 	prefix, ok := strings.CutSuffix(s, suffix)
 	if !ok || prefix == "" {
-		return publoc.Location{}, fmt.Errorf("log %s: its location %q does not end in %s; the stream metadata is damaged", log, loc, suffix)
+		return warehouse.Location{}, fmt.Errorf("log %s: its location %q does not end in %s; the stream metadata is damaged", log, loc, suffix)
 	}
-	return publoc.Parse(prefix, "")
+	return warehouse.Parse(prefix, "")
 }
 
 // pin places the log's table, loads its current snapshot and lists its

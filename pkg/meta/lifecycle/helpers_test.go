@@ -120,16 +120,16 @@ type fixture struct {
 	pub   string // the configured published prefix; "" for <root>/published
 	s3    *s3test.Server
 	lay   meta.Layout
-	s3cfg logstore.S3Config
+	s3cfg warehouse.S3
 }
 
 func (f *fixture) stream() lifecycle.Stream {
-	return lifecycle.Stream{Layout: f.lay, S3: warehouse.S3(f.s3cfg), Name: stream}
+	return lifecycle.Stream{Layout: f.lay, S3: f.s3cfg, Name: stream}
 }
 
 func (f *fixture) store(t *testing.T) *meta.Store {
 	t.Helper()
-	st, err := meta.NewStore(context.Background(), f.lay, stream, warehouse.S3(f.s3cfg))
+	st, err := meta.NewStore(context.Background(), f.lay, stream, f.s3cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func newFixture(t *testing.T, kind string, rows int) *fixture {
 		f.s3 = s3test.Start(t, nil)
 		f.s3.UseCredentials(t)
 		f.pub = "s3://" + s3test.Bucket + "/tables"
-		f.s3cfg = logstore.S3Config{Endpoint: f.s3.Endpoint(), Region: s3test.Region, PathStyle: true}
+		f.s3cfg = warehouse.S3{Endpoint: f.s3.Endpoint(), Region: s3test.Region, PathStyle: true}
 	}
 	lay, err := meta.NewLayout(f.root, f.pub)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema/source"
 )
 
@@ -149,7 +149,7 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 	lg := ses.lg
 	out := &Ingested{Stream: s.Name, Log: md.Current().Name}
 	fp := fingerprint(o.Inputs)
-	m, marked, err := tier.ReadIngestMark(ctx, lg)
+	m, marked, err := lg.ReadIngestMark(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -167,11 +167,11 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 			what, s.Name, m.Start, m.End, ErrIngested)
 	}
 	if marked && !m.Done && o.SkipRows == 0 {
-		if err := tier.ClearIngestMark(ctx, lg); err != nil {
+		if err := lg.ClearIngestMark(ctx); err != nil {
 			return nil, err
 		}
 	}
-	sealed, err := tier.Seal(ctx, lg, true)
+	sealed, err := lg.Seal(ctx, true)
 	if err != nil {
 		return nil, ses.maintainErr(what, err)
 	}
@@ -189,15 +189,15 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
 	defer src.Close()
-	var lo tier.IngestOptions
+	var lo logstore.IngestOptions
 	lo.Position = o.SkipRows
 	lo.Source = fp
 	if o.Progress != nil {
-		lo.Progress = func(p tier.IngestProgress) {
+		lo.Progress = func(p logstore.IngestProgress) {
 			o.Progress(IngestProgress{Rows: p.Taken, Landed: p.Recorded, Files: p.Files, BytesRead: src.BytesRead(), SourceSize: src.Size()})
 		}
 	}
-	res, lerr := tier.Ingest(ctx, lg, src, lo)
+	res, lerr := lg.Ingest(ctx, src, lo)
 	out.Rows, out.Files, out.FileBytes, out.Start, out.End, out.Position = res.Rows, res.Files, res.FileBytes, res.Start, res.End, res.Position
 	out.SourceBytes = src.BytesRead()
 	out.Load = time.Since(t0)
@@ -219,7 +219,7 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 		return out, nil
 	}
 	t1 := time.Now()
-	if _, err := tier.PublishAll(ctx, lg); err != nil {
+	if _, err := lg.PublishAll(ctx); err != nil {
 		out.Publish = time.Since(t1)
 		return out, &IngestError{Ingested: *out, PublishFailed: true,
 			Err: fmt.Errorf("%s stream %q: all %d rows are loaded (offsets [%d,%d)), but publishing them failed: %w; do not ingest them again: "+

@@ -27,7 +27,6 @@ import (
 	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/internal/soak"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/schema/source"
@@ -270,7 +269,7 @@ func TestIngestThenPublishKeepsOffsetsDense(t *testing.T) {
 	}
 	defer lg.Close()
 	appendRows(t, lg, 107, 10, false)
-	if _, err := tier.PublishAll(context.Background(), lg); err != nil {
+	if _, err := lg.PublishAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got := scanRows(t, lg, 1, 118)
@@ -482,14 +481,14 @@ func mkLog(t *testing.T, f *fixture, cfg logstore.Config) {
 }
 
 // ingestMark reads the log's ingest mark through a read-only handle.
-func ingestMark(t *testing.T, f *fixture) (tier.IngestMark, bool) {
+func ingestMark(t *testing.T, f *fixture) (logstore.IngestMark, bool) {
 	t.Helper()
 	lg, err := logstore.Open(f.lay.LogDir(stream, stream), logstore.ReadOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lg.Close()
-	m, ok, err := tier.ReadIngestMark(context.Background(), lg)
+	m, ok, err := lg.ReadIngestMark(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/streamcast/streamcast/internal/durable"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
@@ -233,7 +232,7 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 	if err != nil {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
-	tab, err := tier.ReadTable(ctx, pt)
+	tab, err := logstore.ReadTable(ctx, pt)
 	if err != nil {
 		return nil, fmt.Errorf("%s stream %q: read the published table: %w", what, s.Name, err)
 	}
@@ -244,8 +243,8 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 	// serve replays from them: a missing one must stop the restore here,
 	// not the first subscriber that reaches its offsets.
 	o.progress("checking the table's data files")
-	if err := tier.CheckFiles(ctx, pt, tab.Files); err != nil {
-		if fm := (*tier.FilesMissing)(nil); errors.As(err, &fm) {
+	if err := logstore.CheckFiles(ctx, pt, tab.Files); err != nil {
+		if fm := (*logstore.FilesMissing)(nil); errors.As(err, &fm) {
 			return nil, refuse("%w; their rows cannot come back without them: put each file back at its location (from a backup, or a copy of the published prefix), then run restore again, which takes up where this one stopped", err)
 		}
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
@@ -282,7 +281,7 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 
 	t0 = time.Now()
 	o.progress("taking over the published table")
-	if err := tier.TakeOver(ctx, lg, plan.Token); err != nil {
+	if err := lg.TakeOver(ctx, plan.Token); err != nil {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 	}
 	o.after(StepOwned)
@@ -334,7 +333,7 @@ func download(ctx context.Context, s Stream, o RestoreOptions, cur *meta.Log, di
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return plan, err
 	}
-	client := replica.Client(s.Layout.Published(), logstore.S3Config(s.S3), s.Name, cur.Name)
+	client := replica.Client(s.Layout.Published(), s.S3, s.Name, cur.Name)
 	has, err := replica.Exists(ctx, client)
 	if err != nil {
 		return plan, fmt.Errorf("look for the replica of log %s: %w", cur.Name, err)

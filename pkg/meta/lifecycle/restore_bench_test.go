@@ -16,7 +16,6 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
@@ -57,7 +56,7 @@ func benchRestore(b *testing.B, kind string) {
 	ctx := context.Background()
 	root := b.TempDir()
 	prefix := "file://" + b.TempDir()
-	var s3cfg logstore.S3Config
+	var s3cfg warehouse.S3
 	if kind == "s3" {
 		// litestream's S3 client cannot load a CA bundle; versitygw is
 		// plain HTTP.
@@ -65,7 +64,7 @@ func benchRestore(b *testing.B, kind string) {
 		srv := s3test.Start(b, nil)
 		srv.UseCredentials(b)
 		prefix = "s3://" + s3test.Bucket + "/tables"
-		s3cfg = logstore.S3Config{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true}
+		s3cfg = warehouse.S3{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true}
 	}
 	lay, err := meta.NewLayout(root, prefix)
 	if err != nil {
@@ -96,13 +95,13 @@ func benchRestore(b *testing.B, kind string) {
 	}
 	for from := 0; from < published; from += chunk {
 		appendTrades(from, chunk)
-		if _, err := tier.PublishAll(ctx, lg); err != nil {
+		if _, err := lg.PublishAll(ctx); err != nil {
 			b.Fatal(err)
 		}
 		// As serve's clean pass would: published rows leave the buffer,
 		// so buffer.db (and the replica's snapshot of it) stays the size
 		// of what is unpublished, not of the stream's history.
-		if _, err := tier.Evict(ctx, lg); err != nil {
+		if _, err := lg.Evict(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -117,7 +116,7 @@ func benchRestore(b *testing.B, kind string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := meta.NewStore(ctx, lay, stream, warehouse.S3(s3cfg))
+	st, err := meta.NewStore(ctx, lay, stream, s3cfg)
 	if err == nil {
 		_, err = st.Commit(ctx, md)
 	}
@@ -149,7 +148,7 @@ func benchRestore(b *testing.B, kind string) {
 	if err := lg.Close(); err != nil {
 		b.Fatal(err)
 	}
-	s := lifecycle.Stream{Layout: lay, Name: stream, S3: warehouse.S3(s3cfg)}
+	s := lifecycle.Stream{Layout: lay, Name: stream, S3: s3cfg}
 	var down, rebuild, commit time.Duration
 	var size int64
 	b.ResetTimer()

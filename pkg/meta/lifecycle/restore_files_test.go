@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 )
@@ -25,11 +25,11 @@ func TestRestoreRefusesATableWhoseDataFileIsGone(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			f := lostMachineAt(t, kind, false)
 			ctx := context.Background()
-			pt, err := warehouse.NewTable(f.lay.Published(), stream, stream, warehouse.S3(f.s3cfg))
+			pt, err := warehouse.NewTable(f.lay.Published(), stream, stream, f.s3cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tab, err := tier.ReadTable(ctx, pt)
+			tab, err := logstore.ReadTable(ctx, pt)
 			if err != nil || len(tab.Files) == 0 {
 				t.Fatalf("the table lists %d files (%v); want at least one", len(tab.Files), err)
 			}
@@ -40,7 +40,7 @@ func TestRestoreRefusesATableWhoseDataFileIsGone(t *testing.T) {
 			}
 
 			_, err = f.restore(t)
-			var fm *tier.FilesMissing
+			var fm *logstore.FilesMissing
 			if !errors.Is(err, lifecycle.ErrRestoreRefused) || !errors.As(err, &fm) {
 				t.Fatalf("restore with %s gone: %v; want a refusal naming the missing file", path.Base(gone.Path), err)
 			}

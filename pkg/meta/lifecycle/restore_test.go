@@ -14,9 +14,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/colstats"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/schema/source"
@@ -50,11 +48,11 @@ func lostMachineAt(t *testing.T, kind string, ship bool) *fixture {
 	}
 	// Rows [51, 71) land between the seal and the publish pass of [1, 51):
 	// the pass must write p's mark as of offset 50, not its latest.
-	if _, err := tier.Seal(ctx, lg, true); err != nil {
+	if _, err := lg.Seal(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	appendRows(t, lg, 50, 20, false)
-	if n, err := tier.Publish(ctx, lg, true); err != nil || n != 50 {
+	if n, err := lg.Publish(ctx, true); err != nil || n != 50 {
 		t.Fatalf("publish: %d rows, %v; want 50", n, err)
 	}
 	if ship {
@@ -175,7 +173,7 @@ func checkRestored(t *testing.T, f *fixture, r *lifecycle.Restored, held []int64
 	}
 	// Publishing resumes: the table takes the rows held and the new one,
 	// stepping over the hole.
-	if end, err := tier.PublishAll(ctx, lg); err != nil || end != resume+1 {
+	if end, err := lg.PublishAll(ctx); err != nil || end != resume+1 {
 		t.Fatalf("publish all after the restore: end %d, %v", end, err)
 	}
 	pub := f.publishedOffsets(t, stream)
@@ -469,7 +467,7 @@ func TestRestoredFilesKeepTheirColumnStatistics(t *testing.T) {
 			"id":  {strconv.FormatInt(minID, 10), strconv.FormatInt(maxID, 10)},
 			"sym": {strconv.Quote(minSym), strconv.Quote(maxSym)},
 		}
-		got, err := colstats.Decode([]byte(r.stats))
+		got, err := logstore.Decode([]byte(r.stats))
 		if err != nil {
 			t.Fatal(err)
 		}

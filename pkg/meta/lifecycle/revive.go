@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
@@ -115,7 +114,7 @@ func retiredMarks(ctx context.Context, s Stream, old *meta.Log) ([]logstore.Mark
 	if err != nil {
 		return nil, err
 	}
-	tab, err := tier.ReadTable(ctx, pt)
+	tab, err := logstore.ReadTable(ctx, pt)
 	if err != nil {
 		return nil, fmt.Errorf("read the marks of the retired log %s from its table: %w", old.Name, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
@@ -268,13 +267,13 @@ func (ses *session) recordIntent(ctx context.Context, what, kind string, plan an
 func (ses *session) finish(ctx context.Context, what string, t *Timings) (int64, error) {
 	lg := ses.lg
 	t0 := time.Now()
-	if _, err := tier.Seal(ctx, lg, true); err != nil {
+	if _, err := lg.Seal(ctx, true); err != nil {
 		return 0, ses.maintainErr(what, err)
 	}
 	t.Seal += time.Since(t0)
 	ses.o.after(StepSealed)
 	t0 = time.Now()
-	end, err := tier.PublishAll(ctx, lg)
+	end, err := lg.PublishAll(ctx)
 	if err != nil {
 		return 0, ses.maintainErr(what, err)
 	}
@@ -288,7 +287,7 @@ func (ses *session) finish(ctx context.Context, what string, t *Timings) (int64,
 	if fenced != end {
 		// Only this handle appends (it holds the lock), so the end cannot
 		// have moved; if it did, publish what lies past the first read.
-		if end, err = tier.PublishAll(ctx, lg); err != nil {
+		if end, err = lg.PublishAll(ctx); err != nil {
 			return 0, ses.maintainErr(what, err)
 		}
 		if end != fenced {

@@ -11,7 +11,6 @@ import (
 	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/logstore/tier"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/history"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -77,10 +76,10 @@ func (s *liveServer) publishTables(t *testing.T) {
 	}
 	defer lg.Close()
 	ctx := context.Background()
-	if _, err := tier.Seal(ctx, lg, true); err != nil {
+	if _, err := lg.Seal(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tier.Publish(ctx, lg, true); err != nil {
+	if _, err := lg.Publish(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,49 @@
+package logstore
+
+import "context"
+
+// ReadHoles reads the holes table through q, oldest first (a log no
+// writer opened since the table was added has none).
+func ReadHoles(ctx context.Context, q Querier) ([]Span, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'holes'`).Scan(&n); err != nil || n == 0 {
+		return nil, err
+	}
+	return Spans(ctx, q, `SELECT start_offset, end_offset FROM holes ORDER BY start_offset`)
+}
+
+// HoleAt returns the hole of hs holding off.
+func HoleAt(hs []Span, off int64) (Span, bool) {
+	for _, h := range hs {
+		if h.Start <= off && off < h.End {
+			return h, true
+		}
+	}
+	return Span{}, false
+}
+
+// HoleSpans reports whether holes of hs cover [from, to) end to end (and
+// it is not empty): the offsets between two tiers that a restore skipped.
+func HoleSpans(hs []Span, from, to int64) bool {
+	next := from
+	for next < to {
+		h, ok := HoleAt(hs, next)
+		if !ok {
+			return false
+		}
+		next = h.End
+	}
+	return next == to && from < to
+}
+
+// HeldEnd returns the end of the rows held below end, given the log's
+// holes hs: end itself, or the start of the holes that reach up to end.
+func HeldEnd(hs []Span, end int64) int64 {
+	for {
+		h, ok := HoleAt(hs, end-1)
+		if !ok {
+			return end
+		}
+		end = h.Start
+	}
+}
