@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/pkg/meta"
-	"github.com/streamcast/streamcast/pkg/meta/maxage"
 )
 
 // retained is retain's one line of output.
@@ -56,8 +55,8 @@ published so far, the metadata version and whether it changed.`,
 			if !cmd.Flags().Changed("max-age") {
 				return usageError{errors.New("--max-age is required: a window such as 30d, or none to keep every row")}
 			}
-			if maxAge != maxage.None {
-				if _, err := maxage.Parse(maxAge); err != nil {
+			if maxAge != meta.MaxAgeNone {
+				if _, err := meta.ParseMaxAge(maxAge); err != nil {
 					return usageError{fmt.Errorf("--max-age: %w", err)}
 				}
 			}
@@ -102,7 +101,7 @@ published so far, the metadata version and whether it changed.`,
 
 func retainText(p *string) string {
 	if p == nil {
-		return maxage.None
+		return meta.MaxAgeNone
 	}
 	return *p
 }

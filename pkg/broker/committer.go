@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -200,7 +199,7 @@ func (s *stream) encodeIfWatched(rows [][]byte, first, ts int64) [][]byte {
 	if s.subscribers.Load() == 0 {
 		return nil
 	}
-	return frame.Encode(rows, first, ts)
+	return wire.EncodeDataFrames(rows, first, ts)
 }
 
 // delivery is the deliverer goroutine's scratch space, reused across
@@ -236,7 +235,7 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 	if s.marks == nil {
 		if failed != "" {
 			// Immutable once built: every frame of the group shares it.
-			reply := frame.ErrorReply(wire.ReplyCommitFailed, failed)
+			reply := wire.ErrorReplyFrame(wire.ReplyCommitFailed, failed)
 			for _, j := range g.jobs {
 				j.answer = reply
 			}
@@ -245,12 +244,12 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 			// one allocation.
 			room := 0
 			for _, j := range g.jobs {
-				room += frame.OKReplyRoom(g.first+int64(len(g.rows)), len(j.rows))
+				room += wire.OKReplyFrameRoom(g.first+int64(len(g.rows)), len(j.rows))
 			}
 			off := g.first
 			buf := make([]byte, 0, room)
 			for _, j := range g.jobs {
-				buf, j.answer = frame.AppendOKReply(buf, off, len(j.rows))
+				buf, j.answer = wire.AppendOKReplyFrame(buf, off, len(j.rows))
 				off += int64(len(j.rows))
 			}
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/broker/backlog"
-	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/peerframe"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -127,7 +126,7 @@ func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerframe.Fol
 	// control frames reach it: one read while our pong or ping still waits
 	// for a blocked writer says nothing about whether the peer reads.
 	ws.SetPingHandler(func(data string) error {
-		return c.controlIn(frame.Control(frame.OpPong, []byte(data)))
+		return c.controlIn(wire.ControlFrame(wire.OpPong, []byte(data)))
 	})
 	ws.SetPongHandler(func(string) error {
 		return c.controlIn(nil)
@@ -357,7 +356,7 @@ func (c *wsConn) closeLocked(code int, reason string) bool {
 	if c.closing != nil || c.dead {
 		return false
 	}
-	c.closing = frame.Close(code, reason)
+	c.closing = wire.CloseFrame(code, reason)
 	c.closeCode = code
 	if !c.peerClosed {
 		// The server's own close (an echo of the peer's says nothing).
@@ -542,7 +541,7 @@ func (c *wsConn) writeFrames(ctrl, batch [][]byte, closing []byte) error {
 // A plain TCP connection takes them all in one writev. A TLS connection
 // has no writev: net.Buffers would make each frame a record of its own,
 // sealed and written with a syscall of its own, so the frames are copied
-// into one buffer of up to frame.SealChunk bytes first, which TLS seals as a few
+// into one buffer of up to frame.CoalesceChunk bytes first, which TLS seals as a few
 // records of 16 KiB. The copy costs less than the records and syscalls it
 // saves (BenchmarkWriteBatchTLS).
 func (c *wsConn) writeBatch(frames [][]byte) (int64, error) {
@@ -550,7 +549,7 @@ func (c *wsConn) writeBatch(frames [][]byte) (int64, error) {
 		bufs := net.Buffers(frames)
 		return bufs.WriteTo(c.nc)
 	}
-	return frame.WriteCoalesced(c.nc, frames)
+	return wire.WriteCoalesced(c.nc, frames)
 }
 
 // writeDirect writes b from the goroutine that owns the socket (the replay).

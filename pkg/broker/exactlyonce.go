@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -21,12 +20,12 @@ func (j *job) Rows() int { return len(j.rows) }
 func answerFrame(a marks.Answer) []byte {
 	switch {
 	case a.Failed != "":
-		return frame.ErrorReply(wire.ReplyCommitFailed, a.Failed)
+		return wire.ErrorReplyFrame(wire.ReplyCommitFailed, a.Failed)
 	case a.Gap != nil:
-		return frame.Reply(48, a.Gap.AppendReply)
+		return wire.ReplyFrame(48, a.Gap.AppendReply)
 	case a.Offsets != nil:
-		return frame.OffsetsReply(a.Offsets, a.Duplicate)
+		return wire.OffsetsReplyFrame(a.Offsets, a.Duplicate)
 	default:
-		return frame.OKReply(a.First, a.N)
+		return wire.OKReplyFrame(a.First, a.N)
 	}
 }

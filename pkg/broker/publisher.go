@@ -6,7 +6,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/broker/pubframe"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -237,7 +236,7 @@ func (p *publisher) handle(typ int, data []byte) {
 	p.mu.Unlock()
 
 	if typ != websocket.TextMessage {
-		p.resolve(slot, frame.ErrorReply(wire.ReplyBadFrame, "publish frames are text frames of JSON; this one is binary"))
+		p.resolve(slot, wire.ErrorReplyFrame(wire.ReplyBadFrame, "publish frames are text frames of JSON; this one is binary"))
 		return
 	}
 	var rows [][]byte
@@ -249,7 +248,7 @@ func (p *publisher) handle(typ int, data []byte) {
 		seq, rows, code, detail = p.dec.Decode(nil, data, p.eo != nil)
 	}
 	if code != "" {
-		p.resolve(slot, frame.ErrorReply(code, detail))
+		p.resolve(slot, wire.ErrorReplyFrame(code, detail))
 		return
 	}
 	if p.eo != nil {
@@ -271,7 +270,7 @@ func (p *publisher) handle(typ int, data []byte) {
 		ok := st.inbox.Put(j, len(j.rows))
 		p.c.holding.Store(false)
 		if !ok {
-			p.resolve(slot, frame.ErrorReply(wire.ReplyCommitFailed, "the server is stopping this stream; nothing was committed, so sending these rows again is safe"))
+			p.resolve(slot, wire.ErrorReplyFrame(wire.ReplyCommitFailed, "the server is stopping this stream; nothing was committed, so sending these rows again is safe"))
 			if j.eo.Marked() {
 				st.marks.Unqueue(j)
 			}
@@ -286,7 +285,7 @@ func (p *publisher) handle(typ int, data []byte) {
 	if st.m != nil {
 		st.m.AckLatency.Observe(time.Since(read))
 	}
-	p.resolve(slot, frame.OKReply(wire.Null, len(rows)))
+	p.resolve(slot, wire.OKReplyFrame(wire.Null, len(rows)))
 }
 
 // newJobLocked returns a job for the next frame, a recycled one when p

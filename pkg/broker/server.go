@@ -26,7 +26,6 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/certs"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/control"
-	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/gate"
 	"github.com/streamcast/streamcast/pkg/broker/listener"
 	"github.com/streamcast/streamcast/pkg/broker/registry"
@@ -586,7 +585,7 @@ func (s *Server) keepaliveLoop(stop <-chan struct{}) {
 		defer t.Stop()
 		ticks = t.C
 	}
-	ping := frame.Control(frame.OpPing, nil)
+	ping := wire.ControlFrame(wire.OpPing, nil)
 	var conns []*wsConn
 	for {
 		select {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/inbox"
 	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/broker/metrics"
@@ -184,7 +183,7 @@ func (s *stream) deliver(frames, rows [][]byte, first, next int64) {
 func (s *stream) deliverStamped(frames, rows [][]byte, first, next, ts int64) {
 	s.mu.Lock()
 	if frames == nil && len(s.subs) > 0 {
-		frames = frame.Encode(rows, first, ts)
+		frames = wire.EncodeDataFrames(rows, first, ts)
 	}
 	if first != wire.Null {
 		s.end = next
@@ -269,7 +268,7 @@ func (s *stream) greetingWith(frontier int64, replay *wire.Range, where []byte, 
 		// A relay's identity and history are its upstream's.
 		g.StreamID, g.Metadata, g.MetadataHint = r.Identity()
 	}
-	return frame.Text(g.AppendJSON(nil))
+	return wire.TextFrame(g.AppendJSON(nil))
 }
 
 // maxReplay returns the stream's max_replay, or -1 when unbounded.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker/backlog"
-	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/broker/replay"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -234,7 +233,7 @@ func (sub *subscriber) replay(greet []byte, start, frontier int64) {
 		pending = 0
 	}
 	err := st.log.ScanCounting(c.ctx, start, frontier, sub.filter, &tiers, func(offset, ts int64, row []byte) error {
-		buf = frame.AppendData(buf, offset, ts, row)
+		buf = wire.AppendDataFrame(buf, offset, ts, row)
 		sent = true
 		pending++
 		if len(buf) >= replayChunk {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/streamcast/streamcast/internal/tlstest"
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -428,7 +427,7 @@ func BenchmarkWriteBatchTLS(b *testing.B) {
 						bufs := net.Buffers(scratch)
 						_, err = bufs.WriteTo(server)
 					} else {
-						_, err = frame.WriteCoalesced(server, frames)
+						_, err = wire.WriteCoalesced(server, frames)
 					}
 					if err != nil {
 						b.Fatal(err)

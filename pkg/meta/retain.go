@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
-	"github.com/streamcast/streamcast/pkg/meta/maxage"
 )
 
 // commitTries bounds the compare-and-swap retries of one change: each
@@ -18,8 +17,8 @@ import (
 // of it instead of spinning.
 const commitTries = 8
 
-// SetMaxAge records the stream's retention window, maxAge as maxage.Parse
-// reads it, or maxage.None to keep every row from now on (what retention
+// SetMaxAge records the stream's retention window, maxAge as ParseMaxAge
+// reads it, or MaxAgeNone to keep every row from now on (what retention
 // already deleted stays deleted: the floor stays). It is a metadata
 // commit, so it works whether the server runs or not; the retention pass
 // (Retain) reads the window on its next pass. It resolves the stream
@@ -59,7 +58,7 @@ func SetMaxAge(ctx context.Context, st *Store, maxAge string) (*Metadata, bool, 
 
 func maxAgeText(p *string) string {
 	if p == nil {
-		return maxage.None
+		return MaxAgeNone
 	}
 	return *p
 }
@@ -126,7 +125,7 @@ func (r Retained) Taken() int64 {
 // between its commit and SetFloor is repaired by the next, which raises
 // every log to the recorded floor before anything else. A log whose role
 // locks another process holds (logstore.ErrBusy) keeps its deletion for
-// the next pass. A stream without a window (maxage.None) only finishes the
+// the next pass. A stream without a window (MaxAgeNone) only finishes the
 // deletions already pending: its floor never moves again.
 func Retain(ctx context.Context, st *Store, opts RetainOptions) (Retained, error) {
 	var out Retained
@@ -163,7 +162,7 @@ func Retain(ctx context.Context, st *Store, opts RetainOptions) (Retained, error
 		return out, err
 	}
 	if m.Retention.MaxAge != nil {
-		age, err := maxage.Parse(*m.Retention.MaxAge)
+		age, err := ParseMaxAge(*m.Retention.MaxAge)
 		if err != nil {
 			return out, fmt.Errorf("stream %q: its metadata (version %d) holds max_age %q: %w; set it again with retain", st.stream, m.Version, *m.Retention.MaxAge, err)
 		}
@@ -488,13 +487,13 @@ func (m *Metadata) RollUp(ctx context.Context, lg *logstore.Log) error {
 	return nil
 }
 
-// checkMaxAge reads a retain command's --max-age: maxage.None is nil (no
-// window), anything else must parse (maxage.Parse), exactly as given.
+// checkMaxAge reads a retain command's --max-age: MaxAgeNone is nil (no
+// window), anything else must parse (ParseMaxAge), exactly as given.
 func checkMaxAge(s string) (*string, error) {
-	if s == maxage.None {
+	if s == MaxAgeNone {
 		return nil, nil
 	}
-	if _, err := maxage.Parse(s); err != nil {
+	if _, err := ParseMaxAge(s); err != nil {
 		return nil, err
 	}
 	return &s, nil

@@ -16,7 +16,6 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/broker/control/ctlreq"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
@@ -42,11 +41,6 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string { return e.body.Message }
-
-// refused is a request check's refusal (package ctlreq) as the API answers it.
-func refused(rf *ctlreq.Refusal) *apiError {
-	return refuse(rf.Status, rf.Code, "%s", rf.Message)
-}
 
 func refuse(status int, code, format string, a ...any) *apiError {
 	return &apiError{status: status, body: ErrorBody{Code: code, Message: fmt.Sprintf(format, a...), Retryable: status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable}}
@@ -176,7 +170,7 @@ func (c *Controller) list(w http.ResponseWriter, r *http.Request) *apiError {
 	after, rev := "", int64(-1)
 	if s := q.Get("cursor"); s != "" {
 		var ok bool
-		if rev, after, ok = ctlreq.ParseCursor(s); !ok {
+		if rev, after, ok = parseCursor(s); !ok {
 			return refuse(http.StatusBadRequest, "bad_request", "cursor is not one this API issued; start from the first page (no cursor)")
 		}
 	}
@@ -195,7 +189,7 @@ func (c *Controller) list(w http.ResponseWriter, r *http.Request) *apiError {
 	var next any
 	if len(recs) > limit {
 		recs = recs[:limit]
-		next = ctlreq.MakeCursor(cur, recs[len(recs)-1].Name)
+		next = makeCursor(cur, recs[len(recs)-1].Name)
 	}
 	items := []map[string]any{}
 	for _, rec := range recs {
@@ -287,12 +281,12 @@ func (c *Controller) readMutation(w http.ResponseWriter, r *http.Request, name, 
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	if rf := ctlreq.ContentType(r.Header.Get("Content-Type")); rf != nil {
-		return nil, refused(rf)
+	if rf := checkContentType(r.Header.Get("Content-Type")); rf != nil {
+		return nil, rf
 	}
-	key, rf := ctlreq.IdempotencyKey(r.Header.Values("Idempotency-Key"))
+	key, rf := checkIdempotencyKey(r.Header.Values("Idempotency-Key"))
 	if rf != nil {
-		return nil, refused(rf)
+		return nil, rf
 	}
 	max := int64(c.cfg.Control.MaxBytes)
 	if r.ContentLength > max {
@@ -310,9 +304,9 @@ func (c *Controller) readMutation(w http.ResponseWriter, r *http.Request, name, 
 		return nil, refuse(http.StatusBadRequest, "malformed_json", "%v", err)
 	}
 	m := &mutation{name: name, principal: auth.AccessOf(r).Who, key: key, body: body}
-	m.ifMatch, m.ifNone, rf = ctlreq.Preconditions(r.Header.Values("If-Match"), r.Header.Values("If-None-Match"))
+	m.ifMatch, m.ifNone, rf = checkPreconditions(r.Header.Values("If-Match"), r.Header.Values("If-None-Match"))
 	if rf != nil {
-		return nil, refused(rf)
+		return nil, rf
 	}
 	var compact bytes.Buffer
 	_ = json.Compact(&compact, body)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/streamcast/streamcast/internal/testbin"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/streamcast/streamcast/internal/testbin"
 
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-
 	"github.com/streamcast/streamcast/pkg/broker/control"
 )
 

@@ -20,7 +20,6 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
-	"github.com/streamcast/streamcast/pkg/meta/lifecycle/jobwire"
 )
 
 // MigrateChildCommand is the hidden command line a migration worker
@@ -123,7 +122,7 @@ func (w *migrationWorker) run(ctx context.Context, job lifecycle.MigrateJob) (*l
 	stopChild := context.AfterFunc(ctx, func() { _ = p.cmd.Process.Signal(syscall.SIGTERM) })
 	watch := watchStarvation(p)
 	m, err := func() (*lifecycle.Migration, error) {
-		if err := jobwire.WriteJob(p.stdin, job); err != nil {
+		if err := lifecycle.WriteJob(p.stdin, job); err != nil {
 			return nil, err
 		}
 		return lifecycle.ReadMigrateJobAnswer(p.answers)
@@ -316,7 +315,7 @@ func startWorkerProc(forker *supervise.Forker, exe, configFile, level string) (*
 		p.stdout.Close()
 		return nil, fmt.Errorf("start the migration worker process %s: %w", exe, err)
 	}
-	p.answers = jobwire.NewAnswerReader(p.stdout)
+	p.answers = lifecycle.NewAnswerReader(p.stdout)
 	go func() {
 		p.err = cmd.Wait()
 		close(p.waited)

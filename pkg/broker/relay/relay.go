@@ -19,7 +19,6 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/streamcast/streamcast/internal/waitfor"
-	"github.com/streamcast/streamcast/pkg/broker/frame"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -561,11 +560,11 @@ func (f *Follower) commit(batch []relayed) error {
 			if !bytes.Equal(scratch, m.payload) {
 				return fmt.Errorf("%w: the upstream's frame at offset %d is not in the form this server writes, so relayed and replayed frames would differ", ErrStop, m.off)
 			}
-			arena = frame.AppendData(arena, m.off, m.ts, rows[i])
+			arena = wire.AppendDataFrame(arena, m.off, m.ts, rows[i])
 		} else {
 			// Live only: nothing is stored, so the upstream's frame is
 			// passed on as it came.
-			arena = append(arena, frame.Text(m.payload)...)
+			arena = append(arena, wire.TextFrame(m.payload)...)
 		}
 		frames[i] = arena[start:len(arena):len(arena)]
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
-	"github.com/streamcast/streamcast/pkg/meta/lifecycle/jobwire"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -56,13 +55,13 @@ type MigrateJob struct {
 // between jobs, and an error when a line is no job or an answer cannot be
 // written.
 func ServeMigrateJobs(ctx context.Context, in io.Reader, out io.Writer) error {
-	lines := jobwire.Jobs(in)
+	lines := Jobs(in)
 	for lines.Scan() {
 		var job MigrateJob
 		if err := json.Unmarshal(lines.Bytes(), &job); err != nil {
 			return fmt.Errorf("a migration job is not valid JSON: %w", err)
 		}
-		var ans jobwire.Answer
+		var ans Answer
 		m, err := job.run(ctx)
 		if err != nil {
 			ans.Error = err.Error()
@@ -70,7 +69,7 @@ func ServeMigrateJobs(ctx context.Context, in io.Reader, out io.Writer) error {
 		} else if ans.Migration, err = json.Marshal(m); err != nil {
 			return err
 		}
-		if err := jobwire.WriteAnswer(out, ans); err != nil {
+		if err := WriteAnswer(out, ans); err != nil {
 			return fmt.Errorf("answer a migration job: %w", err)
 		}
 	}
@@ -98,7 +97,7 @@ func (j MigrateJob) run(ctx context.Context) (*Migration, error) {
 // with its wording, wrapping ErrRetired or ErrPending when the runner's
 // did; any other error means r held no answer.
 func ReadMigrateJobAnswer(r *bufio.Reader) (*Migration, error) {
-	ans, err := jobwire.ReadAnswer(r)
+	ans, err := ReadAnswer(r)
 	if err != nil {
 		return nil, fmt.Errorf("read the migration's answer: %w", err)
 	}

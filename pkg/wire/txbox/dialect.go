@@ -9,8 +9,6 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
-
-	"github.com/streamcast/streamcast/pkg/wire/txbox/dsn"
 )
 
 // Dialect is the SQL flavour of the application's database. The outbox and
@@ -192,13 +190,13 @@ func firstWords(s string, n int) string {
 // postgresql://) URL, which pgx reads as it is. A SQLite file gets WAL and a
 // busy timeout, so the application and a sender process can share it.
 func OpenDSN(s string) (*sql.DB, Dialect, error) {
-	tg, err := dsn.Parse(s)
+	tg, err := ParseDSN(s)
 	if err != nil {
 		return nil, 0, fmt.Errorf("txbox: %w", err)
 	}
 	d, name := SQLite, tg.Path
-	if tg.Kind == dsn.Postgres {
-		d, name = Postgres, dsn.Redact(s)
+	if tg.Kind == Postgres {
+		d, name = Postgres, Redact(s)
 	}
 	db, err := sql.Open(d.DriverName(), tg.Source)
 	if err != nil {

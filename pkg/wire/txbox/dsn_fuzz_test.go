@@ -1,4 +1,4 @@
-package dsn
+package txbox
 
 import (
 	"strings"
@@ -17,15 +17,15 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dsn string) {
-		tg, err := Parse(dsn)
+		tg, err := ParseDSN(dsn)
 		if err != nil {
 			if strings.Contains(dsn, "://") && strings.Contains(dsn, ":secret@") && strings.Contains(err.Error(), "secret") {
-				t.Fatalf("Parse(%q) quotes the password: %v", dsn, err)
+				t.Fatalf("ParseDSN(%q) quotes the password: %v", dsn, err)
 			}
 			return
 		}
 		if tg.Kind == 0 || tg.Source == "" || (tg.Kind == SQLite) != (tg.Path != "") {
-			t.Fatalf("Parse(%q) = %+v: a kind, a source and, for SQLite only, a path", dsn, tg)
+			t.Fatalf("ParseDSN(%q) = %+v: a kind, a source and, for SQLite only, a path", dsn, tg)
 		}
 		_ = Redact(dsn)
 	})

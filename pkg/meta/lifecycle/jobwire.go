@@ -4,7 +4,7 @@
 // writes the lines only; package lifecycle says what a job and a
 // migration hold. It never runs anything, and it links nothing but the
 // standard library, so its parser's fuzz target stays fast.
-package jobwire
+package lifecycle
 
 import (
 	"bufio"

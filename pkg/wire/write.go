@@ -1,18 +1,18 @@
-package frame
+package wire
 
 import (
 	"io"
 	"sync"
 )
 
-// SealChunk bounds the buffer WriteCoalesced copies frames into: four
+// CoalesceChunk bounds the buffer WriteCoalesced copies frames into: four
 // full TLS records.
-const SealChunk = 64 << 10
+const CoalesceChunk = 64 << 10
 
-var sealBufs = sync.Pool{New: func() any { b := make([]byte, 0, SealChunk); return &b }}
+var sealBufs = sync.Pool{New: func() any { b := make([]byte, 0, CoalesceChunk); return &b }}
 
 // WriteCoalesced writes frames to w, in order, as buffers of up to
-// SealChunk bytes; a frame as large as a buffer is written as it is,
+// CoalesceChunk bytes; a frame as large as a buffer is written as it is,
 // uncopied. It is for a writer without writev (TLS), which would make each
 // small frame a record and a syscall of its own. It returns the bytes w
 // took, and stops at the first failed write.
@@ -34,12 +34,12 @@ func WriteCoalesced(w io.Writer, frames [][]byte) (int64, error) {
 		return err
 	}
 	for _, f := range frames {
-		if len(b)+len(f) > SealChunk {
+		if len(b)+len(f) > CoalesceChunk {
 			if err := flush(); err != nil {
 				return total, err
 			}
 		}
-		if len(f) >= SealChunk {
+		if len(f) >= CoalesceChunk {
 			n, err := w.Write(f)
 			total += int64(n)
 			if err != nil {

@@ -1,4 +1,4 @@
-package jobwire
+package lifecycle
 
 import (
 	"bufio"

@@ -1,14 +1,12 @@
-package frame
+package wire
 
 import (
 	"bytes"
 	"testing"
-
-	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // TestAppendOKReplyMatchesOKReply: the acks a commit group builds in one
-// shared buffer are byte for byte the ones OKReply builds alone, across the
+// shared buffer are byte for byte the ones OKReplyFrame builds alone, across the
 // 2-, 4- and 10-byte header sizes, and a frame built before the buffer grew
 // still holds its bytes afterwards.
 func TestAppendOKReplyMatchesOKReply(t *testing.T) {
@@ -20,25 +18,25 @@ func TestAppendOKReplyMatchesOKReply(t *testing.T) {
 	var frames [][]byte
 	for _, c := range cases {
 		var f []byte
-		buf, f = AppendOKReply(buf, c.first, c.n)
+		buf, f = AppendOKReplyFrame(buf, c.first, c.n)
 		frames = append(frames, f)
 	}
 	for i, c := range cases {
-		if want := OKReply(c.first, c.n); !bytes.Equal(frames[i], want) {
-			t.Errorf("AppendOKReply(%d, %d) = %.40q…; want %.40q…", c.first, c.n, frames[i], want)
+		if want := OKReplyFrame(c.first, c.n); !bytes.Equal(frames[i], want) {
+			t.Errorf("AppendOKReplyFrame(%d, %d) = %.40q…; want %.40q…", c.first, c.n, frames[i], want)
 		}
 	}
 }
 
-// TestOKReplyRoomFitsTheReply: a buffer of OKReplyRoom bytes takes the ack
+// TestOKReplyRoomFitsTheReply: a buffer of OKReplyFrameRoom bytes takes the ack
 // without growing, so a commit group's acks share one allocation.
 func TestOKReplyRoomFitsTheReply(t *testing.T) {
-	for _, first := range []int64{wire.Null, 0, 1, 9, 10, 99_999, 9_999_999, 1 << 40, 1<<62 - 200} {
+	for _, first := range []int64{Null, 0, 1, 9, 10, 99_999, 9_999_999, 1 << 40, 1<<62 - 200} {
 		for _, n := range []int{1, 2, 9, 10, 100} {
-			buf := make([]byte, 0, OKReplyRoom(first, n))
-			grown, f := AppendOKReply(buf, first, n)
+			buf := make([]byte, 0, OKReplyFrameRoom(first, n))
+			grown, f := AppendOKReplyFrame(buf, first, n)
 			if cap(grown) != cap(buf) {
-				t.Errorf("OKReplyRoom(%d, %d) = %d; the ack %q needed the buffer to grow", first, n, cap(buf), f)
+				t.Errorf("OKReplyFrameRoom(%d, %d) = %d; the ack %q needed the buffer to grow", first, n, cap(buf), f)
 			}
 		}
 	}

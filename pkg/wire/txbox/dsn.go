@@ -4,7 +4,7 @@
 // imports no driver and nothing of the module, so its fuzz target links a
 // small test binary (docs/fuzzing.md), while pkg/wire/txbox, whose tests
 // run a broker, opens what it returns.
-package dsn
+package txbox
 
 import (
 	"errors"
@@ -14,19 +14,10 @@ import (
 	"strings"
 )
 
-// Kind is the database a DSN names.
-type Kind int
-
-// The databases a DSN may name.
-const (
-	SQLite Kind = iota + 1
-	Postgres
-)
-
 // Target is what a DSN names: the kind of database and the data source to
 // hand its database/sql driver (txbox's Dialect.DriverName).
 type Target struct {
-	Kind Kind
+	Kind Dialect
 	// Source is the driver's data source: for SQLite a file: URI, as
 	// modernc.org/sqlite reads it, with WAL,
 	// a busy timeout and immediate transactions; for Postgres the DSN as
@@ -39,10 +30,10 @@ type Target struct {
 // How each refusal ends: the forms a DSN takes.
 const forms = "give sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host/db"
 
-// Parse reads dsn. A SQLite file gets WAL and a busy timeout, so the
+// ParseDSN reads dsn. A SQLite file gets WAL and a busy timeout, so the
 // application and a sender process can share it; a query given after the
 // path is appended to those. A refusal never quotes what may be a password.
-func Parse(dsn string) (Target, error) {
+func ParseDSN(dsn string) (Target, error) {
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {
 		// A DSN with an @ may hold a password: it is not quoted.

@@ -1,4 +1,4 @@
-package maxage
+package meta
 
 import (
 	"fmt"
@@ -19,9 +19,9 @@ func TestParseReadsEachUnitAndCompounds(t *testing.T) {
 		"1d2h3m4s": 26*time.Hour + 3*time.Minute + 4*time.Second,
 		"007d":     7 * 24 * time.Hour,
 	} {
-		got, err := Parse(in)
+		got, err := ParseMaxAge(in)
 		if err != nil || got != want {
-			t.Errorf("Parse(%q) = %v, %v; want %v", in, got, err, want)
+			t.Errorf("ParseMaxAge(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 }
@@ -48,13 +48,13 @@ func TestParseRefusesWhatIsNotAWindow(t *testing.T) {
 		"99999999999w":           "too long",
 		"999999999999999999999s": "too long",
 	} {
-		_, err := Parse(in)
+		_, err := ParseMaxAge(in)
 		if err == nil {
-			t.Errorf("Parse(%q) took it; want a refusal", in)
+			t.Errorf("ParseMaxAge(%q) took it; want a refusal", in)
 			continue
 		}
 		if !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), "such as 30d") && in != "" {
-			t.Errorf("Parse(%q): %v; want it to say %q and show the form", in, err, says)
+			t.Errorf("ParseMaxAge(%q): %v; want it to say %q and show the form", in, err, says)
 		}
 	}
 }
@@ -67,22 +67,22 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := Parse(s)
+		d, err := ParseMaxAge(s)
 		if err != nil {
 			if d != 0 {
-				t.Fatalf("Parse(%q) refused it but returned %v", s, d)
+				t.Fatalf("ParseMaxAge(%q) refused it but returned %v", s, d)
 			}
 			return
 		}
 		if d <= 0 {
-			t.Fatalf("Parse(%q) = %v, not positive", s, d)
+			t.Fatalf("ParseMaxAge(%q) = %v, not positive", s, d)
 		}
 		if d%time.Second != 0 {
-			t.Fatalf("Parse(%q) = %v, not whole seconds", s, d)
+			t.Fatalf("ParseMaxAge(%q) = %v, not whole seconds", s, d)
 		}
-		again, err := Parse(fmt.Sprintf("%ds", int64(d/time.Second)))
+		again, err := ParseMaxAge(fmt.Sprintf("%ds", int64(d/time.Second)))
 		if err == nil && again != d {
-			t.Fatalf("Parse(%q) = %v, but %ds reads %v", s, d, int64(d/time.Second), again)
+			t.Fatalf("ParseMaxAge(%q) = %v, but %ds reads %v", s, d, int64(d/time.Second), again)
 		}
 	})
 }

@@ -2,7 +2,7 @@
 // a stream's metadata spell it ("30d", "1w3d", "none") and its one parser.
 // It imports nothing of the module, so its fuzz target links a small test
 // binary (docs/fuzzing.md) rather than all of pkg/meta's storage.
-package maxage
+package meta
 
 import (
 	"errors"
@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// None is how the retain command spells "no retention window": the
+// MaxAgeNone is how the retain command spells "no retention window": the
 // stream keeps every row from then on (what retention already deleted
 // stays deleted).
-const None = "none"
+const MaxAgeNone = "none"
 
 // units are the units a max age takes, largest first: a compound
 // age ("1w3d") names them in this order, each at most once.
@@ -35,11 +35,11 @@ var units = []struct {
 // such parts, largest unit first, each unit once ("1w3d", "1h30m"). It
 // refuses anything else (fractions, signs, spaces, ms, a missing unit, a
 // window of zero, one past about 290 years) with a message that shows the
-// form; "none" is not a duration here (see None).
-func Parse(s string) (time.Duration, error) {
+// form; "none" is not a duration here (see MaxAgeNone).
+func ParseMaxAge(s string) (time.Duration, error) {
 	const form = "give a whole number and a unit: s, m, h, d (24h) or w (7d), such as 30d, 12h or 1w3d"
 	bad := func(why string) error {
-		return fmt.Errorf("max age %q %s; %s", clip(s, 40), why, form)
+		return fmt.Errorf("max age %q %s; %s", clipMaxAge(s, 40), why, form)
 	}
 	if s == "" {
 		return 0, errors.New("max age is empty; " + form + ", or none to keep every row")
@@ -52,7 +52,7 @@ func Parse(s string) (time.Duration, error) {
 			i++
 		}
 		if i == 0 {
-			return 0, bad(fmt.Sprintf("has %q where a number should be", clip(rest, 10)))
+			return 0, bad(fmt.Sprintf("has %q where a number should be", clipMaxAge(rest, 10)))
 		}
 		if i == len(rest) {
 			return 0, bad(fmt.Sprintf("ends with %s, a number without a unit", rest))
@@ -92,7 +92,7 @@ func Parse(s string) (time.Duration, error) {
 }
 
 // clip shortens s to n bytes for a message, marking the cut.
-func clip(s string, n int) string {
+func clipMaxAge(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -1,4 +1,4 @@
-package frame
+package wire
 
 import (
 	"errors"
@@ -7,12 +7,12 @@ import (
 )
 
 // TestWriteCoalescedKeepsFramesInOrder: the TLS write path hands every
-// byte over, in order, in buffers of at most SealChunk bytes (a frame
+// byte over, in order, in buffers of at most CoalesceChunk bytes (a frame
 // larger than that on its own, uncopied).
 func TestWriteCoalescedKeepsFramesInOrder(t *testing.T) {
 	var frames [][]byte
 	var want []byte
-	for i, n := range []int{10, 200, SealChunk - 5, 7, SealChunk, 3, SealChunk + 9, 1, 1} {
+	for i, n := range []int{10, 200, CoalesceChunk - 5, 7, CoalesceChunk, 3, CoalesceChunk + 9, 1, 1} {
 		b := []byte(strings.Repeat(string(rune('a'+i)), n))
 		frames = append(frames, b)
 		want = append(want, b...)
@@ -31,8 +31,8 @@ func TestWriteCoalescedKeepsFramesInOrder(t *testing.T) {
 		t.Fatal("the bytes written differ from the frames in order")
 	}
 	for i, l := range w.writes {
-		if l > SealChunk && l != SealChunk+9 {
-			t.Fatalf("write %d is %d bytes, over SealChunk %d", i, l, SealChunk)
+		if l > CoalesceChunk && l != CoalesceChunk+9 {
+			t.Fatalf("write %d is %d bytes, over CoalesceChunk %d", i, l, CoalesceChunk)
 		}
 	}
 	if len(w.writes) > 10 {

@@ -1,36 +1,20 @@
-// Package ctlreq reads what a control API request carries beside its body:
-// the headers of a mutation (Content-Type, Idempotency-Key, If-Match,
-// If-None-Match) and the cursor of a list page. Its checks answer with the
-// status and code the API refuses with. It imports nothing of the module,
-// so its fuzz target links a small test binary (docs/fuzzing.md) rather
-// than the control package's registry and storage.
-package ctlreq
+package control
+
+// What a control API request carries beside its body: the headers of a
+// mutation (Content-Type, Idempotency-Key, If-Match, If-None-Match) and
+// the cursor of a list page. Each check answers with the status and code
+// the API refuses with.
 
 import (
 	"encoding/base64"
-	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 )
 
-// Refusal is a request the API refuses: its HTTP status, the error code
-// of the body, and the message for the client.
-type Refusal struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-func (r *Refusal) Error() string { return r.Message }
-
-func refuse(status int, code, format string, a ...any) *Refusal {
-	return &Refusal{Status: status, Code: code, Message: fmt.Sprintf(format, a...)}
-}
-
-// ContentType refuses a mutation that is not application/json (415).
-func ContentType(ct string) *Refusal {
+// checkContentType refuses a mutation that is not application/json (415).
+func checkContentType(ct string) *apiError {
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/json" {
 		return refuse(http.StatusUnsupportedMediaType, "unsupported_media_type", "a mutation's body is JSON: send Content-Type: application/json")
@@ -38,11 +22,11 @@ func ContentType(ct string) *Refusal {
 	return nil
 }
 
-// IdempotencyKey returns the request's one Idempotency-Key, given its
+// checkIdempotencyKey returns the request's one Idempotency-Key, given its
 // values: missing is 428, and more than one, an empty one, one over 128
 // characters or one with a character outside printable ASCII (or a space)
 // is 400.
-func IdempotencyKey(values []string) (string, *Refusal) {
+func checkIdempotencyKey(values []string) (string, *apiError) {
 	switch {
 	case len(values) == 0:
 		return "", refuse(http.StatusPreconditionRequired, "idempotency_key_required", "a mutation needs an Idempotency-Key header (1 to 128 printable ASCII characters, no spaces); reuse it when you retry")
@@ -61,11 +45,11 @@ func IdempotencyKey(values []string) (string, *Refusal) {
 	return k, nil
 }
 
-// Preconditions reads If-Match (one quoted decimal revision, returned as
+// checkPreconditions reads If-Match (one quoted decimal revision, returned as
 // given for the caller to compare with the stream's ETag) and
 // If-None-Match (only *). Both at once, or either given twice, is 400; an
 // If-None-Match other than * is 412.
-func Preconditions(ifMatch, ifNone []string) (match string, none bool, err *Refusal) {
+func checkPreconditions(ifMatch, ifNone []string) (match string, none bool, err *apiError) {
 	switch {
 	case len(ifMatch) > 0 && len(ifNone) > 0:
 		return "", false, refuse(http.StatusBadRequest, "bad_precondition", "give If-Match or If-None-Match, not both")
@@ -82,15 +66,15 @@ func Preconditions(ifMatch, ifNone []string) (match string, none bool, err *Refu
 	return "", false, nil
 }
 
-// MakeCursor is the cursor of the list page after the stream named last,
-// at the registry's revision rev; ParseCursor reads it back.
-func MakeCursor(rev int64, last string) string {
+// makeCursor is the cursor of the list page after the stream named last,
+// at the registry's revision rev; parseCursor reads it back.
+func makeCursor(rev int64, last string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(rev, 10) + ":" + last))
 }
 
-// ParseCursor reads a cursor MakeCursor made; ok is false for anything
+// parseCursor reads a cursor makeCursor made; ok is false for anything
 // else.
-func ParseCursor(s string) (rev int64, last string, ok bool) {
+func parseCursor(s string) (rev int64, last string, ok bool) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return 0, "", false
