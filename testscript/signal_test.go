@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
-	"github.com/streamcast/streamcast/pkg/broker/stats"
+	"github.com/streamcast/streamcast/pkg/broker"
 )
 
 // platformCmds are the script commands only unix has: signals to serve.
@@ -37,7 +37,7 @@ func signalServer(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	body, err := getStats(args[1])
 	ts.Check(err)
-	var st stats.Stats
+	var st broker.Stats
 	ts.Check(json.Unmarshal(body, &st))
 	if st.Process.PID <= 0 {
 		ts.Fatalf("signal: /stats at %s names no pid", args[1])

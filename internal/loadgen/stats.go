@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/broker/stats"
+	"github.com/streamcast/streamcast/pkg/broker"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -33,8 +33,8 @@ func statsURLOf(stream string) string {
 // readStats fetches the server's /stats document, decoded with the server's
 // own type so the two cannot drift apart. dial's headers go with the
 // request, and its TLS configuration verifies an https server.
-func readStats(ctx context.Context, statsURL string, dial wire.DialOptions) (stats.Stats, error) {
-	var st stats.Stats
+func readStats(ctx context.Context, statsURL string, dial wire.DialOptions) (broker.Stats, error) {
+	var st broker.Stats
 	if statsURL == "" {
 		return st, fmt.Errorf("the stream's URL does not name a server whose /stats can be read")
 	}
@@ -79,16 +79,16 @@ func serverCPU(ctx context.Context, statsURL string, dial wire.DialOptions) (flo
 
 // serverMemory reads the process section of /stats, refusing a server that
 // reports no resident set size (there is nothing to measure then).
-func serverMemory(ctx context.Context, statsURL string, dial wire.DialOptions) (stats.ProcessStats, error) {
+func serverMemory(ctx context.Context, statsURL string, dial wire.DialOptions) (broker.ProcessStats, error) {
 	st, err := readStats(ctx, statsURL, dial)
 	if err != nil {
-		return stats.ProcessStats{}, err
+		return broker.ProcessStats{}, err
 	}
 	if st.Process.PID == 0 {
-		return stats.ProcessStats{}, errors.New(`the server's /stats shows no process figures to this user: they need a grant of stats on "*" in its auth: section`)
+		return broker.ProcessStats{}, errors.New(`the server's /stats shows no process figures to this user: they need a grant of stats on "*" in its auth: section`)
 	}
 	if st.Process.RSSBytes == 0 {
-		return stats.ProcessStats{}, errors.New("the server's /stats reports no process.rss_bytes, so its memory cannot be measured")
+		return broker.ProcessStats{}, errors.New("the server's /stats reports no process.rss_bytes, so its memory cannot be measured")
 	}
 	return st.Process, nil
 }

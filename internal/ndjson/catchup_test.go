@@ -16,8 +16,8 @@ import (
 	"github.com/streamcast/streamcast/internal/brokertest"
 	"github.com/streamcast/streamcast/internal/s3test"
 	"github.com/streamcast/streamcast/internal/waitfor"
+	"github.com/streamcast/streamcast/pkg/broker"
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
@@ -75,7 +75,7 @@ func streamSubscribers(ctx context.Context, statsURL, stream string) (int64, err
 		return 0, err
 	}
 	defer resp.Body.Close()
-	var st stats.Stats
+	var st broker.Stats
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		return 0, fmt.Errorf("decode %s: %w", statsURL, err)
 	}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -261,7 +260,7 @@ func TestStatsAreFilteredByGrant(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &doc); err != nil {
 			t.Fatalf("/stats: %v: %s", err, body)
 		}
-		var st stats.Stats
+		var st Stats
 		_ = json.Unmarshal([]byte(body), &st)
 		var names []string
 		for _, s := range st.Streams {

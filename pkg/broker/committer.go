@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -31,7 +30,7 @@ type job struct {
 
 	// eo is an exactly-once frame's state (zero on a plain one); see
 	// package marks.
-	eo marks.Frame
+	eo markedFrame
 	// read is when the frame was read, for the ack latency metric; zero
 	// when metrics are disabled.
 	read time.Time
@@ -261,7 +260,7 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 		d.replies = make([][]byte, len(g.jobs))
 	}
 	replies := d.replies[:len(g.jobs)]
-	s.marks.Record(g.jobs, g.first, failed, func(i int, a marks.Answer) { replies[i] = answerFrame(a) })
+	s.marks.Record(g.jobs, g.first, failed, func(i int, a markAnswer) { replies[i] = answerFrame(a) })
 	marked := d.marked[:0]
 	for i, j := range g.jobs {
 		j.answer = replies[i]

@@ -12,8 +12,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/pkg/broker/backlog"
-	"github.com/streamcast/streamcast/pkg/broker/peerframe"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -93,7 +91,7 @@ type wsConn struct {
 
 	// out is the data frames queued or being written, in order (package backlog);
 	// guarded by mu.
-	out backlog.Queue
+	out frameQueue
 
 	mu         sync.Mutex
 	ctrl       [][]byte // the server's pings, written before out
@@ -112,7 +110,7 @@ type wsConn struct {
 	dead        bool // the socket failed: frames are dropped
 }
 
-func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream) *wsConn {
+func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerFollower, st *stream) *wsConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &wsConn{srv: srv, ws: ws, nc: nc, raw: nc, st: st, ctx: ctx, cancel: cancel}
 	if tc, ok := nc.(*tls.Conn); ok {

@@ -11,8 +11,6 @@ import (
 	"strings"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/streamcast/streamcast/pkg/broker/listener"
 )
 
 // This file is the one place connections come in: the listener (package
@@ -22,13 +20,13 @@ import (
 
 // listen opens the listener and starts serving the handler chain, within
 // the limits: section's bounds on connections.
-func (s *Server) listen() (*listener.Listener, error) {
+func (s *Server) listen() (*connListener, error) {
 	var conf *tls.Config
 	if s.certs != nil {
 		conf = s.certs.ListenerConfig()
 	}
-	nofile := listener.DescriptorLimit()
-	lim, clamped := listener.Limits{
+	nofile := descriptorLimit()
+	lim, clamped := connLimits{
 		IdleTimeout:     s.cfg.Limits.IdleTimeout,
 		MaxConns:        s.cfg.Limits.MaxConnections,
 		MaxConnsPerAddr: s.cfg.Limits.MaxConnectionsPerAddress,
@@ -37,7 +35,7 @@ func (s *Server) listen() (*listener.Listener, error) {
 		s.logger.Warn(fmt.Sprintf("limits.max_connections is %d, but the descriptor limit is %d and the logs need a reserve of it: serving at most %d connections; raise the limit (ulimit -n, or LimitNOFILE= in a systemd unit) to serve more",
 			s.cfg.Limits.MaxConnections, nofile, lim.MaxConns))
 	}
-	ent, err := listener.Listen(s.cfg.Listen, conf, s, lim, stdlog.New(httpErrorLog{s}, "", 0))
+	ent, err := listenConns(s.cfg.Listen, conf, s, lim, stdlog.New(httpErrorLog{s}, "", 0))
 	if err != nil {
 		return nil, err
 	}

@@ -1,23 +1,22 @@
 package broker
 
 import (
-	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // Exactly-once publishing: package marks judges frames against a
 // publisher's mark, and documents how; this file is what broker adds: the
-// job's side of marks.Job, the encoding of an Answer, and the parsing of an
+// job's side of marks.markJob, the encoding of an Answer, and the parsing of an
 // exactly-once frame.
 
-// MarkFrame implements marks.Job.
-func (j *job) MarkFrame() *marks.Frame { return &j.eo }
+// MarkFrame implements marks.markJob.
+func (j *job) MarkFrame() *markedFrame { return &j.eo }
 
-// Rows implements marks.Job.
+// Rows implements marks.markJob.
 func (j *job) Rows() int { return len(j.rows) }
 
 // answerFrame encodes the reply marks decided on.
-func answerFrame(a marks.Answer) []byte {
+func answerFrame(a markAnswer) []byte {
 	switch {
 	case a.Failed != "":
 		return wire.ErrorReplyFrame(wire.ReplyCommitFailed, a.Failed)

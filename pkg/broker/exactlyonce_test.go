@@ -16,7 +16,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -190,7 +189,7 @@ func TestDuplicatesBeyondTheDedupeWindowHaveNullOffsets(t *testing.T) {
 	cfg := eoConfig(t)
 	srv := startServer(t, cfg)
 	p := dialEO(t, srv, "w")
-	const frames = marks.DedupeWindow + 6
+	const frames = DedupeWindow + 6
 	// Interleave another id so offsets differ from seqs.
 	other := dialEO(t, srv, "other")
 	for s := int64(1); s <= frames; s++ {

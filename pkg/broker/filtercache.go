@@ -10,7 +10,6 @@ import (
 
 	"github.com/charmbracelet/log"
 
-	"github.com/streamcast/streamcast/pkg/broker/backlog"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -46,15 +45,15 @@ type filterCache struct {
 
 	// reclaim returns memory to the OS after bursts of entries made or
 	// dropped; its owner (Server.Run) runs it.
-	reclaim *backlog.Reclaimer
+	reclaim *reclaimer
 }
 
 // filterReclaim is the filter cache's reclaim policy. 8 MiB is about 85
 // distinct 64 KiB filters, which leave several times that resident (their
 // transient memory, or themselves); a burst is followed to its end, so
 // what its last arrivals leave is given back too.
-func filterReclaim() backlog.ReclaimPolicy {
-	return backlog.ReclaimPolicy{
+func filterReclaim() reclaimPolicy {
+	return reclaimPolicy{
 		Threshold: 8 << 20,
 		Settle:    300 * time.Millisecond,
 		MaxWait:   3 * time.Second,
@@ -85,7 +84,7 @@ func newFilterCache(max int64, logger *log.Logger) *filterCache {
 		seed:    maphash.MakeSeed(),
 		entries: map[filterKey]*filterEntry{},
 		byF:     map[*schema.Filter]*filterEntry{},
-		reclaim: backlog.NewReclaimerWith(logger, filterReclaim()),
+		reclaim: newReclaimerWith(logger, filterReclaim()),
 	}
 }
 

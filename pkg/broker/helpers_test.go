@@ -19,7 +19,6 @@ import (
 
 	"github.com/streamcast/streamcast/internal/testbin"
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -300,11 +299,11 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-func streamStats(srv *Server, name string) stats.StreamStats {
+func streamStats(srv *Server, name string) StreamStats {
 	for _, s := range srv.Stats().Streams {
 		if s.Name == name {
 			return s
 		}
 	}
-	return stats.StreamStats{}
+	return StreamStats{}
 }

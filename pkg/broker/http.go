@@ -12,8 +12,6 @@ import (
 	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/control"
-	"github.com/streamcast/streamcast/pkg/broker/peerframe"
-	"github.com/streamcast/streamcast/pkg/broker/replay"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -38,7 +36,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if qerr == nil && q.Publish && st != nil {
 		up = &s.pubUp
 	}
-	hj := &peerframe.Hijack{ResponseWriter: w}
+	hj := &peerHijack{ResponseWriter: w}
 	ws, err := up.Upgrade(hj, r, s.relayChain(st))
 	if err != nil {
 		s.untrack()
@@ -70,10 +68,10 @@ func (s *Server) relayChain(st *stream) http.Header {
 }
 
 // serveConn serves one upgraded connection until it ends. nc is the raw
-// connection the server writes to; gorilla reads ws through a peerframe.Conn
+// connection the server writes to; gorilla reads ws through a peerframe.peerConn
 // whose frames it is. acc is who the connection was admitted as: it keeps
 // that access for its life, whatever a reload changes.
-func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Follower, st *stream, q wire.Request, qerr error, acc auth.Access) {
+func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFollower, st *stream, q wire.Request, qerr error, acc auth.Access) {
 	c := newConn(s, ws, nc, frames, st)
 	// What the connection reads of st while it sets up (its schema,
 	// metadata and log) stays put until release: a migration swaps them
@@ -145,7 +143,7 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerframe.Fo
 		release()
 		s.publish(c.pub)
 	default:
-		req := replay.Request{Given: q.Offset != wire.Null, Offset: q.Offset}
+		req := replayRequest{Given: q.Offset != wire.Null, Offset: q.Offset}
 		sub = s.subscribe(c, st, req, filter, echo, release)
 		release = func() {} // subscribe's now
 		filter = nil        // so is the hold on the filter

@@ -6,8 +6,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/pkg/broker/marks"
-	"github.com/streamcast/streamcast/pkg/broker/pubframe"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -32,7 +30,7 @@ type publisher struct {
 	// Exactly-once connections (id != ""): eo is set by claim and read by
 	// this connection's goroutines.
 	id string
-	eo *marks.Holder
+	eo *markHolder
 
 	gen int64 // st's log generation it was built in (see streamlife.Life.AddReader)
 
@@ -46,8 +44,8 @@ type publisher struct {
 	superseded bool         // a newer connection took the publisher id: read no more frames
 	connDead   bool         // the writer failed: owed will never drain
 
-	dec pubframe.Decoder // reused across frames
-	buf []byte           // reused read buffer
+	dec pubDecoder // reused across frames
+	buf []byte     // reused read buffer
 
 	// free is jobs whose replies are queued, for the reader's next frames:
 	// a single-row publisher then allocates no job per frame. Only plain
@@ -67,7 +65,7 @@ type publisher struct {
 // publisher id ("" for a plain publisher).
 func newPublisher(c *wsConn, st *stream, id string) *publisher {
 	// owed starts at 1: the greeting counts until it is written.
-	p := &publisher{c: c, st: st, max: st.limits.MaxInFlight, owed: 1, id: id, gen: st.life.Generation(), dec: pubframe.Decoder{Schema: st.sch}}
+	p := &publisher{c: c, st: st, max: st.limits.MaxInFlight, owed: 1, id: id, gen: st.life.Generation(), dec: pubDecoder{Schema: st.sch}}
 	p.cond.L = &p.mu
 	c.pub = p
 	c.afterWrite = p.written
@@ -173,7 +171,7 @@ func (p *publisher) readFrames() (stopping bool) {
 			return p.stopped()
 		}
 		c.reads.Add(1)
-		data, tooBig, err := pubframe.ReadMessage(r, p.buf, limit)
+		data, tooBig, err := readPubMessage(r, p.buf, limit)
 		p.buf = data[:0]
 		if err != nil {
 			return p.stopped()
@@ -254,10 +252,10 @@ func (p *publisher) handle(typ int, data []byte) {
 	if p.eo != nil {
 		v, queue, a := st.marks.Judge(p.eo, &j.eo, seq, rows)
 		switch v {
-		case marks.Reply:
+		case Reply:
 			p.resolve(slot, answerFrame(a))
 			return
-		case marks.Drop:
+		case Drop:
 			p.resolve(slot, nil)
 			return
 		}

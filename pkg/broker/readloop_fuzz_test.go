@@ -10,12 +10,11 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/internal/wstest"
-	"github.com/streamcast/streamcast/pkg/broker/peerframe"
 )
 
 // FuzzReadLoop feeds arbitrary bytes, as a peer's side of an upgraded
 // connection, to the server's reading path: gorilla's frame reader behind
-// a peerframe.Conn, with the server's ping, pong and close handlers and a
+// a peerframe.peerConn, with the server's ping, pong and close handlers and a
 // subscriber's read loop. It must never panic or hang; every goroutine of
 // the connection ends; and the answer to the peer's close is 1002 exactly
 // when its first close frame carried one byte. (The frame follower alone is
@@ -29,7 +28,7 @@ func FuzzReadLoop(f *testing.F) {
 	peer := wstest.NewMemPeer()
 	f.Fuzz(func(t *testing.T, in []byte) {
 		peer.Reset(in)
-		hj := &peerframe.Hijack{ResponseWriter: peer.W}
+		hj := &peerHijack{ResponseWriter: peer.W}
 		ws, err := up.Upgrade(hj, peer.Request, nil)
 		if err != nil {
 			t.Fatalf("upgrade: %v", err)

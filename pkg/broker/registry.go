@@ -10,7 +10,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/pkg/broker/streamlife"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -20,7 +19,7 @@ import (
 // and go while the others serve (Server.Reload), so every lookup goes
 // through it. A stream leaves the registry before it starts stopping: a
 // connection that arrives afterwards is refused 4404, never attached to a
-// half-stopped stream (see streamlife.Life.Register for one that looked it
+// half-stopped stream (see streamlife.streamLife.Register for one that looked it
 // up just before).
 
 // streamLife is what starting and stopping one stream takes, beside its
@@ -28,7 +27,7 @@ import (
 // publisher readers (package streamlife), and its committer goroutine,
 // which the stream owns and waits for.
 type streamLife struct {
-	streamlife.Life[*wsConn]
+	attached[*wsConn]
 
 	// swap guards what a migration replaces under the stream's
 	// subscribers (log, schema, metadata, marks: swapLog). A connection

@@ -8,11 +8,9 @@ import (
 	"fmt"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/broker/streamlog"
 	"github.com/streamcast/streamcast/pkg/meta"
 
 	"github.com/streamcast/streamcast/pkg/broker/relay"
-	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -32,7 +30,7 @@ import (
 // (durable relays). A relay's log is a cache, not a stream of its own: it
 // gets no stream metadata (that names a stream's own identity, and its
 // copy lives under published:, where a relay writes nothing), only the
-// upstream's stream_id kept beside it (streamlog.OpenCache) so that a
+// upstream's stream_id kept beside it (streamlog.openCacheLog) so that a
 // restart against another stream behind the URL stops loudly rather than
 // mix two streams' offsets (I8).
 func (s *stream) openRelay(ctx context.Context, root string) error {
@@ -56,7 +54,7 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 	var lg *logstore.Log
 	var kept string // the upstream stream_id recorded beside the log
 	if s.cfg.Durable {
-		if lg, kept, err = streamlog.OpenCache(ctx, dir, home, s.name, s.srv.opts.Clock); err != nil {
+		if lg, kept, err = openCacheLog(ctx, dir, home, s.name, s.srv.opts.Clock); err != nil {
 			return fmt.Errorf("stream %q: %w", s.name, err)
 		}
 	}
@@ -123,8 +121,8 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 		if err != nil {
 			return fmt.Errorf("stream %q: find where the relay of %s starts: %w", s.name, clean, err)
 		}
-		sp := streamlog.Spec{Stream: s.cfg, Schema: s.sch, Server: s.storageConfig(), Clock: s.srv.opts.Clock}
-		if lg, err = streamlog.CreateCache(sp, lay, start); err != nil {
+		sp := logSpec{Stream: s.cfg, Schema: s.sch, Server: s.storageConfig(), Clock: s.srv.opts.Clock}
+		if lg, err = createCacheLog(sp, lay, start); err != nil {
 			r.Stop()
 			return err
 		}
@@ -133,7 +131,7 @@ func (s *stream) openRelay(ctx context.Context, root string) error {
 	if kept == "" {
 		// A new log, or one kept before the relay recorded its upstream:
 		// the stream it mirrors from now on is this one.
-		if err := streamlog.RecordUpstream(home, s.name, g.StreamID); err != nil {
+		if err := recordUpstream(home, s.name, g.StreamID); err != nil {
 			r.Stop()
 			_ = lg.Close()
 			return fmt.Errorf("stream %q: %w", s.name, err)
@@ -159,9 +157,9 @@ func (s *stream) startRelay() {
 }
 
 // relayStats is what /stats reports of a relay stream.
-func (s *stream) relayStats() *stats.RelayStats {
+func (s *stream) relayStats() *RelayStats {
 	st := s.relay.Stats()
-	return &stats.RelayStats{
+	return &RelayStats{
 		Upstream:     st.Upstream,
 		State:        st.State,
 		Error:        st.Error,

@@ -22,13 +22,8 @@ import (
 
 	"github.com/streamcast/streamcast/internal/ratelog"
 	"github.com/streamcast/streamcast/internal/waitfor"
-	"github.com/streamcast/streamcast/pkg/broker/backlog"
-	"github.com/streamcast/streamcast/pkg/broker/certs"
 	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/control"
-	"github.com/streamcast/streamcast/pkg/broker/gate"
-	"github.com/streamcast/streamcast/pkg/broker/listener"
-	"github.com/streamcast/streamcast/pkg/broker/registry"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -123,7 +118,7 @@ type Server struct {
 	cfg    config.Config // as given to New; Reload changes only the streams served
 	opts   Options
 	logger *log.Logger
-	reg    *registry.Registry[*stream]
+	reg    *streamRegistry[*stream]
 	chain  http.Handler // middleware, then routes (entry.go)
 
 	// commitErrs logs failed commits once per stream and interval, with a
@@ -163,9 +158,9 @@ type Server struct {
 
 	// gate authenticates and authorises every request at the entry;
 	// Reload swaps its policy.
-	gate *gate.Gate
+	gate *authGate
 	// entry is the listener once Run opened it, for /metrics's counts.
-	entry atomic.Pointer[listener.Listener]
+	entry atomic.Pointer[connListener]
 	// held counts, by stream name, the control API's changes between a
 	// stop and a start (ctlRuntime.Hold): arrivals are told to retry.
 	heldMu sync.Mutex
@@ -176,7 +171,7 @@ type Server struct {
 
 	// reclaim gives memory back to the OS after connections holding large
 	// queues end (package backlog).
-	reclaim *backlog.Reclaimer
+	reclaim *reclaimer
 
 	// filters holds the subscribers' compiled where= filters, shared and
 	// bounded by limits.max_filter_bytes (filtercache.go).
@@ -184,7 +179,7 @@ type Server struct {
 
 	// certs is the TLS certificate new handshakes get (package certs); nil when
 	// the server speaks plain http and ws.
-	certs *certs.Certs
+	certs *certStore
 
 	// metrics serves /metrics; nil when metrics.enabled is false, and then
 	// nothing on the hot path reads a clock for it.
@@ -233,23 +228,23 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		cfg:         cfg,
 		opts:        opts,
 		logger:      opts.Logger,
-		reg:         registry.New[*stream](),
+		reg:         newStreamRegistry[*stream](),
 		started:     time.Now(),
 		startedWall: time.Now(),
 		ready:       make(chan struct{}),
 		conns:       map[*wsConn]struct{}{},
-		reclaim:     backlog.NewReclaimer(opts.Logger),
+		reclaim:     newReclaimer(opts.Logger),
 		held:        map[string]int{},
 		id:          rand.Text()[:16],
 	}
 	s.filters = newFilterCache(int64(cfg.Limits.MaxFilterBytes), opts.Logger)
-	s.gate = gate.New(cfg.Auth, opts.Clock.Now, opts.Logger, s.RecordAuthFailure)
+	s.gate = newAuthGate(cfg.Auth, opts.Clock.Now, opts.Logger, s.RecordAuthFailure)
 	if cfg.Metrics.Enabled {
 		s.metrics = newServerMetrics(s)
 	}
 	s.commitErrs = ratelog.New(slog.New(opts.Logger), errorSummaryEvery, opts.Clock.Now)
 	if cfg.TLS.Enabled() {
-		if s.certs, err = certs.New(cfg.TLS, opts.Logger); err != nil {
+		if s.certs, err = newCertStore(cfg.TLS, opts.Logger); err != nil {
 			return nil, err
 		}
 	}
@@ -405,7 +400,7 @@ func (s *Server) start(ctx context.Context) error {
 // it is the one way Run ends, after a failed start as after serving. Each
 // step runs over every stream before the next begins, so no stream waits
 // on another's flush.
-func (s *Server) teardown(ent *listener.Listener) error {
+func (s *Server) teardown(ent *connListener) error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
 	s.state.Store(stateStopping)

@@ -7,26 +7,25 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // Stats returns the server's stats now.
-func (s *Server) Stats() stats.Stats {
+func (s *Server) Stats() Stats {
 	// served_at is on the server's clock, as the rows' stamps and the
 	// publish lag are: the console measures how fast the lag grows
 	// against it.
 	now := s.opts.Clock.Now()
 	mono := time.Since(s.started)
 	streams := s.reg.List()
-	out := stats.Stats{ServedAt: unixSeconds(now), Process: stats.Process(), Streams: make([]stats.StreamStats, 0, len(streams)), Children: []supervise.ChildStats{}}
+	out := Stats{ServedAt: unixSeconds(now), Process: processStats(), Streams: make([]StreamStats, 0, len(streams)), Children: []supervise.ChildStats{}}
 	if sup := s.children.Current(); sup != nil {
 		out.Children = sup.Stats()
 	}
 	for _, st := range streams {
-		ss := stats.StreamStats{
+		ss := StreamStats{
 			Name:        st.name,
 			Durable:     st.cfg.Durable,
 			Subscribers: st.subscribers.Load(),
@@ -96,7 +95,7 @@ func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
 		s.gate.Refuse(w, a, "read /stats")
 		return
 	}
-	stats.Write(w, s.Stats(), a.Everywhere(config.ActionStats), func(stream string) bool { return a.Allows(config.ActionStats, stream) })
+	writeStats(w, s.Stats(), a.Everywhere(config.ActionStats), func(stream string) bool { return a.Allows(config.ActionStats, stream) })
 }
 
 // serveHealth answers GET /health: ready, or 503 while starting or
@@ -104,10 +103,10 @@ func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveHealth(w http.ResponseWriter) {
 	switch s.state.Load() {
 	case stateReady:
-		stats.WriteHealth(w, "ready")
+		writeHealth(w, "ready")
 	case stateStarting:
-		stats.WriteHealth(w, "starting")
+		writeHealth(w, "starting")
 	default:
-		stats.WriteHealth(w, "stopping")
+		writeHealth(w, "stopping")
 	}
 }

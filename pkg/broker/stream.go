@@ -9,11 +9,8 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/broker/inbox"
-	"github.com/streamcast/streamcast/pkg/broker/marks"
 	"github.com/streamcast/streamcast/pkg/broker/metrics"
 	"github.com/streamcast/streamcast/pkg/broker/relay"
-	"github.com/streamcast/streamcast/pkg/broker/streamlog"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -42,12 +39,12 @@ type stream struct {
 	// of the config's streams: list, which uses the server's.
 	storage *config.Config
 
-	inbox inbox.Inbox[*job] // durable streams: rows waiting for the committer
+	inbox commitInbox[*job] // durable streams: rows waiting for the committer
 	life  streamLife        // its connections and committer, for starting and stopping it (registry.go)
 
 	// marks is the exactly-once state of a stream declared exactly_once
 	// (nil otherwise); set by open, before the committer starts.
-	marks *marks.Marks[*job]
+	marks *streamMarks[*job]
 
 	// relay mirrors the upstream of a relay stream (upstream: in its
 	// config); nil on a stream that takes publishers. Set by open.
@@ -111,8 +108,8 @@ func (s *stream) openLog(ctx context.Context, root string) error {
 }
 
 // logSpec is what streamlog needs to open the stream's log.
-func (s *stream) logSpec() streamlog.Spec {
-	return streamlog.Spec{Stream: s.cfg, Schema: s.sch, Server: s.storageConfig(), Clock: s.srv.opts.Clock, Logger: s.srv.logger}
+func (s *stream) logSpec() logSpec {
+	return logSpec{Stream: s.cfg, Schema: s.sch, Server: s.storageConfig(), Clock: s.srv.opts.Clock, Logger: s.srv.logger}
 }
 
 // openLogWith is openLog taking over lg, the current log already open as
@@ -121,7 +118,7 @@ func (s *stream) logSpec() streamlog.Spec {
 func (s *stream) openLogWith(ctx context.Context, root string, lg *logstore.Log) error {
 	sp := s.logSpec()
 	sp.Log = lg
-	o, err := streamlog.Open(ctx, root, sp)
+	o, err := openStreamLog(ctx, root, sp)
 	if err != nil {
 		return err
 	}
@@ -132,7 +129,7 @@ func (s *stream) openLogWith(ctx context.Context, root string, lg *logstore.Log)
 			_ = lg.Close()
 			return fmt.Errorf("stream %q: read the exactly-once marks of %s: %w", s.name, lg.Dir(), err)
 		}
-		s.marks = marks.New[*job](stored)
+		s.marks = newStreamMarks[*job](stored)
 	}
 	s.log = lg
 	s.end = end

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/broker/backlog"
-	"github.com/streamcast/streamcast/pkg/broker/replay"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -52,7 +50,7 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 			c.closeLocked(wire.CloseTooSlow, (&wire.TooSlow{Offset: resume, Behind: behind}).Reason())
 			// Its queue is let go once written or dropped: tell the
 			// reclaimer (an estimate, O(1) under the fan-out lock).
-			c.srv.reclaim.Note(int64(c.out.Len()) * int64(backlog.SlotBytes+len(f)))
+			c.srv.reclaim.Note(int64(c.out.Len()) * int64(slotBytes+len(f)))
 			// A subscriber that stopped reading may never take its prefix:
 			// bound the wait so its connection ends.
 			_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.DropGrace))
@@ -74,7 +72,7 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 // (stream.hold): a replay keeps it until it has read the log. It takes the
 // caller's hold on filter (filterCache.acquire): the subscriber lets go of
 // it at detach, and subscribe itself when it returns nil.
-func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *schema.Filter, where []byte, release func()) (got *subscriber) {
+func (srv *Server) subscribe(c *wsConn, st *stream, req replayRequest, filter *schema.Filter, where []byte, release func()) (got *subscriber) {
 	sub := &subscriber{c: c, st: st, filter: filter, held: filter, idx: -1, maxBacklog: st.limits.MaxBacklog}
 	defer func() {
 		if got == nil {
@@ -82,7 +80,7 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 			release()      // a refused subscriber holds st no longer (a migration waits for every hold)
 		}
 	}()
-	ext := replay.Extent{Earliest: wire.Null, End: wire.Null, Start: 1}
+	ext := replayExtent{Earliest: wire.Null, End: wire.Null, Start: 1}
 	if req.Given && st.log != nil {
 		var err error
 		ext.Earliest, ext.End, err = st.log.Extent(c.ctx)
@@ -102,7 +100,7 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 	}
 	st.mu.Lock()
 	frontier := st.end
-	start, hasWindow, refusal := replay.Start(req, st.cfg.Durable, ext, frontier, st.maxReplay(), replay.Held{})
+	start, hasWindow, refusal := startReplay(req, st.cfg.Durable, ext, frontier, st.maxReplay(), replayHeld{})
 	if refusal != nil && refusal.Why == wire.WhyTooOld && st.log != nil {
 		// The offset distance refuses; count the rows actually held, from
 		// the tier records, outside the fan-out lock (a count must never
@@ -120,9 +118,9 @@ func (srv *Server) subscribe(c *wsConn, st *stream, req replay.Request, filter *
 			return nil
 		}
 		st.mu.Lock()
-		held := replay.Held{From: from, To: frontier, N: n}
+		held := replayHeld{From: from, To: frontier, N: n}
 		frontier = st.end
-		start, hasWindow, refusal = replay.Start(req, st.cfg.Durable, ext, frontier, st.maxReplay(), held)
+		start, hasWindow, refusal = startReplay(req, st.cfg.Durable, ext, frontier, st.maxReplay(), held)
 	}
 	closing := false
 	if refusal == nil {

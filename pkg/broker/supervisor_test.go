@@ -25,7 +25,6 @@ import (
 	"github.com/streamcast/streamcast/internal/testbin"
 
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
@@ -74,14 +73,14 @@ func (s *syncBuffer) String() string {
 }
 
 // getStats reads /stats over HTTP.
-func getStats(t *testing.T, addr string) stats.Stats {
+func getStats(t *testing.T, addr string) Stats {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/stats")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st stats.Stats
+	var st Stats
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +147,7 @@ func TestSupervisorRestartsAKilledChildAndReportsIt(t *testing.T) {
 		return s.BufferedRows != nil && *s.BufferedRows == 0 && s.LocalFiles != nil && *s.LocalFiles >= 1
 	})
 	st := getStats(t, srv.Addr().String())
-	var trades, live stats.StreamStats
+	var trades, live StreamStats
 	for _, s := range st.Streams {
 		switch s.Name {
 		case "trades":

@@ -3,8 +3,6 @@ package broker
 import (
 	"net/http"
 	"time"
-
-	"github.com/streamcast/streamcast/pkg/broker/gate"
 )
 
 // This file is the server's TLS (the tls: section) as the broker sees it:
@@ -16,5 +14,5 @@ import (
 const DefaultCertPollInterval = 2 * time.Second
 
 // PrincipalFromTLS returns the principal a request's client certificate
-// names under mutual TLS (see gate.PrincipalFromTLS).
-func PrincipalFromTLS(r *http.Request) (principal string, ok bool) { return gate.PrincipalFromTLS(r) }
+// names under mutual TLS (see gate.principalFromTLS).
+func PrincipalFromTLS(r *http.Request) (principal string, ok bool) { return principalFromTLS(r) }

@@ -18,8 +18,8 @@ import (
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
 
+	"github.com/streamcast/streamcast/pkg/broker"
 	"github.com/streamcast/streamcast/pkg/broker/config"
-	"github.com/streamcast/streamcast/pkg/broker/stats"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -245,14 +245,14 @@ func load(t testing.TB, base, stream string, perSecond int, first int64) (stop f
 }
 
 // statsOf reads the broker's /stats.
-func statsOf(t testing.TB, httpBase string) stats.Stats {
+func statsOf(t testing.TB, httpBase string) broker.Stats {
 	t.Helper()
 	res, err := http.Get(httpBase + "/stats")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var st stats.Stats
+	var st broker.Stats
 	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
