@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash/maphash"
 	"math"
 	"math/bits"
@@ -31,27 +32,21 @@ import (
 // a value of another JSON type never matches (true is not 1).
 //
 // A filter holds each value once, as its canonical text in the echo (json),
-// which the greeting needs anyway; a term's membership set is an
-// open-addressing table of offsets into that text. A subscriber may send
-// tens of thousands of values and a server holds many subscribers, so what
-// a filter retains is bounded by its size: Size reports it, and it is the
-// echo plus 6 bytes per distinct value (a table slot of 4 bytes at a load
-// of 2/3, which keeps a probe for an absent value to about five slots).
-// For strings of about ten bytes that is about 1.5 times the filter's
-// JSON; for the shortest values (one-digit numbers, two bytes of JSON
-// each) about four times. The echo itself is no longer than the JSON but
-// where the canonical form of a number is longer than its text (1e18
-// echoes as 19 digits, 1 in a float column as 1.0): never more than
-// eight times the JSON in all (FuzzCompileFilterMemory).
+// which the greeting needs anyway; a term's membership set is a table of
+// offsets into that text. A subscriber may send tens of thousands of values
+// and a server holds many subscribers, so what a filter retains is bounded
+// by its size: Size reports it, and it is the echo plus about 3.2 bytes
+// per distinct value (see term.idx). For strings of about ten bytes that
+// is about 1.27 times the filter's JSON; for the shortest values (one-digit
+// numbers, two bytes of JSON each) about 2.6 times. The echo itself is no
+// longer than the JSON but where the canonical form of a number is longer
+// than its text (1e18 echoes as 19 digits, 1 in a float column as 1.0):
+// never more than eight times the JSON in all (FuzzCompileFilterMemory).
 type Filter struct {
 	s     *Schema
 	terms []term
 	json  []byte // the canonical echo; every value's text lies in it once
 	seed  maphash.Seed
-	// tagBits is how many low bits of a table slot hold a hash tag, which
-	// lets a probe skip most slots without reading the echo; the rest hold
-	// the value's offset in json.
-	tagBits uint8
 }
 
 type term struct {
@@ -66,17 +61,32 @@ type term struct {
 	nvals   int     // distinct non-null values
 	first   int     // offset in json of the first value; a list when json[first-1] is '['
 
-	// slots is the membership set, built once at compile so a row costs
-	// one hash and a probe or two per term however long the list: a commit
-	// evaluates every subscriber's filter under the fan-out lock, so a
-	// scan per row there would let one subscriber's list slow the
-	// publisher and every other subscriber (I5). Each non-empty slot is
-	// offset<<tagBits | tag; 0 is empty (no value starts at offset 0).
+	// idx is the membership set, built once at compile so a row costs one
+	// hash and a look at two buckets per term however long the list: a
+	// commit evaluates every subscriber's filter under the fan-out lock,
+	// so a scan per row there would let one subscriber's list slow the
+	// publisher and every other subscriber (I5).
+	//
+	// It is a cuckoo table of buckets of bucketSlots slots, each value in
+	// one of the two buckets its hash chooses (see choices), 19/20 full.
+	// idx holds each slot's fingerprint, a byte of the hash (0: empty),
+	// bucket by bucket, then each slot's value's offset from first, in
+	// two bytes, or four when wide (a term whose values span 64 KiB or
+	// more). A probe reads the two buckets' fingerprints, eight bytes
+	// each and independent of each other, so a table read from memory
+	// costs about one wait, and reads the echo only where a fingerprint
+	// agrees. What a value costs is its offset and fingerprint, and a
+	// twentieth of them empty: a compiled filter is held as long as its
+	// subscriber, and 64 KiB filters held 1.5 times their size while a
+	// table was a third empty and its slots four bytes.
+	//
 	// A value's key is its canonical text, without the quotes for a
 	// string: so a row's canonical value is its own key, and a string
 	// from an Arrow array is its own key, with no copy, unless the term
 	// holds an escaped string (see hasString).
-	slots []uint32
+	idx     []byte
+	buckets int  // in idx
+	wide    bool // offsets in idx are four bytes
 }
 
 // fvalue is one non-null filter value (or a value read for comparison).
@@ -139,13 +149,13 @@ func (s *Schema) CompileFilter(where []byte) (*Filter, error) {
 		return f, nil
 	}
 	f.seed = c.seed
-	f.terms, f.json = c.assemble()
+	var ends []int
+	f.terms, f.json, ends = c.assemble()
 	if len(f.json) >= 1<<31 {
 		return nil, &FilterError{Problem: "the filter's canonical form is " + strconv.Itoa(len(f.json)) + " bytes, over the 2 GiB a filter may hold; send a shorter one"}
 	}
-	f.tagBits = uint8(max(0, min(8, 32-bits.Len(uint(len(f.json))))))
 	for i := range f.terms {
-		f.index(&f.terms[i])
+		f.index(&f.terms[i], ends[i])
 	}
 	return f, nil
 }
@@ -438,12 +448,13 @@ func (c *filterCompiler) add(t *term, v fvalue) {
 }
 
 // assemble orders the terms (by column, with a schema) and joins their
-// segments into the echo, with each term's first set. When the terms came
+// segments into the echo, with each term's first set, and returns where
+// each term's segment ends in the echo. When the terms came
 // in order, buf already is the echo but for its '}', and it is kept
 // unless it has room to spare beyond a ninth of its length: a filter
 // retains its echo, and copying it would leave buf, the size of the
 // filter, for the collector.
-func (c *filterCompiler) assemble() ([]term, []byte) {
+func (c *filterCompiler) assemble() ([]term, []byte, []int) {
 	order := make([]int, len(c.terms))
 	for i := range order {
 		order[i] = i
@@ -456,7 +467,7 @@ func (c *filterCompiler) assemble() ([]term, []byte) {
 		inOrder = inOrder && k == i
 	}
 	var json []byte
-	var base []int // each term's segment in json, in order's order
+	var base, ends []int // each term's segment in json, in order's order
 	if inOrder {
 		json = append(c.buf, '}')
 		if cap(json)-len(json) > len(json)/8+64 {
@@ -464,6 +475,7 @@ func (c *filterCompiler) assemble() ([]term, []byte) {
 		}
 		for _, sg := range c.segs {
 			base = append(base, sg[0])
+			ends = append(ends, sg[1])
 		}
 	} else {
 		size := 1
@@ -478,6 +490,7 @@ func (c *filterCompiler) assemble() ([]term, []byte) {
 			}
 			base = append(base, len(json))
 			json = append(json, c.buf[c.segs[i][0]:c.segs[i][1]]...)
+			ends = append(ends, len(json))
 		}
 		json = append(json, '}')
 	}
@@ -492,39 +505,131 @@ func (c *filterCompiler) assemble() ([]term, []byte) {
 		}
 		terms[k] = t
 	}
-	return terms, json
+	return terms, json, ends
 }
 
-// index builds t's membership table from its values in f.json (has
-// compares a single value directly).
-func (f *Filter) index(t *term) {
+// bucketSlots is the slots of a bucket of a term's table: a probe
+// compares the fingerprints of two buckets, eight bytes each.
+const bucketSlots = 8
+
+// The table is built for loadPer20/20 of its slots full: at 19/20, a
+// cuckoo table of two choices among buckets of eight almost always
+// places every value in a few moves, and the empty slots cost 0.16 bytes
+// a value.
+const loadPer20 = 19
+
+// maxMoves bounds the values one insertion may move before the table is
+// built again, larger.
+const maxMoves = 500
+
+// index builds t's membership table (term.idx) from its values in f.json,
+// which end at end (has compares a single value directly).
+func (f *Filter) index(t *term, end int) {
 	if t.nvals <= 1 {
 		return
 	}
-	t.slots = make([]uint32, t.nvals+t.nvals/2+1)
+	t.wide = end-t.first > math.MaxUint16
+	per := bucketSlots * loadPer20
+	for nb := (20*t.nvals + per - 1) / per; !f.build(t, nb); nb += nb/16 + 1 {
+	}
+}
+
+// build places t's values in a table of nb buckets, by cuckoo hashing: a
+// value goes in a free slot of either of its buckets, or takes one from
+// a value that moves to its other bucket, and so on. It reports false
+// when a value found no slot in maxMoves moves.
+func (f *Filter) build(t *term, nb int) bool {
+	w := 2
+	if t.wide {
+		w = 4
+	}
+	t.buckets = nb
+	t.idx = make([]byte, nb*bucketSlots*(1+w))
+	placed := true
+	t.eachKey(f, func(off int, h uint64) bool {
+		placed = f.insert(t, off-t.first, h)
+		return placed
+	})
+	return placed
+}
+
+// insert places the value at rel (from t.first), whose key has hash h.
+func (f *Filter) insert(t *term, rel int, h uint64) bool {
+	rng := h | 1
+	for range maxMoves {
+		b1, b2 := t.choices(h)
+		for _, b := range [2]int{b1, b2} {
+			for s := b * bucketSlots; s < (b+1)*bucketSlots; s++ {
+				if t.idx[s] == 0 {
+					t.idx[s] = fingerprint(h)
+					t.setOffset(s, rel)
+					return true
+				}
+			}
+		}
+		// Both full: take a slot of either, chosen at random so that
+		// two values cannot move each other back and forth for ever.
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		b := b1
+		if rng&bucketSlots != 0 {
+			b = b2
+		}
+		s := b*bucketSlots + int(rng%bucketSlots)
+		moved := t.offset(s)
+		t.idx[s] = fingerprint(h)
+		t.setOffset(s, rel)
+		p := t.first + moved
+		k, _ := valueKey(f.json[p:skipCanonical(f.json, p)])
+		rel, h = moved, maphash.Bytes(f.seed, k)
+	}
+	return false
+}
+
+// eachKey calls fn with the offset of each of t's non-null values in
+// f.json and the hash of its key, until fn returns false.
+func (t *term) eachKey(f *Filter, fn func(off int, h uint64) bool) {
 	t.each(f.json, func(off int, v []byte) bool {
 		if string(v) == "null" {
 			return true
 		}
 		k, _ := valueKey(v)
-		h := maphash.Bytes(f.seed, k)
-		n := uint64(len(t.slots))
-		for i := (uint64(uint32(h)) * n) >> 32; ; {
-			if t.slots[i] == 0 {
-				t.slots[i] = uint32(off)<<f.tagBits | f.tag(h)
-				break
-			}
-			if i++; i == n {
-				i = 0
-			}
-		}
-		return true
+		return fn(off, maphash.Bytes(f.seed, k))
 	})
 }
 
-// tag is the tag bits of hash h.
-func (f *Filter) tag(h uint64) uint32 {
-	return uint32(h>>(64-f.tagBits)) & (1<<f.tagBits - 1)
+// choices are the two buckets of t's table a key of hash h may be in.
+// Each is chosen by the high bits of one half of h, and the fingerprint
+// is h's lowest byte, which neither uses.
+func (t *term) choices(h uint64) (int, int) {
+	nb := uint64(t.buckets)
+	return int(uint64(uint32(h)) * nb >> 32), int(h >> 32 * nb >> 32)
+}
+
+// fingerprint is the byte of hash h a slot holds; 0 marks an empty slot.
+func fingerprint(h uint64) byte {
+	return max(byte(h), 1)
+}
+
+// offset returns the offset (from first) of the value in slot s of t's
+// table.
+func (t *term) offset(s int) int {
+	at := t.buckets*bucketSlots + s*2
+	if t.wide {
+		return int(binary.LittleEndian.Uint32(t.idx[at+s*2:]))
+	}
+	return int(binary.LittleEndian.Uint16(t.idx[at:]))
+}
+
+// setOffset sets the offset in slot s of t's table to rel, which fits it.
+func (t *term) setOffset(s, rel int) {
+	at := t.buckets*bucketSlots + s*2
+	if t.wide {
+		binary.LittleEndian.PutUint32(t.idx[at+s*2:], uint32(rel))
+		return
+	}
+	binary.LittleEndian.PutUint16(t.idx[at:], uint16(rel))
 }
 
 // each calls fn with the offset and canonical text of each of t's values
@@ -565,25 +670,36 @@ func (f *Filter) hasKey(t *term, k []byte, quoted bool) bool {
 	if t.nvals == 1 {
 		return f.atKey(t.first, k, quoted)
 	}
-	n := uint64(len(t.slots))
-	if n == 0 {
-		return false
+	if t.idx == nil {
+		return false // null only
 	}
 	h := maphash.Bytes(f.seed, k)
-	tag, mask := f.tag(h), uint32(1)<<f.tagBits-1
-	for i := (uint64(uint32(h)) * n) >> 32; ; {
-		sl := t.slots[i]
-		if sl == 0 {
-			return false
-		}
-		if sl&mask == tag && f.atKey(int(sl>>f.tagBits), k, quoted) {
+	b1, b2 := t.choices(h)
+	fp := uint64(fingerprint(h)) * lowBytes
+	return f.inBucket(t, b1, fp, k, quoted) || (b2 != b1 && f.inBucket(t, b2, fp, k, quoted))
+}
+
+// inBucket reports whether bucket b of t's table holds the key k (a
+// string's when quoted), whose fingerprint is in each byte of fp.
+func (f *Filter) inBucket(t *term, b int, fp uint64, k []byte, quoted bool) bool {
+	// A byte of x is 0 where a slot's fingerprint agrees, and m has the
+	// top bit of each such byte: exactly those, as no carry crosses a
+	// byte.
+	x := binary.LittleEndian.Uint64(t.idx[b*bucketSlots:]) ^ fp
+	m := ^((x&sevenBits + sevenBits) | x | sevenBits)
+	for ; m != 0; m &= m - 1 {
+		s := b*bucketSlots + bits.TrailingZeros64(m)/8
+		if f.atKey(t.first+t.offset(s), k, quoted) {
 			return true
 		}
-		if i++; i == n {
-			i = 0
-		}
 	}
+	return false
 }
+
+const (
+	lowBytes  uint64 = 0x0101010101010101
+	sevenBits uint64 = 0x7f7f7f7f7f7f7f7f
+)
 
 // at reports whether the value in the echo at off is the canonical text
 // v: a value there ends at ',', ']' or '}', and no canonical scalar is a
@@ -639,7 +755,7 @@ func (f *Filter) Size() int {
 		n += cap(f.json)
 	}
 	for i := range f.terms {
-		n += len(f.terms[i].name) + 4*cap(f.terms[i].slots)
+		n += len(f.terms[i].name) + cap(f.terms[i].idx)
 	}
 	return n
 }

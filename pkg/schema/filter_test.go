@@ -3,6 +3,7 @@ package schema
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -401,4 +402,57 @@ func canonAndArrow(t *testing.T, s *Schema, rows []string) ([][]byte, arrow.Reco
 	rec := rb.NewRecordBatch()
 	t.Cleanup(rec.Release)
 	return canon, rec
+}
+
+// TestALongListMatchesEachOfItsValuesAndNoOther lists every other row's
+// trade_id (a string) or event_ts (an integer), up to lists whose values
+// span more than 64 KiB of the echo (the table's wide form): each listed
+// row matches, as a decoded row, a canonical row, an Arrow row and a row
+// without a schema, and each row in between does not.
+func TestALongListMatchesEachOfItsValuesAndNoOther(t *testing.T) {
+	s := mustCompile(t, tradeSchema)
+	for _, n := range []int{2, 9, 5000, 20000} {
+		rec, canon := tradeBatch(t, s, 2*n)
+		// Row i's values, as tradeRow writes them.
+		values := map[string]func(i int) string{
+			"trade_id": func(i int) string { return `"` + strconv.Itoa(700000000+i) + `"` },
+			"event_ts": func(i int) string { return strconv.Itoa(1735689600000000 + i*1375) },
+		}
+		for column, value := range values {
+			where := []byte(`{"` + column + `":[`)
+			for i := 0; i < 2*n; i += 2 {
+				if i > 0 {
+					where = append(where, ',')
+				}
+				where = append(where, value(i)...)
+			}
+			where = append(where, "]}"...)
+			for _, sch := range []*Schema{s, Any()} {
+				f, err := sch.CompileFilter(where)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if wide := len(where) > 64<<10; f.terms[0].wide != wide {
+					t.Fatalf("%d values, %d bytes: wide table %v, want %v", n, len(where), f.terms[0].wide, wide)
+				}
+				var r Row
+				for i, c := range canon {
+					want := i%2 == 0
+					if got := f.MatchCanonical(c); got != want {
+						t.Fatalf("%s in %d values (schema %v): row %d matched %v, want %v", column, n, !sch.IsAny(), i, got, want)
+					}
+					if sch.IsAny() {
+						continue
+					}
+					if err := s.Decode(&r, c); err != nil {
+						t.Fatal(err)
+					}
+					if f.MatchRow(&r) != want || f.MatchArrow(rec.Columns(), i) != want {
+						t.Fatalf("%s in %d values: row %d does not match alike as a row, canonical and Arrow", column, n, i)
+					}
+				}
+			}
+		}
+		rec.Release()
+	}
 }

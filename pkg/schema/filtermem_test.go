@@ -41,8 +41,10 @@ func retained(fn func() any) (uint64, any) {
 }
 
 // TestACompiledFilterHoldsEachValueAboutOnce: a 64 KiB list of 5,000
-// ten-byte strings compiles to a filter that keeps under 1.6 times its
-// JSON, as Size reports and as the heap shows, with or without a schema.
+// ten-byte strings compiles to a filter that keeps under 1.35 times its
+// JSON by Size (1.27 when written: the echo, and a table of 3.2 bytes a
+// value), and under 1.6 times as the heap shows it (1.4, the allocator
+// rounding the echo up to whole 8 KiB pages), with or without a schema.
 func TestACompiledFilterHoldsEachValueAboutOnce(t *testing.T) {
 	where := stringList("trade_id", 5000, 1)
 	for _, sch := range []*Schema{mustCompile(t, tradeSchema), Any()} {
@@ -64,12 +66,12 @@ func TestACompiledFilterHoldsEachValueAboutOnce(t *testing.T) {
 		size := f.Size()
 		t.Logf("schema %v: a %d-byte filter of 5,000 strings holds %d bytes by Size (%.2f×), %d by the heap (%.2f×)",
 			!sch.IsAny(), len(where), size, float64(size)/float64(len(where)), held, float64(held)/float64(len(where)))
-		if size > len(where)*16/10 {
-			t.Errorf("Size() = %d, over 1.6 × the filter's %d bytes", size, len(where))
+		if size > len(where)*135/100 {
+			t.Errorf("Size() = %d, over 1.35 × the filter's %d bytes", size, len(where))
 		}
 		// The heap's count includes the allocator's rounding.
-		if held > uint64(len(where))*2 {
-			t.Errorf("the compiled filter keeps %d bytes of heap, over 2 × the filter's %d bytes", held, len(where))
+		if held > uint64(len(where))*16/10 {
+			t.Errorf("the compiled filter keeps %d bytes of heap, over 1.6 × the filter's %d bytes", held, len(where))
 		}
 		if int(held) > size+size/4+8192 {
 			t.Errorf("the heap shows %d bytes held, Size() says %d: Size undercounts", held, size)
