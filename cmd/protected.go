@@ -1,6 +1,6 @@
 package cmd
 
-import "github.com/streamcast/streamcast/pkg/broker/config"
+import "github.com/streamcast/streamcast/pkg/meta/config"
 
 // refuseProtected refuses command on a stream the config declares with a
 // history_guard: migrate, retire and retain would each change the history

@@ -17,10 +17,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
-	"github.com/streamcast/streamcast/internal/brokertest"
-	"github.com/streamcast/streamcast/internal/s3test"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -39,7 +39,7 @@ const (
 type remoteStream struct {
 	dir      string // the test's working directory
 	root     string // the server's root
-	s3       *s3test.Server
+	s3       *testkit.S3Server
 	s3cfg    warehouse.S3
 	metadata string // the stream's s3:// metadata URI
 }
@@ -47,7 +47,7 @@ type remoteStream struct {
 func (s *remoteStream) brokerConfig(schema string) config.Config {
 	cfg := config.Default()
 	cfg.Listen, cfg.Root, cfg.Maintain.Enabled = "127.0.0.1:0", s.root, false
-	cfg.Published = "s3://" + s3test.Bucket + "/tables"
+	cfg.Published = "s3://" + testkit.Bucket + "/tables"
 	cfg.S3 = s.s3cfg
 	st := config.DefaultStream("trades")
 	st.Schema = config.RawJSON(schema)
@@ -61,7 +61,7 @@ func (s *remoteStream) writeConfig(t *testing.T, name, schema string) string {
 	t.Helper()
 	y := fmt.Sprintf("s3:\n  endpoint: %s\n  region: %s\n  path_style: true\n", s.s3cfg.Endpoint, s.s3cfg.Region)
 	if schema != "" {
-		y += fmt.Sprintf("listen: 127.0.0.1:0\nroot: %s\npublished: s3://%s/tables\nmaintain: false\nstreams:\n  - name: trades\n    schema: %s\n", s.root, s3test.Bucket, schema)
+		y += fmt.Sprintf("listen: 127.0.0.1:0\nroot: %s\npublished: s3://%s/tables\nmaintain: false\nstreams:\n  - name: trades\n    schema: %s\n", s.root, testkit.Bucket, schema)
 	}
 	p := filepath.Join(s.dir, name)
 	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
@@ -123,14 +123,14 @@ func publishRemote(t *testing.T, url string, first, n int, v2 bool) {
 // served and its rows are not yet published, with the broker's URL.
 func newRemoteStream(t *testing.T, follow func(s *remoteStream, url string)) (*remoteStream, string) {
 	t.Helper()
-	srv := s3test.Start(t, nil)
+	srv := testkit.StartS3(t, nil)
 	srv.UseCredentials(t)
 	dir := t.TempDir()
 	t.Chdir(dir)
 	s := &remoteStream{
 		dir: dir, root: filepath.Join(dir, "data"), s3: srv,
-		s3cfg:    warehouse.S3{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true},
-		metadata: "s3://" + s3test.Bucket + "/tables/trades/trades.metadata.json",
+		s3cfg:    warehouse.S3{Endpoint: srv.Endpoint(), Region: testkit.Region, PathStyle: true},
+		metadata: "s3://" + testkit.Bucket + "/tables/trades/trades.metadata.json",
 	}
 	v2 := s.writeConfig(t, "v2.yaml", remoteSchemaV2)
 

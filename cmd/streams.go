@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/streamcast/streamcast/internal/conf"
 	"github.com/streamcast/streamcast/pkg/broker/control"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // streamsFlags are the flags every streams subcommand shares.
@@ -254,7 +254,7 @@ func readDeclarations(file string) ([]declarationFile, error) {
 	}
 	var out []declarationFile
 	for _, n := range items {
-		js, err := conf.NodeJSON(nil, n)
+		js, err := config.NodeJSON(nil, n)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
@@ -320,7 +320,7 @@ exactly the old end (the seam). It needs the migrate grant.`,
 			if err := yaml.Unmarshal(b, &n); err != nil || len(n.Content) == 0 {
 				return fmt.Errorf("%s is not a YAML or JSON schema", schemaFile)
 			}
-			sch, err := conf.NodeJSON(nil, n.Content[0])
+			sch, err := config.NodeJSON(nil, n.Content[0])
 			if err != nil {
 				return fmt.Errorf("%s: %w", schemaFile, err)
 			}

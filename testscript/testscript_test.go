@@ -20,9 +20,9 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/streamcast/streamcast/cmd"
-	"github.com/streamcast/streamcast/internal/tlstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/broker"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 	"github.com/streamcast/streamcast/pkg/wire/txbox"
 )
@@ -178,7 +178,7 @@ func genCerts(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	dir := ts.MkAbs(args[0])
 	ts.Check(os.MkdirAll(dir, 0o755))
-	ts.Check(tlstest.WriteFiles(dir, args[1]))
+	ts.Check(testkit.WriteTLSFiles(dir, args[1]))
 }
 
 // genRows writes N rows of the demo schema, in its canonical form (so a

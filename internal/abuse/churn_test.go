@@ -11,7 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // TestConnectDisconnectChurnLeavesNothingBehind connects and drops
@@ -38,7 +38,7 @@ func TestConnectDisconnectChurnLeavesNothingBehind(t *testing.T) {
 	})
 	base := s.baseline()
 	goroutines := s.stats().Process.Goroutines
-	rounds := soak.Count(300, 2000) // 5,000 took 42 s of CI's 30 minutes
+	rounds := testkit.SoakCount(300, 2000) // 5,000 took 42 s of CI's 30 minutes
 	for i := 0; i < rounds; i++ {
 		ws, _ := subscribe(t, s, paths[i%len(paths)], 0)
 		if i%2 == 0 {

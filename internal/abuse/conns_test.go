@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // keepAlive opens n connections and sends one keep-alive GET path on
@@ -68,7 +68,7 @@ func TestIdleKeepAliveConnectionsAreClosed(t *testing.T) {
 	n := connRoom(t, 3000, 100)
 	// Every connection comes from this one address.
 	limits, idle := "  max_connections_per_address: 0\n", 30*time.Second // the default
-	if !soak.Full() {
+	if !testkit.SoakFull() {
 		limits, idle = limits+"  idle_timeout: 5s\n", 5*time.Second
 	}
 	s := start(t, options{limits: limits})

@@ -19,7 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // The control API's attacks: a user who may control some streams reading
@@ -261,7 +261,7 @@ func registryBytes(t testing.TB, path string) (db, wal int64) {
 func TestControlNoOpRequestsDoNotGrowTheRegistry(t *testing.T) {
 	t.Parallel()
 	const declBytes = 240 << 10
-	n := soak.CountShort(100, 150, 500) // 150 already carry 36 MB, 6× the bound
+	n := testkit.SoakCountShort(100, 150, 500) // 150 already carry 36 MB, 6× the bound
 	s := startControl(t, false, false)
 	decl := ctlDecl(declBytes)
 	s.create(t, "", "big", decl)
@@ -333,7 +333,7 @@ func (s *ctlServer) childPIDs() map[string]int {
 // slowest.
 func TestControlStartingAStreamLeavesTheMaintenanceChildrenRunning(t *testing.T) {
 	t.Parallel()
-	n := soak.CountShort(10, 20, 50) // 50 (the figure's count) at full
+	n := testkit.SoakCountShort(10, 20, 50) // 50 (the figure's count) at full
 	s := startControl(t, false, true)
 	names := make([]string, n+5)
 	for i := range names {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // largeWhere is a where= of 5,000 distinct ten-byte strings on "id", 65,008
@@ -50,8 +50,8 @@ const filterBytesPerSub = 150_000
 // server's memory.
 func TestDistinctLargeFiltersCostAboutTheirSizeAndAreGivenBack(t *testing.T) {
 	t.Parallel()
-	n := soak.CountShort(100, 300, 1000) // 1,000 (the figure's count) at full; the bound scales with n
-	connRoom(t, n, n)                    // all n, or skip
+	n := testkit.SoakCountShort(100, 300, 1000) // 1,000 (the figure's count) at full; the bound scales with n
+	connRoom(t, n, n)                           // all n, or skip
 	// Every subscriber comes from this one address.
 	s := start(t, options{limits: "  max_connections_per_address: 0\n"})
 	// Warm the paths a filtered subscriber takes, so the baseline holds

@@ -20,7 +20,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/internal/testbin"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // binaryEnv names a prebuilt streamcast binary to attack instead of
@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		if exe, err = testbin.Build(dir); err != nil {
+		if exe, err = testkit.BuildStreamcast(dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			_ = os.RemoveAll(dir)
 			os.Exit(1)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/tlstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // TestAReloadThatDropsClientCAFileKeepsMutualTLS starts serve with mutual
@@ -25,7 +25,7 @@ import (
 func TestAReloadThatDropsClientCAFileKeepsMutualTLS(t *testing.T) {
 	t.Parallel() // its own server process; see TestMain
 	dir := t.TempDir()
-	if err := tlstest.WriteFiles(dir, "client-one"); err != nil {
+	if err := testkit.WriteTLSFiles(dir, "client-one"); err != nil {
 		t.Fatal(err)
 	}
 	f := func(name string) string { return filepath.Join(dir, name) }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // follower is a subscriber that reads live frames and checks that they
@@ -175,7 +175,7 @@ func TestStoppedServerResumesLosingNothing(t *testing.T) {
 		return l.count() >= 2000, fmt.Sprintf("%d rows acknowledged", l.count())
 	})
 	base := s.baseline()
-	rounds := soak.Count(2, 10)
+	rounds := testkit.SoakCount(2, 10)
 	for i := 0; i < rounds; i++ {
 		if err := syscall.Kill(s.pid, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
@@ -208,10 +208,10 @@ func TestKilledMaintenanceChildrenAreRestartedLosingNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the maintenance children; skipped with -short")
 	}
-	if !soak.Full() {
+	if !testkit.SoakFull() {
 		// About 12 s, to keep the README's test run within its budget; CI
 		// runs it every time.
-		t.Skip("killing the maintenance children runs under " + soak.Env + "=full")
+		t.Skip("killing the maintenance children runs under " + testkit.SoakEnv + "=full")
 	}
 	s := start(t, options{maintain: true})
 	children := func() map[string]int {
@@ -238,7 +238,7 @@ func TestKilledMaintenanceChildrenAreRestartedLosingNothing(t *testing.T) {
 	base := s.baseline()
 	// Five at full count: each round waits out the restart backoff, which
 	// grows with every kill (10 rounds took 108 s of CI's 30 minutes).
-	rounds := soak.Count(2, 5)
+	rounds := testkit.SoakCount(2, 5)
 	for i := 0; i < rounds; i++ {
 		killed := children()
 		for _, pid := range killed {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // publishRows sends n rows in frames of up to 1000, 16 unanswered at a
@@ -201,7 +201,7 @@ func asClose(err error, ce **websocket.CloseError) bool {
 func TestStalledSubscribersAreDroppedAndTheirMemoryReturns(t *testing.T) {
 	t.Parallel() // its own server process; see TestMain
 	const maxBacklog = 8192
-	subs := soak.Count(100, 2000)
+	subs := testkit.SoakCount(100, 2000)
 	// Every subscriber comes from this one address.
 	s := start(t, options{maxBacklog: maxBacklog, limits: "  max_connections_per_address: 0\n"})
 	fds := s.fds()
@@ -224,7 +224,7 @@ func TestStalledSubscribersAreDroppedAndTheirMemoryReturns(t *testing.T) {
 func BenchmarkStalledSubscriberRSS(b *testing.B) {
 	for _, maxBacklog := range []int{8192, 1024} {
 		b.Run(fmt.Sprintf("max_backlog=%d", maxBacklog), func(b *testing.B) {
-			subs := soak.Count(200, 2000)
+			subs := testkit.SoakCount(200, 2000)
 			var per, ratio, after float64
 			for i := 0; i < b.N; i++ {
 				s := start(b, options{maxBacklog: maxBacklog, limits: "  max_connections_per_address: 0\n"})

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/testbin"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // Settings, from the environment so one command line measures any size:
@@ -89,7 +89,7 @@ func binary(b *testing.B) string {
 	if p := os.Getenv("STREAMCAST_IDLE_BINARY"); p != "" {
 		return p
 	}
-	path, err := testbin.Build(b.TempDir())
+	path, err := testkit.BuildStreamcast(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}

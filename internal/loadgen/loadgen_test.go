@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/streamcast/streamcast/internal/brokertest"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // TestMain fails the package when a test leaves a goroutine behind: Run and

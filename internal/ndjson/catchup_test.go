@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/brokertest"
-	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/internal/testkit"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
 	"github.com/streamcast/streamcast/internal/waitfor"
 	"github.com/streamcast/streamcast/pkg/broker"
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/meta/history"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -495,12 +495,12 @@ func TestCatchUpThatCannotConvergeNamesTheNumbersAndTheWaysOut(t *testing.T) {
 }
 
 func TestCatchUpFromAnS3PrefixReadsOnlyTheBucket(t *testing.T) {
-	s3 := s3test.Start(t, nil)
+	s3 := testkit.StartS3(t, nil)
 	s3.UseCredentials(t)
 	root := t.TempDir()
-	s3cfg := warehouse.S3{Endpoint: s3.Endpoint(), Region: s3test.Region, PathStyle: true}
+	s3cfg := warehouse.S3{Endpoint: s3.Endpoint(), Region: testkit.Region, PathStyle: true}
 	s := serveCatchUpWith(t, root, cuSchemaV1, 100, func(c *config.Config) {
-		c.Published = "s3://" + s3test.Bucket + "/tables"
+		c.Published = "s3://" + testkit.Bucket + "/tables"
 		c.S3 = s3cfg
 	})
 	s.publishRows(t, 1, 2000, false)
@@ -516,7 +516,7 @@ func TestCatchUpFromAnS3PrefixReadsOnlyTheBucket(t *testing.T) {
 	if _, err := Tail(ctxT(t), s.url, &out, o); err != nil {
 		t.Fatal(err)
 	}
-	if len(uris) == 0 || !strings.HasPrefix(uris[0], "s3://"+s3test.Bucket+"/tables/trades/") {
+	if len(uris) == 0 || !strings.HasPrefix(uris[0], "s3://"+testkit.Bucket+"/tables/trades/") {
 		t.Fatalf("caught up through %v, want the bucket's metadata", uris)
 	}
 	diffFrames(t, out.String(), uninterrupted(t, root, 1, 2001))

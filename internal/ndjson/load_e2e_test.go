@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/wstest"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -261,7 +261,7 @@ func TestLoadSendsTheFramesOfOneReadInOneSocketWrite(t *testing.T) {
 	pr, pw := io.Pipe()
 	var writes atomic.Int64
 	opts := loadDefaults(LoadOptions{Stdin: pr, MaxInFlight: 1000, Coalesce: time.Hour})
-	opts.DialOptions.Dialer = wstest.CountingDialer(&writes)
+	opts.DialOptions.Dialer = testkit.CountingDialer(&writes)
 	done := loadInBackground(url, opts, 200)
 	if _, err := pw.Write([]byte(lines.String())); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/wire"
 
-	"github.com/streamcast/streamcast/internal/wstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 const sideSchema = `{"type":"object","properties":{"side":{"type":"integer"}},"required":["side"]}`
@@ -22,12 +22,12 @@ const sideSchema = `{"type":"object","properties":{"side":{"type":"integer"}},"r
 func markServer(t *testing.T, lastSeq int64, reply func(frame string) string) (url string, frames func() []string) {
 	var mu sync.Mutex
 	var got []string
-	url = wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url = testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		g := wire.Greeting{Stream: "t", EndOffset: 100, Durable: true, Schema: []byte(sideSchema)}
 		if id := r.URL.Query().Get("publisher"); id != "" {
 			g.Publisher = &wire.PublisherMark{ID: id, LastSeq: lastSeq, LastOffset: 99}
 		}
-		wstest.Send(t, c, string(g.AppendJSON(nil)))
+		testkit.SendText(t, c, string(g.AppendJSON(nil)))
 		for {
 			_, data, err := c.ReadMessage()
 			if err != nil {
@@ -36,7 +36,7 @@ func markServer(t *testing.T, lastSeq int64, reply func(frame string) string) (u
 			mu.Lock()
 			got = append(got, string(data))
 			mu.Unlock()
-			wstest.Send(t, c, reply(string(data)))
+			testkit.SendText(t, c, reply(string(data)))
 		}
 	})
 	return url, func() []string {

@@ -13,23 +13,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // s3Cursor starts versitygw with the AWS environment pointing at it and
 // returns it with the URI of a cursor object in its bucket.
-func s3Cursor(t *testing.T) (*s3test.Server, string) {
+func s3Cursor(t *testing.T) (*testkit.S3Server, string) {
 	t.Helper()
-	srv := s3test.Start(t, nil)
+	srv := testkit.StartS3(t, nil)
 	srv.UseCredentials(t)
 	t.Setenv("AWS_ENDPOINT_URL", srv.Endpoint())
-	return srv, "s3://" + s3test.Bucket + "/consumer1/trades.offset"
+	return srv, "s3://" + testkit.Bucket + "/consumer1/trades.offset"
 }
 
-func getObject(t *testing.T, srv *s3test.Server, key string) string {
+func getObject(t *testing.T, srv *testkit.S3Server, key string) string {
 	t.Helper()
-	out, err := srv.Client().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(s3test.Bucket), Key: aws.String(key)})
+	out, err := srv.Client().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(testkit.Bucket), Key: aws.String(key)})
 	if err != nil {
 		t.Fatalf("get %s: %v", key, err)
 	}
@@ -125,7 +125,7 @@ func TestRemoteCursorResumesATailOnAnotherMachine(t *testing.T) {
 // and a clean exit puts the file's position in the object.
 func TestRemoteCursorLosesToALocalFile(t *testing.T) {
 	srv, uri := s3Cursor(t)
-	_, err := srv.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(s3test.Bucket), Key: aws.String("consumer1/trades.offset"), Body: strings.NewReader("9\n")})
+	_, err := srv.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(testkit.Bucket), Key: aws.String("consumer1/trades.offset"), Body: strings.NewReader("9\n")})
 	if err != nil {
 		t.Fatal(err)
 	}

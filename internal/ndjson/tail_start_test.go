@@ -12,7 +12,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/wire"
 
-	"github.com/streamcast/streamcast/internal/wstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // freeAddr returns a 127.0.0.1 address with nothing listening on it.
@@ -101,11 +101,11 @@ func TestTailReconnectWaitsForAServerThatIsDownAtStart(t *testing.T) {
 	}
 
 	serveAt(t, addr, func(c *websocket.Conn) {
-		wstest.Send(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
+		testkit.SendText(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
 		for o := int64(1); o < 4; o++ {
-			wstest.Send(t, c, dataFrame(o))
+			testkit.SendText(t, c, dataFrame(o))
 		}
-		wstest.CloseWith(c, wire.CloseNormal, "")
+		testkit.CloseWithCode(c, wire.CloseNormal, "")
 	})
 	r := <-done
 	if r.err != nil {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/wire"
 
-	"github.com/streamcast/streamcast/internal/wstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 func dataFrame(o int64) string {
@@ -29,21 +29,21 @@ func dataFrame(o int64) string {
 // replayServer greets with replay [start, end) (start from ?offset, or live
 // at end) and sends the frames of that range, then runs after.
 func replayServer(t *testing.T, end int64, after func(c *websocket.Conn)) string {
-	return wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	return testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		start := end
 		var replay *wire.Range
 		if o := r.URL.Query().Get("offset"); o != "" {
 			start, _ = strconv.ParseInt(o, 10, 64)
 			replay = &wire.Range{Start: start, End: end}
 		}
-		wstest.Send(t, c, greeting(end, replay))
+		testkit.SendText(t, c, greeting(end, replay))
 		for o := start; o < end; o++ {
-			wstest.Send(t, c, dataFrame(o))
+			testkit.SendText(t, c, dataFrame(o))
 		}
 		if after != nil {
 			after(c)
 		} else {
-			wstest.CloseWith(c, wire.CloseNormal, "")
+			testkit.CloseWithCode(c, wire.CloseNormal, "")
 		}
 	})
 }
@@ -61,12 +61,12 @@ func untilClientCloses(c *websocket.Conn) {
 
 func TestTailWritesEachFrameExactlyAsReceived(t *testing.T) {
 	frames := []string{`[1,5,{"a":1}]`, `[ 2 , 6 , {"a": [1, 2]} ]`, `[3,null,{"b":"x y"}]`}
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		wstest.Send(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		testkit.SendText(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
 		for _, f := range frames {
-			wstest.Send(t, c, f)
+			testkit.SendText(t, c, f)
 		}
-		wstest.CloseWith(c, wire.CloseNormal, "")
+		testkit.CloseWithCode(c, wire.CloseNormal, "")
 	})
 	var out bytes.Buffer
 	res, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(1)}))
@@ -93,7 +93,7 @@ func TestTailRowsPrintsOnlyTheRowObjects(t *testing.T) {
 }
 
 func TestTailCountStopsAfterNRows(t *testing.T) {
-	url := replayServer(t, 100, func(c *websocket.Conn) { wstest.CloseWith(c, wire.CloseNormal, "") })
+	url := replayServer(t, 100, func(c *websocket.Conn) { testkit.CloseWithCode(c, wire.CloseNormal, "") })
 	var out bytes.Buffer
 	res, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(10), Count: 5}))
 	if err != nil {
@@ -109,7 +109,7 @@ func TestTailUntilCaughtUpStopsAtTheGreetingsFrontier(t *testing.T) {
 	// must stop at 9 without waiting for the close.
 	url := replayServer(t, 10, func(c *websocket.Conn) {
 		for o := int64(10); o < 20; o++ {
-			wstest.Send(t, c, dataFrame(o))
+			testkit.SendText(t, c, dataFrame(o))
 		}
 		untilClientCloses(c)
 	})
@@ -129,7 +129,7 @@ func TestTailUntilCaughtUpStopsAtTheGreetingsFrontier(t *testing.T) {
 
 func TestTailUntilCaughtUpReturnsAtOnceWhenNothingIsReplayed(t *testing.T) {
 	url := replayServer(t, 10, func(c *websocket.Conn) {
-		wstest.Send(t, c, dataFrame(10))
+		testkit.SendText(t, c, dataFrame(10))
 		untilClientCloses(c)
 	})
 	for _, opts := range []TailOptions{{UntilCaughtUp: true}, {UntilCaughtUp: true, Offset: wire.At(10)}} {
@@ -147,13 +147,13 @@ func TestTailUntilCaughtUpReturnsAtOnceWhenNothingIsReplayed(t *testing.T) {
 
 func TestTailUntilCaughtUpWithWhereFiltersOnTheClient(t *testing.T) {
 	var query atomic.Value
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		query.Store(r.URL.RawQuery)
 		g := wire.Greeting{Stream: "trades", EndOffset: 6, Replay: &wire.Range{Start: 1, End: 6}, Durable: true,
 			Schema: []byte(`{"type":"object","properties":{"side":{"type":"integer"}},"required":["side"]}`)}
-		wstest.Send(t, c, string(g.AppendJSON(nil)))
+		testkit.SendText(t, c, string(g.AppendJSON(nil)))
 		for o := int64(1); o < 6; o++ {
-			wstest.Send(t, c, fmt.Sprintf(`[%d,0,{"side":%d}]`, o, o%2))
+			testkit.SendText(t, c, fmt.Sprintf(`[%d,0,{"side":%d}]`, o, o%2))
 		}
 		untilClientCloses(c)
 	})
@@ -192,29 +192,29 @@ func TestTailReconnectResumesAfterTheLastRowOnTooSlowAndGoingAway(t *testing.T) 
 	var conns atomic.Int32
 	var offsets []string
 	var mu sync.Mutex
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		n := conns.Add(1)
 		mu.Lock()
 		offsets = append(offsets, r.URL.Query().Get("offset"))
 		mu.Unlock()
 		start, _ := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
-		wstest.Send(t, c, greeting(7, &wire.Range{Start: start, End: 7}))
+		testkit.SendText(t, c, greeting(7, &wire.Range{Start: start, End: 7}))
 		switch n {
 		case 1: // two rows, then dropped as too slow with a trimmed reason
-			wstest.Send(t, c, dataFrame(1))
-			wstest.Send(t, c, dataFrame(2))
-			wstest.CloseWith(c, wire.CloseTooSlow, `{"error":"too_slow"}`)
+			testkit.SendText(t, c, dataFrame(1))
+			testkit.SendText(t, c, dataFrame(2))
+			testkit.CloseWithCode(c, wire.CloseTooSlow, `{"error":"too_slow"}`)
 		case 2: // one row, then the server restarts
-			wstest.Send(t, c, dataFrame(3))
-			wstest.CloseWith(c, wire.CloseGoingAway, "server shutting down")
+			testkit.SendText(t, c, dataFrame(3))
+			testkit.CloseWithCode(c, wire.CloseGoingAway, "server shutting down")
 		case 3: // the connection breaks without a close frame
-			wstest.Send(t, c, dataFrame(4))
+			testkit.SendText(t, c, dataFrame(4))
 			c.NetConn().Close()
 		default:
 			for o := start; o < 7; o++ {
-				wstest.Send(t, c, dataFrame(o))
+				testkit.SendText(t, c, dataFrame(o))
 			}
-			wstest.CloseWith(c, wire.CloseNormal, "")
+			testkit.CloseWithCode(c, wire.CloseNormal, "")
 		}
 	})
 	var out bytes.Buffer
@@ -241,11 +241,11 @@ func TestTailReconnectResumesAfterTheLastRowOnTooSlowAndGoingAway(t *testing.T) 
 }
 
 func TestTailWithoutReconnectSaysHowToResume(t *testing.T) {
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		wstest.Send(t, c, greeting(9, &wire.Range{Start: 1, End: 9}))
-		wstest.Send(t, c, dataFrame(1))
-		wstest.Send(t, c, dataFrame(2))
-		wstest.CloseWith(c, wire.CloseTooSlow, `{"error":"too_slow","offset":3,"behind":8192}`)
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		testkit.SendText(t, c, greeting(9, &wire.Range{Start: 1, End: 9}))
+		testkit.SendText(t, c, dataFrame(1))
+		testkit.SendText(t, c, dataFrame(2))
+		testkit.CloseWithCode(c, wire.CloseTooSlow, `{"error":"too_slow","offset":3,"behind":8192}`)
 	})
 	var out bytes.Buffer
 	_, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Offset: wire.At(1)}))
@@ -286,8 +286,8 @@ func TestTailRefusalsSayWhatToRerunWith(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-				wstest.CloseWith(c, tt.code, tt.reason)
+			url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+				testkit.CloseWithCode(c, tt.code, tt.reason)
 			})
 			_, err := Tail(ctxT(t), url+"/trades", &bytes.Buffer{}, tailDefaults(TailOptions{Offset: wire.At(5), Reconnect: true}))
 			if err == nil {
@@ -307,8 +307,8 @@ func TestTailRefusalsSayWhatToRerunWith(t *testing.T) {
 }
 
 func TestTailRefusalOfACursorsOffsetNamesTheCursor(t *testing.T) {
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		wstest.CloseWith(c, wire.CloseNotReplayable, `{"error":"not_replayable","why":"ahead","offset":43,"end_offset":10}`)
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		testkit.CloseWithCode(c, wire.CloseNotReplayable, `{"error":"not_replayable","why":"ahead","offset":43,"end_offset":10}`)
 	})
 	path := filepath.Join(t.TempDir(), "c")
 	os.WriteFile(path, []byte("42"), 0o644)
@@ -368,16 +368,16 @@ func TestTailCursorMovesOnlyPastLinesThatWereWritten(t *testing.T) {
 func TestTailResumesOneAboveTheCursorAndKeepsItWhenOffsetRereads(t *testing.T) {
 	var asked []string
 	var mu sync.Mutex
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		mu.Lock()
 		asked = append(asked, r.URL.Query().Get("offset"))
 		mu.Unlock()
 		start, _ := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
-		wstest.Send(t, c, greeting(100, &wire.Range{Start: start, End: 100}))
+		testkit.SendText(t, c, greeting(100, &wire.Range{Start: start, End: 100}))
 		for o := start; o < 100; o++ {
-			wstest.Send(t, c, dataFrame(o))
+			testkit.SendText(t, c, dataFrame(o))
 		}
-		wstest.CloseWith(c, wire.CloseNormal, "")
+		testkit.CloseWithCode(c, wire.CloseNormal, "")
 	})
 	path := filepath.Join(t.TempDir(), "c")
 	os.WriteFile(path, []byte("9\n"), 0o644)
@@ -433,12 +433,12 @@ func TestTailStopsCleanlyWhenItsContextEnds(t *testing.T) {
 }
 
 func TestTailSavesTheCursorOfAQuietStreamWithoutWaitingForMoreRows(t *testing.T) {
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		wstest.Send(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
-		wstest.Send(t, c, dataFrame(1))
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		testkit.SendText(t, c, greeting(4, &wire.Range{Start: 1, End: 4}))
+		testkit.SendText(t, c, dataFrame(1))
 		time.Sleep(10 * time.Millisecond) // a second batch, inside the save throttle
-		wstest.Send(t, c, dataFrame(2))
-		wstest.Send(t, c, dataFrame(3))
+		testkit.SendText(t, c, dataFrame(2))
+		testkit.SendText(t, c, dataFrame(3))
 		untilClientCloses(c)
 	})
 	path := filepath.Join(t.TempDir(), "c")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // certStore holds the TLS configuration new handshakes get. A handshake reads

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/streamcast/streamcast/internal/wstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // TestACloseFrameWithAOneBytePayloadIsAProtocolError: a close body is empty
@@ -24,7 +24,7 @@ func TestACloseFrameWithAOneBytePayloadIsAProtocolError(t *testing.T) {
 		{"/trades?publish", []byte{0x03, 0xe8}, websocket.CloseNormalClosure},
 	} {
 		ws, _ := mustDial(t, wsURL(srv, tc.path))
-		if _, err := ws.NetConn().Write(wstest.ClientFrame(wstest.OpClose, tc.payload)); err != nil {
+		if _, err := ws.NetConn().Write(testkit.ClientFrame(testkit.OpClose, tc.payload)); err != nil {
 			t.Fatal(err)
 		}
 		_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/streamcast/streamcast/pkg/broker/auth"
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/console"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // This file hooks the web console (package console) into the routes. Only

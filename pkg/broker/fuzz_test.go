@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gorilla/websocket"
-	"github.com/streamcast/streamcast/internal/wstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // FuzzPeerFrames feeds arbitrary bytes, as a peer's side of an upgraded
@@ -17,11 +17,11 @@ import (
 // exactly when its payload was 0 or 1 bytes, and BadClose tells those two
 // apart. (The server's answer, 1002, is fuzzed by broker's FuzzReadLoop.)
 func FuzzPeerFrames(f *testing.F) {
-	for _, s := range wstest.PeerSeeds() {
+	for _, s := range testkit.PeerSeeds() {
 		f.Add(s, uint8(1))
 	}
 	up := websocket.Upgrader{ReadBufferSize: 512, CheckOrigin: func(*http.Request) bool { return true }}
-	peer := wstest.NewMemPeer()
+	peer := testkit.NewMemPeer()
 	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
 		// The follower alone, in chunks of chunk bytes and in one piece.
 		var whole, cut peerFollower

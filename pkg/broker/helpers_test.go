@@ -17,9 +17,9 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
-	"github.com/streamcast/streamcast/internal/testbin"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -44,8 +44,8 @@ func TestMain(m *testing.M) {
 	}
 	helperForker = supervise.NewForker()
 	code := m.Run()
-	helperForker.Close() // its helpers were stopped by their tests' cleanups
-	testbin.Remove()     // streamcastExe's binary
+	helperForker.Close()       // its helpers were stopped by their tests' cleanups
+	testkit.RemoveStreamcast() // streamcastExe's binary
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run: %v\n", err)

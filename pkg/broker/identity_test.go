@@ -17,17 +17,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/streamcast/streamcast/internal/s3test"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // identityConfig is testConfig with trades published outside the root:
 // under a directory (file) or on versitygw (s3), and the reader of what
 // is published there.
-func identityConfig(t *testing.T, kind string, srv *s3test.Server) (config.Config, func(uri string) ([]byte, error)) {
+func identityConfig(t *testing.T, kind string, srv *testkit.S3Server) (config.Config, func(uri string) ([]byte, error)) {
 	cfg := testConfig(t)
 	switch kind {
 	case "file":
@@ -40,8 +40,8 @@ func identityConfig(t *testing.T, kind string, srv *s3test.Server) (config.Confi
 			return os.ReadFile(u.Path)
 		}
 	}
-	cfg.Published = "s3://" + s3test.Bucket + "/" + strings.ReplaceAll(t.Name(), "/", "_")
-	cfg.S3 = warehouse.S3{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true}
+	cfg.Published = "s3://" + testkit.Bucket + "/" + strings.ReplaceAll(t.Name(), "/", "_")
+	cfg.S3 = warehouse.S3{Endpoint: srv.Endpoint(), Region: testkit.Region, PathStyle: true}
 	return cfg, func(uri string) ([]byte, error) {
 		u, err := url.Parse(uri)
 		if err != nil || u.Scheme != "s3" {

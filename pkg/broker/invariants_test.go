@@ -15,7 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -83,7 +83,7 @@ func TestSubscribePartitionIsExactUnderLoad(t *testing.T) {
 	var seq atomic.Int64
 	// Rows each of the 50 subscribers reads at most (about): fewer in the
 	// README's run, to keep it within its budget on a 2-core box.
-	bound := int64(soak.Count(20000, 60000))
+	bound := int64(testkit.SoakCount(20000, 60000))
 	if raceEnabled {
 		// The race run is after data races, not scale: 3,000 rows take
 		// 50 subscribers through attach-while-committing often enough

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 func TestNewRefusesChildrenWithoutAnExecutable(t *testing.T) {

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // TestMetricsCountChildRestartsByRoleAcrossReloadsAndReplaysByTier: a
@@ -20,10 +20,10 @@ import (
 // down); the next kill makes it two. Rows the seal child moved into a
 // file and clean evicted are replayed from the local tier.
 func TestMetricsCountChildRestartsByRoleAcrossReloadsAndReplaysByTier(t *testing.T) {
-	if !soak.Full() {
+	if !testkit.SoakFull() {
 		// 5 s of killing and restarting children: CI runs it on every run
 		// (it sets the variable); the README's go test ./... stays under 3 min.
-		t.Skip("runs under " + soak.Env + "=full")
+		t.Skip("runs under " + testkit.SoakEnv + "=full")
 	}
 	exe := streamcastExe(t)
 	cfg := testConfig(t)

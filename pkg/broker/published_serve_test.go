@@ -19,9 +19,9 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/charmbracelet/log"
 
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // readPublished reads the stream's table (namespace and table both

@@ -9,7 +9,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/internal/wstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // FuzzReadLoop feeds arbitrary bytes, as a peer's side of an upgraded
@@ -20,12 +20,12 @@ import (
 // when its first close frame carried one byte. (The frame follower alone is
 // fuzzed by peerframe's FuzzPeerFrames.)
 func FuzzReadLoop(f *testing.F) {
-	for _, s := range wstest.PeerSeeds() {
+	for _, s := range testkit.PeerSeeds() {
 		f.Add(s)
 	}
 	up := websocket.Upgrader{ReadBufferSize: 512, CheckOrigin: func(*http.Request) bool { return true }}
 	srv := &Server{logger: log.New(io.Discard)}
-	peer := wstest.NewMemPeer()
+	peer := testkit.NewMemPeer()
 	f.Fuzz(func(t *testing.T, in []byte) {
 		peer.Reset(in)
 		hj := &peerHijack{ResponseWriter: peer.W}

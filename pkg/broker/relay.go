@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/meta"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 
 	"github.com/streamcast/streamcast/pkg/broker/relay"
 	"github.com/streamcast/streamcast/pkg/logstore"

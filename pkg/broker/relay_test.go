@@ -19,9 +19,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/internal/soak"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit"
 	relaypkg "github.com/streamcast/streamcast/pkg/broker/relay"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -140,7 +140,7 @@ func (c *collector) digestOf() (int, string) {
 // subscription ended.
 func (c *collector) waitLen(t testing.TB, what string, n int) {
 	t.Helper()
-	waitFor(t, what, time.Duration(soak.Count(60, 900))*time.Second, func() bool {
+	waitFor(t, what, time.Duration(testkit.SoakCount(60, 900))*time.Second, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.err != nil && c.n < n {
@@ -197,7 +197,7 @@ func publishRows(t testing.TB, url string, from, n int) {
 	p := &pubConn{t: t, ws: ws, g: g}
 	const per = 50
 	var tick *time.Ticker
-	if soak.Full() {
+	if testkit.SoakFull() {
 		tick = time.NewTicker(time.Second / (20000 / per))
 		defer tick.Stop()
 	}
@@ -224,8 +224,8 @@ func TestRelaysServeTheOriginsFramesByteForByte(t *testing.T) {
 	r2 := startRelay(t, relayConfig(t, up, true))
 	chain := startRelay(t, relayConfig(t, wsURL(r1, "/trades"), true))
 
-	rows := soak.Count(3000, 100000) // at 20k rows/s under full (publishRows)
-	subs := soak.Count(4, 100)
+	rows := testkit.SoakCount(3000, 100000) // at 20k rows/s under full (publishRows)
+	subs := testkit.SoakCount(4, 100)
 	ref := collect(t, up+"?offset=0")
 	// One subscriber on each relay keeps its frames, to name the first
 	// that differs; the others keep a digest, which says whether they do.
@@ -307,7 +307,7 @@ func TestLiveRelayPassesTheOriginsFramesOn(t *testing.T) {
 		r := streamStats(relay, "trades").Relay
 		return r != nil && r.State == relayMirroring
 	})
-	rows := soak.Count(500, 20000)
+	rows := testkit.SoakCount(500, 20000)
 	publishRows(t, up, 0, rows)
 	ref.waitLen(t, "the origin's subscriber", rows)
 	sub.waitLen(t, "the live relay's subscriber", rows)
@@ -363,7 +363,7 @@ func TestRelayKilledAndRestartedResumesWithoutAGap(t *testing.T) {
 	ch := startChild(t, rcfg)
 	sub := collect(t, "ws://"+ch.addr+"/trades?offset=0")
 
-	rows := soak.Count(2000, 100000)
+	rows := testkit.SoakCount(2000, 100000)
 	// Published from this goroutine, so a failure can stop the test;
 	// the kill happens from the watcher below once a quarter arrived.
 	killed := make(chan struct{})
@@ -405,7 +405,7 @@ func TestOriginKilledRelaysReconnectLosingNothing(t *testing.T) {
 	relay := startRelay(t, relayConfig(t, up, true))
 	sub := collect(t, wsURL(relay, "/trades?offset=0"))
 
-	before := soak.Count(1000, 50000)
+	before := testkit.SoakCount(1000, 50000)
 	publishRows(t, up, 0, before)
 	sub.waitLen(t, "the relay's subscriber before the kill", before)
 	if err := ch.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -419,7 +419,7 @@ func TestOriginKilledRelaysReconnectLosingNothing(t *testing.T) {
 	ocfg.Listen = ch.addr
 	ch2 := startChild(t, ocfg)
 	up = "ws://" + ch2.addr + "/trades"
-	after := soak.Count(1000, 50000)
+	after := testkit.SoakCount(1000, 50000)
 	publishRows(t, up, before, after)
 	ref := collect(t, up+"?offset=0")
 	ref.waitLen(t, "the restarted origin's subscriber", before+after)

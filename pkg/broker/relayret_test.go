@@ -13,7 +13,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // relayCacheMaxBytes bounds the relay's local files in

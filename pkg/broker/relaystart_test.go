@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/tlstest"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -177,7 +177,7 @@ func TestRelayRestartedAgainstARecreatedStreamStops(t *testing.T) {
 // that CA, and without it serve refuses to start, saying what to set; a
 // missing file is refused when the config is validated.
 func TestRelayTrustsItsUpstreamCAFile(t *testing.T) {
-	ca, err := tlstest.NewCA("streamcast relay test CA")
+	ca, err := testkit.NewCA("streamcast relay test CA")
 	if err != nil {
 		t.Fatal(err)
 	}

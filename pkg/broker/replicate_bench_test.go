@@ -13,11 +13,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/internal/s3test"
-	"github.com/streamcast/streamcast/internal/soak"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // replicatedConfig is testConfig with trades replicated by a child of
@@ -61,7 +60,7 @@ func BenchmarkReplicationLag(b *testing.B) {
 
 func benchReplicationLag(b *testing.B, kind string) {
 	secs := 10 * time.Second
-	if soak.Full() {
+	if testkit.SoakFull() {
 		secs = time.Minute
 	}
 	if v := os.Getenv("STREAMCAST_REPLICATION_SECONDS"); v != "" {
@@ -84,7 +83,7 @@ func benchReplicationLag(b *testing.B, kind string) {
 		// litestream's S3 client cannot load a CA bundle; versitygw is
 		// plain HTTP.
 		b.Setenv("AWS_CA_BUNDLE", "")
-		s3 := s3test.Start(b, helperForker.Start)
+		s3 := testkit.StartS3(b, helperForker.Start)
 		s3.UseCredentials(b)
 		cfg.Published = "s3://" + testBucket + "/tables"
 		cfg.S3 = warehouse.S3{Endpoint: s3.Endpoint(), Region: testRegion, PathStyle: true}

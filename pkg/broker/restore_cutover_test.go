@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -495,11 +495,11 @@ func TestPlannedCutoverUnderLoadLosesNothing(t *testing.T) {
 	exe := streamcastExe(t)
 	for _, pc := range cutoverPrefixes() {
 		t.Run(pc.name, func(t *testing.T) {
-			if !soak.Full() {
+			if !testkit.SoakFull() {
 				// About 15 s on either prefix, to keep the README's test run
 				// under its 3 minutes; CI runs both every time. The README's
 				// run keeps the unplanned loss below, the harder case.
-				t.Skip("the planned cutover runs under " + soak.Env + "=full")
+				t.Skip("the planned cutover runs under " + testkit.SoakEnv + "=full")
 			}
 			dir := t.TempDir()
 			pre := pc.make(t, dir)
@@ -508,7 +508,7 @@ func TestPlannedCutoverUnderLoadLosesNothing(t *testing.T) {
 
 			l := newLoad()
 			p := startServe(t, exe, oldCfg)
-			loadUntil(t, p, l, soak.Count(2000, 6000))
+			loadUntil(t, p, l, testkit.SoakCount(2000, 6000))
 			waitFor(t, "a publish pass under load", time.Minute, func() bool { return readTable(t, pre).snapshot != 0 })
 			p.stop(t, syscall.SIGTERM) // under load
 			l.stop()
@@ -572,12 +572,12 @@ func TestUnplannedLossMidLoadFencesEveryAcknowledgedOffset(t *testing.T) {
 	exe := streamcastExe(t)
 	for _, pc := range cutoverPrefixes() {
 		t.Run(pc.name, func(t *testing.T) {
-			if !soak.Full() {
+			if !testkit.SoakFull() {
 				// About 17 s on a directory and 20 s on versitygw, to keep
 				// the README's test run within its budget; CI runs both
 				// every time, and testscript/restore_unplanned.txtar
 				// runs the same loss without load in the README's run.
-				t.Skip("the unplanned loss under load runs under " + soak.Env + "=full")
+				t.Skip("the unplanned loss under load runs under " + testkit.SoakEnv + "=full")
 			}
 			dir := t.TempDir()
 			unplannedLoss(t, exe, dir, pc.make(t, dir))
@@ -591,7 +591,7 @@ func unplannedLoss(t *testing.T, exe, dir string, pre cutoverPrefix) {
 
 	l := newLoad()
 	p := startServe(t, exe, cfg)
-	loadUntil(t, p, l, soak.Count(2000, 6000))
+	loadUntil(t, p, l, testkit.SoakCount(2000, 6000))
 	var shipped int64
 	waitFor(t, "the replica to ship past offset 1000", time.Minute, func() bool {
 		shipped, _ = p.replicatedThrough()

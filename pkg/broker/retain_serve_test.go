@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // TestARunningServerPicksUpRetainWithoutARestart runs `streamcast serve`

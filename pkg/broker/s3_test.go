@@ -5,14 +5,14 @@ package broker
 import (
 	"testing"
 
-	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 const (
-	testBucket = s3test.Bucket
-	testRegion = s3test.Region
+	testBucket = testkit.Bucket
+	testRegion = testkit.Region
 )
 
 // startS3 starts versitygw (internal/s3test) with testBucket, stopped when
 // the test ends.
-func startS3(t *testing.T) *s3test.Server { return s3test.Start(t, helperForker.Start) }
+func startS3(t *testing.T) *testkit.S3Server { return testkit.StartS3(t, helperForker.Start) }

@@ -22,10 +22,10 @@ import (
 
 	"github.com/charmbracelet/log"
 
-	"github.com/streamcast/streamcast/internal/testbin"
+	"github.com/streamcast/streamcast/internal/testkit"
 
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // The supervision tests run real processes, and read /proc and the
@@ -38,7 +38,7 @@ import (
 // internal/brokertest (it imports broker).
 func streamcastExe(t testing.TB) string {
 	t.Helper()
-	return testbin.Streamcast(t)
+	return testkit.Streamcast(t)
 }
 
 // maintainOf runs the roles given, at their intervals, and no other.

@@ -16,15 +16,15 @@ import (
 
 	"github.com/charmbracelet/log"
 
-	"github.com/streamcast/streamcast/internal/tlstest"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // tlsFixture is a CA, the server's certificate files it signed, and a
 // config serving them.
 type tlsFixture struct {
-	ca       *tlstest.CA
+	ca       *testkit.CA
 	dir      string
 	certFile string
 	keyFile  string
@@ -34,7 +34,7 @@ type tlsFixture struct {
 
 func newTLSFixture(t *testing.T) *tlsFixture {
 	t.Helper()
-	ca, err := tlstest.NewCA("streamcast test CA")
+	ca, err := testkit.NewCA("streamcast test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("principal %q, want alice (the client certificate's CN)", p)
 	}
 
-	other, err := tlstest.NewCA("another CA")
+	other, err := testkit.NewCA("another CA")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +443,7 @@ func BenchmarkWriteBatchTLS(b *testing.B) {
 // closed when b ends.
 func tlsPipe(b *testing.B) (client, server *tls.Conn) {
 	b.Helper()
-	ca, err := tlstest.NewCA("bench CA")
+	ca, err := testkit.NewCA("bench CA")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // runRoleMain runs one maintenance role over the log in dir, as
@@ -67,9 +67,9 @@ func crashConfig() Config {
 // object store's crash points.
 func killsPerRole(backend string) int {
 	if backend == "s3" {
-		return soak.CountShort(1, 2, 8)
+		return testkit.SoakCountShort(1, 2, 8)
 	}
-	return soak.CountShort(1, 3, 20)
+	return testkit.SoakCountShort(1, 3, 20)
 }
 
 // TestEveryRoleSurvivesSIGKILLUnderAppends runs the five roles as child
@@ -82,11 +82,11 @@ func killsPerRole(backend string) int {
 func TestEveryRoleSurvivesSIGKILLUnderAppends(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
-			if b.name == "s3" && !soak.Full() {
+			if b.name == "s3" && !testkit.SoakFull() {
 				// About 13 s (85 s under -race), to keep the README's test
 				// run and the race run within their budgets; CI runs it at
 				// full count.
-				t.Skip("the SIGKILLs over versitygw run under " + soak.Env + "=full")
+				t.Skip("the SIGKILLs over versitygw run under " + testkit.SoakEnv + "=full")
 			}
 			testSIGKILL(t, b)
 		})

@@ -16,7 +16,7 @@ import (
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // readTableMain is the external reader: a process that knows nothing of
@@ -137,7 +137,7 @@ func TestAnotherProcessReadsThePublishedTableWithIcebergGo(t *testing.T) {
 			var env []string
 			if !pt.Local() {
 				v, _ := s3Servers.Load(l.Dir())
-				env = append(env, "AWS_ENDPOINT_URL_S3="+v.(*s3test.Server).Endpoint())
+				env = append(env, "AWS_ENDPOINT_URL_S3="+v.(*testkit.S3Server).Endpoint())
 			}
 			got := readExternally(t, pt.Warehouse(), pt.Ident()[0]+"."+pt.Ident()[1], env...)
 			if int64(len(got)) != through || through != 800 {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // The crash and lock tests run this test binary again as a child process
@@ -194,7 +194,7 @@ func (c *child) kill() {
 // run (-short, where every restart is a race-built child), a dozen locally,
 // 50 in CI (STREAMCAST_SOAK=full, see internal/soak).
 func crashIterations() int {
-	return soak.CountShort(4, 12, 50)
+	return testkit.SoakCountShort(4, 12, 50)
 }
 
 func TestASecondWriterIsRefusedUntilTheFirstDies(t *testing.T) {

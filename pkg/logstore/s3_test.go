@@ -12,22 +12,22 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // The S3 tests run against a real S3 server (versitygw), through the one
 // helper every package shares: internal/s3test.
 const (
-	testBucket = s3test.Bucket
-	testRegion = s3test.Region
+	testBucket = testkit.Bucket
+	testRegion = testkit.Region
 )
 
 // startS3 starts versitygw with testBucket, stopped when the test ends.
-func startS3(t testing.TB) *s3test.Server { return s3test.Start(t, nil) }
+func startS3(t testing.TB) *testkit.S3Server { return testkit.StartS3(t, nil) }
 
 // s3LogConfig returns a log config publishing to prefix under the test bucket.
-func s3LogConfig(s *s3test.Server, prefix string) Config {
+func s3LogConfig(s *testkit.S3Server, prefix string) Config {
 	c := tierConfig()
 	c.Published = "s3://" + testBucket + "/" + prefix
 	c.S3 = warehouse.S3{Endpoint: s.Endpoint(), Region: testRegion, PathStyle: true}

@@ -17,8 +17,7 @@ import (
 	"github.com/apache/iceberg-go/catalog/hadoop"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/streamcast/streamcast/internal/s3test"
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
@@ -234,7 +233,7 @@ func tableObjects(t testing.TB, l *Log, pt *warehouse.Table) []string {
 		t.Fatalf("no S3 server known for %s", l.Dir())
 	}
 	key := strings.TrimPrefix(pt.Location(), "s3://"+testBucket+"/")
-	for _, k := range v.(*s3test.Server).Keys(t, key+"/") {
+	for _, k := range v.(*testkit.S3Server).Keys(t, key+"/") {
 		if !strings.HasSuffix(k, "/") { // directory markers
 			out = append(out, "s3://"+testBucket+"/"+k)
 		}
@@ -476,11 +475,11 @@ func TestInterruptedStepsAreReconciledByTheNextPass(t *testing.T) {
 	for _, b := range backends() {
 		for _, point := range []string{"publish:uploaded", "publish:committed", "compact:written", "clean-published:queued"} {
 			t.Run(b.name+"/"+point, func(t *testing.T) {
-				if b.name == "s3" && !soak.Full() {
+				if b.name == "s3" && !testkit.SoakFull() {
 					// About 12 s for the four points (30 s under -race), to
 					// keep the README's test run and CI's race run within
 					// their budgets; CI's full run takes them every time.
-					t.Skip("the interrupted steps over versitygw run under " + soak.Env + "=full")
+					t.Skip("the interrupted steps over versitygw run under " + testkit.SoakEnv + "=full")
 				}
 				testInterrupted(t, b, point)
 			})

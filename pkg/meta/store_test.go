@@ -23,7 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -35,18 +35,18 @@ type testEnv struct {
 	root string
 	pub  string // the published: value
 	s3   warehouse.S3
-	srv  *s3test.Server
+	srv  *testkit.S3Server
 	key  string // the S3 key prefix of pub ("" for file)
 }
 
 // envs returns a fresh file:// env and a fresh s3:// env (one versitygw
 // per test, a fresh key prefix per call).
 type envMaker struct {
-	srv *s3test.Server
+	srv *testkit.S3Server
 }
 
 func newEnvMaker(t *testing.T) *envMaker {
-	srv := s3test.Start(t, nil)
+	srv := testkit.StartS3(t, nil)
 	srv.UseCredentials(t)
 	return &envMaker{srv: srv}
 }
@@ -62,9 +62,9 @@ func (m *envMaker) env(t *testing.T, kind string) testEnv {
 		e.pub = "file://" + filepath.Join(dir, "pub")
 	default:
 		e.key = "p" + randHex(4)
-		e.pub = "s3://" + s3test.Bucket + "/" + e.key
+		e.pub = "s3://" + testkit.Bucket + "/" + e.key
 		e.srv = m.srv
-		e.s3 = warehouse.S3{Endpoint: m.srv.Endpoint(), Region: s3test.Region, PathStyle: true}
+		e.s3 = warehouse.S3{Endpoint: m.srv.Endpoint(), Region: testkit.Region, PathStyle: true}
 	}
 	return e
 }
@@ -108,7 +108,7 @@ func (e testEnv) putPublished(t *testing.T, rel string, data []byte) {
 		return
 	}
 	_, err := e.srv.Client().PutObject(context.Background(), &s3.PutObjectInput{
-		Bucket: aws.String(s3test.Bucket), Key: aws.String(e.key + "/" + rel), Body: strings.NewReader(string(data)),
+		Bucket: aws.String(testkit.Bucket), Key: aws.String(e.key + "/" + rel), Body: strings.NewReader(string(data)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -336,11 +336,11 @@ func TestCommitWritesBothPlacesAndKeepsTenVersions(t *testing.T) {
 // PUT with If-None-Match: * is refused when the key exists, and that of
 // many racing ones exactly one lands.
 func TestConditionalPutLetsOneWriterWin(t *testing.T) {
-	srv := s3test.Start(t, nil)
+	srv := testkit.StartS3(t, nil)
 	c := srv.Client()
 	ctx := context.Background()
 	put := func(key, body string) error {
-		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s3test.Bucket), Key: aws.String(key), Body: strings.NewReader(body), IfNoneMatch: aws.String("*")})
+		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(testkit.Bucket), Key: aws.String(key), Body: strings.NewReader(body), IfNoneMatch: aws.String("*")})
 		return err
 	}
 	if err := put("k", "a"); err != nil {
@@ -459,7 +459,7 @@ func TestCommitChild(t *testing.T) {
 	ctx := context.Background()
 	var s3cfg warehouse.S3
 	if ep := os.Getenv("META_ENDPOINT"); ep != "" {
-		s3cfg = warehouse.S3{Endpoint: ep, Region: s3test.Region, PathStyle: true}
+		s3cfg = warehouse.S3{Endpoint: ep, Region: testkit.Region, PathStyle: true}
 	}
 	lay, err := NewLayout(os.Getenv("META_ROOT"), os.Getenv("META_PUB"))
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/internal/wstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // BenchmarkRecv measures the subscriber's receive path: a fake server writes
@@ -35,7 +35,7 @@ func BenchmarkRecv(b *testing.B) {
 				return
 			}
 		}
-		wstest.CloseWith(c, CloseNormal, "")
+		testkit.CloseWithCode(c, CloseNormal, "")
 	})
 	ctx := context.Background()
 	s, err := Subscribe(ctx, url+"/t", SubscribeOptions{})

@@ -14,7 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
-	"github.com/streamcast/streamcast/internal/wstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -31,12 +31,12 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func TestSubscribeReturnsARefusalBeforeTheGreeting(t *testing.T) {
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		if r.URL.Query().Get("offset") != "100" {
 			t.Errorf("query %q", r.URL.RawQuery)
 		}
 		e := &NotReplayable{Why: WhyTooOld, Offset: 100, EndOffset: 250000, MaxReplay: 100000, Earliest: Null}
-		wstest.CloseWith(c, e.Code(), e.Reason())
+		testkit.CloseWithCode(c, e.Code(), e.Reason())
 	})
 	_, err := Subscribe(ctxT(t), url+"/trades", SubscribeOptions{Offset: At(100)})
 	var nr *NotReplayable
@@ -49,9 +49,9 @@ func TestSubscribeReturnsARefusalBeforeTheGreeting(t *testing.T) {
 }
 
 func TestSubscribeNamesTheMissingStream(t *testing.T) {
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		e := &StreamNotFound{Serves: []string{"demo", "trades"}}
-		wstest.CloseWith(c, e.Code(), e.Reason())
+		testkit.CloseWithCode(c, e.Code(), e.Reason())
 	})
 	_, err := Subscribe(ctxT(t), url+"/tardes", SubscribeOptions{})
 	var nf *StreamNotFound
@@ -68,9 +68,9 @@ func TestSubscribeRefusesAnOffsetGivenTwice(t *testing.T) {
 }
 
 func TestSubscribeRefusesANonGreeting(t *testing.T) {
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		wstest.Send(t, c, `{"hello":"world"}`)
-		wstest.CloseWith(c, CloseNormal, "")
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		testkit.SendText(t, c, `{"hello":"world"}`)
+		testkit.CloseWithCode(c, CloseNormal, "")
 	})
 	_, err := Subscribe(ctxT(t), url+"/t", SubscribeOptions{})
 	var pe *ProtocolError
@@ -80,12 +80,12 @@ func TestSubscribeRefusesANonGreeting(t *testing.T) {
 }
 
 func TestRecvDeliversFramesThenTheTypedClose(t *testing.T) {
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		wstest.Send(t, c, greeting(13, &Range{10, 13}))
-		wstest.Send(t, c, `[10,100,{"a":1}]`)
-		wstest.Send(t, c, `[12,101,{"a":2}]`)
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		testkit.SendText(t, c, greeting(13, &Range{10, 13}))
+		testkit.SendText(t, c, `[10,100,{"a":1}]`)
+		testkit.SendText(t, c, `[12,101,{"a":2}]`)
 		e := &TooSlow{Offset: 13, Behind: 8192}
-		wstest.CloseWith(c, e.Code(), e.Reason())
+		testkit.CloseWithCode(c, e.Code(), e.Reason())
 	})
 	ctx := ctxT(t)
 	s, err := Subscribe(ctx, url+"/trades?offset=10", SubscribeOptions{})
@@ -116,11 +116,11 @@ func TestRecvDeliversFramesThenTheTypedClose(t *testing.T) {
 }
 
 func TestRecvFillsTheResumeOffsetOfATrimmedTooSlow(t *testing.T) {
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		wstest.Send(t, c, greeting(5, nil))
-		wstest.Send(t, c, `[5,1,{}]`)
-		wstest.Send(t, c, `[6,1,{}]`)
-		wstest.CloseWith(c, CloseTooSlow, `{"error":"too_slow"}`)
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		testkit.SendText(t, c, greeting(5, nil))
+		testkit.SendText(t, c, `[5,1,{}]`)
+		testkit.SendText(t, c, `[6,1,{}]`)
+		testkit.CloseWithCode(c, CloseTooSlow, `{"error":"too_slow"}`)
 	})
 	ctx := ctxT(t)
 	s, err := Subscribe(ctx, url+"/t", SubscribeOptions{})
@@ -147,12 +147,12 @@ func TestRecvRefusesOffsetsThatDoNotIncrease(t *testing.T) {
 	}
 	for name, frames := range cases {
 		t.Run(name, func(t *testing.T) {
-			url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-				wstest.Send(t, c, greeting(20, &Range{10, 20}))
+			url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+				testkit.SendText(t, c, greeting(20, &Range{10, 20}))
 				for _, f := range frames {
-					wstest.Send(t, c, f)
+					testkit.SendText(t, c, f)
 				}
-				wstest.CloseWith(c, CloseNormal, "")
+				testkit.CloseWithCode(c, CloseNormal, "")
 			})
 			ctx := ctxT(t)
 			s, err := Subscribe(ctx, url+"/t", SubscribeOptions{Offset: At(10)})
@@ -176,10 +176,10 @@ func TestRecvRefusesOffsetsThatDoNotIncrease(t *testing.T) {
 
 func TestRecvEndsCleanlyOn1000AndResumablyOn1001(t *testing.T) {
 	for _, code := range []int{CloseNormal, CloseGoingAway} {
-		url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-			wstest.Send(t, c, greeting(3, nil))
-			wstest.Send(t, c, `[3,1,{"a":null}]`)
-			wstest.CloseWith(c, code, "server shutting down")
+		url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+			testkit.SendText(t, c, greeting(3, nil))
+			testkit.SendText(t, c, `[3,1,{"a":null}]`)
+			testkit.CloseWithCode(c, code, "server shutting down")
 		})
 		ctx := ctxT(t)
 		s, err := Subscribe(ctx, url+"/t", SubscribeOptions{})
@@ -203,8 +203,8 @@ func TestRecvEndsCleanlyOn1000AndResumablyOn1001(t *testing.T) {
 
 func TestRecvReturnsWhenItsContextEnds(t *testing.T) {
 	release := make(chan struct{})
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		wstest.Send(t, c, greeting(0, nil))
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		testkit.SendText(t, c, greeting(0, nil))
 		<-release
 	})
 	defer close(release)
@@ -221,12 +221,12 @@ func TestRecvReturnsWhenItsContextEnds(t *testing.T) {
 }
 
 func TestAnEndedPerCallContextDoesNotBreakTheNextRecv(t *testing.T) {
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		wstest.Send(t, c, greeting(0, nil))
-		wstest.Send(t, c, `[0,1,{}]`)
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		testkit.SendText(t, c, greeting(0, nil))
+		testkit.SendText(t, c, `[0,1,{}]`)
 		time.Sleep(50 * time.Millisecond)
-		wstest.Send(t, c, `[1,1,{}]`)
-		wstest.CloseWith(c, CloseNormal, "")
+		testkit.SendText(t, c, `[1,1,{}]`)
+		testkit.CloseWithCode(c, CloseNormal, "")
 	})
 	s, err := Subscribe(ctxT(t), url+"/t", SubscribeOptions{})
 	if err != nil {
@@ -245,8 +245,8 @@ func TestAnEndedPerCallContextDoesNotBreakTheNextRecv(t *testing.T) {
 
 func TestCloseUnblocksARecv(t *testing.T) {
 	release := make(chan struct{})
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		wstest.Send(t, c, greeting(0, nil))
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		testkit.SendText(t, c, greeting(0, nil))
 		<-release // no frame ever comes: only Close can end the Recv
 	})
 	defer close(release)
@@ -321,17 +321,17 @@ func TestDecodeTypesPlainRows(t *testing.T) {
 
 // publishServer answers each publish frame with reply(frame), in order.
 func publishServer(t *testing.T, reply func(i int, frame string) string) string {
-	return wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	return testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		if _, ok := r.URL.Query()["publish"]; !ok {
 			t.Errorf("publisher URL %q lacks publish", r.URL.RawQuery)
 		}
-		wstest.Send(t, c, `{"streamcast":4,"stream":"t","end_offset":0,"replay":null,"durable":true}`)
+		testkit.SendText(t, c, `{"streamcast":4,"stream":"t","end_offset":0,"replay":null,"durable":true}`)
 		for i := 0; ; i++ {
 			_, data, err := c.ReadMessage()
 			if err != nil {
 				return
 			}
-			wstest.Send(t, c, reply(i, string(data)))
+			testkit.SendText(t, c, reply(i, string(data)))
 		}
 	})
 }
@@ -407,8 +407,8 @@ func testPipelinedReplies(t *testing.T, coalesce time.Duration) {
 }
 
 func TestPublisherCloseWaitsForOwedReplies(t *testing.T) {
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		wstest.Send(t, c, `{"streamcast":4,"stream":"t","end_offset":0}`)
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		testkit.SendText(t, c, `{"streamcast":4,"stream":"t","end_offset":0}`)
 		var n int
 		for n < 3 {
 			if _, _, err := c.ReadMessage(); err != nil {
@@ -418,7 +418,7 @@ func TestPublisherCloseWaitsForOwedReplies(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // a slow commit
 		for i := 0; i < n; i++ {
-			wstest.Send(t, c, string(AppendOK(nil, int64(i), 1)))
+			testkit.SendText(t, c, string(AppendOK(nil, int64(i), 1)))
 		}
 		for {
 			if _, _, err := c.ReadMessage(); err != nil {
@@ -455,12 +455,12 @@ func TestPublisherCloseWaitsForOwedReplies(t *testing.T) {
 }
 
 func TestPublisherFailsOwedAcksWhenTheServerGoesAway(t *testing.T) {
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
-		wstest.Send(t, c, `{"streamcast":4,"stream":"t","end_offset":0}`)
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+		testkit.SendText(t, c, `{"streamcast":4,"stream":"t","end_offset":0}`)
 		if _, _, err := c.ReadMessage(); err != nil {
 			return
 		}
-		wstest.CloseWith(c, CloseGoingAway, "server shutting down")
+		testkit.CloseWithCode(c, CloseGoingAway, "server shutting down")
 	})
 	ctx := ctxT(t)
 	p, err := Publish(ctx, url+"/t", PublishOptions{})
@@ -484,12 +484,12 @@ func TestPublisherFailsOwedAcksWhenTheServerGoesAway(t *testing.T) {
 func TestExactlyOncePublisherNumbersFramesFromTheMark(t *testing.T) {
 	var mu sync.Mutex
 	var frames []string
-	url := wstest.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
+	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
 		if r.URL.Query().Get("publisher") != "loader" {
 			t.Errorf("query %q", r.URL.RawQuery)
 		}
 		g := Greeting{Stream: "t", EndOffset: 0, Publisher: &PublisherMark{ID: "loader", LastSeq: 41, LastOffset: 7}}
-		wstest.Send(t, c, string(g.AppendJSON(nil)))
+		testkit.SendText(t, c, string(g.AppendJSON(nil)))
 		for i := 0; ; i++ {
 			_, data, err := c.ReadMessage()
 			if err != nil {
@@ -504,7 +504,7 @@ func TestExactlyOncePublisherNumbersFramesFromTheMark(t *testing.T) {
 			if strings.HasPrefix(string(f[1]), "[") {
 				n, _ = countElements(f[1])
 			}
-			wstest.Send(t, c, string(AppendOK(nil, int64(100+i*10), n)))
+			testkit.SendText(t, c, string(AppendOK(nil, int64(100+i*10), n)))
 		}
 	})
 	ctx := ctxT(t)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/wstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 func okServer(t *testing.T) string {
@@ -30,7 +30,7 @@ func TestCoalescedFramesShareOneSocketWrite(t *testing.T) {
 			ctx := ctxT(t)
 			var writes atomic.Int64
 			p, err := Publish(ctx, url+"/t", PublishOptions{
-				DialOptions: DialOptions{Dialer: wstest.CountingDialer(&writes)},
+				DialOptions: DialOptions{Dialer: testkit.CountingDialer(&writes)},
 				MaxInFlight: 64,
 				Coalesce:    tc.coalesce,
 			})

@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // This file is what the broker's entry middleware decides with: the

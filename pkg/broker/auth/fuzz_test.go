@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // FuzzAuthConfig feeds arbitrary YAML to the config parser with an auth:

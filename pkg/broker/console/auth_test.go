@@ -12,8 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/streamcast/streamcast/internal/brokertest"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 func hash(t *testing.T, pw string) string {

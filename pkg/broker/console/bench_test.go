@@ -10,7 +10,7 @@ import (
 	"github.com/chromedp/cdproto/performance"
 	"github.com/chromedp/chromedp"
 
-	"github.com/streamcast/streamcast/internal/brokertest"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
 )
 
 // scriptSeconds reads the tab's JavaScript and total main-thread task

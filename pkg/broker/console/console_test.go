@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/streamcast/streamcast/internal/brokertest"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
 )
 
 // TestConsoleStreamsViewShowsTheEndOffsetWithinTwoSeconds loads the

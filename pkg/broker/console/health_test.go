@@ -12,18 +12,17 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/streamcast/streamcast/internal/soak"
-	"github.com/streamcast/streamcast/internal/testbin"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/broker"
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // buildStreamcast builds the streamcast command for the maintenance
 // children serve starts.
 func buildStreamcast(t *testing.T) string {
 	t.Helper()
-	path, err := testbin.Build(t.TempDir())
+	path, err := testkit.BuildStreamcast(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +48,11 @@ func TestConsoleFlagsAMaintainChildThatRestarted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds streamcast and starts child processes")
 	}
-	if !soak.Full() {
+	if !testkit.SoakFull() {
 		// About 17 s, most of it building and restarting the children, to
 		// keep the README's test run within its budget; CI runs it every
 		// time.
-		t.Skip("the restarted-child badge runs under " + soak.Env + "=full")
+		t.Skip("the restarted-child badge runs under " + testkit.SoakEnv + "=full")
 	}
 	ctx, errs := startBrowser(t)
 	cfg := tradesConfig("127.0.0.1:0", t.TempDir())

@@ -9,12 +9,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/streamcast/streamcast/internal/brokertest"
-	"github.com/streamcast/streamcast/internal/soak"
-	"github.com/streamcast/streamcast/internal/testbin"
+	"github.com/streamcast/streamcast/internal/testkit"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
 	"github.com/streamcast/streamcast/pkg/broker"
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // lagSpeed is how much faster than the wall clock the broker's clock runs
@@ -32,10 +31,10 @@ func TestConsoleFlagsGrowingPublishLag(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds streamcast and starts child processes")
 	}
-	if !soak.Full() {
+	if !testkit.SoakFull() {
 		// About 18 s of waiting for the lag to grow, to keep the README's
 		// test run short; CI runs it every time.
-		t.Skip("the growing-lag flag runs under " + soak.Env + "=full")
+		t.Skip("the growing-lag flag runs under " + testkit.SoakEnv + "=full")
 	}
 	// The children's command builds while the lag grows.
 	type built struct {
@@ -45,7 +44,7 @@ func TestConsoleFlagsGrowingPublishLag(t *testing.T) {
 	exe := make(chan built, 1)
 	dir := t.TempDir()
 	go func() {
-		p, err := testbin.Build(dir)
+		p, err := testkit.BuildStreamcast(dir)
 		exe <- built{p, err}
 	}()
 	t.Cleanup(func() { <-exe })

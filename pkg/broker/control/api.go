@@ -15,8 +15,8 @@ import (
 	"strings"
 
 	"github.com/streamcast/streamcast/pkg/broker/auth"
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/meta"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // Version is the control API's contract version.

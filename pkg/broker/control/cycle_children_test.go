@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/brokertest"
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
 	"github.com/streamcast/streamcast/pkg/broker"
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/control"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // TestStartStopCyclesLeakNoMaintenanceChildren starts and stops a
@@ -24,12 +24,12 @@ import (
 // the server's own open files are back where they were: no child and no
 // descriptor is left behind by a cycle.
 func TestStartStopCyclesLeakNoMaintenanceChildren(t *testing.T) {
-	if !soak.Full() {
+	if !testkit.SoakFull() {
 		// About 20 s for even a few cycles on a 2-core box, to keep the
 		// README's test run within its budget; CI runs them every time,
 		// and TestStartStopCyclesLeakNothingWhileANeighbourIsUnderLoad
 		// cycles 100 times without children here.
-		t.Skip("the start and stop cycles with children run under " + soak.Env + "=full")
+		t.Skip("the start and stop cycles with children run under " + testkit.SoakEnv + "=full")
 	}
 	// 30, not 100: a child or a descriptor left per cycle shows as 30 of
 	// them, and each cycle moves the children (about a second each here),

@@ -15,7 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // TestStartStopCyclesLeakNothingWhileANeighbourIsUnderLoad starts and
@@ -28,7 +28,7 @@ import (
 func TestStartStopCyclesLeakNothingWhileANeighbourIsUnderLoad(t *testing.T) {
 	// The 100, locally and in CI; the race run's 30 are enough for
 	// a leak to show.
-	cycles := soak.CountShort(30, 100, 100)
+	cycles := testkit.SoakCountShort(30, 100, 100)
 	f := start(t)
 	f.create(t, "cycled")
 	// Warm up: one cycle, so what a first start allocates for good (pools,

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 

@@ -17,16 +17,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/testbin"
+	"github.com/streamcast/streamcast/internal/testkit"
 
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
-	"github.com/streamcast/streamcast/internal/brokertest"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
 	"github.com/streamcast/streamcast/pkg/broker"
-	"github.com/streamcast/streamcast/pkg/broker/config"
 	"github.com/streamcast/streamcast/pkg/broker/control"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // The child mode of the test binary: a real serve in its own process,
@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(root, os.Getenv(childAddrEnv), os.Getenv(killAtEnv)))
 	}
 	code := m.Run()
-	testbin.Remove() // the binary brokertest.Executable built, if a test asked for it
+	testkit.RemoveStreamcast() // the binary brokertest.Executable built, if a test asked for it
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run: %v\n", err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
-	"github.com/streamcast/streamcast/internal/testbin"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 )
@@ -60,7 +60,7 @@ func TestTheMigrationWorkerRunsNicedAndOutlivesAMigration(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the thread priorities are read from Linux's /proc")
 	}
-	exe := testbin.Streamcast(t)
+	exe := testkit.Streamcast(t)
 	w := &migrationWorker{exe: exe, level: "warn", logger: log.New(os.Stderr), idle: time.Hour}
 	defer w.close()
 	if err := w.start(); err != nil {
@@ -142,7 +142,7 @@ func TestTheMigrationWorkerRunsNicedAndOutlivesAMigration(t *testing.T) {
 // migrations: the next migration gets an error naming the worker, never
 // a hang, and the one after runs in a new process.
 func TestAMigrationWorkerThatDiesIsReplaced(t *testing.T) {
-	exe := testbin.Streamcast(t)
+	exe := testkit.Streamcast(t)
 	w := &migrationWorker{exe: exe, level: "warn", logger: log.New(os.Stderr)}
 	defer w.close()
 	if err := w.start(); err != nil {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/benbjohnson/litestream"
 
-	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
@@ -273,7 +273,7 @@ func (b *syncBuffer) String() string {
 // TestTargets: the replica sits at <prefix>/<stream>/_wal/<log>/ for a
 // local prefix and for an S3 one (versitygw), and what ships restores.
 func TestTargets(t *testing.T) {
-	srv := s3test.Start(t, nil)
+	srv := testkit.StartS3(t, nil)
 	srv.UseCredentials(t)
 	// litestream's S3 client cannot load a CA bundle (cmd turns
 	// AWS_CA_BUNDLE into SSL_CERT_FILE for it); versitygw here is plain HTTP.
@@ -285,7 +285,7 @@ func TestTargets(t *testing.T) {
 	}{
 		{"directory", func(root string) logstore.Config { return logstore.Config{Published: filepath.Join(root, "pub")} }, nil},
 		{"s3", func(string) logstore.Config {
-			return logstore.Config{Published: "s3://" + s3test.Bucket + "/tables", S3: warehouse.S3{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true}}
+			return logstore.Config{Published: "s3://" + testkit.Bucket + "/tables", S3: warehouse.S3{Endpoint: srv.Endpoint(), Region: testkit.Region, PathStyle: true}}
 		}, func() []string { return srv.Keys(t, "tables/s/_wal/log/") }},
 	}
 	for _, c := range cases {

@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/streamcast/streamcast/internal/s3test"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
@@ -38,7 +38,7 @@ type fixture struct {
 	root  string
 	pub   string
 	lay   meta.Layout
-	s3    *s3test.Server
+	s3    *testkit.S3Server
 	s3cfg warehouse.S3
 	sch   []string // the schema of each log, oldest first
 }
@@ -47,10 +47,10 @@ func newFixture(t testing.TB, onS3 bool) *fixture {
 	t.Helper()
 	f := &fixture{root: t.TempDir()}
 	if onS3 {
-		f.s3 = s3test.Start(t, nil)
+		f.s3 = testkit.StartS3(t, nil)
 		f.s3.UseCredentials(t)
-		f.pub = "s3://" + s3test.Bucket + "/tables"
-		f.s3cfg = warehouse.S3{Endpoint: f.s3.Endpoint(), Region: s3test.Region, PathStyle: true}
+		f.pub = "s3://" + testkit.Bucket + "/tables"
+		f.s3cfg = warehouse.S3{Endpoint: f.s3.Endpoint(), Region: testkit.Region, PathStyle: true}
 	}
 	lay, err := meta.NewLayout(f.root, f.pub)
 	if err != nil {

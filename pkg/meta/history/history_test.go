@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/brokertest"
-	"github.com/streamcast/streamcast/internal/s3test"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/meta/history"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -163,7 +163,7 @@ func TestRemoteReadWithOnlyTheS3MetadataURI(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Rename(f.root+".gone", f.root) })
-	uri := "s3://" + s3test.Bucket + "/tables/" + stream + "/" + stream + ".metadata/version-hint.text"
+	uri := "s3://" + testkit.Bucket + "/tables/" + stream + "/" + stream + ".metadata/version-hint.text"
 	r := f.open(t, history.Options{MetadataURI: uri})
 	sameRows(t, scanAll(t, r, history.ScanRequest{}), want)
 

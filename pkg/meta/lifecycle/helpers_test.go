@@ -21,11 +21,11 @@ import (
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/streamcast/streamcast/internal/s3test"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -118,7 +118,7 @@ func killedAt(t *testing.T, f *fixture, op, step, schemaJSON string) {
 type fixture struct {
 	root  string
 	pub   string // the configured published prefix; "" for <root>/published
-	s3    *s3test.Server
+	s3    *testkit.S3Server
 	lay   meta.Layout
 	s3cfg warehouse.S3
 }
@@ -147,10 +147,10 @@ func newFixture(t *testing.T, kind string, rows int) *fixture {
 		f.pub = "file://" + filepath.Join(t.TempDir(), "pub") // beside the root, as a lost root leaves it
 	}
 	if kind == "s3" {
-		f.s3 = s3test.Start(t, nil)
+		f.s3 = testkit.StartS3(t, nil)
 		f.s3.UseCredentials(t)
-		f.pub = "s3://" + s3test.Bucket + "/tables"
-		f.s3cfg = warehouse.S3{Endpoint: f.s3.Endpoint(), Region: s3test.Region, PathStyle: true}
+		f.pub = "s3://" + testkit.Bucket + "/tables"
+		f.s3cfg = warehouse.S3{Endpoint: f.s3.Endpoint(), Region: testkit.Region, PathStyle: true}
 	}
 	lay, err := meta.NewLayout(f.root, f.pub)
 	if err != nil {
@@ -312,7 +312,7 @@ func (f *fixture) publishedOffsets(t *testing.T, log string) map[int64]bool {
 		props = iceberg.Properties{
 			"allow-unsafe-commits":             "true",
 			icebergio.S3EndpointURL:            f.s3.Endpoint(),
-			icebergio.S3Region:                 s3test.Region,
+			icebergio.S3Region:                 testkit.Region,
 			icebergio.S3ForceVirtualAddressing: "false",
 		}
 	}

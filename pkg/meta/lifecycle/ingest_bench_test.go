@@ -25,7 +25,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
@@ -328,7 +328,7 @@ func TestIngestLargeInputBoundedRSS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes a large source")
 	}
-	n := soak.Count(1_000_000, 20_000_000)
+	n := testkit.SoakCount(1_000_000, 20_000_000)
 	f := tradesLog(t)
 	src := writeTrades(t, t.TempDir(), source.Parquet, n)
 	res, ru := ingestChild(t, f.root, src, source.Parquet, false)

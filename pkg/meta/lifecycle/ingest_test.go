@@ -24,8 +24,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/streamcast/streamcast/internal/brokertest"
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
@@ -342,7 +342,7 @@ func TestKilledIngestResumesExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes")
 	}
-	kills := soak.Count(5, 20)
+	kills := testkit.SoakCount(5, 20)
 	const files, perFile = 4, 40000
 	// A log with small files, so a load writes many.
 	root := t.TempDir()

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/s3test"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 )
 
@@ -61,10 +61,10 @@ func benchRestore(b *testing.B, kind string) {
 		// litestream's S3 client cannot load a CA bundle; versitygw is
 		// plain HTTP.
 		b.Setenv("AWS_CA_BUNDLE", "")
-		srv := s3test.Start(b, nil)
+		srv := testkit.StartS3(b, nil)
 		srv.UseCredentials(b)
-		prefix = "s3://" + s3test.Bucket + "/tables"
-		s3cfg = warehouse.S3{Endpoint: srv.Endpoint(), Region: s3test.Region, PathStyle: true}
+		prefix = "s3://" + testkit.Bucket + "/tables"
+		s3cfg = warehouse.S3{Endpoint: srv.Endpoint(), Region: testkit.Region, PathStyle: true}
 	}
 	lay, err := meta.NewLayout(root, prefix)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/meta/history"
 )
 
@@ -25,7 +25,7 @@ import (
 func TestPushDownNeverChangesResults(t *testing.T) {
 	// 200 locally, as the issue asks at least; 2,000 at full count (5,000
 	// took 89 s of CI's 30 minutes).
-	cases := soak.Count(200, 2000)
+	cases := testkit.SoakCount(200, 2000)
 	rng := rand.New(rand.NewPCG(13, 5))
 	tbl := writeFiles(t, testSchema, randomHistory(rng, 16, 30))
 	pushed := openView(t, tbl, Options{})

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // appArg is an application child's job.
@@ -100,7 +100,7 @@ func TestOutboxUnderCrashes(t *testing.T) {
 		t.Skip("kills child processes")
 	}
 	total, appKills, brokerKills := 600, 4, 1
-	if soak.Full() {
+	if testkit.SoakFull() {
 		total, appKills, brokerKills = 20000, 20, 5
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {

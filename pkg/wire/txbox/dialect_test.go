@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/streamcast/streamcast/internal/pgtest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 func TestRebindNumbersPlaceholdersForPostgresOnly(t *testing.T) {
@@ -39,7 +39,7 @@ func TestCreateTablesIsIdempotentOnBothDialects(t *testing.T) {
 		checkTables(t, ctx, db, d)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		pg := pgtest.Start(t)
+		pg := testkit.StartPostgres(t)
 		db, d, err := OpenDSN(pg.DSN)
 		if err != nil {
 			t.Fatal(err)

@@ -18,16 +18,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/brokertest"
-	"github.com/streamcast/streamcast/internal/pgtest"
+	"github.com/streamcast/streamcast/internal/testkit"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
 	"github.com/streamcast/streamcast/pkg/broker"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // pg is the package's PostgreSQL server, started by the first test that
 // needs one and stopped by TestMain.
-var pg pgtest.Shared
+var pg testkit.SharedPostgres
 
 // Child roles: the test binary re-executed as a broker or as an application.
 const (

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/soak"
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -203,7 +203,7 @@ func TestInboxUnderCrashesAppliesEveryRowOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	rows, kills, restarts := soak.Count(800, 20_000), soak.Count(4, 25), soak.Count(2, 5)
+	rows, kills, restarts := testkit.SoakCount(800, 20_000), testkit.SoakCount(4, 25), testkit.SoakCount(2, 5)
 	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect, dsn string) {
 		b := startInboxBroker(t, t.TempDir())
 		inboxApplied(t, db)
@@ -257,7 +257,7 @@ func TestLandUnderCrashesHoldsEveryRowOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	rows, kills, restarts := soak.Count(800, 20_000), soak.Count(4, 20), soak.Count(2, 5)
+	rows, kills, restarts := testkit.SoakCount(800, 20_000), testkit.SoakCount(4, 20), testkit.SoakCount(2, 5)
 	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect, dsn string) {
 		b := startInboxBroker(t, t.TempDir())
 		wait := crashPublisher(t, b, rows)

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/internal/brokertest"
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
 	"github.com/streamcast/streamcast/pkg/broker"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 

@@ -3,15 +3,15 @@ package brokertest
 import (
 	"testing"
 
-	"github.com/streamcast/streamcast/internal/testbin"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // Executable returns the streamcast command built once per test binary
 // (testbin.Streamcast), for a server whose maintenance children are real
 // processes (broker.Options.Executable). A -short run skips the test: it
-// starts child processes. A TestMain that calls testbin.Remove after m.Run
+// starts child processes. A TestMain that calls testbin.RemoveStreamcast after m.Run
 // deletes the binary; otherwise it stays in the temporary directory.
 func Executable(t testing.TB) string {
 	t.Helper()
-	return testbin.Streamcast(t)
+	return testkit.Streamcast(t)
 }

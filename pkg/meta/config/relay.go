@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/streamcast/streamcast/internal/conf"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -21,33 +20,33 @@ func (s *Stream) IsRelay() bool { return s.Upstream != "" }
 func (s *Stream) validateUpstream(key, label string) error {
 	if s.Upstream == "" {
 		if s.UpstreamCAFile != "" {
-			return badKey(key+".upstream_ca_file", "%s has upstream_ca_file: but no upstream:; it is the CA a relay trusts for its wss:// upstream, so drop it or add upstream:", label)
+			return keyErrorf(key+".upstream_ca_file", "%s has upstream_ca_file: but no upstream:; it is the CA a relay trusts for its wss:// upstream, so drop it or add upstream:", label)
 		}
 		return nil
 	}
 	ukey := key + ".upstream"
-	if s.Upstream == conf.Redacted {
-		return badKey(ukey, "%s: upstream is %q, which is how streamcast config prints it; give the URL itself (credentials may go in STREAMCAST_USER and STREAMCAST_PASSWORD instead)", label, conf.Redacted)
+	if s.Upstream == Redacted {
+		return keyErrorf(ukey, "%s: upstream is %q, which is how streamcast config prints it; give the URL itself (credentials may go in STREAMCAST_USER and STREAMCAST_PASSWORD instead)", label, Redacted)
 	}
 	clean, _, err := wire.SplitCredentials(s.Upstream)
 	if err != nil {
-		return badKey(ukey, "%s: upstream: %v", label, err)
+		return keyErrorf(ukey, "%s: upstream: %v", label, err)
 	}
 	u, err := url.Parse(clean)
 	switch {
 	case err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "":
-		return badKey(ukey, "%s: upstream is not a stream URL; give one such as ws://origin:8765/trades (or wss:// with TLS)", label)
+		return keyErrorf(ukey, "%s: upstream is not a stream URL; give one such as ws://origin:8765/trades (or wss:// with TLS)", label)
 	case u.RawQuery != "" || u.Fragment != "":
-		return badKey(ukey, "%s: upstream %s has a query; a relay chooses its own offset, so give the stream's URL alone (%s://%s%s)", label, clean, u.Scheme, u.Host, u.Path)
+		return keyErrorf(ukey, "%s: upstream %s has a query; a relay chooses its own offset, so give the stream's URL alone (%s://%s%s)", label, clean, u.Scheme, u.Host, u.Path)
 	case strings.Contains(strings.TrimPrefix(u.Path, "/"), "/"):
-		return badKey(ukey, "%s: upstream %s has a path of more than one segment; give the server's address and the stream's name, as in ws://origin:8765/trades", label, clean)
+		return keyErrorf(ukey, "%s: upstream %s has a path of more than one segment; give the server's address and the stream's name, as in ws://origin:8765/trades", label, clean)
 	}
 	if s.UpstreamCAFile != "" {
 		if u.Scheme != "wss" {
-			return badKey(key+".upstream_ca_file", "%s: upstream_ca_file: is for a wss:// upstream, and %s is not one; drop it, or use wss://", label, clean)
+			return keyErrorf(key+".upstream_ca_file", "%s: upstream_ca_file: is for a wss:// upstream, and %s is not one; drop it, or use wss://", label, clean)
 		}
 		if _, err := s.UpstreamTLS(); err != nil {
-			return keyErr(key+".upstream_ca_file", fmt.Errorf("%s: %w", label, err))
+			return keyError(key+".upstream_ca_file", fmt.Errorf("%s: %w", label, err))
 		}
 	}
 	for _, k := range []struct {
@@ -62,7 +61,7 @@ func (s *Stream) validateUpstream(key, label string) error {
 		{s.HistoryGuard != nil, "history_guard", "guard the history on the origin, whose log it is"},
 	} {
 		if k.set {
-			return badKey(key+"."+k.name, "%s has upstream: and %s: %s, so drop %s", label, k.name, k.why, k.name)
+			return keyErrorf(key+"."+k.name, "%s has upstream: and %s: %s, so drop %s", label, k.name, k.why, k.name)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package pgtest
+package testkit
 
 import (
 	"net"
@@ -11,9 +11,9 @@ import (
 // TCP connections on its port, and after its cleanup checks the port is
 // closed and the directory gone.
 func TestStartServesAndStopRemovesEverything(t *testing.T) {
-	var s *Server
+	var s *Postgres
 	t.Run("server", func(t *testing.T) {
-		s = Start(t)
+		s = StartPostgres(t)
 		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(s.Port))
 		if err != nil {
 			t.Fatalf("dial the server: %v\n%s", err, s.Log())

@@ -4,7 +4,7 @@
 // tests may use it, pkg/broker's own included, which cannot import
 // internal/brokertest (that imports pkg/broker). It is imported by tests
 // only, never by the product.
-package testbin
+package testkit
 
 import (
 	"crypto/sha256"
@@ -34,7 +34,7 @@ var built struct {
 // posing as one: the tests then drive the command lines serve renders
 // against the flags `streamcast maintain` really parses. A -short run skips
 // the test: it starts child processes. The binary lives in a temporary
-// directory until Remove (a TestMain calls it after m.Run).
+// directory until RemoveStreamcast (a TestMain calls it after m.Run).
 func Streamcast(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
@@ -45,7 +45,7 @@ func Streamcast(t testing.TB) string {
 		if built.err != nil {
 			return
 		}
-		built.path, built.err = Build(built.dir)
+		built.path, built.err = BuildStreamcast(built.dir)
 	})
 	if built.err != nil {
 		t.Fatal(built.err)
@@ -53,7 +53,7 @@ func Streamcast(t testing.TB) string {
 	return built.path
 }
 
-// Build puts a streamcast command built from this module into dir and
+// BuildStreamcast puts a streamcast command built from this module into dir and
 // returns its path. It is safe from any goroutine, so a test can build
 // while it starts something else; most tests want Streamcast, which builds
 // once per test binary.
@@ -65,7 +65,7 @@ func Streamcast(t testing.TB) string {
 // file serialises the packages `go test ./...` runs side by side. That one
 // binary (and its lock) is all the tests leave behind, like Go's own build
 // cache; deleting it costs only the next run's link.
-func Build(dir string) (string, error) {
+func BuildStreamcast(dir string) (string, error) {
 	shared, err := sharedDir()
 	if err != nil {
 		return "", err
@@ -93,7 +93,7 @@ func Build(dir string) (string, error) {
 	return path, nil
 }
 
-// sharedDir is where Build keeps its one binary for the module this test
+// sharedDir is where BuildStreamcast keeps its one binary for the module this test
 // runs in: a directory under the user's cache directory (or the temporary
 // one, when that cannot be made) named after a hash of the module's path,
 // so two checkouts on one machine do not relink over each other.
@@ -155,9 +155,9 @@ func copyExecutable(dst, src string) error {
 	return out.Close()
 }
 
-// Remove deletes the binary Streamcast built, if it built one. Call it from
+// RemoveStreamcast deletes the binary Streamcast built, if it built one. Call it from
 // TestMain once m.Run has returned, when no test runs the binary any more.
-func Remove() {
+func RemoveStreamcast() {
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
 	}

@@ -6,7 +6,7 @@
 // When the binaries are absent the test is skipped with a message saying
 // what to install, unless STREAMCAST_REQUIRE_POSTGRES=1 (CI sets it), in
 // which case their absence fails the test.
-package pgtest
+package testkit
 
 import (
 	"bufio"
@@ -28,16 +28,16 @@ import (
 	"time"
 )
 
-// RequireEnv is the environment variable that turns a missing PostgreSQL
+// PostgresRequiredEnv is the environment variable that turns a missing PostgreSQL
 // from a skip into a failure.
-const RequireEnv = "STREAMCAST_REQUIRE_POSTGRES"
+const PostgresRequiredEnv = "STREAMCAST_REQUIRE_POSTGRES"
 
 // startWait caps how long initdb plus the server's start may take on a
 // loaded two-core machine.
 const startWait = 90 * time.Second
 
-// Server is one running PostgreSQL server.
-type Server struct {
+// Postgres is one running PostgreSQL server.
+type Postgres struct {
 	// DSN connects as the superuser "postgres" to the database "postgres",
 	// without TLS: postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable.
 	DSN string
@@ -55,16 +55,16 @@ type Server struct {
 	dbs  atomic.Int64 // databases made by NewDB, for their names
 }
 
-// ErrNoBinaries is New's error when initdb and postgres are not installed.
-var ErrNoBinaries = errors.New("no PostgreSQL server binaries (initdb, postgres) on PATH or in /usr/lib/postgresql/*/bin")
+// ErrNoPostgres is NewPostgres's error when initdb and postgres are not installed.
+var ErrNoPostgres = errors.New("no PostgreSQL server binaries (initdb, postgres) on PATH or in /usr/lib/postgresql/*/bin")
 
-// Start runs a fresh server for t and registers its stop with t.Cleanup.
-// Without the binaries it skips t, or fails it when RequireEnv is "1".
-func Start(t testing.TB) *Server {
+// StartPostgres runs a fresh server for t and registers its stop with t.Cleanup.
+// Without the binaries it skips t, or fails it when PostgresRequiredEnv is "1".
+func StartPostgres(t testing.TB) *Postgres {
 	t.Helper()
-	s, err := New()
-	if errors.Is(err, ErrNoBinaries) {
-		Skip(t)
+	s, err := NewPostgres()
+	if errors.Is(err, ErrNoPostgres) {
+		SkipPostgres(t)
 	}
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
@@ -73,21 +73,21 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
-// Skip skips t because PostgreSQL is not installed, or fails it when
-// RequireEnv is "1".
-func Skip(t testing.TB) {
+// SkipPostgres skips t because PostgreSQL is not installed, or fails it when
+// PostgresRequiredEnv is "1".
+func SkipPostgres(t testing.TB) {
 	t.Helper()
-	if os.Getenv(RequireEnv) == "1" {
-		t.Fatalf("pgtest: %v (%s=1, so PostgreSQL is required)", ErrNoBinaries, RequireEnv)
+	if os.Getenv(PostgresRequiredEnv) == "1" {
+		t.Fatalf("pgtest: %v (%s=1, so PostgreSQL is required)", ErrNoPostgres, PostgresRequiredEnv)
 	}
-	t.Skipf("pgtest: %v; skipping (install Debian's postgresql package to run this test)", ErrNoBinaries)
+	t.Skipf("pgtest: %v; skipping (install Debian's postgresql package to run this test)", ErrNoPostgres)
 }
 
-// New runs a fresh server, for a TestMain that shares one among its tests;
-// the caller must Stop it. It returns ErrNoBinaries when PostgreSQL is not
+// NewPostgres runs a fresh server, for a TestMain that shares one among its tests;
+// the caller must Stop it. It returns ErrNoPostgres when PostgreSQL is not
 // installed.
-func New() (*Server, error) {
-	bin, err := FindBinaries()
+func NewPostgres() (*Postgres, error) {
+	bin, err := FindPostgres()
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func New() (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &Server{Dir: dir, bin: bin, cred: cred}
+	s := &Postgres{Dir: dir, bin: bin, cred: cred}
 	data := filepath.Join(dir, "data")
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
 		"-A", "trust", "-E", "UTF8", "--no-sync", "--locale=C")
@@ -127,7 +127,7 @@ func New() (*Server, error) {
 
 // start runs postgres on a free port and waits for it to accept
 // connections.
-func (s *Server) start(data string) error {
+func (s *Postgres) start(data string) error {
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -185,7 +185,7 @@ func (s *Server) start(data string) error {
 // CreateDB creates the database name with the createdb binary beside
 // postgres and returns the DSN that connects to it, so tests can isolate
 // themselves on one server.
-func (s *Server) CreateDB(t testing.TB, name string) string {
+func (s *Postgres) CreateDB(t testing.TB, name string) string {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(s.bin, "createdb"), "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres", name)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -196,27 +196,27 @@ func (s *Server) CreateDB(t testing.TB, name string) string {
 
 // NewDB creates a database of its own for t on this server and returns
 // its DSN: tests sharing one server stay apart.
-func (s *Server) NewDB(t testing.TB) string {
+func (s *Postgres) NewDB(t testing.TB) string {
 	t.Helper()
 	return s.CreateDB(t, "db"+strconv.FormatInt(s.dbs.Add(1), 10))
 }
 
-// Shared is one server for a package's tests, started on first use. A
+// SharedPostgres is one server for a package's tests, started on first use. A
 // package declares one, and its TestMain calls Stop after m.Run.
-type Shared struct {
+type SharedPostgres struct {
 	once sync.Once
-	s    *Server
+	s    *Postgres
 	err  error
 }
 
 // Get returns the shared server, starting it on the first call. Without
-// the binaries it skips t (or fails it under RequireEnv=1); a server that
+// the binaries it skips t (or fails it under PostgresRequiredEnv=1); a server that
 // would not start fails t.
-func (sh *Shared) Get(t testing.TB) *Server {
+func (sh *SharedPostgres) Get(t testing.TB) *Postgres {
 	t.Helper()
-	sh.once.Do(func() { sh.s, sh.err = New() })
-	if errors.Is(sh.err, ErrNoBinaries) {
-		Skip(t)
+	sh.once.Do(func() { sh.s, sh.err = NewPostgres() })
+	if errors.Is(sh.err, ErrNoPostgres) {
+		SkipPostgres(t)
 	}
 	if sh.err != nil {
 		t.Fatalf("pgtest: %v", sh.err)
@@ -225,7 +225,7 @@ func (sh *Shared) Get(t testing.TB) *Server {
 }
 
 // Stop stops the shared server if it was started.
-func (sh *Shared) Stop() {
+func (sh *SharedPostgres) Stop() {
 	sh.once.Do(func() {}) // a Get racing with Stop finds nothing to start
 	if sh.s != nil {
 		sh.s.Stop()
@@ -233,12 +233,12 @@ func (sh *Shared) Stop() {
 }
 
 // Log returns what the server has written to its stderr so far.
-func (s *Server) Log() string { return s.log.String() }
+func (s *Postgres) Log() string { return s.log.String() }
 
 // Stop shuts the server down fast (SIGINT: roll back open transactions,
 // no waiting for clients), kills it if that takes too long, and removes
 // its directory.
-func (s *Server) Stop() {
+func (s *Postgres) Stop() {
 	s.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-s.done:
@@ -249,10 +249,10 @@ func (s *Server) Stop() {
 	os.RemoveAll(s.Dir)
 }
 
-// FindBinaries returns the directory holding initdb and postgres: from
+// FindPostgres returns the directory holding initdb and postgres: from
 // PATH, else the newest /usr/lib/postgresql/*/bin (Debian's layout, which
 // does not put them on PATH).
-func FindBinaries() (string, error) {
+func FindPostgres() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if real, err := filepath.EvalSymlinks(p); err == nil {
 			p = real
@@ -269,7 +269,7 @@ func FindBinaries() (string, error) {
 			return dir, nil
 		}
 	}
-	return "", ErrNoBinaries
+	return "", ErrNoPostgres
 }
 
 // version is the major version in /usr/lib/postgresql/N/bin, 0 when none.

@@ -83,27 +83,27 @@ func (s *Stream) validateGuard(key, label string, sch *schema.Schema) error {
 	gk := key + ".history_guard"
 	switch {
 	case !s.Durable:
-		return badKey(gk, "%s has a history_guard but is live-only (durable: false), so it keeps no history to guard; make it durable or remove history_guard", label)
+		return keyErrorf(gk, "%s has a history_guard but is live-only (durable: false), so it keeps no history to guard; make it durable or remove history_guard", label)
 	case !isUUID(g.StreamID):
-		return badKey(gk+".stream_id", "%s: history_guard.stream_id %q is not a stream id; give the stream_id its greeting carries (a UUID such as 5b0f4c1e-8f6a-4d2b-9a57-2f0c2d1e6b90)", label, g.StreamID)
+		return keyErrorf(gk+".stream_id", "%s: history_guard.stream_id %q is not a stream id; give the stream_id its greeting carries (a UUID such as 5b0f4c1e-8f6a-4d2b-9a57-2f0c2d1e6b90)", label, g.StreamID)
 	case g.KnownOffset < 1:
-		return badKey(gk+".known_offset", "%s: history_guard.known_offset is %d; give the offset of a row the consumers hold (1 or more)", label, g.KnownOffset)
+		return keyErrorf(gk+".known_offset", "%s: history_guard.known_offset is %d; give the offset of a row the consumers hold (1 or more)", label, g.KnownOffset)
 	case g.KnownRow == "":
-		return badKey(gk+".known_row", "%s: history_guard.known_row is empty; give the row at known_offset exactly as a data frame carries it", label)
+		return keyErrorf(gk+".known_row", "%s: history_guard.known_row is empty; give the row at known_offset exactly as a data frame carries it", label)
 	// A protected stream's consumers rebuild from offset 1, once per
 	// row: a retried publish appended twice, or a replay cut short,
 	// would rebuild another state.
 	case !s.ExactlyOnce:
-		return badKey(key+".exactly_once", `%s has a history_guard, so it must pass the check "exactly-once", but exactly_once is false: a publisher that retries after a lost acknowledgement would append its rows twice, and consumers rebuilding from offset 1 would apply them twice; set exactly_once: true`, label)
+		return keyErrorf(key+".exactly_once", `%s has a history_guard, so it must pass the check "exactly-once", but exactly_once is false: a publisher that retries after a lost acknowledgement would append its rows twice, and consumers rebuilding from offset 1 would apply them twice; set exactly_once: true`, label)
 	case s.MaxReplay != nil:
-		return badKey(key+".max_replay", `%s has a history_guard, so it must pass the check "unbounded replay", but max_replay is %d: a consumer rebuilding from offset 1 would be refused once the stream holds more rows; set max_replay: null`, label, *s.MaxReplay)
+		return keyErrorf(key+".max_replay", `%s has a history_guard, so it must pass the check "unbounded replay", but max_replay is %d: a consumer rebuilding from offset 1 would be refused once the stream holds more rows; set max_replay: null`, label, *s.MaxReplay)
 	}
 	canon, err := sch.AppendCanonical(nil, []byte(g.KnownRow))
 	if err != nil {
-		return keyErr(gk+".known_row", fmt.Errorf("%s: history_guard.known_row is not a row of the stream's schema, so no stored row can equal it: %w", label, err))
+		return keyError(gk+".known_row", fmt.Errorf("%s: history_guard.known_row is not a row of the stream's schema, so no stored row can equal it: %w", label, err))
 	}
 	if !bytes.Equal(canon, []byte(g.KnownRow)) {
-		return badKey(gk+".known_row", "%s: history_guard.known_row is not in the canonical form a data frame carries, so no stored row can be byte-identical to it; give it as %s", label, canon)
+		return keyErrorf(gk+".known_row", "%s: history_guard.known_row is not in the canonical form a data frame carries, so no stored row can be byte-identical to it; give it as %s", label, canon)
 	}
 	return nil
 }

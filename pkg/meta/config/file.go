@@ -5,39 +5,22 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
-
-	"github.com/streamcast/streamcast/internal/conf"
 )
 
-// This file ties Config to pkg/conf, which reads and writes any struct by
-// its yaml tags: the keys of Config are never listed by hand, so a field
-// added to any section is known to the file, settable by an environment
-// variable or flag, and printed by `streamcast config` at once.
-
-// Error is a configuration value streamcast refuses: its Key (such as
-// limits.max_backlog), where its value came From (a file and line, an
-// environment variable, a flag, or the default) and what is wrong (Err).
-type Error = conf.Error
-
-// Override is a value for one key given outside the config file, by an
-// environment variable or a flag.
-type Override = conf.Override
-
-func keyErr(key string, err error) *Error { return conf.KeyError(key, err) }
-
-func badKey(key, format string, args ...any) *Error {
-	return conf.Errorf(key, format, args...)
-}
+// Config is read and written by its yaml tags (decode.go): the keys of
+// Config are never listed by hand, so a field added to any section is known
+// to the file, settable by an environment variable or flag, and printed by
+// `streamcast config` at once.
 
 // keyFromMessage makes err a *Error for the key its message begins
 // with ("tiers.delete_grace is negative; …").
-func keyFromMessage(err error) error { return conf.KeyFromMessage(reflect.TypeFor[Config](), err) }
+func keyFromMessage(err error) error { return keyFromMessageOf(reflect.TypeFor[Config](), err) }
 
 // OverrideKeys returns, sorted, the keys an environment variable or flag
 // may set: every setting of Config whose value is a scalar or a list of
 // scalars, which is all of them but the streams list (a stream's inline
 // schema keeps its property names' case only in the file).
-func OverrideKeys() []string { return conf.Keys(reflect.TypeFor[Config]()) }
+func OverrideKeys() []string { return keysOf(reflect.TypeFor[Config]()) }
 
 // Parse reads a YAML config on top of Default, as Load
 // does with no file name and no overrides. Relative schema_file paths are
@@ -69,7 +52,7 @@ func Load(base Config, file string, data []byte, overrides ...Override) (Config,
 
 func load(base Config, file, dir string, data []byte, overrides []Override) (Config, error) {
 	cfg := base
-	origin, err := conf.Load(&cfg, conf.Source{File: file, Data: data, Overrides: overrides, Unknown: refuseCredential})
+	origin, err := decodeInto(&cfg, decodeSource{File: file, Data: data, Overrides: overrides, Unknown: refuseCredential})
 	if err != nil {
 		return base, err
 	}
@@ -112,7 +95,7 @@ func (c *Config) explain(err error) error { return c.origin.Explain(err) }
 // in the file's forms. Fields tagged secret:"true" are shown as
 // "[redacted]".
 func (c Config) YAML() ([]byte, error) {
-	b, err := conf.YAML(c)
+	b, err := renderYAML(c)
 	if err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
@@ -123,7 +106,7 @@ func (c Config) YAML() ([]byte, error) {
 // YAML (JSON is YAML, so it also reads back). Fields tagged secret:"true"
 // are shown as "[redacted]".
 func (c Config) JSON() ([]byte, error) {
-	b, err := conf.JSON(c)
+	b, err := renderJSON(c)
 	if err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}

@@ -3,12 +3,12 @@
 // Package s3test runs a real S3 server for tests: versitygw, serving a temp
 // directory on 127.0.0.1 with fresh credentials. It is the one helper every
 // package's S3 tests share. .ci/run installs versitygw into
-// <repo>/.tools/bin; when it is missing, Start installs it there itself, so
+// <repo>/.tools/bin; when it is missing, StartS3 installs it there itself, so
 // `go test ./...` passes on a fresh machine. A test that cannot get a server
 // fails: an S3 test that skipped would pass without testing anything.
 //
 // It is imported only by tests, never by the product.
-package s3test
+package testkit
 
 import (
 	"context"
@@ -33,15 +33,15 @@ const (
 	versitygwModule  = "github.com/versity/versitygw/cmd/versitygw"
 	versitygwVersion = "v1.8.0"
 
-	// Bucket is the bucket Start creates.
+	// Bucket is the bucket StartS3 creates.
 	Bucket = "streamcast-test"
 	// Region is the region clients should name.
 	Region = "us-east-1"
 )
 
-// Server is a running versitygw. Stop and Start take it down and bring it
+// S3Server is a running versitygw. Stop and StartS3 take it down and bring it
 // back over the same directory, address and credentials (an outage).
-type Server struct {
+type S3Server struct {
 	Addr, Access, Secret string
 
 	t       testing.TB
@@ -53,17 +53,17 @@ type Server struct {
 	logs    *os.File
 }
 
-// Start starts versitygw, creates Bucket, and stops the server when the
+// StartS3 starts versitygw, creates Bucket, and stops the server when the
 // test ends. fork starts the process (nil: cmd.Start). The server gets
 // Pdeathsig, which fires when the forking thread ends: a package whose code
 // under test ends threads (a locked forker goroutine) passes a fork that
 // runs on a thread outliving the test.
-func Start(t testing.TB, fork func(*exec.Cmd) error) *Server {
+func StartS3(t testing.TB, fork func(*exec.Cmd) error) *S3Server {
 	t.Helper()
 	if fork == nil {
 		fork = (*exec.Cmd).Start
 	}
-	s := &Server{t: t, bin: binary(t), dir: t.TempDir(), Access: randomHex(10), Secret: randomHex(20), fork: fork}
+	s := &S3Server{t: t, bin: versitygwBinary(t), dir: t.TempDir(), Access: randomHex(10), Secret: randomHex(20), fork: fork}
 	s.logPath = filepath.Join(t.TempDir(), "versitygw.log")
 	s.Addr = freeAddr(t)
 	s.Start()
@@ -75,8 +75,8 @@ func Start(t testing.TB, fork func(*exec.Cmd) error) *Server {
 	return s
 }
 
-// Start runs versitygw and waits until it accepts connections.
-func (s *Server) Start() {
+// StartS3 runs versitygw and waits until it accepts connections.
+func (s *S3Server) Start() {
 	t := s.t
 	t.Helper()
 	logs, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -109,8 +109,8 @@ func (s *Server) Start() {
 	}
 }
 
-// Stop ends the server; its data directory stays for a Start.
-func (s *Server) Stop() {
+// Stop ends the server; its data directory stays for a StartS3.
+func (s *S3Server) Stop() {
 	if s.cmd == nil {
 		return
 	}
@@ -131,10 +131,10 @@ func (s *Server) Stop() {
 }
 
 // Endpoint is the server's URL.
-func (s *Server) Endpoint() string { return "http://" + s.Addr }
+func (s *S3Server) Endpoint() string { return "http://" + s.Addr }
 
 // Client is an S3 client with the server's credentials.
-func (s *Server) Client() *s3.Client {
+func (s *S3Server) Client() *s3.Client {
 	return s3.New(s3.Options{
 		BaseEndpoint: aws.String(s.Endpoint()),
 		Region:       Region,
@@ -145,7 +145,7 @@ func (s *Server) Client() *s3.Client {
 
 // UseCredentials puts the server's credentials where the AWS SDK finds
 // them, in this process and the children it starts, for the test.
-func (s *Server) UseCredentials(t testing.TB) {
+func (s *S3Server) UseCredentials(t testing.TB) {
 	t.Setenv("AWS_ACCESS_KEY_ID", s.Access)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s.Secret)
 	t.Setenv("AWS_REGION", Region)
@@ -155,7 +155,7 @@ func (s *Server) UseCredentials(t testing.TB) {
 }
 
 // Keys lists the object keys under prefix in Bucket.
-func (s *Server) Keys(t testing.TB, prefix string) []string {
+func (s *S3Server) Keys(t testing.TB, prefix string) []string {
 	t.Helper()
 	var out []string
 	p := s3.NewListObjectsV2Paginator(s.Client(), &s3.ListObjectsV2Input{Bucket: aws.String(Bucket), Prefix: aws.String(prefix)})
@@ -173,9 +173,9 @@ func (s *Server) Keys(t testing.TB, prefix string) []string {
 
 var installMu sync.Mutex
 
-// binary returns the path of versitygw under <repo>/.tools/bin, installing
+// versitygwBinary returns the path of versitygw under <repo>/.tools/bin, installing
 // it there first when it is missing.
-func binary(t testing.TB) string {
+func versitygwBinary(t testing.TB) string {
 	t.Helper()
 	root := repoRoot(t)
 	gobin := filepath.Join(root, ".tools", "bin")

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamcast/streamcast/internal/tlstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // writeTLSFiles writes a CA, a server pair and a second key that is not the
 // server certificate's into dir.
 func writeTLSFiles(t *testing.T, dir string) {
 	t.Helper()
-	if err := tlstest.WriteFiles(dir, "client"); err != nil {
+	if err := testkit.WriteTLSFiles(dir, "client"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamcast/streamcast/internal/tlstest"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // TestARelayStreamParses: upstream: makes a relay, with or without a log,
@@ -69,7 +69,7 @@ func TestConfigPrintsARelaysUpstreamRedacted(t *testing.T) {
 // ws:// upstream are refused, naming the key.
 func TestUpstreamCAFileIsCheckedAtLoad(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := tlstest.NewCA("config test CA")
+	ca, err := testkit.NewCA("config test CA")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package conf
+package config
 
 import (
 	"encoding/json"
@@ -36,22 +36,22 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// KeyError is an *Error about key; Origins.Explain fills in From.
-func KeyError(key string, err error) *Error { return &Error{Key: key, Err: err} }
+// keyError is an *Error about key; Origins.Explain fills in From.
+func keyError(key string, err error) *Error { return &Error{Key: key, Err: err} }
 
-// Errorf is an *Error about key with a formatted message, which should
+// keyErrorf is an *Error about key with a formatted message, which should
 // name the key itself ("limits.max_backlog is 0; it must be at least 1").
-func Errorf(key, format string, args ...any) *Error {
-	return KeyError(key, fmt.Errorf(format, args...))
+func keyErrorf(key, format string, args ...any) *Error {
+	return keyError(key, fmt.Errorf(format, args...))
 }
 
 // leadingKey matches a key path at the start of a message.
 var leadingKey = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*`)
 
-// KeyFromMessage makes err an *Error about the key its message begins with
+// keyFromMessageOf makes err an *Error about the key its message begins with
 // ("tiers.delete_grace is negative; …"), when that is a key of the struct
 // type t; it returns any other error, or an *Error, as it is.
-func KeyFromMessage(t reflect.Type, err error) error {
+func keyFromMessageOf(t reflect.Type, err error) error {
 	var ce *Error
 	if err == nil || errors.As(err, &ce) {
 		return err
@@ -60,7 +60,7 @@ func KeyFromMessage(t reflect.Type, err error) error {
 	if _, ok := keyType(t, k); !ok {
 		return err
 	}
-	return KeyError(k, err)
+	return keyError(k, err)
 }
 
 // Origins records where each key of a loaded document came from. A nil
@@ -160,12 +160,12 @@ type Override struct {
 	From string
 }
 
-// Keys returns, sorted, the key paths of the struct type t that an
+// keysOf returns, sorted, the key paths of the struct type t that an
 // environment variable or flag may set: every setting whose value is a
 // scalar or a list of scalars, inside sections at any depth, but not inside
 // a list of sections (such as a list of streams, whose insides only a file
 // gives).
-func Keys(t reflect.Type) []string {
+func keysOf(t reflect.Type) []string {
 	var out []string
 	var walk func(prefix string, t reflect.Type)
 	walk = func(prefix string, t reflect.Type) {
@@ -187,9 +187,9 @@ func Keys(t reflect.Type) []string {
 	return out
 }
 
-// Source is what Load reads: a config file's contents and the values given
+// decodeSource is what decodeInto reads: a config file's contents and the values given
 // outside it.
-type Source struct {
+type decodeSource struct {
 	// File names the config file in messages; "" when there is none.
 	File string
 	// Data is the file's contents, read once by the caller.
@@ -202,7 +202,7 @@ type Source struct {
 	Unknown func(key string) error
 }
 
-// Load decodes a configuration into dst, a pointer to a struct that holds
+// decodeInto decodes a configuration into dst, a pointer to a struct that holds
 // the base values: src.Data, the contents of the config file src.File,
 // laid over the base, then each override laid over that, in order (so give the environment's before the flags': a
 // later one wins, and one that sets a section, maintain: false, replaces
@@ -210,12 +210,12 @@ type Source struct {
 // base's value; a top-level list of sections with no item in it (streams:
 // with no stream) keeps the base's list.
 //
-// It refuses what cannot be decoded: a document that is not YAML, an unknown
+// It refuses what cannot be decoded: a document that is not renderYAML, an unknown
 // key, a key given twice, a key that looks like a credential, a value of the
 // wrong type. Each error is an *Error naming the key and the file and line,
 // or the override it came from. The Origins it returns say where every value
 // came from, for the errors of later checks (Origins.Explain).
-func Load(dst any, src Source) (*Origins, error) {
+func decodeInto(dst any, src decodeSource) (*Origins, error) {
 	file, data, overrides := src.File, src.Data, src.Overrides
 	pv := reflect.ValueOf(dst)
 	if pv.Kind() != reflect.Pointer || pv.Elem().Kind() != reflect.Struct {
@@ -231,7 +231,7 @@ func Load(dst any, src Source) (*Origins, error) {
 	top := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &Error{From: from, Err: fmt.Errorf("not valid YAML: %w", err)}
+		return nil, &Error{From: from, Err: fmt.Errorf("not valid renderYAML: %w", err)}
 	}
 	if len(doc.Content) > 0 && doc.Content[0].ShortTag() != "!!null" {
 		top = doc.Content[0]
@@ -397,7 +397,7 @@ func overlay(top *yaml.Node, t reflect.Type, base reflect.Value, ov Override) er
 	return nil
 }
 
-// overrideNode is the YAML node of an override's value for a field of type
+// overrideNode is the renderYAML node of an override's value for a field of type
 // t: a plain scalar, read as the same text would be in the file, or for a
 // list a sequence of the comma-separated items.
 func overrideNode(t reflect.Type, v string) *yaml.Node {
@@ -465,9 +465,9 @@ func yamlName(f reflect.StructField) string {
 	return name
 }
 
-// Names lists the keys of struct type t (its fields' yaml names), in field
+// namesOf lists the keys of struct type t (its fields' yaml names), in field
 // order: for messages that list what a section may hold.
-func Names(t reflect.Type) []string { return yamlKeys(deref(t)) }
+func namesOf(t reflect.Type) []string { return yamlKeys(deref(t)) }
 
 // yamlKeys lists the keys of struct type t, in field order.
 func yamlKeys(t reflect.Type) []string {
@@ -524,9 +524,9 @@ func joinKey(prefix, key string) string {
 	return prefix + "." + key
 }
 
-// YAML renders v, a struct with yaml tags, as the YAML document Load reads
+// renderYAML renders v, a struct with yaml tags, as the renderYAML document decodeInto reads
 // back into the same value, with every field tagged secret:"true" redacted.
-func YAML(v any) ([]byte, error) {
+func renderYAML(v any) ([]byte, error) {
 	n, err := renderNode(v)
 	if err != nil {
 		return nil, err
@@ -535,24 +535,24 @@ func YAML(v any) ([]byte, error) {
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(n); err != nil {
-		return nil, fmt.Errorf("render the configuration as YAML: %w", err)
+		return nil, fmt.Errorf("render the configuration as renderYAML: %w", err)
 	}
 	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("render the configuration as YAML: %w", err)
+		return nil, fmt.Errorf("render the configuration as renderYAML: %w", err)
 	}
 	return []byte(b.String()), nil
 }
 
-// JSON renders v as one compact JSON object with the keys and values YAML
-// gives it (JSON is YAML, so Load reads it back too), secrets redacted.
-func JSON(v any) ([]byte, error) {
+// renderJSON renders v as one compact renderJSON object with the keys and values renderYAML
+// gives it (renderJSON is renderYAML, so decodeInto reads it back too), secrets redacted.
+func renderJSON(v any) ([]byte, error) {
 	n, err := renderNode(v)
 	if err != nil {
 		return nil, err
 	}
 	b, err := NodeJSON(nil, n)
 	if err != nil {
-		return nil, fmt.Errorf("render the configuration as JSON: %w", err)
+		return nil, fmt.Errorf("render the configuration as renderJSON: %w", err)
 	}
 	return b, nil
 }
@@ -561,7 +561,7 @@ func JSON(v any) ([]byte, error) {
 const Redacted = "[redacted]"
 
 // renderNode encodes v, with every field tagged secret:"true" redacted, as
-// a YAML node. Redaction works on a copy: v's slices and pointers are not
+// a renderYAML node. Redaction works on a copy: v's slices and pointers are not
 // touched.
 func renderNode(v any) (*yaml.Node, error) {
 	cp := reflect.New(reflect.TypeOf(v)).Elem()
@@ -645,8 +645,8 @@ func hide(v reflect.Value) {
 	}
 }
 
-// NodeJSON appends the JSON encoding of a YAML node: mappings keep their
-// key order (a JSON Schema's property order is its column order), and a
+// NodeJSON appends the renderJSON encoding of a renderYAML node: mappings keep their
+// key order (a renderJSON Schema's property order is its column order), and a
 // mapping key that is not a scalar is an error naming its line.
 func NodeJSON(dst []byte, n *yaml.Node) ([]byte, error) {
 	switch n.Kind {
@@ -665,7 +665,7 @@ func NodeJSON(dst []byte, n *yaml.Node) ([]byte, error) {
 			}
 			k := n.Content[i]
 			if k.Kind != yaml.ScalarNode {
-				return nil, fmt.Errorf("line %d: a JSON Schema key must be a string", k.Line)
+				return nil, fmt.Errorf("line %d: a renderJSON Schema key must be a string", k.Line)
 			}
 			kb, _ := json.Marshal(k.Value)
 			dst = append(dst, kb...)
@@ -711,7 +711,7 @@ func NodeJSON(dst []byte, n *yaml.Node) ([]byte, error) {
 			}
 			b, err := json.Marshal(f)
 			if err != nil {
-				return nil, fmt.Errorf("line %d: %v is not a JSON number", n.Line, n.Value)
+				return nil, fmt.Errorf("line %d: %v is not a renderJSON number", n.Line, n.Value)
 			}
 			return append(dst, b...), nil
 		default:
@@ -719,5 +719,5 @@ func NodeJSON(dst []byte, n *yaml.Node) ([]byte, error) {
 			return append(dst, b...), nil
 		}
 	}
-	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)
+	return nil, fmt.Errorf("line %d: unsupported renderYAML node", n.Line)
 }

@@ -1,4 +1,4 @@
-package conf
+package config
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ func TestRenderingRedactsSecretsAtAnyDepth(t *testing.T) {
 	}
 	tok := "tok-123"
 	v := section{Users: []user{{Name: "ann", Hash: "$2a$hash-1"}}, Token: &tok, Keys: []string{"key-2"}, Public: "visible"}
-	out, err := JSON(v)
+	out, err := renderJSON(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ type testConfig struct {
 func TestLoadLaysTheFileThenOverridesOverTheBase(t *testing.T) {
 	cfg := testConfig{Addr: "base", Items: []testItem{{Name: "base-item"}}}
 	cfg.Inner.N = 1
-	origins, err := Load(&cfg, Source{
+	origins, err := decodeInto(&cfg, decodeSource{
 		File: "c.yaml",
 		Data: []byte("addr: file\nitems: []\ninner:\n  n: 2\n"),
 		Overrides: []Override{
@@ -72,8 +72,8 @@ func TestLoadLaysTheFileThenOverridesOverTheBase(t *testing.T) {
 			t.Errorf("%s from %q, want %q", key, got, want)
 		}
 	}
-	if got := Keys(reflect.TypeFor[testConfig]()); strings.Join(got, " ") != "addr inner.n inner.tags" {
-		t.Errorf("Keys: %v", got)
+	if got := keysOf(reflect.TypeFor[testConfig]()); strings.Join(got, " ") != "addr inner.n inner.tags" {
+		t.Errorf("keysOf: %v", got)
 	}
 }
 
@@ -91,7 +91,7 @@ func TestLoadRefusesNamingTheKeyAndWhere(t *testing.T) {
 		{"", []Override{{Key: "nope", Value: "1", From: "flag --nope"}}, "flag --nope: nope is not a configuration key"},
 	} {
 		var cfg testConfig
-		_, err := Load(&cfg, Source{File: "c.yaml", Data: []byte(tc.data), Overrides: tc.over, Unknown: func(k string) error {
+		_, err := decodeInto(&cfg, decodeSource{File: "c.yaml", Data: []byte(tc.data), Overrides: tc.over, Unknown: func(k string) error {
 			if k == "password" {
 				return errors.New("looks like a secret")
 			}

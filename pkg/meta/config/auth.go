@@ -8,8 +8,6 @@ import (
 	"unicode"
 
 	"golang.org/x/crypto/bcrypt"
-
-	"github.com/streamcast/streamcast/internal/conf"
 )
 
 // Principals a grant may name beside user names.
@@ -96,20 +94,20 @@ func (a *Auth) validate(certNames bool) error {
 		key := fmt.Sprintf("auth.users[%d]", i)
 		switch {
 		case u.Name == "":
-			return badKey(key+".name", "%s.name is empty; give the user name clients send", key)
+			return keyErrorf(key+".name", "%s.name is empty; give the user name clients send", key)
 		case u.Name == PrincipalAnonymous || u.Name == PrincipalAnyUser:
-			return badKey(key+".name", "%s.name %q is reserved: in grants it means %s; choose another name", key, u.Name, principalMeaning(u.Name))
+			return keyErrorf(key+".name", "%s.name %q is reserved: in grants it means %s; choose another name", key, u.Name, principalMeaning(u.Name))
 		case strings.ContainsRune(u.Name, ':'):
-			return badKey(key+".name", "%s.name %q contains ':', which HTTP Basic authentication cannot carry in a user name; choose a name without it", key, u.Name)
+			return keyErrorf(key+".name", "%s.name %q contains ':', which HTTP Basic authentication cannot carry in a user name; choose a name without it", key, u.Name)
 		case strings.ContainsFunc(u.Name, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }):
-			return badKey(key+".name", "%s.name %q contains a space or an unprintable character; choose a name without them", key, u.Name)
+			return keyErrorf(key+".name", "%s.name %q contains a space or an unprintable character; choose a name without them", key, u.Name)
 		}
 		if j, dup := users[u.Name]; dup {
-			return badKey(key+".name", "%s.name %q is already the name of auth.users[%d]; user names must be distinct", key, u.Name, j)
+			return keyErrorf(key+".name", "%s.name %q is already the name of auth.users[%d]; user names must be distinct", key, u.Name, j)
 		}
 		users[u.Name] = i
 		if err := checkHash(u.PasswordHash); err != nil {
-			return badKey(key+".password_hash", "%s.password_hash (user %q) %v", key, u.Name, err)
+			return keyErrorf(key+".password_hash", "%s.password_hash (user %q) %v", key, u.Name, err)
 		}
 	}
 	for i, g := range a.Grants {
@@ -124,22 +122,22 @@ func (a *Auth) validate(certNames bool) error {
 			{"streams", g.Streams, "stream names or prefixes such as \"fx.*\", or \"*\""},
 		} {
 			if len(l.v) == 0 {
-				return badKey(key+"."+l.name, "%s.%s is empty, so the grant gives nothing; list %s", key, l.name, l.want)
+				return keyErrorf(key+"."+l.name, "%s.%s is empty, so the grant gives nothing; list %s", key, l.name, l.want)
 			}
 		}
 		for j, p := range g.Principals {
 			if _, ok := users[p]; !ok && p != PrincipalAnonymous && p != PrincipalAnyUser && (!certNames || p == "") {
-				return badKey(fmt.Sprintf("%s.principals[%d]", key, j), "%s.principals[%d] %q is no user of auth.users; give a user name, \"*\" (any authenticated user) or \"anonymous\" (no credentials)", key, j, p)
+				return keyErrorf(fmt.Sprintf("%s.principals[%d]", key, j), "%s.principals[%d] %q is no user of auth.users; give a user name, \"*\" (any authenticated user) or \"anonymous\" (no credentials)", key, j, p)
 			}
 		}
 		for j, act := range g.Actions {
 			if !slices.Contains(Actions(), act) {
-				return badKey(fmt.Sprintf("%s.actions[%d]", key, j), "%s.actions[%d] %q is not an action; give %s", key, j, act, strings.Join(Actions(), ", "))
+				return keyErrorf(fmt.Sprintf("%s.actions[%d]", key, j), "%s.actions[%d] %q is not an action; give %s", key, j, act, strings.Join(Actions(), ", "))
 			}
 		}
 		for j, p := range g.Streams {
 			if err := checkStreamPattern(p); err != nil {
-				return badKey(fmt.Sprintf("%s.streams[%d]", key, j), "%s.streams[%d] %v", key, j, err)
+				return keyErrorf(fmt.Sprintf("%s.streams[%d]", key, j), "%s.streams[%d] %v", key, j, err)
 			}
 		}
 	}
@@ -174,7 +172,7 @@ func checkHash(h string) error {
 	switch {
 	case h == "":
 		return errors.New("is empty; give the bcrypt hash `streamcast auth hash` prints")
-	case h == conf.Redacted:
+	case h == Redacted:
 		return errors.New("is \"[redacted]\", which is how streamcast config prints a hash; paste the hash itself, as `streamcast auth hash` prints it")
 	}
 	if _, err := bcrypt.Cost([]byte(h)); err != nil || !strings.HasPrefix(h, "$2") {

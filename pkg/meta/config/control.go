@@ -114,22 +114,22 @@ func (c *Control) validate(top *Config) error {
 		return nil
 	}
 	if c.MaxPending < 1 {
-		return badKey("control.max_pending", "control.max_pending is %d; it must be at least 1 (the default is %d)", c.MaxPending, DefaultControlMaxPending)
+		return keyErrorf("control.max_pending", "control.max_pending is %d; it must be at least 1 (the default is %d)", c.MaxPending, DefaultControlMaxPending)
 	}
 	if c.MaxBytes < 1 {
-		return badKey("control.max_bytes", "control.max_bytes is %d; it must be at least 1 (the default is %d)", c.MaxBytes, DefaultControlMaxBytes)
+		return keyErrorf("control.max_bytes", "control.max_bytes is %d; it must be at least 1 (the default is %d)", c.MaxBytes, DefaultControlMaxBytes)
 	}
 	for _, name := range c.ProfileNames() {
 		key := "control.profiles." + name
 		if err := meta.CheckName(name); err != nil {
-			return badKey(key, "%s: the profile's name %v", key, err)
+			return keyErrorf(key, "%s: the profile's name %v", key, err)
 		}
 		pc, _ := top.ProfileConfig(name)
 		if strings.TrimSpace(pc.Root) == "" {
-			return badKey(key+".root", "%s.root is empty and so is root; give the directory its streams' logs live under", key)
+			return keyErrorf(key+".root", "%s.root is empty and so is root; give the directory its streams' logs live under", key)
 		}
 		if err := pc.validateStorage(); err != nil {
-			return badKey(key, "%s: %v", key, err)
+			return keyErrorf(key, "%s: %v", key, err)
 		}
 	}
 	return nil

@@ -74,7 +74,7 @@ func (r Replicate) Args(logs []string, readyFD int) replica.Args {
 func (r Replicate) validate() error {
 	a := r.Args([]string{"-"}, 0)
 	if err := a.Validate(); err != nil {
-		return badKey("replicate", "replicate: %v (the keys are sync_interval, snapshot_interval and snapshot_retention)", err)
+		return keyErrorf("replicate", "replicate: %v (the keys are sync_interval, snapshot_interval and snapshot_retention)", err)
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker"
-	"github.com/streamcast/streamcast/pkg/broker/config"
+	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
 // Start runs a broker with cfg until the test ends and returns its ws://

@@ -41,7 +41,7 @@ func (t TLS) Mutual() bool { return t.ClientCAFile != "" }
 func (t TLS) Load() (*tls.Certificate, *x509.CertPool, error) {
 	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 	if err != nil {
-		return nil, nil, badKey("tls.cert_file", "tls.cert_file %s and tls.key_file %s do not load as a certificate and its key: %v; "+
+		return nil, nil, keyErrorf("tls.cert_file", "tls.cert_file %s and tls.key_file %s do not load as a certificate and its key: %v; "+
 			"give the PEM certificate chain (leaf first) and the PEM private key of that leaf", t.CertFile, t.KeyFile, err)
 	}
 	if len(cert.Certificate) > 0 && cert.Leaf == nil {
@@ -52,11 +52,11 @@ func (t TLS) Load() (*tls.Certificate, *x509.CertPool, error) {
 	}
 	pem, err := os.ReadFile(t.ClientCAFile)
 	if err != nil {
-		return nil, nil, keyErr("tls.client_ca_file", fmt.Errorf("tls.client_ca_file: %w", err))
+		return nil, nil, keyError("tls.client_ca_file", fmt.Errorf("tls.client_ca_file: %w", err))
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, nil, badKey("tls.client_ca_file", "tls.client_ca_file %s holds no PEM certificate; give the certificate(s) of the CA that signs your clients' certificates", t.ClientCAFile)
+		return nil, nil, keyErrorf("tls.client_ca_file", "tls.client_ca_file %s holds no PEM certificate; give the certificate(s) of the CA that signs your clients' certificates", t.ClientCAFile)
 	}
 	return &cert, pool, nil
 }
@@ -69,12 +69,12 @@ func (t TLS) Validate() error {
 	}
 	switch {
 	case t.CertFile == "" && t.KeyFile == "":
-		return badKey("tls.client_ca_file", "tls.client_ca_file is set but tls.cert_file and tls.key_file are not; mutual TLS needs the server's own certificate and key too")
+		return keyErrorf("tls.client_ca_file", "tls.client_ca_file is set but tls.cert_file and tls.key_file are not; mutual TLS needs the server's own certificate and key too")
 	case t.CertFile == "":
 		// Named by the key that is set: its file and line are the ones to fix.
-		return badKey("tls.key_file", "tls.key_file is set but tls.cert_file is empty; give both, or neither to serve without TLS")
+		return keyErrorf("tls.key_file", "tls.key_file is set but tls.cert_file is empty; give both, or neither to serve without TLS")
 	case t.KeyFile == "":
-		return badKey("tls.cert_file", "tls.cert_file is set but tls.key_file is empty; give both, or neither to serve without TLS")
+		return keyErrorf("tls.cert_file", "tls.cert_file is set but tls.key_file is empty; give both, or neither to serve without TLS")
 	}
 	_, _, err := t.Load()
 	return err

@@ -2,7 +2,7 @@
 // signs, in memory, for the tests that run streamcast over TLS (the
 // broker's, the client's, the CLI scripts'). It uses crypto/x509 only, so no
 // test needs openssl. It is imported by tests only, never by the product.
-package tlstest
+package testkit
 
 import (
 	"crypto/ecdsa"
@@ -135,11 +135,11 @@ func (ca *CA) issue(tmpl *x509.Certificate) (Pair, error) {
 	}, nil
 }
 
-// WriteFiles mints a CA and, signed by it, a server certificate for
+// WriteTLSFiles mints a CA and, signed by it, a server certificate for
 // 127.0.0.1 and a client certificate with the common name client, and
 // writes them under dir: ca.crt, server.crt, server.key, client.crt,
 // client.key. The CLI scripts use it.
-func WriteFiles(dir, client string) error {
+func WriteTLSFiles(dir, client string) error {
 	ca, err := NewCA("streamcast test CA")
 	if err != nil {
 		return err

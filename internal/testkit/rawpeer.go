@@ -1,4 +1,4 @@
-package wstest
+package testkit
 
 import (
 	"bufio"

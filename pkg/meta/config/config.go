@@ -14,7 +14,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/streamcast/streamcast/internal/conf"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
@@ -111,7 +110,7 @@ type Config struct {
 
 	// origin says where each key's value came from, for errors; nil for a
 	// Config built in code. Load sets it.
-	origin *conf.Origins
+	origin *Origins
 }
 
 // Limits are the bounds that keep one client from costing the others.
@@ -275,7 +274,7 @@ func (r *RawJSON) UnmarshalYAML(n *yaml.Node) error {
 		*r = RawJSON(n.Value)
 		return nil
 	}
-	b, err := conf.NodeJSON(nil, n)
+	b, err := NodeJSON(nil, n)
 	if err != nil {
 		return err
 	}
@@ -361,7 +360,7 @@ func (c *Config) Compile() ([]*schema.Schema, error) {
 // *Error naming its key; Compile says where the value came from.
 func (c *Config) compileServe() ([]*schema.Schema, error) {
 	if strings.TrimSpace(c.Listen) == "" {
-		return nil, badKey("listen", "listen is empty; give an address such as 127.0.0.1:8765 (or :0 for any free port)")
+		return nil, keyErrorf("listen", "listen is empty; give an address such as 127.0.0.1:8765 (or :0 for any free port)")
 	}
 	for _, l := range []struct {
 		key string
@@ -375,17 +374,17 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		{"max_filter_bytes", c.Limits.MaxFilterBytes},
 	} {
 		if l.v < 1 {
-			return nil, badKey("limits."+l.key, "limits.%s is %d; it must be at least 1", l.key, l.v)
+			return nil, keyErrorf("limits."+l.key, "limits.%s is %d; it must be at least 1", l.key, l.v)
 		}
 	}
 	if c.Limits.IdleTimeout <= 0 {
-		return nil, badKey("limits.idle_timeout", "limits.idle_timeout is %v; give a duration such as 30s, after which an idle keep-alive connection is closed", c.Limits.IdleTimeout)
+		return nil, keyErrorf("limits.idle_timeout", "limits.idle_timeout is %v; give a duration such as 30s, after which an idle keep-alive connection is closed", c.Limits.IdleTimeout)
 	}
 	if c.Limits.MaxConnections < 0 {
-		return nil, badKey("limits.max_connections", "limits.max_connections is %d; give a count, or 0 for the descriptor limit less a reserve for the logs", c.Limits.MaxConnections)
+		return nil, keyErrorf("limits.max_connections", "limits.max_connections is %d; give a count, or 0 for the descriptor limit less a reserve for the logs", c.Limits.MaxConnections)
 	}
 	if c.Limits.MaxConnectionsPerAddress < 0 {
-		return nil, badKey("limits.max_connections_per_address", "limits.max_connections_per_address is %d; give a count, or 0 for no bound per address", c.Limits.MaxConnectionsPerAddress)
+		return nil, keyErrorf("limits.max_connections_per_address", "limits.max_connections_per_address is %d; give a count, or 0 for no bound per address", c.Limits.MaxConnectionsPerAddress)
 	}
 	if err := c.Maintain.Validate(); err != nil {
 		return nil, err
@@ -397,7 +396,7 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		return nil, err
 	}
 	if err := validateOrigins(c.AllowedOrigins); err != nil {
-		return nil, badKey("allowed_origins", "%v", err)
+		return nil, keyErrorf("allowed_origins", "%v", err)
 	}
 	if err := c.TLS.Validate(); err != nil {
 		return nil, err
@@ -410,7 +409,7 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		return nil, err
 	}
 	if len(c.Streams) == 0 && c.Control == nil {
-		return nil, badKey("streams", "streams is empty; declare at least one stream (name, schema, …), or add a control: section to declare them over HTTP")
+		return nil, keyErrorf("streams", "streams is empty; declare at least one stream (name, schema, …), or add a control: section to declare them over HTTP")
 	}
 	seen := map[string]int{} // by meta.Fold: names differing only in case share a directory
 	var names []string
@@ -422,42 +421,42 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		// a durable one is refused below.
 		if s.Name != "" {
 			if err := meta.CheckName(s.Name); err != nil {
-				return nil, badKey(key+".name", "%s.name %v", key, err)
+				return nil, keyErrorf(key+".name", "%s.name %v", key, err)
 			}
 			names = append(names, s.Name)
 		}
 		if j, dup := seen[meta.Fold(s.Name)]; dup {
 			if c.Streams[j].Name == s.Name {
-				return nil, badKey(key+".name", "%s.name %q is already the name of streams[%d]; stream names must be distinct", key, s.Name, j)
+				return nil, keyErrorf(key+".name", "%s.name %q is already the name of streams[%d]; stream names must be distinct", key, s.Name, j)
 			}
-			return nil, badKey(key+".name", "%s.name %q differs from streams[%d]'s %q only in case; on a case-insensitive file system they would share a directory, so choose names that differ in more than case",
+			return nil, keyErrorf(key+".name", "%s.name %q differs from streams[%d]'s %q only in case; on a case-insensitive file system they would share a directory, so choose names that differ in more than case",
 				key, s.Name, j, c.Streams[j].Name)
 		}
 		seen[meta.Fold(s.Name)] = i
 		label := fmt.Sprintf("stream %q (%s)", s.Name, key)
 		if s.Durable && s.Name == "" {
-			return nil, badKey(key+".name", "%s is durable but has the empty name, which names no directory; give it a name or durable: false", label)
+			return nil, keyErrorf(key+".name", "%s is durable but has the empty name, which names no directory; give it a name or durable: false", label)
 		}
 		if s.Durable && strings.TrimSpace(c.Root) == "" {
-			return nil, badKey("root", "root is empty, but %s is durable and needs a directory for its log", label)
+			return nil, keyErrorf("root", "root is empty, but %s is durable and needs a directory for its log", label)
 		}
 		if s.Replicate && !s.Durable {
-			return nil, badKey(key+".replicate", "%s has replicate: true but is not durable: only a durable stream has a log to replicate", label)
+			return nil, keyErrorf(key+".replicate", "%s has replicate: true but is not durable: only a durable stream has a log to replicate", label)
 		}
 		if err := s.validateUpstream(key, label); err != nil {
 			return nil, err
 		}
 		if s.MaxReplay != nil && *s.MaxReplay < 0 {
-			return nil, badKey(key+".max_replay", "%s: max_replay is %d; give a count of rows ≥ 0, or null for unbounded", label, *s.MaxReplay)
+			return nil, keyErrorf(key+".max_replay", "%s: max_replay is %d; give a count of rows ≥ 0, or null for unbounded", label, *s.MaxReplay)
 		}
 		doc := []byte(s.Schema)
 		if s.SchemaFile != "" {
 			if len(s.Schema) > 0 {
-				return nil, badKey(key+".schema_file", "%s gives both schema and schema_file; give one", label)
+				return nil, keyErrorf(key+".schema_file", "%s gives both schema and schema_file; give one", label)
 			}
 			b, err := os.ReadFile(s.SchemaFile)
 			if err != nil {
-				return nil, keyErr(key+".schema_file", fmt.Errorf("%s: schema_file: %w", label, err))
+				return nil, keyError(key+".schema_file", fmt.Errorf("%s: schema_file: %w", label, err))
 			}
 			doc = b
 		}
@@ -466,16 +465,16 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		} else {
 			sch, err := schema.Compile(doc)
 			if err != nil {
-				return nil, keyErr(key+".schema", fmt.Errorf("%s: schema: %w", label, err))
+				return nil, keyError(key+".schema", fmt.Errorf("%s: schema: %w", label, err))
 			}
 			schemas[i] = sch
 		}
 		for _, col := range s.SortBy {
 			if schemas[i].IsAny() {
-				return nil, badKey(key+".sort_by", "%s: sort_by names %q, but the stream has no schema and so no columns", label, col)
+				return nil, keyErrorf(key+".sort_by", "%s: sort_by names %q, but the stream has no schema and so no columns", label, col)
 			}
 			if _, ok := schemas[i].ColumnIndex(col); !ok {
-				return nil, badKey(key+".sort_by", "%s: sort_by names %q, which is not a column of its schema", label, col)
+				return nil, keyErrorf(key+".sort_by", "%s: sort_by names %q, which is not a column of its schema", label, col)
 			}
 		}
 		if err := s.validateGuard(key, label, schemas[i]); err != nil {
@@ -630,7 +629,7 @@ func (m *Maintain) UnmarshalYAML(n *yaml.Node) error {
 	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool":
 		return n.Decode(&m.Enabled)
 	case n.Kind != yaml.MappingNode:
-		return fmt.Errorf("line %d: maintain is false, true, or a mapping of %s", n.Line, strings.Join(conf.Names(reflect.TypeFor[Maintain]()), ", "))
+		return fmt.Errorf("line %d: maintain is false, true, or a mapping of %s", n.Line, strings.Join(namesOf(reflect.TypeFor[Maintain]()), ", "))
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, v := n.Content[i].Value, n.Content[i+1]
@@ -687,16 +686,16 @@ func (m *Maintain) Validate() error {
 	for _, iv := range m.intervals() {
 		switch {
 		case *iv.every < 0:
-			return badKey("maintain."+iv.key, "maintain.%s is %s; give a positive duration, or 0 to leave the %s role to you", iv.key, *iv.every, iv.role)
+			return keyErrorf("maintain."+iv.key, "maintain.%s is %s; give a positive duration, or 0 to leave the %s role to you", iv.key, *iv.every, iv.role)
 		case *iv.every > 0 && !slices.Contains(logstore.Roles(), iv.role):
-			return badKey("maintain."+iv.key, "maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, logstore.RoleNames())
+			return keyErrorf("maintain."+iv.key, "maintain.%s is %s, but this build of streamcast has no %s role (it has %v); set it to 0", iv.key, *iv.every, iv.role, logstore.RoleNames())
 		}
 	}
 	if m.MaxOpenLogs < 0 {
-		return badKey("maintain.max_open_logs", "maintain.max_open_logs is %d; give a positive number of logs, or 0 for %d", m.MaxOpenLogs, logstore.DefaultMaxOpen)
+		return keyErrorf("maintain.max_open_logs", "maintain.max_open_logs is %d; give a positive number of logs, or 0 for %d", m.MaxOpenLogs, logstore.DefaultMaxOpen)
 	}
 	if m.FlushEvery < 0 {
-		return badKey("maintain.flush_every", "maintain.flush_every is %s; give a positive duration, or 0 to never flush", m.FlushEvery)
+		return keyErrorf("maintain.flush_every", "maintain.flush_every is %s; give a positive duration, or 0 to never flush", m.FlushEvery)
 	}
 	return nil
 }
@@ -756,10 +755,10 @@ func (c *Log) Validate() error {
 	c.Level = strings.ToLower(c.Level)
 	c.Format = strings.ToLower(c.Format)
 	if !slices.Contains(LogLevels(), c.Level) {
-		return badKey("log.level", "log.level %q is not one of %s", c.Level, strings.Join(LogLevels(), ", "))
+		return keyErrorf("log.level", "log.level %q is not one of %s", c.Level, strings.Join(LogLevels(), ", "))
 	}
 	if !slices.Contains(LogFormats(), c.Format) {
-		return badKey("log.format", "log.format %q is not one of %s", c.Format, strings.Join(LogFormats(), ", "))
+		return keyErrorf("log.format", "log.format %q is not one of %s", c.Format, strings.Join(LogFormats(), ", "))
 	}
 	return nil
 }

@@ -6,7 +6,7 @@
 // (CountingDialer), for tests of how it batches its frames.
 // End-to-end tests run the real broker (internal/brokertest). It is
 // imported by tests only and imports nothing of the module.
-package wstest
+package testkit
 
 import (
 	"net/http"
@@ -44,17 +44,17 @@ func FakeServer(t *testing.T, script func(t *testing.T, c *websocket.Conn, r *ht
 	return "ws" + strings.TrimPrefix(srv.URL, "http")
 }
 
-// Send writes s as a text frame; a failed write is logged, since the client
+// SendText writes s as a text frame; a failed write is logged, since the client
 // under test may rightly have gone.
-func Send(t *testing.T, c *websocket.Conn, s string) {
+func SendText(t *testing.T, c *websocket.Conn, s string) {
 	if err := c.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
 		t.Logf("fake server write: %v", err)
 	}
 }
 
-// CloseWith sends a close frame and waits (up to 2 s) for the client's
+// CloseWithCode sends a close frame and waits (up to 2 s) for the client's
 // echo, so the close is delivered before the socket ends.
-func CloseWith(c *websocket.Conn, code int, reason string) {
+func CloseWithCode(c *websocket.Conn, code int, reason string) {
 	_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
 	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	for {
