@@ -112,6 +112,7 @@ curl -o cpu.pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=20'`,
 				Executable:          exe,
 				ConfigFile:          a.configUsed,
 				UpstreamCredentials: upCred,
+				TuneGC:              true,
 				OnReady: func(addr net.Addr) {
 					if addrFile != "" {
 						if err := os.WriteFile(addrFile, []byte(addr.String()+"\n"), 0o644); err != nil {

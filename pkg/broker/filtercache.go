@@ -46,6 +46,9 @@ type filterCache struct {
 	// reclaim returns memory to the OS after bursts of entries made or
 	// dropped; its owner (Server.Run) runs it.
 	reclaim *reclaimer
+	// headroom narrows the collector's headroom while the entries hold
+	// much (nil unless Options.TuneGC).
+	headroom *gcHeadroom
 }
 
 // filterReclaim is the filter cache's reclaim policy. 8 MiB is about 85
@@ -166,7 +169,7 @@ func (c *filterCache) acquire(sch *schema.Schema, where []byte) (*schema.Filter,
 	k := c.key(sch, f.JSON())
 	c.entries[k] = &filterEntry{sch: sch, f: f, size: size, refs: 1, next: c.entries[k]}
 	c.byF[f] = c.entries[k]
-	c.held.Add(size)
+	c.headroom.update(c.held.Add(size))
 	c.reclaim.Note(size)
 	return f, nil
 }
@@ -202,7 +205,7 @@ func (c *filterCache) releaseFilter(f *schema.Filter) {
 			}
 		}
 	}
-	c.held.Add(-e.size)
+	c.headroom.update(c.held.Add(-e.size))
 	c.mu.Unlock()
 	c.reclaim.Note(e.size)
 }

@@ -93,6 +93,12 @@ type Options struct {
 	// operation's kind once it is marked running (Options.BeforeRun).
 	ControlBeforeRun func(kind string)
 
+	// TuneGC lets the server narrow the garbage collector's headroom
+	// (runtime/debug.SetGCPercent) while where= filters hold much memory
+	// (see gcHeadroom). The setting is process-wide, so only a process
+	// that runs one server turns it on, as `streamcast serve` does.
+	TuneGC bool
+
 	// CertPollInterval is how often the tls: section's files are checked
 	// for a change on disk (a changed pair is loaded for new handshakes);
 	// 0 means DefaultCertPollInterval.
@@ -238,6 +244,9 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		id:          rand.Text()[:16],
 	}
 	s.filters = newFilterCache(int64(cfg.Limits.MaxFilterBytes), opts.Logger)
+	if opts.TuneGC {
+		s.filters.headroom = newGCHeadroom()
+	}
 	s.gate = newAuthGate(cfg.Auth, opts.Clock.Now, opts.Logger, s.RecordAuthFailure)
 	if cfg.Metrics.Enabled {
 		s.metrics = newServerMetrics(s)
