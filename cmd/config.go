@@ -1,58 +1,14 @@
 package cmd
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 
 	"github.com/streamcast/streamcast/pkg/meta/config"
 )
-
-const (
-	envPrefix         = "STREAMCAST"        // STREAMCAST_LOG_LEVEL sets log.level
-	configEnv         = "STREAMCAST_CONFIG" // the config file, when --config is not given
-	defaultConfigFile = "streamcast.yaml"   // read from the working directory when present
-	configKeyAnnot    = "streamcast_config_key"
-)
-
-var envKey = strings.NewReplacer(".", "_", "-", "_")
-
-func newViper() *viper.Viper {
-	v := viper.New()
-	v.SetEnvPrefix(envPrefix)
-	v.SetEnvKeyReplacer(envKey)
-	v.AutomaticEnv()
-	return v
-}
-
-// envName is the environment variable viper consults for key.
-func envName(key string) string {
-	return envPrefix + "_" + strings.ToUpper(envKey.Replace(key))
-}
-
-// configFlag marks flag name of fs as the command-line form of config key:
-// when its command runs, the flag, if given, overrides the environment and
-// the config file for that key.
-func configFlag(fs *pflag.FlagSet, name, key string) {
-	if err := fs.SetAnnotation(name, configKeyAnnot, []string{key}); err != nil {
-		panic(fmt.Sprintf("configFlag: %v", err)) // a programming error in the command tree, not input
-	}
-}
-
-// configSwitch marks the boolean flag name of fs as setting config key to
-// value when it is given (--no-maintain sets maintain to false).
-func configSwitch(fs *pflag.FlagSet, name, key, value string) {
-	if err := fs.SetAnnotation(name, configKeyAnnot, []string{key, value}); err != nil {
-		panic(fmt.Sprintf("configSwitch: %v", err)) // a programming error in the command tree, not input
-	}
-}
 
 // setup runs before every command (the root's PersistentPreRunE): it loads
 // the configuration, the one read of the config file for this run, and
@@ -69,6 +25,7 @@ func (a *app) setup(cmd *cobra.Command) error {
 		return err
 	}
 	a.cfg = cfg
+	a.configUsed = cfg.File()
 	a.logger = newLogger(a.stderr, cfg.Log)
 	if a.configUsed != "" {
 		a.logger.Debug("read configuration", "file", a.configUsed)
@@ -76,96 +33,14 @@ func (a *app) setup(cmd *cobra.Command) error {
 	return nil
 }
 
-// loadConfig reads the config file (once per call), lays the STREAMCAST_*
-// environment variables and the running command's flags over it, and decodes
-// the result into one config.Config over the embedded default. It refuses
-// what cannot be decoded, naming the key and where its value came from, but
-// does not Validate.
+// loadConfig resolves the configuration for the running command: --config
+// and its flags (config.Resolve). It does not Validate.
 func (a *app) loadConfig() (config.Config, error) {
-	path, data, err := a.readConfig()
-	if err != nil {
-		return config.Config{}, err
-	}
-	overrides, err := a.overrides()
-	if err != nil {
-		return config.Config{}, err
-	}
-	return config.Load(config.Embedded(), path, data, overrides...)
-}
-
-// readConfig reads --config, else $STREAMCAST_CONFIG, else ./streamcast.yaml
-// when it exists; a file named explicitly must exist. It returns "" and no
-// data when there is no file.
-func (a *app) readConfig() (string, []byte, error) {
-	path := a.configFile
-	if path == "" {
-		path = os.Getenv(configEnv)
-	}
-	if path == "" {
-		if _, err := os.Stat(defaultConfigFile); errors.Is(err, fs.ErrNotExist) {
-			return "", nil, nil
-		}
-		path = defaultConfigFile
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", nil, fmt.Errorf("read config: %w", err)
-	}
-	a.configUsed = path
-	return path, data, nil
-}
-
-// overrides collects, through viper, the value of each config.OverrideKeys
-// key given by a flag of the running command (marked with configFlag) or
-// else by a non-empty STREAMCAST_* environment variable, and the keys set
-// by a configSwitch flag. Keys nothing overrides keep the file's value.
-func (a *app) overrides() ([]config.Override, error) {
-	keys := config.OverrideKeys()
-	v := newViper()
-	flags := map[string]*pflag.Flag{}  // key → the running command's flag for it
-	var env, flagged []config.Override // the environment's first: config.Load lets later ones win
+	src := config.Sources{File: a.configFile}
 	if a.cmd != nil {
-		a.cmd.Flags().VisitAll(func(f *pflag.Flag) {
-			switch ann := f.Annotations[configKeyAnnot]; len(ann) {
-			case 1: // configFlag: [key]
-				flags[ann[0]] = f
-				_ = v.BindPFlag(ann[0], f) // fails only for a nil flag
-			case 2: // configSwitch: [key, value]
-				if f.Changed && f.Value.String() == "true" {
-					flagged = append(flagged, config.Override{Key: ann[0], Value: ann[1], From: "flag --" + f.Name})
-				}
-			}
-		})
+		src.Flags = a.cmd.Flags()
 	}
-	for key, f := range flags {
-		if !slices.Contains(keys, key) {
-			return nil, fmt.Errorf("flag --%s is marked as the form of config key %s, which config.Config does not have", f.Name, key) // a mistake in the command tree
-		}
-	}
-	for _, key := range keys {
-		if !v.IsSet(key) { // neither its flag given nor its variable set (AutomaticEnv: STREAMCAST_ + the key)
-			continue
-		}
-		ov := config.Override{Key: key, Value: overrideValue(v.Get(key)), From: "environment " + envName(key)}
-		if f := flags[key]; f != nil && f.Changed {
-			ov.From = "flag --" + f.Name
-			flagged = append(flagged, ov)
-			continue
-		}
-		env = append(env, ov)
-	}
-	return append(env, flagged...), nil
-}
-
-// overrideValue is a value viper found, as the text config.Override takes.
-func overrideValue(v any) string {
-	switch v := v.(type) {
-	case []string:
-		return strings.Join(v, ",")
-	case string:
-		return v
-	}
-	return fmt.Sprint(v)
+	return config.Resolve(src)
 }
 
 // choice is a string flag limited to a fixed set of values, checked as the

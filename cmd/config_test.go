@@ -15,6 +15,10 @@ import (
 	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
+// configEnv names the config file when --config does not; tests clear it,
+// so that a variable set where they run is not read.
+const configEnv = config.FileVar
+
 // runSetup parses args for a serve-like command (--listen marked as listen,
 // --max-backlog as limits.max_backlog, --no-maintain as maintain: false),
 // with config as ./streamcast.yaml when not empty, runs the root's setup
@@ -29,9 +33,9 @@ func runSetup(t *testing.T, yaml string, args ...string) (*app, error) {
 	c.Flags().String("listen", def.Listen, "")
 	c.Flags().Int("max-backlog", def.Limits.MaxBacklog, "")
 	c.Flags().Bool("no-maintain", false, "")
-	configFlag(c.Flags(), "listen", "listen")
-	configFlag(c.Flags(), "max-backlog", "limits.max_backlog")
-	configSwitch(c.Flags(), "no-maintain", "maintain", "false")
+	config.MarkFlag(c.Flags(), "listen", "listen")
+	config.MarkFlag(c.Flags(), "max-backlog", "limits.max_backlog")
+	config.MarkSwitch(c.Flags(), "no-maintain", "maintain", "false")
 	if yaml != "" {
 		if err := os.WriteFile("streamcast.yaml", []byte(yaml), 0o644); err != nil {
 			t.Fatal(err)
@@ -170,13 +174,12 @@ func TestReadConfigPrefersFlagThenEnvironmentThenWorkingDirectory(t *testing.T) 
 	}
 	for _, tt := range tests {
 		t.Setenv(configEnv, tt.env)
-		a := &app{configFile: tt.flag}
-		path, data, err := a.readConfig()
-		if err != nil {
+		a := &app{configFile: tt.flag, stderr: &strings.Builder{}}
+		if err := a.setup(&cobra.Command{Use: "version"}); err != nil {
 			t.Fatal(err)
 		}
-		if path != tt.want || a.configUsed != tt.want || len(data) == 0 {
-			t.Errorf("--config %q, %s=%q: read %q (%d bytes), want %q", tt.flag, configEnv, tt.env, path, len(data), tt.want)
+		if a.configUsed != tt.want || a.cfg.Log.Level != "debug" {
+			t.Errorf("--config %q, %s=%q: read %q (log.level %s), want %q", tt.flag, configEnv, tt.env, a.configUsed, a.cfg.Log.Level, tt.want)
 		}
 	}
 }
@@ -240,14 +243,14 @@ func TestEveryKeyButStreamsHasItsEnvironmentVariable(t *testing.T) {
 		if text == "" {
 			text = "x" // an empty variable counts as unset
 		}
-		t.Setenv(envName(key), text)
+		t.Setenv(config.EnvVar(key), text)
 	}
 	a, err := runSetup(t, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for key := range values {
-		if from, want := a.cfg.From(key), "environment "+envName(key); from != want {
+		if from, want := a.cfg.From(key), "environment "+config.EnvVar(key); from != want {
 			t.Errorf("%s comes from %q, want %q", key, from, want)
 		}
 	}

@@ -29,7 +29,7 @@ the registry: make it once with "streamcast control init".`,
 // priority. It is hidden: serve starts it and writes its jobs to it.
 func newMigrateChildCmd(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:   control.MigrateChildCommand[1],
+		Use:   control.MigrateChildCommand,
 		Short: "Run the migrations serve hands over (started by serve)",
 		Long: `Read migration jobs (one JSON line each) from stdin, run each, and write what
 it did, or its error, as one JSON line to stdout; exit when stdin ends. serve

@@ -26,7 +26,7 @@ import (
 
 func newMaintainCmd(a *app) *cobra.Command {
 	// The flags are maintain's: serve renders its children's command lines
-	// from the same maintainargs.Args, so a flag cannot be renamed on one side only.
+	// from the same logstore.MaintainArgs, so a flag cannot be renamed on one side only.
 	args := logstore.DefaultMaintainArgs()
 	roles := logstore.RoleNames()
 	cmd := &cobra.Command{
@@ -85,7 +85,7 @@ heap-ROLE-PID.txt, the runtime's memory statistics after the same collection.`,
   streamcast maintain --role publish --every 10s --flush-every 60s --log data/trades/trades
   streamcast maintain --role clean --every 10s --log data/trades/trades --log data/quotes/quotes`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logstore.AfterInit() // a child of serve: collect as usual from here (maintain.ChildEnv)
+			logstore.AfterInit() // a child of serve: collect as usual from here (logstore.ChildEnv)
 			if err := args.Validate(); err != nil {
 				return usageError{err}
 			}

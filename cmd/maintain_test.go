@@ -40,7 +40,7 @@ func TestMaintainRefusesMissingFlags(t *testing.T) {
 // still read back through the log.
 func TestMaintainRunsEveryRoleUntilCancelled(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s", "log")
-	l, err := logstore.Create(dir, schema.Any(), logstore.Config{TargetFileBytes: 1})
+	l, err := logstore.Create(dir, schema.Any(), logstore.Config{Stream: "s", Log: "log", TargetFileBytes: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestMaintainRunsEveryRoleUntilCancelled(t *testing.T) {
 	if st.PublishedThrough != 2 || st.BufferedRows != 0 || st.LocalFiles != 0 {
 		t.Fatalf("after every role: %+v", st)
 	}
-	if entries, _ := filepath.Glob(filepath.Join(dir, "files", "*.parquet")); len(entries) != 0 {
+	if entries, _ := filepath.Glob(filepath.Join(dir, logstore.FilesDir, "*.parquet")); len(entries) != 0 {
 		t.Fatalf("maintain --role clean left %v in files/", entries)
 	}
 	loc, _ := l.PublishedLocation()
@@ -93,7 +93,7 @@ func TestMaintainReportsReadyAndFlushedOnTheReadyDescriptor(t *testing.T) {
 	profiles := t.TempDir()
 	t.Setenv(logstore.HeapProfileEnv, profiles)
 	dir := filepath.Join(t.TempDir(), "s", "log")
-	l, err := logstore.Create(dir, schema.Any(), logstore.Config{})
+	l, err := logstore.Create(dir, schema.Any(), logstore.Config{Stream: "s", Log: "log"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestMaintainLogLinesNameTheRoleOnce(t *testing.T) {
 	if err := os.MkdirAll(broken, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(broken, "buffer.db"), []byte("not a database"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(broken, logstore.BufferFile), []byte("not a database"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Chdir(t.TempDir())
@@ -220,7 +220,7 @@ func TestMaintainLogLinesNameTheRoleOnce(t *testing.T) {
 func syscallKill(pid int) error { return unix.Kill(pid, unix.SIGUSR1) }
 
 // TestServesChildCommandLineIsWhatMaintainParses: the command line serve's
-// supervisor renders for a child (maintainargs.CommandLine, every root and role
+// supervisor renders for a child (logstore.MaintainCommandLine, every root and role
 // flag set) is accepted by this command tree: it gets as far as opening the
 // log, never a usage error (exit 2), and logs JSON as asked.
 func TestServesChildCommandLineIsWhatMaintainParses(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 )
 
 func newReplicateCmd(a *app) *cobra.Command {
-	// The flags are replicaargs.Args's, which serve will render for its child too.
+	// The flags are replica.Args's, which serve will render for its child too.
 	args := replica.DefaultArgs()
 	cmd := &cobra.Command{
 		Use:   replica.Command + " --log PATH...",
@@ -43,7 +43,7 @@ or stands by.`,
 		Example: `  streamcast replicate --log data/trades/trades
   streamcast replicate --sync-interval 250ms --log data/trades/trades --log data/quotes/quotes`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logstore.AfterInit() // a child of serve: collect as usual from here (maintain.ChildEnv)
+			logstore.AfterInit() // a child of serve: collect as usual from here (logstore.ChildEnv)
 			if err := args.Validate(); err != nil {
 				return usageError{err}
 			}

@@ -29,27 +29,27 @@ const (
 // and a.stderr, never to os.Stdout, so tests and testscript see everything.
 //
 // The configuration is one config.Config (every section: listen, root,
-// limits, streams, maintain, published, s3, tiers, log), read once per run
-// by the root's PersistentPreRunE into a.cfg: the config file laid over
-// config.Embedded, then STREAMCAST_* environment variables, then the
-// running command's flags, each overriding the one before, for every key
-// alike. A command uses a.cfg and never reads a flag's variable for a key
-// directly, which would skip the environment and the file.
+// limits, streams, maintain, published, s3, tiers, log), resolved once per
+// run by the root's PersistentPreRunE into a.cfg with config.Resolve: the
+// config file laid over config.Embedded, then STREAMCAST_* environment
+// variables, then the running command's flags, each overriding the one
+// before, for every key alike. A command uses a.cfg and never reads a
+// flag's variable for a key directly, which would skip the environment and
+// the file.
 //
 // To give a key a flag, declare the flag with the key's default and mark it
 // as that key's command-line form:
 //
 //	def := config.Default()
 //	cmd.Flags().String("listen", def.Listen, "address to listen on")
-//	configFlag(cmd.Flags(), "listen", "listen")
+//	config.MarkFlag(cmd.Flags(), "listen", "listen")
 //
-// (configSwitch marks a boolean flag that sets a key to a fixed value, as
-// --no-maintain sets maintain to false.) Every key but streams has its
-// environment variable without any marking: STREAMCAST_ and the key in upper
-// case with "." and "-" turned into "_" (config.OverrideKeys lists them,
-// from Config's yaml tags). A new key is a field of config.Config or one of
-// its sections, with a yaml tag, a default in config.Default and a
-// check in its Validate; nothing in cmd needs to change.
+// (config.MarkSwitch marks a boolean flag that sets a key to a fixed value,
+// as --no-maintain sets maintain to false.) Every key but streams has its
+// environment variable without any marking (config.EnvVar: STREAMCAST_ and
+// the key in upper case with "." and "-" turned into "_"). A new key is a
+// field of config.Config or one of its sections, with a yaml tag, a default
+// beside it and a check in its Validate; nothing in cmd needs to change.
 //
 // Flags are bound only for the command that runs, so two commands may mark
 // flags for the same key. Subcommands must not set PersistentPreRun(E)
@@ -63,7 +63,7 @@ type app struct {
 
 	configFile string         // --config
 	configUsed string         // the file actually read ("" when none)
-	cmd        *cobra.Command // the command running, whose flags overrides reads
+	cmd        *cobra.Command // the command running, whose flags config.Resolve reads
 	cfg        config.Config  // the configuration read at start (setup); only the log: section is validated
 }
 
@@ -106,8 +106,8 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 	pf.StringVar(&a.configFile, logstore.FlagConfig, "", "read configuration from the YAML `FILE` (default $STREAMCAST_CONFIG, else ./streamcast.yaml if it exists)")
 	pf.Var(newChoice("level", def.Level, logLevels), logstore.FlagLogLevel, "log messages at this `level` and above: "+strings.Join(logLevels, ", "))
 	pf.Var(newChoice("format", def.Format, logFormats), logstore.FlagLogFormat, "log line `format`: "+strings.Join(logFormats, ", "))
-	configFlag(pf, logstore.FlagLogLevel, "log.level")
-	configFlag(pf, logstore.FlagLogFormat, "log.format")
+	config.MarkFlag(pf, logstore.FlagLogLevel, "log.level")
+	config.MarkFlag(pf, logstore.FlagLogFormat, "log.format")
 	_ = root.MarkPersistentFlagFilename(logstore.FlagConfig, "yaml", "yml")
 	_ = root.RegisterFlagCompletionFunc(logstore.FlagLogLevel, cobra.FixedCompletions(logLevels, cobra.ShellCompDirectiveNoFileComp))
 	_ = root.RegisterFlagCompletionFunc(logstore.FlagLogFormat, cobra.FixedCompletions(logFormats, cobra.ShellCompDirectiveNoFileComp))

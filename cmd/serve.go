@@ -133,9 +133,9 @@ curl -o cpu.pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=20'`,
 	f.StringVar(&addrFile, "addr-file", "", "once serving, write the address listened on to `FILE` (for scripts and tests)")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go's profiler (net/http/pprof) on this loopback `ADDR`, apart from the streams (off by default)")
 	f.Bool("no-maintain", false, "run no maintenance child (as maintain: false); run streamcast maintain yourself")
-	configFlag(f, "listen", "listen")
-	configFlag(f, "root", "root")
-	configSwitch(f, "no-maintain", "maintain", "false")
+	config.MarkFlag(f, "listen", "listen")
+	config.MarkFlag(f, "root", "root")
+	config.MarkSwitch(f, "no-maintain", "maintain", "false")
 	_ = cmd.MarkFlagDirname("root")
 	return cmd
 }

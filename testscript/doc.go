@@ -5,5 +5,6 @@
 // such as exitcode are described in testscript_test.go.
 //
 // Update a script's expected output after a deliberate change with
-// go test ./testscript/ -update.
+// go test ./testscript/ -update. The package has no code outside its tests,
+// and nothing imports it.
 package testscript

@@ -12,6 +12,6 @@
 // attacks, in pkg/broker (TestAPingFloodFromAPeerThatNeverReadsIsClosed).
 //
 // Each test is bounded in count and time; `go test -short` runs small
-// counts, and STREAMCAST_SOAK=full (internal/soak) the full ones. The
+// counts, and STREAMCAST_SOAK=full (testkit.SoakCount) the full ones. The
 // package has no code outside its tests and nothing imports it.
 package abuse

@@ -20,8 +20,8 @@ import (
 // TLS, removes client_ca_file from its config and sends SIGHUP. The log
 // says the change waits for a restart, and so it does: a client without a
 // certificate is still refused, and one with a certificate the CA signed
-// is still served. (Before, the reload turned client-certificate checking
-// off at once while the log said it waited.)
+// is still served, rather than the reload turning client-certificate
+// checking off at once while the log says it waits.
 func TestAReloadThatDropsClientCAFileKeepsMutualTLS(t *testing.T) {
 	t.Parallel() // its own server process; see TestMain
 	dir := t.TempDir()

@@ -4,8 +4,8 @@
 // the server's memory per connection.
 //
 // It talks to the server only as a client does, through pkg/wire, and reads
-// the server's /stats with the server's own types (pkg/broker/stats), so the two
-// can never disagree about that document. It is tooling, not protocol: the
-// server never imports it. Every goroutine Run or Idle starts has ended by the
+// the server's /stats with the server's own types (broker.Stats), so the two
+// can never disagree about that document, so it sits beside cmd, above
+// pkg/broker. It is tooling, not protocol: the server never imports it. Every goroutine Run or Idle starts has ended by the
 // time it returns.
 package loadgen

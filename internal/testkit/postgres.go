@@ -1,4 +1,4 @@
-// Package pgtest runs a throwaway PostgreSQL server for a test: initdb and
+// A throwaway PostgreSQL server for a test: initdb and
 // postgres in a temporary directory, on a free 127.0.0.1 port, stopped and
 // removed in t.Cleanup. As root it runs them as the unprivileged user
 // "nobody", because postgres refuses to run as root.
@@ -6,6 +6,7 @@
 // When the binaries are absent the test is skipped with a message saying
 // what to install, unless STREAMCAST_REQUIRE_POSTGRES=1 (CI sets it), in
 // which case their absence fails the test.
+
 package testkit
 
 import (

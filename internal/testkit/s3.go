@@ -1,13 +1,12 @@
 //go:build linux
 
-// Package s3test runs a real S3 server for tests: versitygw, serving a temp
-// directory on 127.0.0.1 with fresh credentials. It is the one helper every
-// package's S3 tests share. .ci/run installs versitygw into
-// <repo>/.tools/bin; when it is missing, StartS3 installs it there itself, so
-// `go test ./...` passes on a fresh machine. A test that cannot get a server
-// fails: an S3 test that skipped would pass without testing anything.
-//
-// It is imported only by tests, never by the product.
+// A real S3 server for tests: versitygw, serving a temp directory on
+// 127.0.0.1 with fresh credentials, the one helper every package's S3
+// tests share. .ci/run installs versitygw into <repo>/.tools/bin; when it
+// is missing, StartS3 installs it there itself, so `go test ./...` passes
+// on a fresh machine. A test that cannot get a server fails: an S3 test
+// that skipped would pass without testing anything.
+
 package testkit
 
 import (
@@ -39,7 +38,7 @@ const (
 	Region = "us-east-1"
 )
 
-// S3Server is a running versitygw. Stop and StartS3 take it down and bring it
+// S3Server is a running versitygw. Stop and Start take it down and bring it
 // back over the same directory, address and credentials (an outage).
 type S3Server struct {
 	Addr, Access, Secret string
@@ -75,7 +74,7 @@ func StartS3(t testing.TB, fork func(*exec.Cmd) error) *S3Server {
 	return s
 }
 
-// StartS3 runs versitygw and waits until it accepts connections.
+// Start runs versitygw and waits until it accepts connections.
 func (s *S3Server) Start() {
 	t := s.t
 	t.Helper()
@@ -109,7 +108,7 @@ func (s *S3Server) Start() {
 	}
 }
 
-// Stop ends the server; its data directory stays for a StartS3.
+// Stop ends the server; its data directory stays for a Start.
 func (s *S3Server) Stop() {
 	if s.cmd == nil {
 		return

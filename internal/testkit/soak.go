@@ -1,8 +1,8 @@
-// Package soak tells tests how hard to push: the long crash and soak loops
-// (SIGKILL iterations, exactly-once under fire) run a few rounds locally, so
-// the README's `go test ./...` stays within its budget, and at full count in
-// CI, where .ci/run sets STREAMCAST_SOAK=full. It is imported by tests only
-// and never by the product.
+// How hard tests push: the long crash and soak loops (SIGKILL iterations,
+// exactly-once under fire) run a few rounds locally, so the README's
+// `go test ./...` stays within its budget, and at full count in CI, where
+// .ci/run sets STREAMCAST_SOAK=full.
+
 package testkit
 
 import (

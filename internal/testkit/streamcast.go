@@ -1,9 +1,8 @@
-// Package testbin builds the streamcast command once per test binary, for
-// the tests that run it as a real process (serve, and the maintenance
-// children serve forks). It imports nothing of the module, so any package's
-// tests may use it, pkg/broker's own included, which cannot import
-// internal/brokertest (that imports pkg/broker). It is imported by tests
-// only, never by the product.
+// The streamcast command, built once per test binary, for the tests that
+// run it as a real process (serve, and the maintenance children serve
+// forks). pkg/broker's own tests use it, which cannot import brokertest
+// (that imports pkg/broker).
+
 package testkit
 
 import (

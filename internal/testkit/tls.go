@@ -1,7 +1,7 @@
-// Package tlstest mints a certificate authority and the certificates it
-// signs, in memory, for the tests that run streamcast over TLS (the
-// broker's, the client's, the CLI scripts'). It uses crypto/x509 only, so no
-// test needs openssl. It is imported by tests only, never by the product.
+// A certificate authority and the certificates it signs, minted in memory,
+// for the tests that run streamcast over TLS (the broker's, the client's,
+// the CLI scripts'). It uses crypto/x509 only, so no test needs openssl.
+
 package testkit
 
 import (

@@ -1,11 +1,11 @@
-// Package wstest is a scripted WebSocket peer for the protocol-edge tests
-// of the Go client and the shell tools: a test states exactly what the
-// "server" sends, which the real broker would never do on purpose.
-// It also plays a client at the byte level (ClientFrame, MemPeer), for
-// tests of a server's reading path, and counts a client's socket writes
-// (CountingDialer), for tests of how it batches its frames.
-// End-to-end tests run the real broker (internal/brokertest). It is
-// imported by tests only and imports nothing of the module.
+// A scripted WebSocket peer for the protocol-edge tests of the Go client
+// and the shell tools: a test states exactly what the "server" sends,
+// which the real broker would never do on purpose. rawpeer.go plays a
+// client at the byte level (ClientFrame, MemPeer), for tests of a server's
+// reading path, and count.go counts a client's socket writes
+// (CountingDialer), for tests of how it batches its frames. End-to-end
+// tests run the real broker (brokertest).
+
 package testkit
 
 import (

@@ -1,7 +1,3 @@
-// Package waitfor bounds waits: on a sync.WaitGroup, for shutdowns that
-// must not hang on a peer that never lets go, and a sleep that a context
-// cuts short, for retry loops. It imports nothing of the module, so every
-// layer may use it.
 package waitfor
 
 import (

@@ -239,7 +239,7 @@ func TestUnknownStreamListsOnlyReadableStreams(t *testing.T) {
 			t.Errorf("%s asking for /lime: %s, want %s", c.who, body, c.want)
 		}
 	}
-	// Without auth: every stream is listed, as before.
+	// Without auth: every stream is listed.
 	open := startServer(t, testConfig(t))
 	if _, body := rawRequest(t, open.Addr().String(), "/lime", "", true); body != `close 4404 {"error":"no_such_stream","serves":["live","raw","trades"]}` {
 		t.Errorf("without auth: %s", body)

@@ -13,9 +13,9 @@ import (
 // for a peer whose socket is full); 24 more frames fill the bound without a
 // drop, and the next one drops it with 4429. It then receives exactly
 // max_backlog frames, contiguous from the first, and the 4429 names the
-// offset after the last of them. Before, the writer took the whole queue as
-// its batch and max_backlog more frames could queue behind it: the drop came
-// only at 40+64+1.
+// offset after the last of them. A writer that took the whole queue as its
+// batch would let max_backlog more frames queue behind it: the drop would
+// come only at 40+64+1.
 func TestBacklogBoundCountsFramesBeingWritten(t *testing.T) {
 	const maxBacklog, inWrite = 64, 40
 	cfg := testConfig(t)

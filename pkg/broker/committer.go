@@ -18,7 +18,7 @@ const maxGroupRows = 10000
 type job struct {
 	rows [][]byte
 	one  [1][]byte // storage for rows of a one-row frame
-	// arena holds the canonical bytes of rows (pubframe.Decoder.DecodeTo);
+	// arena holds the canonical bytes of rows (pubDecoder.DecodeTo);
 	// a recycled job reuses it (see publisher.free).
 	arena []byte
 	pub   *publisher
@@ -29,7 +29,7 @@ type job struct {
 	answer []byte
 
 	// eo is an exactly-once frame's state (zero on a plain one); see
-	// package marks.
+	// marks.go.
 	eo markedFrame
 	// read is when the frame was read, for the ack latency metric; zero
 	// when metrics are disabled.

@@ -89,7 +89,7 @@ type wsConn struct {
 
 	wg sync.WaitGroup // the writer goroutine
 
-	// out is the data frames queued or being written, in order (package backlog);
+	// out is the data frames queued or being written, in order (queue.go);
 	// guarded by mu.
 	out frameQueue
 
@@ -539,7 +539,7 @@ func (c *wsConn) writeFrames(ctrl, batch [][]byte, closing []byte) error {
 // A plain TCP connection takes them all in one writev. A TLS connection
 // has no writev: net.Buffers would make each frame a record of its own,
 // sealed and written with a syscall of its own, so the frames are copied
-// into one buffer of up to frame.CoalesceChunk bytes first, which TLS seals as a few
+// into one buffer of up to wire.CoalesceChunk bytes first, which TLS seals as a few
 // records of 16 KiB. The copy costs less than the records and syscalls it
 // saves (BenchmarkWriteBatchTLS).
 func (c *wsConn) writeBatch(frames [][]byte) (int64, error) {

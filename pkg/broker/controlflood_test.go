@@ -18,8 +18,8 @@ import (
 // never reads the pongs (its receive buffer is tiny) blocks the server's
 // writer. Each ping only replaces the one pending pong, and once the peer
 // has sent maxAbsorbedControl of them unanswered it is closed (1008) and
-// the server logs it once. Before, every ping queued a pong without bound
-// (gigabytes in seconds) and counted as proof of life.
+// the server logs it once: a pong queued per ping would grow without bound
+// (gigabytes in seconds), each counting as proof of life.
 func TestAPingFloodFromAPeerThatNeverReadsIsClosed(t *testing.T) {
 	for _, path := range []string{"/trades", "/trades?publish"} {
 		t.Run(path, func(t *testing.T) {

@@ -35,8 +35,7 @@ func (s *Server) bootControl(ctx context.Context) error {
 		return err
 	}
 	ctl := control.New(&s.cfg, reg, ctlRuntime{s}, control.Options{
-		Logger: s.logger, AfterCommit: s.opts.ControlAfterCommit, BeforeRun: s.opts.ControlBeforeRun,
-		Executable: s.opts.Executable, ConfigFile: s.opts.ConfigFile,
+		Logger: s.logger, Executable: s.opts.Executable, ConfigFile: s.opts.ConfigFile,
 	})
 	serves, err := ctl.Boot(ctx)
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// This file is the one place connections come in: the listener (package
-// listener), then a chain of HTTP middleware, then the routes (/stats,
-// /health, /<stream>). Authentication (package gate), TLS (the listener is
+// This file is the one place connections come in: the listener
+// (listener.go), then a chain of HTTP middleware, then the routes (/stats,
+// /health, /<stream>). Authentication (gate.go), TLS (the listener is
 // wrapped in it) and metrics plug in here.
 
 // listen opens the listener and starts serving the handler chain, within

@@ -4,15 +4,15 @@ import (
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
-// Exactly-once publishing: package marks judges frames against a
-// publisher's mark, and documents how; this file is what broker adds: the
-// job's side of marks.markJob, the encoding of an Answer, and the parsing of an
-// exactly-once frame.
+// Exactly-once publishing: streamMarks (marks.go) judges frames against a
+// publisher's mark, and documents how; this file is the job's side of
+// markJob, the encoding of a markAnswer, and the parsing of an exactly-once
+// frame.
 
-// MarkFrame implements marks.markJob.
+// MarkFrame implements markJob.
 func (j *job) MarkFrame() *markedFrame { return &j.eo }
 
-// Rows implements marks.markJob.
+// Rows implements markJob.
 func (j *job) Rows() int { return len(j.rows) }
 
 // answerFrame encodes the reply marks decided on.

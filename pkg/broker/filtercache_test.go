@@ -144,7 +144,7 @@ func TestFilterMemoryFullReasonFitsACloseFrame(t *testing.T) {
 // TestAMigrationRecompilesFiltersWithoutLeakingTheirMemory: a migration
 // recompiles the attached subscribers' filters against the stream's new
 // schema; the filters' memory is then counted once per distinct filter,
-// as before, and is all let go when the subscribers leave.
+// as before the migration, and is all let go when the subscribers leave.
 func TestAMigrationRecompilesFiltersWithoutLeakingTheirMemory(t *testing.T) {
 	srv := startServer(t, testConfig(t))
 	st := srv.reg.Get("trades")

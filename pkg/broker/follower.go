@@ -119,7 +119,7 @@ type peerHijack struct {
 	Scan *peerConn
 }
 
-// peerHijack implements http.Hijacker.
+// Hijack implements http.Hijacker.
 func (h *peerHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	hj, ok := h.ResponseWriter.(http.Hijacker)
 	if !ok {

@@ -1,10 +1,10 @@
-// Package gate is the server's entry check: it authenticates every request
+// The server's entry check (authGate): it authenticates every request
 // against the auth: section's users and checks the grant a WebSocket
 // upgrade needs, before any stream lookup, query parsing or upgrade
 // (docs/design.md §3.2), and slows down addresses that keep failing to log
-// in. Without an auth: section every request is let through. Package
-// broker puts Check first in its handler chain and swaps the policy on a
-// reload.
+// in. Without an auth: section every request is let through. The handler
+// chain (entry.go) puts it first, and a reload swaps its policy.
+
 package broker
 
 import (

@@ -96,7 +96,7 @@ func makeSealedLog(b *testing.B, cfg config.Config, n int) {
 		}
 		sealed += k
 	}
-	files, err := os.ReadDir(filepath.Join(dir, "files"))
+	files, err := os.ReadDir(filepath.Join(dir, logstore.FilesDir))
 	if err != nil || len(files) < n {
 		b.Fatalf("the log has %d files (%v), want %d", len(files), err, n)
 	}

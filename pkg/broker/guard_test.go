@@ -311,7 +311,7 @@ func TestHistoryGuardRefusesAHistoryWithAHole(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The log is closed; buffer.db is edited as a restore would leave it.
-	db, err := sql.Open("sqlite", filepath.Join(lay.LogDir("trades", "trades"), "buffer.db"))
+	db, err := sql.Open("sqlite", filepath.Join(lay.LogDir("trades", "trades"), logstore.BufferFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func (s *Server) relayChain(st *stream) http.Header {
 }
 
 // serveConn serves one upgraded connection until it ends. nc is the raw
-// connection the server writes to; gorilla reads ws through a peerframe.peerConn
+// connection the server writes to; gorilla reads ws through a peerConn
 // whose frames it is. acc is who the connection was admitted as: it keeps
 // that access for its life, whatever a reload changes.
 func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFollower, st *stream, q wire.Request, qerr error, acc auth.Access) {
@@ -139,7 +139,7 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFollower
 		c.refuse(&wire.ExactlyOnceUnavailable{Why: "stream"})
 	case isPub:
 		// A publisher is fenced, not waited for, by a migration
-		// (streamlife.Life.AddReader).
+		// (attached.AddReader).
 		release()
 		s.publish(c.pub)
 	default:

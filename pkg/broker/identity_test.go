@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/streamcast/streamcast/internal/testkit"
+	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/config"
@@ -136,7 +137,7 @@ func TestServeRefusesAnEmptyRootOverPublishedHistory(t *testing.T) {
 			if !errors.Is(err, meta.ErrExistingHistory) || !strings.Contains(err.Error(), id) {
 				t.Fatalf("serve on an empty root: %v; want a refusal naming the published stream_id %s", err, id)
 			}
-			if _, err := os.Stat(filepath.Join(cfg.Root, "trades", "trades", "buffer.db")); !os.IsNotExist(err) {
+			if _, err := os.Stat(filepath.Join(cfg.Root, "trades", "trades", logstore.BufferFile)); !os.IsNotExist(err) {
 				t.Fatalf("the refused start created a log: %v", err)
 			}
 		})

@@ -12,7 +12,6 @@ type commitInbox[J any] struct {
 	jobs     []entry[J]
 	rows     int
 	max      int
-	peak     int  // the most rows ever queued: max_inbound bounds it
 	closed   bool // no more jobs: the committer drains and exits
 	stopping bool // shutdown: publishers stop waiting for room
 
@@ -20,6 +19,10 @@ type commitInbox[J any] struct {
 	// Put is about to wait for room: a test sees the wait itself rather
 	// than guessing it from a Put that has not returned yet.
 	waiting func()
+	// queued, when set (tests only), is called with mu held after each
+	// Put with the rows then queued: a test follows the most rows ever
+	// queued at once, which max_inbound bounds.
+	queued func(rows int)
 }
 
 // entry is a queued job and its row count.
@@ -52,7 +55,9 @@ func (in *commitInbox[J]) Put(j J, rows int) bool {
 	}
 	in.jobs = append(in.jobs, entry[J]{j, rows})
 	in.rows += rows
-	in.peak = max(in.peak, in.rows)
+	if in.queued != nil {
+		in.queued(in.rows)
+	}
 	in.nonEmpty.Signal()
 	return true
 }
@@ -127,11 +132,4 @@ func (in *commitInbox[J]) Rows() int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return in.rows
-}
-
-// Peak is the most rows ever queued at once: max_inbound bounds it.
-func (in *commitInbox[J]) Peak() int {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.peak
 }

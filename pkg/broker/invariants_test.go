@@ -248,8 +248,8 @@ func TestReplayedFramesAreByteIdentical(t *testing.T) {
 	if sealed, err := m.Seal(ctx, true); err != nil || sealed == 0 {
 		t.Fatalf("seal: %d %v", sealed, err)
 	}
-	if evicted, err := m.Evict(ctx); err != nil || evicted == 0 {
-		t.Fatalf("evict: %d %v", evicted, err)
+	if c, err := m.Clean(ctx); err != nil || c.BufferRows == 0 {
+		t.Fatalf("evict: %d %v", c.BufferRows, err)
 	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)

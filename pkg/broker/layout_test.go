@@ -44,7 +44,7 @@ func TestServeKeepsAMovedLogsTableAndSaysSo(t *testing.T) {
 	logs := &lockedBuffer{}
 	srv = startServer(t, cfg, Options{Logger: log.New(logs)})
 	loc, err := srv.reg.Get("quotes").log.PublishedLocation()
-	if err != nil || loc != filepath.Join(cfg.Root, "published", "trades", "trades") {
+	if err != nil || loc != filepath.Join(cfg.Root, meta.PublishedDir, "trades", "trades") {
 		t.Fatalf("the moved log publishes to %s (%v), want <root>/published/trades/trades", loc, err)
 	}
 	if want := `names: the log belongs to stream \"trades\" as log \"trades\"`; !strings.Contains(logs.String(), want) {

@@ -1,14 +1,15 @@
-// Package listener is the listening side of a running server: the TCP
-// listener (wrapped in TLS under the tls: section), the bound on the
-// connections it holds open, in total and per address, the http.Server
-// that serves the handler chain on it with its timeouts, and its close.
-// Upgraded WebSocket connections are hijacked out of the http.Server, so
-// closing it leaves them to the broker, which closes them in the order that
-// loses no row; they still count against the bound until they close.
+// The listening side of a running server: the TCP listener (wrapped in
+// TLS under the tls: section), the bound on the connections it holds open,
+// in total and per address, the http.Server that serves the handler chain
+// on it with its timeouts, and its close. Upgraded WebSocket connections
+// are hijacked out of the http.Server, so closing it leaves them to the
+// server, which closes them in the order that loses no row; they still
+// count against the bound until they close.
 //
-// It must never let sockets take the descriptors the logs need: a commit
-// that fails for want of a descriptor is an outage of the data path, so
-// the total bound leaves a reserve under the process's descriptor limit.
+// Sockets must never take the descriptors the logs need: a commit that
+// fails for want of a descriptor is an outage of the data path, so the
+// total bound leaves a reserve under the process's descriptor limit.
+
 package broker
 
 import (
@@ -90,7 +91,7 @@ type connCounts struct {
 	RefusedTotal, RefusedPerAddr int64
 }
 
-// connCounts reports the connections open now and those refused so far.
+// Counts reports the connections open now and those refused so far.
 func (l *connListener) Counts() connCounts {
 	return connCounts{Open: l.ln.open.Load(), RefusedTotal: l.ln.refusedTotal.Load(), RefusedPerAddr: l.ln.refusedPerAddr.Load()}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamcast/streamcast/pkg/logstore"
 )
 
 // TestMaxReplayCountsRowsNotOffsets subscribes over a real WebSocket to a
@@ -41,7 +43,7 @@ func TestMaxReplayCountsRowsNotOffsets(t *testing.T) {
 	}
 	tooOld("/trades?offset=2") // 9 offsets, 9 rows
 
-	dbs, err := filepath.Glob(filepath.Join(cfg.Root, "trades", "*", "buffer.db"))
+	dbs, err := filepath.Glob(filepath.Join(cfg.Root, "trades", "*", logstore.BufferFile))
 	if err != nil || len(dbs) != 1 {
 		t.Fatalf("find the log's buffer.db: %v %v", dbs, err)
 	}

@@ -89,7 +89,7 @@ func (s *Server) countClose(st *stream, code int) {
 // AuthorizeMetrics is the access rule of GET /metrics, for its route:
 // public (metrics.public: true) lets everyone in; otherwise the request
 // needs stats on "*". It answers 401 or 403 itself and returns false when
-// the route must not serve r (gate.Gate.AuthorizeMetrics).
+// the route must not serve r (authGate.AuthorizeMetrics).
 func (s *Server) AuthorizeMetrics(w http.ResponseWriter, r *http.Request, public bool) bool {
 	return s.gate.AuthorizeMetrics(w, r, public)
 }

@@ -21,7 +21,7 @@ func TestMigrateStreamClosesAHandedOverLogItRefuses(t *testing.T) {
 	sv := control.Serve{Stream: st.cfg, Schema: st.sch, Limits: st.limits, Storage: srv.cfg}
 	dir := filepath.Join(t.TempDir(), "s", "stray")
 	_, err := ctlRuntime{srv}.MigrateStream(context.Background(), sv, func(_ context.Context, _ *logstore.Log, next []logstore.Option) (*logstore.Log, error) {
-		return logstore.Create(dir, st.sch, logstore.Config{}, next...)
+		return logstore.Create(dir, st.sch, logstore.Config{Stream: "s", Log: "stray"}, next...)
 	})
 	if err == nil || !strings.Contains(err.Error(), "not the log "+dir) {
 		t.Fatalf("MigrateStream handed a log the metadata does not name: %v; want it refused", err)

@@ -13,7 +13,7 @@ type streamRegistry[T any] struct {
 	mu      sync.RWMutex
 	byName  map[string]T
 	ordered []regEntry[T] // the order of Add (Reorder changes it)
-	names   []string   // sorted; replaced on change, never modified
+	names   []string      // sorted; replaced on change, never modified
 }
 
 type regEntry[T any] struct {

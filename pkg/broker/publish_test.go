@@ -256,6 +256,10 @@ func TestMaxInFlightStopsReadingThePublisher(t *testing.T) {
 	srv := startServer(t, cfg)
 	p := dialPublisher(t, srv, "trades")
 	pub := publisherOf(t, srv, "trades")
+	most := 0 // the most replies owed at once; guarded by pub.mu, which the hook holds
+	pub.mu.Lock()
+	pub.owedHook = func(owed int) { most = max(most, owed) }
+	pub.mu.Unlock()
 	// All frames at once, before reading any reply: the server reads them
 	// much faster than it commits them, so only the bound keeps it from
 	// owing a reply for each.
@@ -280,7 +284,7 @@ func TestMaxInFlightStopsReadingThePublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub.mu.Lock()
-	peak := pub.peakOwed
+	peak := most
 	pub.mu.Unlock()
 	switch max := cfg.Limits.MaxInFlight; {
 	case peak > max:
@@ -305,6 +309,7 @@ func TestMaxInboundHoldsPublishersBack(t *testing.T) {
 			cfg := testConfig(t)
 			cfg.Limits.MaxInbound = 9
 			srv := startServer(t, cfg)
+			inboxPeak := followPeak(&srv.reg.Get("trades").inbox)
 			const pubs, frames = 4, 30
 			var wg sync.WaitGroup
 			for k := 0; k < pubs; k++ {
@@ -327,7 +332,7 @@ func TestMaxInboundHoldsPublishersBack(t *testing.T) {
 			if e := streamStats(srv, "trades").EndOffset; *e != int64(1+pubs*frames*c.size) {
 				t.Fatalf("end_offset %d, want %d", *e, 1+pubs*frames*c.size)
 			}
-			peak := srv.reg.Get("trades").inbox.Peak()
+			peak := inboxPeak()
 			switch {
 			case peak > c.want:
 				t.Fatalf("%d rows were queued for commit at once; max_inbound is %d and frames hold %d rows", peak, cfg.Limits.MaxInbound, c.size)

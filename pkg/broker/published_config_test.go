@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -77,7 +78,7 @@ func TestServeRefusesToMoveALogsPublishedTable(t *testing.T) {
 		_, err := run(c)
 		want := moved
 		if moved == "" {
-			want = "the default <root>/published (" + filepath.Join(cfg.Root, "published") + ")"
+			want = "the default <root>/published (" + filepath.Join(cfg.Root, meta.PublishedDir) + ")"
 		} else if strings.HasPrefix(moved, "file://") {
 			want = "/elsewhere/pub"
 		}
@@ -109,9 +110,9 @@ func TestServeAcceptsTheDefaultPrefixSpelledOut(t *testing.T) {
 	cfg.Streams = cfg.Streams[:1]
 	srv := startServer(t, cfg) // stores "": <root>/published
 	_ = srv.Close()
-	cfg.Published = "file://" + filepath.Join(cfg.Root, "published")
+	cfg.Published = "file://" + filepath.Join(cfg.Root, meta.PublishedDir)
 	srv = startServer(t, cfg)
-	if loc, _ := srv.reg.Get("trades").log.PublishedLocation(); loc != filepath.Join(cfg.Root, "published", "trades", "trades") {
+	if loc, _ := srv.reg.Get("trades").log.PublishedLocation(); loc != filepath.Join(cfg.Root, meta.PublishedDir, "trades", "trades") {
 		t.Fatalf("published location %s", loc)
 	}
 	_ = srv.Close()
@@ -121,7 +122,7 @@ func TestServeAcceptsTheDefaultPrefixSpelledOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.Run(t.Context())
-	if err == nil || !strings.Contains(err.Error(), "leave published: out (or set it to "+filepath.Join(cfg.Root, "published")+")") {
+	if err == nil || !strings.Contains(err.Error(), "leave published: out (or set it to "+filepath.Join(cfg.Root, meta.PublishedDir)+")") {
 		t.Fatalf("got %v, want a refusal telling to leave published: out", err)
 	}
 }
@@ -137,7 +138,7 @@ func TestServeRefusesOtherS3SettingsThanTheLogKeeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := logstore.Create(dir, sch, logstore.Config{Published: "s3://bucket/p", S3: warehouse.S3{Endpoint: "http://127.0.0.1:7070", Region: "us-east-1"}})
+	l, err := logstore.Create(dir, sch, logstore.Config{Stream: "trades", Log: "trades", Published: "s3://bucket/p", S3: warehouse.S3{Endpoint: "http://127.0.0.1:7070", Region: "us-east-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

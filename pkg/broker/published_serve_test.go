@@ -21,6 +21,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
+	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
@@ -138,7 +139,7 @@ maintain: {seal_every: 100ms, compact_every: 1h, publish_every: 200ms, clean_eve
 		t.Fatalf("serve exited %d after SIGTERM:\n%s", code, stderr)
 	}
 	checkEveryAckedRow(t, readPublished(t, "file://"+pub, nil, "trades"), acked)
-	if _, err := os.Stat(filepath.Join(root, "published")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(root, meta.PublishedDir)); !os.IsNotExist(err) {
 		t.Errorf("something was published under the default <root>/published (%v)", err)
 	}
 	// The log stored the configured prefix and tiers for every process
@@ -195,7 +196,7 @@ func TestServePublishesToS3(t *testing.T) {
 	// The secret went nowhere but the environment: not into the log, not
 	// into a log line.
 	logDir := logDirOf(t, cfg, "trades")
-	for _, name := range []string{"buffer.db", "buffer.db-wal"} {
+	for _, name := range []string{logstore.BufferFile, logstore.BufferFile + "-wal"} {
 		b, err := os.ReadFile(filepath.Join(logDir, name))
 		if err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)

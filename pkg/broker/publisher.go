@@ -32,17 +32,21 @@ type publisher struct {
 	id string
 	eo *markHolder
 
-	gen int64 // st's log generation it was built in (see streamlife.Life.AddReader)
+	gen int64 // st's log generation it was built in (see attached.AddReader)
 
 	mu         sync.Mutex
 	cond       sync.Cond    // the reader waits for in-flight room; shutdown waits for owed == 0
 	slots      []*replySlot // replies owed and not yet queued, in send order
 	ready      [][]byte     // scratch for queueing resolved replies
 	owed       int          // frames queued or owed and not yet written (the greeting counts until written)
-	peakOwed   int          // the most owed ever was: max_in_flight bounds it (tests observe the bound through it)
 	stop       bool         // shutdown: read no more frames
 	superseded bool         // a newer connection took the publisher id: read no more frames
 	connDead   bool         // the writer failed: owed will never drain
+
+	// owedHook, when set (tests only), is called with mu held each time a
+	// frame read makes a reply owed, with the replies then owed: a test
+	// follows the most ever owed, which max_in_flight bounds.
+	owedHook func(owed int)
 
 	dec pubDecoder // reused across frames
 	buf []byte     // reused read buffer
@@ -230,7 +234,9 @@ func (p *publisher) handle(typ int, data []byte) {
 	}
 	p.slots = append(p.slots, slot)
 	p.owed++
-	p.peakOwed = max(p.peakOwed, p.owed)
+	if p.owedHook != nil {
+		p.owedHook(p.owed)
+	}
 	p.mu.Unlock()
 
 	if typ != websocket.TextMessage {

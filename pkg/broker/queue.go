@@ -3,16 +3,16 @@ package broker
 // frameQueue is a connection's outbound data frames, in order: those waiting
 // for the writer and those it is writing now. A frame leaves the queue only
 // once the kernel has taken it, so len counts queued and in-write frames
-// alike, and a subscriber's max_backlog bounds both together (I5). Before,
-// the writer took the whole queue as its batch and the subscriber could
-// queue another max_backlog frames behind it: up to twice the bound.
+// alike, and a subscriber's max_backlog bounds both together (I5): were
+// the writer to take the whole queue as its batch, the subscriber could
+// queue another max_backlog frames behind it, up to twice the bound.
 //
 // It is a ring over one slice that grows by doubling up to a limit (a
 // subscriber's max_backlog), so a stalled subscriber holds one array of at
 // most max_backlog slice headers, and it is let go once the queue drains, so
 // a burst's memory goes back with the burst. Slots are cleared as frames
 // leave: a written frame's bytes (and the group arena they share, see
-// frame.Encode) are never pinned by a stale slot.
+// wire.EncodeDataFrames) are never pinned by a stale slot.
 //
 // frameQueue is not safe for concurrent use: the connection that owns it guards
 // it with its own lock. The zero value is an empty queue.

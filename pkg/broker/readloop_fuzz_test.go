@@ -14,11 +14,11 @@ import (
 
 // FuzzReadLoop feeds arbitrary bytes, as a peer's side of an upgraded
 // connection, to the server's reading path: gorilla's frame reader behind
-// a peerframe.peerConn, with the server's ping, pong and close handlers and a
+// a peerConn, with the server's ping, pong and close handlers and a
 // subscriber's read loop. It must never panic or hang; every goroutine of
 // the connection ends; and the answer to the peer's close is 1002 exactly
 // when its first close frame carried one byte. (The frame follower alone is
-// fuzzed by peerframe's FuzzPeerFrames.)
+// fuzzed by FuzzPeerFrames.)
 func FuzzReadLoop(f *testing.F) {
 	for _, s := range testkit.PeerSeeds() {
 		f.Add(s)

@@ -15,16 +15,16 @@ import (
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
-// The streams served live in Server.reg (package registry): streams come
+// The streams served live in Server.reg (a streamRegistry): streams come
 // and go while the others serve (Server.Reload), so every lookup goes
 // through it. A stream leaves the registry before it starts stopping: a
 // connection that arrives afterwards is refused 4404, never attached to a
-// half-stopped stream (see streamlife.streamLife.Register for one that looked it
-// up just before).
+// half-stopped stream (see attached.Register for one that looked it up
+// just before).
 
 // streamLife is what starting and stopping one stream takes, beside its
 // log and its fan-out set: the connections attached to it and its
-// publisher readers (package streamlife), and its committer goroutine,
+// publisher readers (attached, life.go), and its committer goroutine,
 // which the stream owns and waits for.
 type streamLife struct {
 	attached[*wsConn]
@@ -33,7 +33,7 @@ type streamLife struct {
 	// subscribers (log, schema, metadata, marks: swapLog). A connection
 	// holds it for reading while it sets up and while its replay reads the
 	// log; the migration holds it for writing. The fan-out (deliver) never
-	// takes it: the hot path is as before.
+	// takes it, so the hot path pays nothing for it.
 	swap sync.RWMutex
 
 	committed <-chan struct{} // closed when the committer returned; nil when none started

@@ -30,7 +30,7 @@ import (
 // (durable relays). A relay's log is a cache, not a stream of its own: it
 // gets no stream metadata (that names a stream's own identity, and its
 // copy lives under published:, where a relay writes nothing), only the
-// upstream's stream_id kept beside it (streamlog.openCacheLog) so that a
+// upstream's stream_id kept beside it (openCacheLog) so that a
 // restart against another stream behind the URL stops loudly rather than
 // mix two streams' offsets (I8).
 func (s *stream) openRelay(ctx context.Context, root string) error {

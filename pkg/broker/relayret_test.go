@@ -13,6 +13,8 @@ import (
 
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
@@ -66,7 +68,7 @@ func TestRelayLogIsACacheTrimmedByItsTiers(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(pub, "trades", "trades")); !os.IsNotExist(err) {
 			t.Errorf("the relay published a table under %s (%v); a relay's log is a cache and is never published", pub, err)
 		}
-		if _, err := os.Stat(filepath.Join(cfg.Root, "published")); !os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(cfg.Root, meta.PublishedDir)); !os.IsNotExist(err) {
 			t.Errorf("the relay wrote under the default published prefix (%v)", err)
 		}
 	})
@@ -101,7 +103,7 @@ func TestRelayLogIsACacheTrimmedByItsTiers(t *testing.T) {
 	// Local files within the bound once the delete queue drains, and some
 	// kept: the replay below reads Parquet, not only the buffer.
 	files := func() (n int, total int64) {
-		paths, err := filepath.Glob(filepath.Join(cfg.Root, "trades", "*", "files", "*.parquet"))
+		paths, err := filepath.Glob(filepath.Join(cfg.Root, "trades", "*", logstore.FilesDir, "*.parquet"))
 		if err != nil {
 			t.Fatal(err)
 		}

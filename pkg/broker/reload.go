@@ -178,7 +178,7 @@ func (s *Server) finishStop(st *stream, conns []*wsConn) error {
 			s.logger.Warn("maintain.flush_every is 0, so the stopped stream's log is not flushed: its unsealed rows stay in its buffer, safe",
 				"stream", st.name, "log", st.log.Dir())
 		default:
-			lag, ferr := supervise.FlushLog(st.log, supervise.DefaultStopWaits)
+			lag, ferr := supervise.FlushLog(st.log, supervise.DefaultStopWaits())
 			switch {
 			case ferr != nil:
 				err = fmt.Errorf("stream %q: flush its log at %s: %w", st.name, st.log.Dir(), ferr)

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -230,7 +231,7 @@ func TestReloadStopsARemovedStreamPublishingEveryAckedRowAndReleasingItsLock(t *
 	}
 
 	// Every acknowledged row is in the published table, exactly once.
-	checkEveryAckedRow(t, readPublished(t, filepath.Join(cfg.Root, "published"), nil, "trades"), acked)
+	checkEveryAckedRow(t, readPublished(t, filepath.Join(cfg.Root, meta.PublishedDir), nil, "trades"), acked)
 
 	// The lock is released: another process takes the log as its writer.
 	second := cfg
@@ -352,7 +353,7 @@ func TestReloadGivesTheMaintenanceChildrenTheNewSetOfLogs(t *testing.T) {
 	if err := srv.Reload(cfg); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
-	checkEveryAckedRow(t, readPublished(t, filepath.Join(cfg.Root, "published"), nil, "orders"), 10)
+	checkEveryAckedRow(t, readPublished(t, filepath.Join(cfg.Root, meta.PublishedDir), nil, "orders"), 10)
 	kids := srv.Stats().Children
 	if len(kids) != 1 || kids[0].PID == nil || !kids[0].Ready {
 		t.Fatalf("children after removing a stream %+v", kids)

@@ -13,6 +13,6 @@ const (
 	testRegion = testkit.Region
 )
 
-// startS3 starts versitygw (internal/s3test) with testBucket, stopped when
+// startS3 starts versitygw (testkit.StartS3) with testBucket, stopped when
 // the test ends.
 func startS3(t *testing.T) *testkit.S3Server { return testkit.StartS3(t, helperForker.Start) }

@@ -85,14 +85,6 @@ type Options struct {
 	// and authentication, and before the routes, in order (the first is outermost).
 	Middleware []Middleware
 
-	// ControlAfterCommit, when set (tests only), is called after a control
-	// mutation commits and before its answer is written (package control,
-	// Options.AfterCommit): a crash test kills the process there.
-	ControlAfterCommit func()
-	// ControlBeforeRun, when set (tests only), is called with a control
-	// operation's kind once it is marked running (Options.BeforeRun).
-	ControlBeforeRun func(kind string)
-
 	// TuneGC lets the server narrow the garbage collector's headroom
 	// (runtime/debug.SetGCPercent) while where= filters hold much memory
 	// (see gcHeadroom). The setting is process-wide, so only a process
@@ -176,14 +168,14 @@ type Server struct {
 	id string
 
 	// reclaim gives memory back to the OS after connections holding large
-	// queues end (package backlog).
+	// queues end (reclaim.go).
 	reclaim *reclaimer
 
 	// filters holds the subscribers' compiled where= filters, shared and
 	// bounded by limits.max_filter_bytes (filtercache.go).
 	filters *filterCache
 
-	// certs is the TLS certificate new handshakes get (package certs); nil when
+	// certs is the TLS certificate new handshakes get (certs.go); nil when
 	// the server speaks plain http and ws.
 	certs *certStore
 

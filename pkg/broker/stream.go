@@ -83,7 +83,7 @@ func newStream(srv *Server, cfg config.Stream, sch *schema.Schema, limits config
 }
 
 // open opens a durable stream's current log for writing and reads its
-// frontier (package streamlog: the metadata decides which log, I8); a
+// frontier (openStreamLog: the metadata decides which log, I8); a
 // live-only stream has nothing to open. The metadata is read here, once,
 // and cached for every greeting.
 func (s *stream) open(ctx context.Context, root string) error {
@@ -107,7 +107,7 @@ func (s *stream) openLog(ctx context.Context, root string) error {
 	return s.openLogWith(ctx, root, nil)
 }
 
-// logSpec is what streamlog needs to open the stream's log.
+// logSpec is what openStreamLog needs to open the stream's log.
 func (s *stream) logSpec() logSpec {
 	return logSpec{Stream: s.cfg, Schema: s.sch, Server: s.storageConfig(), Clock: s.srv.opts.Clock, Logger: s.srv.logger}
 }

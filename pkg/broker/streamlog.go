@@ -158,7 +158,10 @@ func open(ctx context.Context, root string, sp logSpec) (*openedLog, error) {
 			}
 			lg, err = sp.Log, nil
 		} else {
-			lg, err = logstore.Open(dir, logstore.Writer, opts...)
+			// A log too old to store its names is given the metadata's
+			// (its stream's, and the name the metadata knows it by), and
+			// stores them; a log that stores names keeps its own.
+			lg, err = logstore.Open(dir, logstore.Writer, append(opts, logstore.WithNames(sp.Stream.Name, cur.Name))...)
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("stream %q: its metadata %s (version %d) names log %s as current, but %s holds no log; "+

@@ -32,10 +32,10 @@ import (
 // parent-death signal's effect: Linux only.
 
 // streamcastExe returns the streamcast command built from this module
-// (testbin.Streamcast, once per test binary; TestMain removes it), for
+// (testkit.Streamcast, once per test binary; TestMain removes it), for
 // every process the test starts: serve, and the maintenance children serve
 // forks. broker's tests must not import cmd (nothing may), nor
-// internal/brokertest (it imports broker).
+// internal/testkit/brokertest (it imports broker).
 func streamcastExe(t testing.TB) string {
 	t.Helper()
 	return testkit.Streamcast(t)
@@ -326,7 +326,7 @@ func TestGracefulStopLeavesEveryAckedRowSealedAndPublished(t *testing.T) {
 	}
 	defer l.Close()
 	ctx := context.Background()
-	if _, err := l.Evict(ctx); err != nil { // only rows a file holds leave the buffer
+	if _, err := l.Clean(ctx); err != nil { // only rows a file holds leave the buffer
 		t.Fatal(err)
 	}
 	st, err := l.Status(ctx)

@@ -7,16 +7,12 @@ import (
 	"time"
 )
 
-// ErrActivityInFlux is wrapped by ReadActivity while another process,
-// opening the log, rebuilds its WAL index (activity.ErrInFlux).
-var ErrActivityInFlux = ErrInFlux
-
-// ReadActivity reads the Activity of the log in dir (activity.Read). A
+// ReadActivity reads the Activity of the log in dir (Read). A
 // directory with neither buffer.db nor its WAL index is an error wrapping
 // fs.ErrNotExist; one whose WAL index is being rebuilt just now, one
-// wrapping ErrActivityInFlux.
+// wrapping ErrInFlux.
 func ReadActivity(dir string) (Activity, error) {
-	return Read(dir, bufferFile)
+	return Read(dir, BufferFile)
 }
 
 // NextDue returns the earliest time a path in the log's delete queue comes

@@ -6,9 +6,9 @@ import (
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
-// fileSchema is the Arrow schema of a log's sealed files and of ScanArrow's
-// records: streamcast_offset, streamcast_ts, then the declared columns. A
-// stream without a schema keeps each row's JSON in one string column.
+// fileSchema is the Arrow schema of a log's sealed files:
+// streamcast_offset, streamcast_ts, then the declared columns. A stream
+// without a schema keeps each row's JSON in one string column.
 func fileSchema(sch *schema.Schema) *arrow.Schema {
 	fields := []arrow.Field{
 		{Name: OffsetColumn, Type: arrow.PrimitiveTypes.Int64},

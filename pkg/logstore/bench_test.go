@@ -150,7 +150,7 @@ func bufferedLog(b *testing.B) *Log {
 func BenchmarkSeal(b *testing.B) {
 	l := bufferedLog(b)
 	ctx := context.Background()
-	files := filepath.Join(l.Dir(), filesDir)
+	files := filepath.Join(l.Dir(), FilesDir)
 	for b.Loop() {
 		b.StopTimer()
 		if _, err := l.wconn.ExecContext(ctx, `DELETE FROM files`); err != nil {

@@ -87,7 +87,7 @@ func cpuTime() time.Duration {
 // and measures how long each group takes to become visible in the
 // published table (published_through covers it; the commit that made it
 // visible happened just before). It reports the p50, p99 and max in
-// seconds. Maintain it with -benchtime=1x; LOGSTORE_BENCH_DURATION sets how
+// seconds. Run it with -benchtime=1x; LOGSTORE_BENCH_DURATION sets how
 // long it appends (default 20s).
 func BenchmarkFreshness(b *testing.B) {
 	for _, be := range []string{"local", "s3"} {
@@ -210,7 +210,7 @@ func freshness(b *testing.B, be string, d time.Duration) (p50, p99, worst float6
 // the log every second. It reports the append rate reached and the
 // largest buffer, local file count and publish lag seen in the second half
 // of the run against the first: bounded means the second half is no worse.
-// Maintain it with -benchtime=1x; LOGSTORE_BENCH_DURATION sets the length
+// Run it with -benchtime=1x; LOGSTORE_BENCH_DURATION sets the length
 // (default 60s; the figure is 5m).
 func BenchmarkMaintainersKeepUp(b *testing.B) {
 	for range b.N {

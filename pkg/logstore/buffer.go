@@ -67,7 +67,7 @@ func syncWithFdatasync() { _, _ = sqlite.Fdatasync(true) }
 // place when the last one closes (SQLITE_FCNTL_PERSIST_WAL); SQLite still
 // checkpoints everything into buffer.db then. Without it, the last close
 // deletes buffer.db-shm, whose header is how the maintenance processes
-// see, without opening a log, that nothing changed (package activity):
+// see, without opening a log, that nothing changed (ReadActivity):
 // with logs closing when idle (WithIdleClose), each process's open and
 // close of a quiet log would look like a change to the others, and they
 // would reopen it in turn, forever.
@@ -228,7 +228,7 @@ INSERT OR IGNORE INTO meta(k, v) VALUES ('published_through', 0);
 
 // newBufferFile is where Create builds buffer.db before renaming it into
 // place.
-const newBufferFile = bufferFile + ".new"
+const newBufferFile = BufferFile + ".new"
 
 // initBuffer makes dir's buffer.db, tables and meta, in WAL mode, and
 // makes it durable; a crash at any point leaves either no buffer.db or a
@@ -275,7 +275,7 @@ func initBuffer(dir string, sch *schema.Schema, cfg Config, created time.Time) e
 	if err != nil {
 		return fmt.Errorf("create buffer.db: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, bufferFile)); err != nil {
+	if err := os.Rename(tmp, filepath.Join(dir, BufferFile)); err != nil {
 		return fmt.Errorf("create buffer.db: %w", err)
 	}
 	return nil

@@ -24,7 +24,7 @@ func TestCleanCacheTrimsByRetentionAloneAndRaisesTheFloor(t *testing.T) {
 			root := t.TempDir()
 			pub := filepath.Join(root, "pub")
 			lg, err := logstore.Create(filepath.Join(root, "s", "s"), schema.Any(),
-				logstore.Config{Published: pub, StagingRetention: time.Hour, StagingMaxBytes: bound})
+				logstore.Config{Stream: "s", Log: "s", Published: pub, StagingRetention: time.Hour, StagingMaxBytes: bound})
 			if err != nil {
 				t.Fatal(err)
 			}

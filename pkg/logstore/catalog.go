@@ -7,8 +7,8 @@ import (
 )
 
 // The questions answered from buffer.db's records alone (counts, summaries,
-// holes, status) are package catalog's; the methods here open the read
-// transaction they run in.
+// holes, status) are plain functions over a querier; the methods here open
+// the read transaction they run in.
 
 // readTx runs fn in one read transaction on buffer.db.
 func (l *Log) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
@@ -21,7 +21,7 @@ func (l *Log) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 // CountRows returns how many rows the log holds in [from, to), counted
-// from the records of its tiers, never by reading rows (catalog.Count).
+// from the records of its tiers, never by reading rows (countRows).
 // Rows below the floor (SetFloor) are not counted, nor the ranges recorded
 // in the holes table. from > to is a *RangeError.
 func (l *Log) CountRows(ctx context.Context, from, to int64) (n int64, err error) {
@@ -35,7 +35,7 @@ func (l *Log) CountRows(ctx context.Context, from, to int64) (n int64, err error
 		return 0, nil
 	}
 	err = l.readTx(ctx, func(tx *sql.Tx) error {
-		n, err = Count(ctx, tx, l.tiers, from, to)
+		n, err = countRows(ctx, tx, l.tiers, from, to)
 		return err
 	})
 	if err != nil {
@@ -57,7 +57,7 @@ func (l *Log) Summary(ctx context.Context, from int64) (s Summary, err error) {
 		if err := tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor); err != nil {
 			return err
 		}
-		s, err = Summarize(ctx, tx, l.sch, l.tiers, max(floor, from), end)
+		s, err = summarize(ctx, tx, l.sch, l.tiers, max(floor, from), end)
 		return err
 	})
 	if err != nil {
@@ -76,7 +76,7 @@ func (l *Log) Status(ctx context.Context) (st Status, err error) {
 		if err := tx.QueryRowContext(ctx, `SELECT `+endSQL).Scan(&end); err != nil {
 			return err
 		}
-		st, err = ReadStatus(ctx, tx, l.tiers, end, l.now())
+		st, err = readStatus(ctx, tx, l.tiers, end, l.now())
 		return err
 	})
 	if err != nil {
@@ -93,7 +93,7 @@ func (l *Log) Holes(ctx context.Context) ([]Span, error) {
 	if err := l.checkOpen(); err != nil {
 		return nil, err
 	}
-	hs, err := ReadHoles(ctx, l.rdb)
+	hs, err := readHoles(ctx, l.rdb)
 	if err != nil {
 		return nil, fmt.Errorf("read the holes of log %s: %w", l.dir, err)
 	}
@@ -108,7 +108,7 @@ func (l *Log) HoleEnd(ctx context.Context, off int64) (end int64, ok bool, err e
 	if err != nil {
 		return 0, false, err
 	}
-	h, ok := HoleAt(hs, off)
+	h, ok := holeAt(hs, off)
 	return h.End, ok, nil
 }
 
@@ -122,5 +122,5 @@ func (l *Log) HeldEnd(ctx context.Context, end int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return HeldEnd(hs, end), nil
+	return heldEnd(hs, end), nil
 }

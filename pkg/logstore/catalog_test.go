@@ -1,4 +1,4 @@
-package logstore_test
+package logstore
 
 import (
 	"context"
@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
 // The queries read the records of a real buffer.db, made through
-// logstore's API and tier's steps as serve and its maintenance roles make
+// logstore's API and its maintenance steps as serve and its maintenance roles make
 // them: nothing here writes a record by hand, so a test fails when a query
 // misreads what the log really records.
 
@@ -21,16 +20,16 @@ const doc = `{"type":"object","properties":{"n":{"type":"integer"},"note":{"type
 // t0 is the stamp (µs) of the first group; group g is stamped t0 + g s.
 const t0 = int64(1_790_000_000_000_000)
 
-func stamp(g int) int64 { return t0 + int64(g)*1_000_000 }
+func tsAt(g int) int64 { return t0 + int64(g)*1_000_000 }
 
 // tiered is a log of 13 groups of 10 rows, {"n": offset, "note": null on
-// every fifth offset}, group g stamped stamp(g): groups 0-9 (offsets
+// every fifth offset}, group g stamped tsAt(g): groups 0-9 (offsets
 // 1-100) sealed one file each, published and evicted from the buffer,
 // groups 10-12 (offsets 101-130) only buffered.
-func tiered(t *testing.T) *logstore.Log {
+func tiered(t *testing.T) *Log {
 	t.Helper()
 	ctx := context.Background()
-	lg := create(t, logstore.Config{TargetSealBytes: 1})
+	lg := create(t, Config{TargetSealBytes: 1})
 	appendGroups(t, lg, 0, 10)
 	if _, err := lg.Seal(ctx, true); err != nil {
 		t.Fatal(err)
@@ -45,7 +44,7 @@ func tiered(t *testing.T) *logstore.Log {
 	return lg
 }
 
-func create(t *testing.T, cfg logstore.Config) *logstore.Log {
+func create(t *testing.T, cfg Config) *Log {
 	t.Helper()
 	sch, err := schema.Compile([]byte(doc))
 	if err != nil {
@@ -53,7 +52,8 @@ func create(t *testing.T, cfg logstore.Config) *logstore.Log {
 	}
 	root := t.TempDir()
 	cfg.Published = filepath.Join(root, "published")
-	lg, err := logstore.Create(filepath.Join(root, "s", "log"), sch, cfg)
+	cfg.Stream, cfg.Log = "s", "log"
+	lg, err := Create(filepath.Join(root, "s", "log"), sch, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func create(t *testing.T, cfg logstore.Config) *logstore.Log {
 }
 
 // appendGroups commits groups first..first+n-1, 10 rows each.
-func appendGroups(t *testing.T, lg *logstore.Log, first, n int) {
+func appendGroups(t *testing.T, lg *Log, first, n int) {
 	t.Helper()
 	for g := first; g < first+n; g++ {
 		rows := make([][]byte, 10)
@@ -74,7 +74,7 @@ func appendGroups(t *testing.T, lg *logstore.Log, first, n int) {
 			}
 			rows[i] = fmt.Appendf(nil, `{"n":%d,"note":%s}`, off, note)
 		}
-		if _, err := lg.Append(context.Background(), rows, stamp(g), nil); err != nil {
+		if _, err := lg.Append(context.Background(), rows, tsAt(g), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,19 +82,19 @@ func appendGroups(t *testing.T, lg *logstore.Log, first, n int) {
 
 // holed is a log whose restore skipped [11, 20): offsets 1-10 buffered,
 // the hole recorded by a rebase, and 20-24 buffered past it.
-func holed(t *testing.T) *logstore.Log {
+func holed(t *testing.T) *Log {
 	t.Helper()
 	ctx := context.Background()
-	lg := create(t, logstore.Config{})
+	lg := create(t, Config{})
 	appendGroups(t, lg, 0, 1)
-	if err := lg.ApplyRebase(ctx, logstore.Rebase{LogID: lg.ID(), Resume: 20, Hole: logstore.Span{Start: 11, End: 20}}); err != nil {
+	if err := lg.ApplyRebase(ctx, Rebase{LogID: lg.ID(), Resume: 20, Hole: Span{Start: 11, End: 20}}); err != nil {
 		t.Fatal(err)
 	}
 	rows := make([][]byte, 5)
 	for i := range rows {
 		rows[i] = fmt.Appendf(nil, `{"n":%d,"note":"x"}`, 20+i)
 	}
-	if _, err := lg.Append(ctx, rows, stamp(1), nil); err != nil {
+	if _, err := lg.Append(ctx, rows, tsAt(1), nil); err != nil {
 		t.Fatal(err)
 	}
 	return lg
@@ -109,7 +109,7 @@ func TestCountAddsTheTiersFromTheirRecordsAlone(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		lg       *logstore.Log
+		lg       *Log
 		from, to int64
 		want     int64
 	}{
@@ -127,12 +127,12 @@ func TestCountAddsTheTiersFromTheirRecordsAlone(t *testing.T) {
 		{"across the hole's end", hl, 15, 22, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := logstore.Count(ctx, tc.lg.Records(), true, tc.from, tc.to)
+			n, err := countRows(ctx, tc.lg.records(), true, tc.from, tc.to)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if n != tc.want {
-				t.Fatalf("Count [%d,%d) = %d, want %d", tc.from, tc.to, n, tc.want)
+				t.Fatalf("countRows [%d,%d) = %d, want %d", tc.from, tc.to, n, tc.want)
 			}
 		})
 	}
@@ -140,23 +140,23 @@ func TestCountAddsTheTiersFromTheirRecordsAlone(t *testing.T) {
 
 // TestCountReadsThePublishedTierBelowTheLocalFiles: once clean has taken
 // the oldest local files (past staging_max_bytes), only the published
-// records hold their rows, and Count still finds them.
+// records hold their rows, and countRows still finds them.
 func TestCountReadsThePublishedTierBelowTheLocalFiles(t *testing.T) {
 	ctx := context.Background()
 	// Each file is under 2 kB: a 5 kB bound keeps the newest two or three.
-	lg := create(t, logstore.Config{TargetSealBytes: 1, StagingMaxBytes: 5000})
+	lg := create(t, Config{TargetSealBytes: 1, StagingMaxBytes: 5000})
 	appendGroups(t, lg, 0, 10)
-	for _, step := range []func(context.Context, *logstore.Log) error{
-		func(ctx context.Context, l *logstore.Log) error { _, err := l.Seal(ctx, true); return err },
-		func(ctx context.Context, l *logstore.Log) error { _, err := l.Publish(ctx, true); return err },
-		func(ctx context.Context, l *logstore.Log) error { _, err := l.Evict(ctx); return err },
-		func(ctx context.Context, l *logstore.Log) error { _, err := l.Clean(ctx); return err },
+	for _, step := range []func(context.Context, *Log) error{
+		func(ctx context.Context, l *Log) error { _, err := l.Seal(ctx, true); return err },
+		func(ctx context.Context, l *Log) error { _, err := l.Publish(ctx, true); return err },
+		func(ctx context.Context, l *Log) error { _, err := l.Evict(ctx); return err },
+		func(ctx context.Context, l *Log) error { _, err := l.Clean(ctx); return err },
 	} {
 		if err := step(ctx, lg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	local, err := logstore.Spans(ctx, lg.Records(), `SELECT start_offset, end_offset FROM files`)
+	local, err := spans(ctx, lg.records(), `SELECT start_offset, end_offset FROM files`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,49 +168,49 @@ func TestCountReadsThePublishedTierBelowTheLocalFiles(t *testing.T) {
 		if !tiers {
 			want = 10 * int64(len(local)) // the local files alone
 		}
-		n, err := logstore.Count(ctx, lg.Records(), tiers, 1, 101)
+		n, err := countRows(ctx, lg.records(), tiers, 1, 101)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n != want {
-			t.Errorf("Count [1,101) with tiers=%v = %d, want %d (local files %v)", tiers, n, want, local)
+			t.Errorf("countRows [1,101) with tiers=%v = %d, want %d (local files %v)", tiers, n, want, local)
 		}
 	}
 }
 
 func TestTierQueries(t *testing.T) {
 	ctx := context.Background()
-	lg, fresh := tiered(t), create(t, logstore.Config{})
-	q := lg.Records()
+	lg, fresh := tiered(t), create(t, Config{})
+	q := lg.records()
 	for _, tc := range []struct {
 		name string
 		got  func() (any, error)
 		want any
 	}{
-		{"SealedEnd is where the last file ends", func() (any, error) {
-			end, ok, err := logstore.SealedEnd(ctx, q, true)
+		{"sealedEnd is where the last file ends", func() (any, error) {
+			end, ok, err := sealedEnd(ctx, q, true)
 			return [2]any{end, ok}, err
 		}, [2]any{int64(101), true}},
-		{"SealedEnd of a log never sealed", func() (any, error) {
-			end, ok, err := logstore.SealedEnd(ctx, fresh.Records(), true)
+		{"sealedEnd of a log never sealed", func() (any, error) {
+			end, ok, err := sealedEnd(ctx, fresh.records(), true)
 			return [2]any{end, ok}, err
 		}, [2]any{int64(0), false}},
-		{"Earliest is the lowest offset a tier holds", func() (any, error) {
-			return logstore.Earliest(ctx, q, true, 131)
+		{"earliest is the lowest offset a tier holds", func() (any, error) {
+			return earliestOffset(ctx, q, true, 131)
 		}, int64(1)},
-		{"Earliest of an empty log is its end", func() (any, error) {
-			return logstore.Earliest(ctx, fresh.Records(), true, 1)
+		{"earliest of an empty log is its end", func() (any, error) {
+			return earliestOffset(ctx, fresh.records(), true, 1)
 		}, int64(1)},
-		{"FirstNewer starts at the first file stamped after the cutoff", func() (any, error) {
-			off, ok, err := logstore.FirstNewer(ctx, q, true, stamp(4)+500_000)
+		{"firstNewer starts at the first file stamped after the cutoff", func() (any, error) {
+			off, ok, err := firstNewer(ctx, q, true, tsAt(4)+500_000)
 			return [2]any{off, ok}, err
 		}, [2]any{int64(51), true}},
-		{"FirstNewer reaches into the buffer", func() (any, error) {
-			off, ok, err := logstore.FirstNewer(ctx, q, true, stamp(10))
+		{"firstNewer reaches into the buffer", func() (any, error) {
+			off, ok, err := firstNewer(ctx, q, true, tsAt(10))
 			return [2]any{off, ok}, err
 		}, [2]any{int64(111), true}},
-		{"FirstNewer past the last stamp", func() (any, error) {
-			off, ok, err := logstore.FirstNewer(ctx, q, true, stamp(12))
+		{"firstNewer past the last stamp", func() (any, error) {
+			off, ok, err := firstNewer(ctx, q, true, tsAt(12))
 			return [2]any{off, ok}, err
 		}, [2]any{int64(0), false}},
 	} {
@@ -229,17 +229,17 @@ func TestTierQueries(t *testing.T) {
 func TestReadStatusFiguresEachTier(t *testing.T) {
 	ctx := context.Background()
 	lg := tiered(t)
-	st, err := logstore.ReadStatus(ctx, lg.Records(), true, 131, time.UnixMicro(stamp(20)))
+	st, err := readStatus(ctx, lg.records(), true, 131, time.UnixMicro(tsAt(20)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := logstore.Status{
+	want := Status{
 		Start: 1, End: 131, BufferedRows: 30, BufferedGroups: 3, LocalFiles: 10, LocalBytes: st.LocalBytes,
 		PublishedFiles: 10, PublishedThrough: 100, PublishLagRows: 30,
 		PublishLagSecs: 10, // the oldest unpublished row is group 10's, stamped 10 s before now
 	}
 	if st != want {
-		t.Fatalf("ReadStatus =\n %+v, want\n %+v", st, want)
+		t.Fatalf("readStatus =\n %+v, want\n %+v", st, want)
 	}
 	if st.LocalBytes <= 0 {
 		t.Fatalf("LocalBytes = %d for 10 local files", st.LocalBytes)
@@ -251,7 +251,7 @@ func TestReadStatusFiguresEachTier(t *testing.T) {
 	if err := lg.SetFloor(ctx, 40); err != nil {
 		t.Fatal(err)
 	}
-	st, err = logstore.ReadStatus(ctx, lg.Records(), true, 131, time.UnixMicro(stamp(20)))
+	st, err = readStatus(ctx, lg.records(), true, 131, time.UnixMicro(tsAt(20)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,12 +263,12 @@ func TestReadStatusFiguresEachTier(t *testing.T) {
 func TestSummarizeRollsUpTheRecords(t *testing.T) {
 	ctx := context.Background()
 	lg := tiered(t)
-	s, err := logstore.Summarize(ctx, lg.Records(), lg.Schema(), true, 0, 131)
+	s, err := summarize(ctx, lg.records(), lg.Schema(), true, 0, 131)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.HasTS || s.FirstTS != stamp(0) || s.LastTS != stamp(12) {
-		t.Fatalf("stamps %v [%d, %d], want [%d, %d]: the files' and the buffered groups'", s.HasTS, s.FirstTS, s.LastTS, stamp(0), stamp(12))
+	if !s.HasTS || s.FirstTS != tsAt(0) || s.LastTS != tsAt(12) {
+		t.Fatalf("stamps %v [%d, %d], want [%d, %d]: the files' and the buffered groups'", s.HasTS, s.FirstTS, s.LastTS, tsAt(0), tsAt(12))
 	}
 	if s.Stats != nil || s.Nulls != nil {
 		t.Fatalf("column figures %v %v while rows 101-130 are only buffered (which keeps none); want nil", s.Stats, s.Nulls)
@@ -279,12 +279,12 @@ func TestSummarizeRollsUpTheRecords(t *testing.T) {
 	if _, err := lg.Seal(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	s, err = logstore.Summarize(ctx, lg.Records(), lg.Schema(), true, 41, 131)
+	s, err = summarize(ctx, lg.records(), lg.Schema(), true, 41, 131)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.FirstTS != stamp(4) || s.LastTS != stamp(12) {
-		t.Fatalf("stamps above floor 41 [%d, %d], want [%d, %d]", s.FirstTS, s.LastTS, stamp(4), stamp(12))
+	if s.FirstTS != tsAt(4) || s.LastTS != tsAt(12) {
+		t.Fatalf("stamps above floor 41 [%d, %d], want [%d, %d]", s.FirstTS, s.LastTS, tsAt(4), tsAt(12))
 	}
 	if got := s.Stats["n"]; string(got[0]) != "41" || string(got[1]) != "130" {
 		t.Fatalf("n spans %s..%s above floor 41, want 41..130 (stats %v)", got[0], got[1], s.Stats)
@@ -296,32 +296,32 @@ func TestSummarizeRollsUpTheRecords(t *testing.T) {
 
 func TestHoles(t *testing.T) {
 	ctx := context.Background()
-	hs, err := logstore.ReadHoles(ctx, holed(t).Records())
+	hs, err := readHoles(ctx, holed(t).records())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hs) != 1 || hs[0] != (logstore.Span{Start: 11, End: 20}) {
-		t.Fatalf("ReadHoles = %v, want [{11 20}]", hs)
+	if len(hs) != 1 || hs[0] != (Span{Start: 11, End: 20}) {
+		t.Fatalf("readHoles = %v, want [{11 20}]", hs)
 	}
-	if hs, err := logstore.ReadHoles(ctx, tiered(t).Records()); err != nil || hs != nil {
-		t.Fatalf("ReadHoles of a log never restored = %v, %v; want none", hs, err)
+	if hs, err := readHoles(ctx, tiered(t).records()); err != nil || hs != nil {
+		t.Fatalf("readHoles of a log never restored = %v, %v; want none", hs, err)
 	}
 
-	two := []logstore.Span{{Start: 11, End: 20}, {Start: 20, End: 25}, {Start: 40, End: 50}}
+	two := []Span{{Start: 11, End: 20}, {Start: 20, End: 25}, {Start: 40, End: 50}}
 	for _, tc := range []struct {
 		name      string
 		got, want any
 	}{
-		{"HoleAt the first offset of a hole", fst(logstore.HoleAt(two, 11)), logstore.Span{Start: 11, End: 20}},
-		{"HoleAt the end of a hole is the next one's", fst(logstore.HoleAt(two, 20)), logstore.Span{Start: 20, End: 25}},
-		{"HoleAt an offset no hole holds", snd(logstore.HoleAt(two, 30)), false},
-		{"HoleSpans across two adjacent holes", logstore.HoleSpans(two, 11, 25), true},
-		{"HoleSpans with a held offset between", logstore.HoleSpans(two, 11, 41), false},
-		{"HoleSpans of an empty range", logstore.HoleSpans(two, 11, 11), false},
-		{"HoleSpans ending inside a hole", logstore.HoleSpans(two, 11, 15), false},
-		{"HeldEnd below holes reaching up to the end", logstore.HeldEnd(two, 25), int64(11)},
-		{"HeldEnd with no hole at the end", logstore.HeldEnd(two, 30), int64(30)},
-		{"HeldEnd inside a hole", logstore.HeldEnd(two, 45), int64(40)},
+		{"holeAt the first offset of a hole", fst(holeAt(two, 11)), Span{Start: 11, End: 20}},
+		{"holeAt the end of a hole is the next one's", fst(holeAt(two, 20)), Span{Start: 20, End: 25}},
+		{"holeAt an offset no hole holds", snd(holeAt(two, 30)), false},
+		{"holeSpans across two adjacent holes", holeSpans(two, 11, 25), true},
+		{"holeSpans with a held offset between", holeSpans(two, 11, 41), false},
+		{"holeSpans of an empty range", holeSpans(two, 11, 11), false},
+		{"holeSpans ending inside a hole", holeSpans(two, 11, 15), false},
+		{"heldEnd below holes reaching up to the end", heldEnd(two, 25), int64(11)},
+		{"heldEnd with no hole at the end", heldEnd(two, 30), int64(30)},
+		{"heldEnd inside a hole", heldEnd(two, 45), int64(40)},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, tc.got, tc.want)

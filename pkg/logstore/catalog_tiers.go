@@ -6,10 +6,10 @@ import (
 	"fmt"
 )
 
-// SealedEnd returns the end of what files hold, local or published: the
+// sealedEnd returns the end of what files hold, local or published: the
 // offset the next seal starts at and below which buffered rows may go.
 // ok=false when no file was ever made.
-func SealedEnd(ctx context.Context, q Querier, tiers bool) (end int64, ok bool, err error) {
+func sealedEnd(ctx context.Context, q querier, tiers bool) (end int64, ok bool, err error) {
 	query := `SELECT max(end_offset) FROM files`
 	if tiers {
 		query = `SELECT max(e) FROM (SELECT max(end_offset) AS e FROM files UNION ALL SELECT max(end_offset) FROM published)`
@@ -21,9 +21,9 @@ func SealedEnd(ctx context.Context, q Querier, tiers bool) (end int64, ok bool, 
 	return v.Int64, v.Valid, nil
 }
 
-// Earliest returns the lowest offset a tier holds, the published table
+// earliestOffset returns the lowest offset a tier holds, the published table
 // (when tiers), a local file or the buffer, and end when none holds a row.
-func Earliest(ctx context.Context, q Querier, tiers bool, end int64) (int64, error) {
+func earliestOffset(ctx context.Context, q querier, tiers bool, end int64) (int64, error) {
 	var pmin, fmin, gmin sql.NullInt64
 	var err error
 	if tiers {
@@ -47,11 +47,11 @@ func Earliest(ctx context.Context, q Querier, tiers bool, end int64) (int64, err
 	return earliest, nil
 }
 
-// FirstNewer returns the smallest offset that may hold a row whose
+// firstNewer returns the smallest offset that may hold a row whose
 // streamcast_ts is newer than cutoffTS (µs), from the ts spans of the file
 // records (local, and published when tiers) and the stamps of the buffered
 // groups; ok is false when nothing is newer.
-func FirstNewer(ctx context.Context, q Querier, tiers bool, cutoffTS int64) (off int64, ok bool, err error) {
+func firstNewer(ctx context.Context, q querier, tiers bool, cutoffTS int64) (off int64, ok bool, err error) {
 	query := `SELECT min(s) FROM (
 		SELECT min(start_offset) AS s FROM files WHERE max_ts > ?1
 		UNION ALL SELECT min(first) FROM groups WHERE ts > ?1`

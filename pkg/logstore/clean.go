@@ -67,7 +67,7 @@ func clean(ctx context.Context, l *Log, what string, evict func(context.Context,
 func evictFiles(ctx context.Context, l *Log) (n int, err error) {
 	pol := l.Policy()
 	now := l.Now()
-	err = l.Update(ctx, func(c *Tx) error {
+	err = l.update(ctx, func(c *recordTx) error {
 		n = 0
 		pubs, err := publishedFiles(ctx, c)
 		if err != nil || len(pubs) == 0 {
@@ -132,7 +132,7 @@ func (l *Log) CleanCache(ctx context.Context) (Cleaned, error) {
 func expireCacheFiles(ctx context.Context, l *Log) (n int, err error) {
 	pol := l.Policy()
 	now := l.Now()
-	err = l.Update(ctx, func(c *Tx) error {
+	err = l.update(ctx, func(c *recordTx) error {
 		n = 0
 		files, busy, total, err := stagedFiles(ctx, c)
 		if err != nil || len(files) == 0 {
@@ -177,7 +177,7 @@ func expireCacheFiles(ctx context.Context, l *Log) (n int, err error) {
 
 // stagedFiles is filesAndBusy with the files' total size on disk, which
 // StagingMaxBytes bounds.
-func stagedFiles(ctx context.Context, c *Tx) (files []localFile, busy []Span, total int64, err error) {
+func stagedFiles(ctx context.Context, c *recordTx) (files []localFile, busy []Span, total int64, err error) {
 	files, busy, err = filesAndBusy(ctx, c)
 	for _, f := range files {
 		total += f.fileBytes
@@ -190,7 +190,7 @@ func stagedFiles(ctx context.Context, c *Tx) (files []localFile, busy []Span, to
 // A name some record still mentions is never deleted.
 func drainLocal(ctx context.Context, l *Log) (int, error) {
 	now := l.Now().UnixMicro()
-	due, err := queuePaths(ctx, l.Records(), tierLocal, now)
+	due, err := queuePaths(ctx, l.records(), tierLocal, now)
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
@@ -217,12 +217,12 @@ func drainLocal(ctx context.Context, l *Log) (int, error) {
 // liveNames returns the names under files/ that a record other than the
 // delete queue mentions.
 func liveNames(ctx context.Context, l *Log) (map[string]bool, error) {
-	return NameSet(ctx, l.Records(), `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
+	return nameSet(ctx, l.records(), `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
 		UNION ALL SELECT name FROM compact_intents UNION ALL SELECT name FROM publish_intents`)
 }
 
 // queuePaths returns the queued paths of a tier due by now (µs).
-func queuePaths(ctx context.Context, q Querier, tier string, now int64) ([]string, error) {
+func queuePaths(ctx context.Context, q querier, tier string, now int64) ([]string, error) {
 	rows, err := q.QueryContext(ctx, `SELECT path FROM delete_queue WHERE tier = ? AND due_us <= ? ORDER BY due_us`, tier, now)
 	if err != nil {
 		return nil, fmt.Errorf("read the delete queue: %w", err)
@@ -241,7 +241,7 @@ func queuePaths(ctx context.Context, q Querier, tier string, now int64) ([]strin
 
 // forget drops queue rows.
 func forget(ctx context.Context, l *Log, tier string, paths []string) error {
-	return l.Update(ctx, func(c *Tx) error {
+	return l.update(ctx, func(c *recordTx) error {
 		for _, p := range paths {
 			if _, err := c.ExecContext(ctx, `DELETE FROM delete_queue WHERE tier = ? AND path = ?`, tier, p); err != nil {
 				return err
@@ -361,14 +361,14 @@ func expireSnapshots(ctx context.Context, l *Log, pt *warehouse.Table, tbl *tabl
 		return 0, nil
 	}
 	queue := func() error {
-		return l.Update(ctx, func(c *Tx) error {
+		return l.update(ctx, func(c *recordTx) error {
 			return enqueue(ctx, c, tierPublished, l.Now().Add(pol.DeleteGrace), "referenced only by expired snapshots", doomed...)
 		})
 	}
 	if err := queue(); err != nil {
 		return 0, err
 	}
-	if err := l.AtCrashPoint("clean-published:queued"); err != nil {
+	if err := l.atCrashPoint("clean-published:queued"); err != nil {
 		return 0, err
 	}
 	if _, err := txn.Commit(ctx); err != nil {
@@ -416,7 +416,7 @@ func sweepMetadata(ctx context.Context, l *Log, pt *warehouse.Table) error {
 	if len(cands) == 0 {
 		return nil
 	}
-	return l.Update(ctx, func(c *Tx) error {
+	return l.update(ctx, func(c *recordTx) error {
 		for _, p := range cands {
 			_, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO delete_queue(tier, path, due_us, reason) VALUES (?, ?, ?, ?)`,
 				tierPublished, p, l.Now().Add(pol.DeleteGrace).UnixMicro(), "unreferenced metadata")
@@ -446,7 +446,7 @@ func metadataName(name string) bool {
 // buffer.db's published records, not a publish pass in flight.
 func drainPublished(ctx context.Context, l *Log, pt *warehouse.Table) (int, error) {
 	pol := l.Policy()
-	due, err := queuePaths(ctx, l.Records(), tierPublished, l.Now().UnixMicro())
+	due, err := queuePaths(ctx, l.records(), tierPublished, l.Now().UnixMicro())
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
@@ -464,7 +464,7 @@ func drainPublished(ctx context.Context, l *Log, pt *warehouse.Table) (int, erro
 			return 0, err
 		}
 	}
-	rows, err := l.Records().QueryContext(ctx, `SELECT path FROM published UNION ALL SELECT path FROM publish_intents`)
+	rows, err := l.records().QueryContext(ctx, `SELECT path FROM published UNION ALL SELECT path FROM publish_intents`)
 	if err != nil {
 		return 0, fmt.Errorf("read published records: %w", err)
 	}
@@ -501,7 +501,7 @@ func drainPublished(ctx context.Context, l *Log, pt *warehouse.Table) (int, erro
 	if len(kept) > 0 {
 		// Still referenced (by a snapshot not yet expired): look again
 		// after another grace.
-		err := l.Update(ctx, func(c *Tx) error {
+		err := l.update(ctx, func(c *recordTx) error {
 			return enqueue(ctx, c, tierPublished, l.Now().Add(pol.DeleteGrace), "still referenced", kept...)
 		})
 		if err != nil {

@@ -121,7 +121,7 @@ func TestDeletionsWaitForTheirGrace(t *testing.T) {
 		t.Fatalf("Clean a microsecond before the grace is over = %+v, %v", c, err)
 	}
 	for _, n := range names {
-		if _, err := os.Stat(filepath.Join(l.Dir(), filesDir, n)); err != nil {
+		if _, err := os.Stat(filepath.Join(l.Dir(), FilesDir, n)); err != nil {
 			t.Fatalf("%s was deleted before its grace: %v", n, err)
 		}
 	}

@@ -96,11 +96,11 @@ func (l *Log) Compact(ctx context.Context, flush bool) (rewritten int64, err err
 
 // planCompaction returns the next run of files to merge, or none.
 func planCompaction(ctx context.Context, l *Log, flush bool) ([]localFile, error) {
-	files, err := localFiles(ctx, l.Records())
+	files, err := localFiles(ctx, l.records())
 	if err != nil {
 		return nil, err
 	}
-	publishing, err := Spans(ctx, l.Records(), `SELECT start_offset, end_offset FROM publish_intents`)
+	publishing, err := spans(ctx, l.records(), `SELECT start_offset, end_offset FROM publish_intents`)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func pickMerge(files []localFile, publishing []Span, target int64, flush bool) [
 // are deleted and the intents dropped; their inputs are still live. The
 // caller holds compact.lock.
 func recoverCompactions(ctx context.Context, l *Log) error {
-	rows, err := l.Records().QueryContext(ctx, `SELECT name FROM compact_intents`)
+	rows, err := l.records().QueryContext(ctx, `SELECT name FROM compact_intents`)
 	if err != nil {
 		return fmt.Errorf("read compaction intents: %w", err)
 	}
@@ -198,7 +198,7 @@ func recoverCompactions(ctx context.Context, l *Log) error {
 		if err := durable.SyncDir(dir); err != nil {
 			return err
 		}
-		if err := l.Update(ctx, func(c *Tx) error {
+		if err := l.update(ctx, func(c *recordTx) error {
 			_, err := c.ExecContext(ctx, `DELETE FROM compact_intents WHERE name = ?`, name)
 			return err
 		}); err != nil {
@@ -218,7 +218,7 @@ func merge(ctx context.Context, l *Log, run []localFile) (int64, error) {
 	}
 	inputsJSON, _ := json.Marshal(inputs)
 	// 1. The intent, checked against the inputs in the same transaction.
-	err := l.Update(ctx, func(c *Tx) error {
+	err := l.update(ctx, func(c *recordTx) error {
 		if ok, err := inputsLive(ctx, c, run); err != nil || !ok {
 			if err == nil {
 				err = errCompactionVoid
@@ -238,12 +238,12 @@ func merge(ctx context.Context, l *Log, run []localFile) (int64, error) {
 		_ = recoverCompactions(context.WithoutCancel(ctx), l)
 		return 0, err
 	}
-	if err := l.AtCrashPoint("compact:written"); err != nil {
+	if err := l.atCrashPoint("compact:written"); err != nil {
 		return 0, err
 	}
 	// 3. The replacement: inputs out, output in, inputs queued for deletion.
 	pol := l.Policy()
-	err = l.Update(ctx, func(c *Tx) error {
+	err = l.update(ctx, func(c *recordTx) error {
 		if ok, err := inputsLive(ctx, c, run); err != nil || !ok {
 			if err == nil {
 				err = errCompactionVoid
@@ -278,7 +278,7 @@ func merge(ctx context.Context, l *Log, run []localFile) (int64, error) {
 }
 
 // inputsLive reports whether every input is still a local file as planned.
-func inputsLive(ctx context.Context, c *Tx, run []localFile) (bool, error) {
+func inputsLive(ctx context.Context, c *recordTx, run []localFile) (bool, error) {
 	for _, f := range run {
 		var name string
 		var end int64

@@ -1,12 +1,5 @@
 package logstore
 
-// A log's configuration is package logconfig's; these names keep
-// logstore's API as it was.
-type ()
-
-// Defaults of the Config fields left at zero (see logconfig).
-const ()
-
 // Names of the columns every sealed file carries before the declared ones,
 // and of the single column that holds rows of a stream without a schema.
 const (

@@ -116,7 +116,7 @@ func TestScanMatchesAppendsWhileSealAndEvictRun(t *testing.T) {
 	if testing.Short() {
 		dur = time.Second
 	}
-	// Maintain for dur, and on past it (up to a minute, for slow -race runs) until
+	// Run for dur, and on past it (up to a minute, for slow -race runs) until
 	// at least two files exist, so the scans have had tiers to cross.
 	sealedFiles := func() (n int) {
 		l.rdb.QueryRow(`SELECT count(*) FROM files`).Scan(&n)
@@ -175,7 +175,7 @@ func TestACorruptFileIsReportedAndNeverServed(t *testing.T) {
 			if len(names) < 2 {
 				t.Fatalf("want several files, got %v", names)
 			}
-			victim := filepath.Join(l.Dir(), filesDir, names[1])
+			victim := filepath.Join(l.Dir(), FilesDir, names[1])
 			b, err := os.ReadFile(victim)
 			if err != nil {
 				t.Fatal(err)
@@ -190,7 +190,7 @@ func TestACorruptFileIsReportedAndNeverServed(t *testing.T) {
 			case "missing":
 				b = nil
 			case "swapped": // another file's (valid) contents under this name
-				b, _ = os.ReadFile(filepath.Join(l.Dir(), filesDir, names[0]))
+				b, _ = os.ReadFile(filepath.Join(l.Dir(), FilesDir, names[0]))
 			}
 			if b == nil {
 				os.Remove(victim)
@@ -244,13 +244,13 @@ func TestRecoveryUndoesAnInterruptedSeal(t *testing.T) {
 	if _, err := l.wconn.ExecContext(ctx, `INSERT INTO seal_intents(name, start_offset, end_offset, created_us) VALUES (?, 1, 21, 0)`, name); err != nil {
 		t.Fatal(err)
 	}
-	partial := filepath.Join(l.Dir(), filesDir, name)
+	partial := filepath.Join(l.Dir(), FilesDir, name)
 	os.WriteFile(partial, []byte("PAR1 half a file"), 0o644)
 	// And a seal-named file nothing mentions.
-	stray := filepath.Join(l.Dir(), filesDir, "21-41-aabbccddeeff0011.parquet")
+	stray := filepath.Join(l.Dir(), FilesDir, "21-41-aabbccddeeff0011.parquet")
 	os.WriteFile(stray, []byte("PAR1"), 0o644)
 	// Files the seal role does not own are left alone.
-	other := filepath.Join(l.Dir(), filesDir, "notes.txt")
+	other := filepath.Join(l.Dir(), FilesDir, "notes.txt")
 	os.WriteFile(other, []byte("mine"), 0o644)
 
 	m := openLog(t, l.Dir(), Maintainer)

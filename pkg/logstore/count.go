@@ -8,7 +8,7 @@ import (
 	"slices"
 )
 
-// Count returns how many rows a log holds in [from, to), read through q
+// countRows returns how many rows a log holds in [from, to), read through q
 // (one read transaction; tiers says whether the log has a published tier),
 // counted from the records of its tiers (published files, local files, the
 // buffer's extent), never by reading rows: a file record is dense over its
@@ -23,7 +23,7 @@ import (
 // past a fence): no file ever spans one, so the file tiers already leave
 // them out, but the buffer's extent [first group, next offset) could span
 // one, and the holes are subtracted from the union of the tiers.
-func Count(ctx context.Context, tx Querier, tiers bool, from, to int64) (int64, error) {
+func countRows(ctx context.Context, tx querier, tiers bool, from, to int64) (int64, error) {
 	var floor, hasHoles int64
 	err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT v FROM meta WHERE k = 'floor'), 0),
 		(SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'holes')`).Scan(&floor, &hasHoles)
@@ -78,7 +78,7 @@ func Count(ctx context.Context, tx Querier, tiers bool, from, to int64) (int64, 
 		n += r.End - r.Start
 	}
 	if hasHoles > 0 && n > 0 {
-		holes, err := Spans(ctx, tx, fmt.Sprintf(`SELECT start_offset, end_offset FROM holes WHERE end_offset > %d AND start_offset < %d`, from, to))
+		holes, err := spans(ctx, tx, fmt.Sprintf(`SELECT start_offset, end_offset FROM holes WHERE end_offset > %d AND start_offset < %d`, from, to))
 		if err != nil {
 			return 0, fmt.Errorf("read holes: %w", err)
 		}
@@ -97,7 +97,7 @@ func Count(ctx context.Context, tx Querier, tiers bool, from, to int64) (int64, 
 // table (files or published) hold, as sorted disjoint runs. Records in one
 // table never overlap, so when their clipped lengths add up to the span
 // from the first to the last, they hold it all, and one aggregate answers.
-func fileRuns(ctx context.Context, tx Querier, table string, from, to int64) ([]Span, error) {
+func fileRuns(ctx context.Context, tx querier, table string, from, to int64) ([]Span, error) {
 	// Only the first record can start before from and only the last end
 	// after to, so the clipped sum is the plain sum less two overhangs.
 	var cnt, sum int64
@@ -115,7 +115,7 @@ func fileRuns(ctx context.Context, tx Querier, table string, from, to int64) ([]
 	if sum == hi.Int64-lo.Int64 {
 		return []Span{{lo.Int64, hi.Int64}}, nil
 	}
-	recs, err := Spans(ctx, tx, fmt.Sprintf(`SELECT max(start_offset, %d), min(end_offset, %d) FROM %s WHERE end_offset > %d AND start_offset < %d ORDER BY start_offset`, from, to, table, from, to))
+	recs, err := spans(ctx, tx, fmt.Sprintf(`SELECT max(start_offset, %d), min(end_offset, %d) FROM %s WHERE end_offset > %d AND start_offset < %d ORDER BY start_offset`, from, to, table, from, to))
 	if err != nil {
 		return nil, fmt.Errorf("read %s records: %w", table, err)
 	}

@@ -63,7 +63,7 @@ func crashConfig() Config {
 // killsPerRole is how many times each role is killed: one round in the
 // race run (-short, where each kill restarts a race-built child and costs
 // seconds), a few locally, the full count in CI
-// (STREAMCAST_SOAK=full, see internal/soak), where the S3 run adds the
+// (STREAMCAST_SOAK=full, see testkit.SoakFull), where the S3 run adds the
 // object store's crash points.
 func killsPerRole(backend string) int {
 	if backend == "s3" {

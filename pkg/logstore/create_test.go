@@ -16,7 +16,7 @@ import (
 // it made while other streams commit). Nothing of the build is left.
 func TestCreateLeavesAWholeWALDatabaseAndNothingToCheckpoint(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s", "log")
-	l, err := Create(dir, schema.Any(), Config{Start: 7})
+	l, err := Create(dir, schema.Any(), named(Config{Start: 7}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestCreateLeavesAWholeWALDatabaseAndNothingToCheckpoint(t *testing.T) {
 		t.Errorf("Create left %s behind (%v)", newBufferFile, err)
 	}
 	head := make([]byte, 20)
-	f, err := os.Open(filepath.Join(dir, bufferFile))
+	f, err := os.Open(filepath.Join(dir, BufferFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestCreateLeavesAWholeWALDatabaseAndNothingToCheckpoint(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, bufferFile+"-wal")); err == nil && fi.Size() != 0 {
+	if fi, err := os.Stat(filepath.Join(dir, BufferFile+"-wal")); err == nil && fi.Size() != 0 {
 		t.Errorf("after Create and Close the WAL holds %d bytes; want none, nothing for a close to checkpoint", fi.Size())
 	}
 	l = openLog(t, dir, Writer)

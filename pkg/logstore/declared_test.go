@@ -13,7 +13,7 @@ import (
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
-// tradeSchema is the six-column trade row of the issue's benchmarks.
+// tradeSchema is the six-column trade row of the hot-path benchmarks.
 const tradeSchema = `{"type":"object","properties":{
 	"event_ts":{"type":"integer"},
 	"symbol":{"type":"string"},
@@ -257,7 +257,7 @@ func TestSchemaAndSortByAreStoredAndReadBack(t *testing.T) {
 		t.Fatalf("reopened sort_by %v", got)
 	}
 	for _, bad := range [][]string{{"nope"}, {"st"}, {"m"}, {"s", "s"}} {
-		if _, err := Create(t.TempDir()+"/l", sch, Config{SortBy: bad}); err == nil {
+		if _, err := Create(t.TempDir()+"/l", sch, named(Config{SortBy: bad})); err == nil {
 			t.Errorf("Create with sort_by %v succeeded", bad)
 		}
 	}

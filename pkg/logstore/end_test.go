@@ -36,7 +36,7 @@ func checkEnd(t *testing.T, dir string, want int64) {
 	}
 }
 
-// TestTheEndIsRightAfterReopenWhateverLastMovedIt: Append no longer writes
+// TestTheEndIsRightAfterReopenWhateverLastMovedIt: Append does not write
 // meta next_offset, so the end is derived from the last buffered group
 // and next_offset (endSQL). Each case leaves the log with the end set by a
 // different path, closes it, and checks the end after reopening: no offset
@@ -93,7 +93,7 @@ func TestTheEndIsRightAfterReopenWhateverLastMovedIt(t *testing.T) {
 		{"last group deleted alone", Config{}, func(t *testing.T, l *Log) int64 {
 			// Not a step streamcast runs; the trigger covers any delete.
 			appendN(t, l, 5)
-			if err := l.Update(ctx, func(tx *Tx) error {
+			if err := l.update(ctx, func(tx *recordTx) error {
 				_, err := tx.ExecContext(ctx, `DELETE FROM groups WHERE first = 13`)
 				return err
 			}); err != nil {
@@ -102,14 +102,14 @@ func TestTheEndIsRightAfterReopenWhateverLastMovedIt(t *testing.T) {
 			return 16
 		}},
 		{"ingest into an empty buffer", Config{}, func(t *testing.T, l *Log) int64 {
-			if err := l.AdvanceNext(ctx, 1, 101, func(*Tx) error { return nil }); err != nil {
+			if err := l.AdvanceNext(ctx, 1, 101, func(*recordTx) error { return nil }); err != nil {
 				t.Fatal(err)
 			}
 			return 101
 		}},
 		{"ingest past buffered groups", Config{}, func(t *testing.T, l *Log) int64 {
 			appendN(t, l, 2)
-			if err := l.AdvanceNext(ctx, 7, 107, func(*Tx) error { return nil }); err != nil {
+			if err := l.AdvanceNext(ctx, 7, 107, func(*recordTx) error { return nil }); err != nil {
 				t.Fatal(err)
 			}
 			return 107
@@ -174,7 +174,7 @@ func TestTheEndIsRightAfterReopenWhateverLastMovedIt(t *testing.T) {
 		// Such a log's next_offset is exact (every commit wrote it); Open
 		// adds the trigger before anything appends or evicts.
 		l := createLog(t, schemaAny(), tierConfig())
-		if err := l.Update(ctx, func(tx *Tx) error {
+		if err := l.update(ctx, func(tx *recordTx) error {
 			_, err := tx.ExecContext(ctx, `DROP TRIGGER groups_keep_end`)
 			return err
 		}); err != nil {

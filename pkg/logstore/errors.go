@@ -39,10 +39,10 @@ func (e *LockedError) Error() string {
 }
 
 // RangeError reports a scan of offsets the log does not hold: below
-// Earliest (evicted or never written) or past End (not yet written).
+// earliest (evicted or never written) or past End (not yet written).
 type RangeError struct {
 	From, To      int64 // the range asked for, [From, To)
-	Earliest, End int64 // the range the log serves, [Earliest, End)
+	Earliest, End int64 // the range the log serves, [earliest, End)
 }
 
 func (e *RangeError) Error() string {

@@ -13,30 +13,16 @@ import (
 // buffer.
 const evictChunkGroups = 256
 
-// Evict deletes buffered groups that completed files now hold, in short
-// transactions of at most evictChunkGroups groups, and returns the number
-// of rows deleted. Seals cut only at group boundaries, so every group is
-// either wholly in a file or wholly buffered.
+// evictBuffer deletes buffered groups that completed files now hold, in
+// short transactions of at most evictChunkGroups groups, and returns the
+// number of rows deleted; the caller holds clean.lock (Clean's first
+// step). Seals cut only at group boundaries, so every group is either
+// wholly in a file or wholly buffered.
 //
 // A log that replicates (a replicator has written its progress file
 // beside it) keeps a row buffered until the published table holds it.
-//
-// Evict runs under clean.lock: when another process is evicting this log it
-// returns an error wrapping logstore.ErrBusy.
-func (l *Log) Evict(ctx context.Context) (evicted int64, err error) {
-	end, err := begin(l, "evict log", RoleClean)
-	if err != nil {
-		return 0, err
-	}
-	defer end()
-
-	return evictBuffer(ctx, l)
-}
-
-// evictBuffer deletes buffered groups that files hold; the caller holds
-// clean.lock.
 func evictBuffer(ctx context.Context, l *Log) (evicted int64, err error) {
-	end, err := l.SealedEnd(ctx)
+	end, err := l.sealedEnd(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("evict log %s: %w", l.Dir(), err)
 	}
@@ -57,7 +43,7 @@ func evictBuffer(ctx context.Context, l *Log) (evicted int64, err error) {
 	boundary := sql.NullInt64{Int64: end, Valid: true}
 	for {
 		var n, groups int64
-		err := l.Update(ctx, func(c *Tx) error {
+		err := l.update(ctx, func(c *recordTx) error {
 			var lo, hi sql.NullInt64
 			// Only groups wholly below the boundary: a group straddling it
 			// (which seal never makes) would stay.

@@ -21,7 +21,7 @@ func TestEvictKeepsUnpublishedRowsOfAReplicatedLog(t *testing.T) {
 			ctx := context.Background()
 			root := t.TempDir()
 			dir := filepath.Join(root, "s", "s")
-			lg, err := logstore.Create(dir, schema.Any(), logstore.Config{Published: filepath.Join(root, "pub")})
+			lg, err := logstore.Create(dir, schema.Any(), logstore.Config{Stream: "s", Log: "s", Published: filepath.Join(root, "pub")})
 			if err != nil {
 				t.Fatal(err)
 			}

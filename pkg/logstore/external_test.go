@@ -139,7 +139,8 @@ func TestAnotherProcessReadsThePublishedTableWithIcebergGo(t *testing.T) {
 				v, _ := s3Servers.Load(l.Dir())
 				env = append(env, "AWS_ENDPOINT_URL_S3="+v.(*testkit.S3Server).Endpoint())
 			}
-			got := readExternally(t, pt.Warehouse(), pt.Ident()[0]+"."+pt.Ident()[1], env...)
+			prefix, _, ident := publishedAddress(t, l)
+			got := readExternally(t, prefix, ident[0]+"."+ident[1], env...)
 			if int64(len(got)) != through || through != 800 {
 				t.Fatalf("the external reader got %d rows; published_through is %d (want 800)", len(got), through)
 			}

@@ -25,7 +25,7 @@ type fileRec struct {
 	start, end int64 // offsets [start, end)
 	name       string
 	rows       int64
-	stats      string // JSON, as colstats encodes it
+	stats      string // JSON, as Compute encodes it
 	published  bool   // a data file of the published table, at path
 	path       string // its location in the table (published files only)
 }
@@ -35,7 +35,7 @@ func (fr fileRec) where(l *Log) string {
 	if fr.published {
 		return fr.path
 	}
-	return filepath.Join(l.dir, filesDir, fr.name)
+	return filepath.Join(l.dir, FilesDir, fr.name)
 }
 
 // mayMatch reports whether the file may hold a row matching f, by its

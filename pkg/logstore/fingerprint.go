@@ -62,7 +62,7 @@ func Read(dir, file string) (Activity, error) {
 	case n >= 0:
 		// The index is there but not whole: the first process to open
 		// the log truncates it and rebuilds it from the WAL, the same
-		// header as before unless something commits. Say so rather
+		// header as before the rebuild unless something commits. Say so rather
 		// than hand back a fingerprint that differs only for that.
 		inFlux = true
 	}

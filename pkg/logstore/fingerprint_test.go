@@ -13,31 +13,31 @@ import (
 // fingerprint, and a directory without the database is fs.ErrNotExist.
 func TestReadSeesAWriteAndNothingElse(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Read(dir, "buffer.db"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Read(dir, BufferFile); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("no database: %v, want fs.ErrNotExist", err)
 	}
-	db := filepath.Join(dir, "buffer.db")
+	db := filepath.Join(dir, BufferFile)
 	if err := os.WriteFile(db, []byte("one"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a, err := Read(dir, "buffer.db")
+	a, err := Read(dir, BufferFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := Read(dir, "buffer.db"); err != nil || b != a {
+	if b, err := Read(dir, BufferFile); err != nil || b != a {
 		t.Fatalf("nothing written: %+v then %+v (%v)", a, b, err)
 	}
 	if err := os.WriteFile(db+"-wal", []byte("a commit"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b, err := Read(dir, "buffer.db")
+	b, err := Read(dir, BufferFile)
 	if err != nil || b == a {
 		t.Fatalf("a WAL appeared and the fingerprint stayed %+v (%v)", b, err)
 	}
 	if err := os.WriteFile(db, []byte("one, then two"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := Read(dir, "buffer.db"); err != nil || c == b {
+	if c, err := Read(dir, BufferFile); err != nil || c == b {
 		t.Fatalf("the database grew and the fingerprint stayed %+v (%v)", c, err)
 	}
 }
@@ -50,7 +50,7 @@ func TestReadSeesAWriteAndNothingElse(t *testing.T) {
 // ErrInFlux, not a change.
 func TestReadTellsARebuiltIndexFromACommit(t *testing.T) {
 	dir := t.TempDir()
-	db := filepath.Join(dir, "buffer.db")
+	db := filepath.Join(dir, BufferFile)
 	if err := os.WriteFile(db, []byte("db"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -64,24 +64,24 @@ func TestReadTellsARebuiltIndexFromACommit(t *testing.T) {
 		}
 	}
 	write(hdr)
-	a, err := Read(dir, "buffer.db")
+	a, err := Read(dir, BufferFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hdr[8]++ // iChange: the rebuild's
 	write(hdr)
-	if b, err := Read(dir, "buffer.db"); err != nil || b != a {
+	if b, err := Read(dir, BufferFile); err != nil || b != a {
 		t.Fatalf("the change counter moved and the fingerprint with it (%v)", err)
 	}
 	for name, b := range map[string][]byte{"cut short": {0, 0, 0}, "not initialised": make([]byte, 48)} {
 		write(b)
-		if _, err := Read(dir, "buffer.db"); !errors.Is(err, ErrInFlux) {
+		if _, err := Read(dir, BufferFile); !errors.Is(err, ErrInFlux) {
 			t.Fatalf("an index %s: %v, want ErrInFlux", name, err)
 		}
 	}
 	hdr[16]++ // a commit: one more frame
 	write(hdr)
-	if c, err := Read(dir, "buffer.db"); err != nil || c == a {
+	if c, err := Read(dir, BufferFile); err != nil || c == a {
 		t.Fatalf("a commit left the fingerprint as it was (%v)", err)
 	}
 }

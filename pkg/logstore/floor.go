@@ -22,7 +22,7 @@ func (l *Log) FloorFor(ctx context.Context, cutoffTS int64) (floor int64, err er
 	}
 	var cur int64
 	err = l.readTx(ctx, func(tx *sql.Tx) error {
-		newer, ok, err := FirstNewer(ctx, tx, l.tiers, cutoffTS)
+		newer, ok, err := firstNewer(ctx, tx, l.tiers, cutoffTS)
 		if err == nil {
 			err = tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&floor, &cur)
 		}
@@ -40,7 +40,7 @@ func (l *Log) FloorFor(ctx context.Context, cutoffTS int64) (floor int64, err er
 // SetFloor raises the log's retention floor to floor, for good: from then
 // on Extent's earliest is at least floor, a scan below it is a
 // *RangeError, and CountRows counts nothing below it. The rows below stay
-// in their tiers, unserved, until tier.DeleteBelow queues them. A floor never
+// in their tiers, unserved, until DeleteBelow queues them. A floor never
 // moves down: a lower one than the floor set is a no-op. A floor past the
 // log's end is refused.
 func (l *Log) SetFloor(ctx context.Context, floor int64) error {

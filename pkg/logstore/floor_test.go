@@ -180,7 +180,7 @@ func testDeleteBelow(t *testing.T, b backend) {
 			t.Errorf("published file [%d,%d) is wholly below the floor", p.start, p.end)
 		}
 	}
-	offs, _ := tableOffsets(t, pt.Warehouse(), pt.Props(), pt.Ident())
+	offs, _ := tableOffsets(t, l)
 	if len(offs) == 0 || offs[0] > floor || offs[0] != pubs[0].start || offs[len(offs)-1] != 400 {
 		t.Fatalf("the table now holds [%d..%d]; want from the first kept file %d (at most the floor %d) to 400", offs[0], offs[len(offs)-1], pubs[0].start, floor)
 	}

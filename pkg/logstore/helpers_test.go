@@ -16,10 +16,23 @@ import (
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
+// named gives cfg the names of the logs these tests make, stream "s" and
+// log "log" (in <tmp>/s/log), where it gives none: Create takes a log's
+// names only from its config, never from its directory.
+func named(cfg Config) Config {
+	if cfg.Stream == "" {
+		cfg.Stream = "s"
+	}
+	if cfg.Log == "" {
+		cfg.Log = "log"
+	}
+	return cfg
+}
+
 // createLog makes a fresh log in a temp dir and closes it at cleanup.
 func createLog(t testing.TB, sch *schema.Schema, cfg Config, opts ...Option) *Log {
 	t.Helper()
-	l, err := Create(filepath.Join(t.TempDir(), "s", "log"), sch, cfg, opts...)
+	l, err := Create(filepath.Join(t.TempDir(), "s", "log"), sch, named(cfg), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +165,7 @@ func checkFilesDir(t testing.TB, l *Log) {
 		known[n] = true
 	}
 	rows.Close()
-	entries, err := os.ReadDir(filepath.Join(l.dir, filesDir))
+	entries, err := os.ReadDir(filepath.Join(l.dir, FilesDir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,18 +2,18 @@ package logstore
 
 import "context"
 
-// ReadHoles reads the holes table through q, oldest first (a log no
+// readHoles reads the holes table through q, oldest first (a log no
 // writer opened since the table was added has none).
-func ReadHoles(ctx context.Context, q Querier) ([]Span, error) {
+func readHoles(ctx context.Context, q querier) ([]Span, error) {
 	var n int
 	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'holes'`).Scan(&n); err != nil || n == 0 {
 		return nil, err
 	}
-	return Spans(ctx, q, `SELECT start_offset, end_offset FROM holes ORDER BY start_offset`)
+	return spans(ctx, q, `SELECT start_offset, end_offset FROM holes ORDER BY start_offset`)
 }
 
-// HoleAt returns the hole of hs holding off.
-func HoleAt(hs []Span, off int64) (Span, bool) {
+// holeAt returns the hole of hs holding off.
+func holeAt(hs []Span, off int64) (Span, bool) {
 	for _, h := range hs {
 		if h.Start <= off && off < h.End {
 			return h, true
@@ -22,12 +22,12 @@ func HoleAt(hs []Span, off int64) (Span, bool) {
 	return Span{}, false
 }
 
-// HoleSpans reports whether holes of hs cover [from, to) end to end (and
+// holeSpans reports whether holes of hs cover [from, to) end to end (and
 // it is not empty): the offsets between two tiers that a restore skipped.
-func HoleSpans(hs []Span, from, to int64) bool {
+func holeSpans(hs []Span, from, to int64) bool {
 	next := from
 	for next < to {
-		h, ok := HoleAt(hs, next)
+		h, ok := holeAt(hs, next)
 		if !ok {
 			return false
 		}
@@ -36,11 +36,11 @@ func HoleSpans(hs []Span, from, to int64) bool {
 	return next == to && from < to
 }
 
-// HeldEnd returns the end of the rows held below end, given the log's
+// heldEnd returns the end of the rows held below end, given the log's
 // holes hs: end itself, or the start of the holes that reach up to end.
-func HeldEnd(hs []Span, end int64) int64 {
+func heldEnd(hs []Span, end int64) int64 {
 	for {
-		h, ok := HoleAt(hs, end-1)
+		h, ok := holeAt(hs, end-1)
 		if !ok {
 			return end
 		}

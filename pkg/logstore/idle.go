@@ -95,13 +95,3 @@ func (l *Log) releaseWriterLocked() {
 	l.rdb.SetMaxIdleConns(0)
 	l.rdb.SetMaxIdleConns(readConns)
 }
-
-// OpenConns reports how many SQLite connections the handle holds open
-// now, the write connection included: what WithIdleClose lets go.
-func (l *Log) OpenConns() int {
-	n := l.rdb.Stats().OpenConnections
-	if l.wdb != nil {
-		n += l.wdb.Stats().OpenConnections
-	}
-	return n
-}

@@ -142,7 +142,7 @@ func (l *Log) Ingest(ctx context.Context, src IngestSource, o IngestOptions) (In
 // ClearIngestMark).
 func (l *Log) ReadIngestMark(ctx context.Context) (m IngestMark, ok bool, err error) {
 	var raw []byte
-	err = l.Records().QueryRowContext(ctx, `SELECT v FROM meta WHERE k = ?`, ingestMarkKey).Scan(&raw)
+	err = l.records().QueryRowContext(ctx, `SELECT v FROM meta WHERE k = ?`, ingestMarkKey).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, false, nil
 	}
@@ -158,7 +158,7 @@ func (l *Log) ReadIngestMark(ctx context.Context) (m IngestMark, ok bool, err er
 // ClearIngestMark forgets the last ingest's progress: the caller loads
 // another source, or gave up on the rest of the last one.
 func (l *Log) ClearIngestMark(ctx context.Context) error {
-	return l.Update(ctx, func(c *Tx) error {
+	return l.update(ctx, func(c *recordTx) error {
 		_, err := c.ExecContext(ctx, `DELETE FROM meta WHERE k = ?`, ingestMarkKey)
 		return err
 	})
@@ -186,7 +186,7 @@ func (in *ingestRun) mark(end, position int64, done bool) IngestMark {
 }
 
 // setMark records m in buffer.db's meta table.
-func setMark(ctx context.Context, c *Tx, m IngestMark) error {
+func setMark(ctx context.Context, c *recordTx, m IngestMark) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -291,7 +291,7 @@ func (in *ingestRun) run(ctx context.Context, src IngestSource) (err error) {
 	if srcErr == nil && !in.marked {
 		// The source ended with no file open: mark it done on its own.
 		mark := in.mark(in.res.End, in.o.Position+in.res.Rows, true)
-		if err := in.l.Update(wctx, func(c *Tx) error { return setMark(wctx, c, mark) }); err != nil {
+		if err := in.l.update(wctx, func(c *recordTx) error { return setMark(wctx, c, mark) }); err != nil {
 			return fmt.Errorf("record the end of the ingest: %w", err)
 		}
 	}
@@ -529,7 +529,7 @@ func (in *ingestRun) closeFile(ctx context.Context, last bool) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Join(dir, f.tmp), err)
 	}
-	if err := l.AtCrashPoint("ingest:written"); err != nil {
+	if err := l.atCrashPoint("ingest:written"); err != nil {
 		return err
 	}
 	// Named as seal and compaction name files, so recovery knows them.
@@ -553,7 +553,7 @@ func (in *ingestRun) closeFile(ctx context.Context, last bool) error {
 	mark := in.mark(f.end, in.o.Position+in.res.Rows+f.rows, last)
 	// One transaction records the file, advances the next offset past it
 	// and sets the mark; AdvanceNext refuses when another process wrote.
-	err = l.AdvanceNext(ctx, f.start, f.end, func(c *Tx) error {
+	err = l.AdvanceNext(ctx, f.start, f.end, func(c *recordTx) error {
 		for _, n := range []string{f.tmp, name} {
 			if _, err := c.ExecContext(ctx, `DELETE FROM seal_intents WHERE name = ?`, n); err != nil {
 				return err
@@ -638,7 +638,7 @@ func retypeData(d arrow.ArrayData, dt arrow.DataType) arrow.ArrayData {
 }
 
 // groupStats returns the column statistics of the row group w wrote last
-// from rec, as colstats.Compute would compute them from rec's declared
+// from rec, as Compute would compute them from rec's declared
 // columns, but taking each column's bounds from those the Parquet writer
 // computed while it wrote the group (parquetfile.GroupBounds) where they
 // are exact: seal computes them a second time, which costs a bulk load a

@@ -17,7 +17,7 @@ import (
 
 // TestIngestStatsFromTheWriterEqualComputed: the statistics ingest
 // takes from the Parquet writer's bounds are byte for byte those seal
-// computes from the rows (colstats.Compute), for every flat kind, with
+// computes from the rows (Compute), for every flat kind, with
 // nulls, an all-null column, zeros of both signs, a NaN, and a value too
 // long for Parquet's statistics.
 func TestIngestStatsFromTheWriterEqualComputed(t *testing.T) {

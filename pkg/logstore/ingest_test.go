@@ -132,7 +132,7 @@ func TestIngestedRowsReplayAsAppendedAndSealed(t *testing.T) {
 		name, stats             string
 	}
 	var files []fileRow
-	recs, err := ingested.Records().QueryContext(ctx, `SELECT start_offset, end_offset, row_count, min_ts, name, stats FROM files ORDER BY start_offset`)
+	recs, err := ingested.records().QueryContext(ctx, `SELECT start_offset, end_offset, row_count, min_ts, name, stats FROM files ORDER BY start_offset`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func scanOffRows(t testing.TB, l *Log, from, to int64) []offRow {
 // the recorded files do not overlap.
 func checkFiles(t testing.TB, l *Log) {
 	t.Helper()
-	known, err := NameSet(context.Background(), l.Records(), `SELECT name FROM files`)
+	known, err := nameSet(context.Background(), l.records(), `SELECT name FROM files`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func checkFiles(t testing.TB, l *Log) {
 			t.Errorf("%s is in files/ but no record names it", e.Name())
 		}
 	}
-	spans, err := Spans(context.Background(), l.Records(), `SELECT start_offset, end_offset FROM files ORDER BY start_offset`)
+	spans, err := spans(context.Background(), l.records(), `SELECT start_offset, end_offset FROM files ORDER BY start_offset`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestAdvanceNextRefusesAStaleStartOrAMaintainer(t *testing.T) {
 		t.Fatalf("IngestStart = %d, %v; want 1", next, err)
 	}
 	ran := false
-	record := func(tx *Tx) error {
+	record := func(tx *recordTx) error {
 		ran = true
 		_, err := tx.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES ('probe', '1')`)
 		return err

@@ -15,11 +15,7 @@ import (
 // [start, end) exactly once each, with the acknowledged stamps.
 func checkTableFrom(t testing.TB, l *Log, exp expectation, start, end int64) {
 	t.Helper()
-	pt, err := l.published()
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs, ts := tableOffsets(t, pt.Warehouse(), pt.Props(), pt.Ident())
+	offs, ts := tableOffsets(t, l)
 	if int64(len(offs)) != end-start {
 		t.Fatalf("the published table holds %d rows; want [%d,%d), %d rows", len(offs), start, end, end-start)
 	}
@@ -69,7 +65,7 @@ func TestALogStartedAtAnOffsetIsDenseFromItInEveryTier(t *testing.T) {
 	if _, err := scanRange(l, 999, 1001); !isRange(err) {
 		t.Fatalf("a scan from 999 of a log started at 1000 = %v; want a range error", err)
 	}
-	if _, err := Create(filepath.Join(t.TempDir(), "s", "log"), schemaAny(), Config{Start: -5}); err == nil || !strings.Contains(err.Error(), "start is -5") {
+	if _, err := Create(filepath.Join(t.TempDir(), "s", "log"), schemaAny(), named(Config{Start: -5})); err == nil || !strings.Contains(err.Error(), "start is -5") {
 		t.Fatalf("Create with start -5 = %v; want a refusal naming it", err)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 )
 
-// fileLock is an exclusive lock held on one file (package filelock).
+// fileLock is an exclusive lock held on one file (Lock, filelock.go).
 type fileLock = Lock
 
 // tryLock takes an exclusive lock on path without waiting. When another

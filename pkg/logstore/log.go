@@ -30,7 +30,7 @@ type Mode int
 const (
 	// ReadOnly handles take no lock and never write.
 	ReadOnly Mode = iota
-	// Maintainer handles may run the steps of pkg/logstore/tier (writes
+	// Maintainer handles may run the maintenance steps (Seal, Publish, ...; writes
 	// in buffer.db, each step under its own role lock) but never Append.
 	Maintainer
 	// Writer is the one appending handle (I7): it holds an exclusive flock
@@ -117,11 +117,20 @@ func (l *Log) Mode() Mode { return l.mode }
 // "" for a log no writer or maintainer has opened since ids were added.
 func (l *Log) ID() string { return l.logID }
 
+// The names a log gives what it keeps in its directory. They are spelled
+// here and nowhere else: other packages and tests use these.
 const (
-	bufferFile = "buffer.db"
-	lockFile   = "lock"
-	filesDir   = "files"
-	formatV1   = 1
+	// BufferFile is the log's SQLite database: unsealed rows, intents, the
+	// delete queue and the log's config (its names included).
+	BufferFile = "buffer.db"
+	// FilesDir is the directory of the log's sealed and compacted Parquet
+	// files.
+	FilesDir = "files"
+)
+
+const (
+	lockFile = "lock"
+	formatV1 = 1
 )
 
 // ReplicaProgressFile is the file a WAL replicator (pkg/logstore/replica)
@@ -132,15 +141,14 @@ const ReplicaProgressFile = "replicate.json"
 // Create makes a new log in dir (which must not exist or be empty) with the
 // given schema and config, and returns it opened as the Writer. The config
 // is stored with the log, its stream and log names included: they name the
-// published table for the log's life. Names left empty are taken from dir
-// (<…>/<stream>/<log>) now, once.
+// published table for the log's life, wherever dir later sits. Both names
+// must be given; they are never taken from dir.
 func Create(dir string, sch *schema.Schema, cfg Config, opts ...Option) (*Log, error) {
 	o := newOptions(opts)
 	if sch == nil {
 		return nil, fmt.Errorf("create log %s: no schema given (use schema.Any() for a stream without one)", dir)
 	}
 	cfg = cfg.WithDefaults()
-	cfg.Stream, cfg.Log = namesOr(dir, cfg.Stream, cfg.Log)
 	if err := cfg.Validate(dir, sch); err != nil {
 		return nil, fmt.Errorf("create log %s: %w", dir, err)
 	}
@@ -151,7 +159,7 @@ func Create(dir string, sch *schema.Schema, cfg Config, opts ...Option) (*Log, e
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("create log %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, filesDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, FilesDir), 0o755); err != nil {
 		return nil, fmt.Errorf("create log %s: %w", dir, err)
 	}
 	lk, err := tryLock(filepath.Join(dir, lockFile))
@@ -160,14 +168,14 @@ func Create(dir string, sch *schema.Schema, cfg Config, opts ...Option) (*Log, e
 	}
 	// Another Create may have raced us into the empty directory; the lock
 	// decides, and the loser finds buffer.db.
-	if _, err := os.Stat(filepath.Join(dir, bufferFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, BufferFile)); err == nil {
 		lk.Release()
 		return nil, fmt.Errorf("create log %s: a log already exists there; open it instead", dir)
 	}
 	// From here on everything in dir is ours: undo it on failure, so a
 	// retried Create does not find a half-made log in its way.
 	undo := func(err error) (*Log, error) {
-		for _, name := range []string{bufferFile, bufferFile + "-wal", bufferFile + "-shm", newBufferFile, filesDir} {
+		for _, name := range []string{BufferFile, BufferFile + "-wal", BufferFile + "-shm", newBufferFile, FilesDir} {
 			_ = os.RemoveAll(filepath.Join(dir, name))
 		}
 		lk.Release()
@@ -195,9 +203,9 @@ func Open(dir string, mode Mode, opts ...Option) (*Log, error) {
 	if mode != ReadOnly && mode != Maintainer && mode != Writer {
 		return nil, fmt.Errorf("open log %s: unknown mode %d", dir, int(mode))
 	}
-	if _, err := os.Stat(filepath.Join(dir, bufferFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, BufferFile)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("open log %s: no log there (%s is missing): %w", dir, filepath.Join(dir, bufferFile), fs.ErrNotExist)
+			return nil, fmt.Errorf("open log %s: no log there (%s is missing): %w", dir, filepath.Join(dir, BufferFile), fs.ErrNotExist)
 		}
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -217,12 +225,43 @@ func Open(dir string, mode Mode, opts ...Option) (*Log, error) {
 	return l, nil
 }
 
+// RemoveUnborn removes what a Create killed before it wrote buffer.db left
+// in dir (a log without buffer.db never held a row), so a retried Create
+// finds the directory free. It refuses a directory holding anything else,
+// a log included, and does nothing when dir does not exist.
+func RemoveUnborn(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		switch e.Name() {
+		case BufferFile:
+			return fmt.Errorf("%s holds a log (its %s exists); open it instead", dir, BufferFile)
+		case lockFile, BufferFile + "-wal", BufferFile + "-shm":
+		case newBufferFile:
+			// Create builds buffer.db under this name, then renames it.
+		case FilesDir:
+			inner, err := os.ReadDir(filepath.Join(dir, FilesDir))
+			if err != nil || len(inner) > 0 {
+				return fmt.Errorf("%s holds no %s but holds %s/ with %d entries; move it away (it is no log an interrupted create left)", dir, BufferFile, FilesDir, len(inner))
+			}
+		default:
+			return fmt.Errorf("%s holds no %s but holds %s; move it away (it is no log an interrupted create left)", dir, BufferFile, e.Name())
+		}
+	}
+	return os.RemoveAll(dir)
+}
+
 // open does the work shared by Create and Open; lk is the writer lock in
 // Writer mode.
 func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 	l := &Log{dir: dir, mode: mode, lock: lk, opts: o}
 	var err error
-	l.rdb, err = openDB(filepath.Join(dir, bufferFile), false, 0)
+	l.rdb, err = openDB(filepath.Join(dir, BufferFile), false, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -239,11 +278,16 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 		return fail(err)
 	}
 	l.sch, l.cfg = m.schema, m.config
-	// A log created before logs stored their names takes them from its
-	// directory, as the published table's name always was; a writable open
-	// stores them (below), so from then on they no longer follow the
-	// directory.
-	l.cfg.Stream, l.cfg.Log = namesOr(dir, l.cfg.Stream, l.cfg.Log)
+	// A log created before logs stored their names takes the ones its
+	// stream's metadata gives it (WithNames), never its directory's; a
+	// writable open stores them (below). Given none, it stays unnamed and
+	// what needs its names refuses (Names).
+	if l.cfg.Stream == "" {
+		l.cfg.Stream = o.stream
+	}
+	if l.cfg.Log == "" {
+		l.cfg.Log = o.log
+	}
 	l.pol = l.cfg.Override(o.override)
 	l.fileSc = fileSchema(l.sch)
 	// The published table's schema, and the file schema with its field ids.
@@ -256,7 +300,7 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 	}
 	l.logID = m.logID
 	if mode != ReadOnly {
-		l.wdb, err = openDB(filepath.Join(dir, bufferFile), true, l.opts.checkpointPages)
+		l.wdb, err = openDB(filepath.Join(dir, BufferFile), true, l.opts.checkpointPages)
 		if err != nil {
 			return fail(err)
 		}
@@ -294,7 +338,7 @@ func open(dir string, mode Mode, lk *fileLock, o options) (*Log, error) {
 			l.next = m.next
 			l.fenced = m.fenced
 		}
-		if err := os.MkdirAll(filepath.Join(dir, filesDir), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, FilesDir), 0o755); err != nil {
 			return fail(err)
 		}
 		// Finish what a crashed sealer left, unless a live one is at it.
@@ -368,29 +412,34 @@ func (l *Log) checkOpen() error {
 	return nil
 }
 
-// namesOr returns stream and log, each taken from the log directory dir
-// (<…>/<stream>/<log>) when empty.
-func namesOr(dir, stream, log string) (string, string) {
-	if stream != "" && log != "" {
-		return stream, log
+// ErrUnnamed is the refusal of what needs a log's identity (its published
+// table, its WAL replica, its place in its stream's metadata) on a log
+// that stores no stream or log name: one created before logs stored them
+// and not yet given them (WithNames).
+var ErrUnnamed = errors.New("the log stores no stream or log name")
+
+// Names returns the names of the log's stream and of the log, as the log
+// stores them (or, for a log created before logs stored them, as its
+// stream's metadata gave them: WithNames). They are its identity, never
+// read from where its directory sits; a log without them is refused with
+// ErrUnnamed, naming the way out.
+func (l *Log) Names() (stream, log string, err error) {
+	return l.cfg.names()
+}
+
+// names returns c's stream and log names, or ErrUnnamed.
+func (c Config) names() (string, string, error) {
+	if c.Stream == "" || c.Log == "" {
+		return "", "", fmt.Errorf("%w (it was created before logs stored them, and a log's names are never taken from its directory); "+
+			"start `streamcast serve` with its stream once: it stores the names the stream's metadata gives the log", ErrUnnamed)
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		abs = filepath.Clean(dir)
-	}
-	if stream == "" {
-		stream = filepath.Base(filepath.Dir(abs))
-	}
-	if log == "" {
-		log = filepath.Base(abs)
-	}
-	return stream, log
+	return c.Stream, c.Log, nil
 }
 
 // storeNames records cfg's stream and log names in the stored config of a
-// log created before logs stored them; a no-op when they are there. The
-// rest of the stored JSON is kept as it is, fields this build does not
-// know included.
+// log created before logs stored them; a no-op when they are there, or
+// when cfg has none to give. The rest of the stored JSON is kept as it
+// is, fields this build does not know included.
 func storeNames(ctx context.Context, c *sql.Conn, cfg Config) error {
 	var raw []byte
 	if err := c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'config'`).Scan(&raw); err != nil {
@@ -402,7 +451,7 @@ func storeNames(ctx context.Context, c *sql.Conn, cfg Config) error {
 	}
 	changed := false
 	for k, v := range map[string]string{"stream": cfg.Stream, "log": cfg.Log} {
-		if cur, ok := stored[k]; ok && string(cur) != `""` {
+		if cur, ok := stored[k]; v == "" || ok && string(cur) != `""` {
 			continue
 		}
 		b, err := json.Marshal(v)

@@ -20,13 +20,13 @@ import (
 
 func TestCreateRefusesAnExistingLog(t *testing.T) {
 	l := createLog(t, schema.Any(), Config{})
-	_, err := Create(l.Dir(), schema.Any(), Config{})
+	_, err := Create(l.Dir(), schema.Any(), named(Config{}))
 	if err == nil || !strings.Contains(err.Error(), l.Dir()) {
 		t.Fatalf("Create over an existing log: got %v, want a refusal naming %s", err, l.Dir())
 	}
 	// Even with the writer gone.
 	l.Close()
-	if _, err := Create(l.Dir(), schema.Any(), Config{}); err == nil {
+	if _, err := Create(l.Dir(), schema.Any(), named(Config{})); err == nil {
 		t.Fatal("Create over a closed existing log succeeded")
 	}
 }
@@ -72,7 +72,7 @@ func TestCreateRefusesABadConfig(t *testing.T) {
 		{Published: "s3://key:secret@bucket/x"}, {Stream: "a/b"}, {Log: ".."},
 		{Published: "file:///"}, {Published: "gs://bucket/x"}, {StagingRetention: -time.Second}, {TargetFileBytes: -1},
 		{S3: warehouse.S3{Endpoint: "127.0.0.1:9000"}}} {
-		if _, err := Create(filepath.Join(t.TempDir(), "l"), schema.Any(), cfg); err == nil {
+		if _, err := Create(filepath.Join(t.TempDir(), "l"), schema.Any(), named(cfg)); err == nil {
 			t.Errorf("Create with %+v succeeded", cfg)
 		}
 	}

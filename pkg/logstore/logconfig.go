@@ -48,9 +48,9 @@ type Config struct {
 	// Stream and Log are the names of the stream the log belongs to and
 	// of the log itself. They name the published Iceberg table
 	// (namespace = Stream, table = Log), wherever the log's directory
-	// later sits. Create stores them; left empty, Create takes them from
-	// dir (<…>/<stream>/<log>), and a log created before logs stored them
-	// takes them from its directory at open (see logstore.Open).
+	// later sits. Create requires and stores them; they are never taken
+	// from a directory. A log created before logs stored them has none
+	// until an open given WithNames stores them (see Log.Names).
 	Stream string `json:"stream,omitempty" yaml:"stream"`
 	Log    string `json:"log,omitempty" yaml:"log"`
 
@@ -202,6 +202,9 @@ func (c Config) Validate(dir string, sch *schema.Schema) error {
 		return err
 	}
 	for _, n := range []struct{ key, v string }{{"stream", c.Stream}, {"log", c.Log}} {
+		if n.v == "" {
+			return fmt.Errorf("no %s name given; a log stores its stream's name and its own when it is created, and keeps them for life (they name its published table), never taking them from its directory", n.key)
+		}
 		if err := checkPathName(n.v); err != nil {
 			return fmt.Errorf("%s name: %w", n.key, err)
 		}

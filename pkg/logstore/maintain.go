@@ -79,7 +79,7 @@ type MaintainOptions struct {
 	// Passes stops the loop after this many passes; 0 runs until ctx ends.
 	Passes int
 	// MaxOpen bounds the logs held open at once; opening another closes
-	// the one used longest ago. 0 is maintainargs.DefaultMaxOpen.
+	// the one used longest ago. 0 is DefaultMaxOpen.
 	MaxOpen int
 	// RepeatEvery is how often a failure that repeats (one log, one step)
 	// is logged again, with its count; 0 is DefaultRepeatEvery.
@@ -93,7 +93,7 @@ type MaintainOptions struct {
 	// Cache lists the logs of dirs kept as caches of another server's
 	// stream (a relay's, docs/design.md §4.1): nothing publishes them, so
 	// the clean role drops their oldest files by retention alone
-	// (tier.CleanCache), and only the roles CacheRole names run over
+	// (Log.CleanCache), and only the roles CacheRole names run over
 	// them; Maintain refuses them for any other.
 	Cache []string
 	// Additions, when set, hands the running loop more logs (a stream
@@ -133,7 +133,7 @@ func Maintain(ctx context.Context, role Role, dirs []string, opts MaintainOption
 	}
 	for _, dir := range dirs {
 		// A log another process is opening just now is still a log.
-		if _, err := ReadActivity(dir); err != nil && !errors.Is(err, ErrActivityInFlux) {
+		if _, err := ReadActivity(dir); err != nil && !errors.Is(err, ErrInFlux) {
 			return fmt.Errorf("%w; give the directory of an existing log, <root>/<stream>/<log>: "+
 				"serve creates one for each durable stream in its config", err)
 		}
@@ -258,7 +258,7 @@ func (a *Additions) Add(logs, cache []string) error {
 	}
 	for _, dir := range slices.Concat(logs, cache) {
 		// A log another process is opening just now is still a log.
-		if _, err := ReadActivity(dir); err != nil && !errors.Is(err, ErrActivityInFlux) {
+		if _, err := ReadActivity(dir); err != nil && !errors.Is(err, ErrInFlux) {
 			return fmt.Errorf("%w; give the directory of an existing log, <root>/<stream>/<log>", err)
 		}
 	}
@@ -336,7 +336,7 @@ type logState struct {
 	idle      int
 	nextCheck time.Time
 	// inFlux counts the looks in a row that found the log's WAL index
-	// being rebuilt (logstore.ErrActivityInFlux), at most maxInFlux.
+	// being rebuilt (logstore.ErrInFlux), at most maxInFlux.
 	inFlux int
 	// flushTo is, for publish, the end the published table must reach
 	// before publish stops flushing: the log's end at the last flush
@@ -453,7 +453,7 @@ func (r *runner) visit(ctx context.Context, dir string, flush, forced bool) {
 		return // idle at the last look; see idleCheck
 	}
 	act, err := ReadActivity(dir)
-	if errors.Is(err, ErrActivityInFlux) {
+	if errors.Is(err, ErrInFlux) {
 		// Another process is opening the log this instant, which is no
 		// commit. Taking it for one would open the log here, and, with
 		// every role doing so, each open would set the next one off:
@@ -670,7 +670,7 @@ func (r *runner) publishFlush(ctx context.Context, l *Log, st *logState, flush b
 		// holds every row has nothing to wait for.
 		deadline := time.Now().Add(r.sealWait)
 		for through+1 < end && time.Now().Before(deadline) {
-			sealed, err := l.SealedEnd(ctx)
+			sealed, err := l.sealedEnd(ctx)
 			if err != nil || sealed >= end {
 				break
 			}
@@ -692,7 +692,7 @@ func (r *runner) publishFlush(ctx context.Context, l *Log, st *logState, flush b
 	return true, nil
 }
 
-// OverrideConfig is the command line's overrides (maintainargs.Override)
+// OverrideConfig is the command line's overrides (MaintainArgs' Override)
 // as the log Config that MaintainOptions.Override takes.
 func OverrideConfig(o Override) Config {
 	return Config{

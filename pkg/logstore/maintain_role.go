@@ -4,7 +4,7 @@ import (
 	"slices"
 )
 
-// The roles Maintain runs (maintainargs has what each does).
+// The roles Maintain runs (maintainargs.go has what each does).
 
 func knownRole(r Role) bool { return slices.Contains(Roles(), r) }
 

@@ -22,7 +22,7 @@ import (
 // it, and closes it at cleanup.
 func newLog(t testing.TB, cfg Config, opts ...Option) *Log {
 	t.Helper()
-	l, err := Create(filepath.Join(t.TempDir(), "s", "log"), schema.Any(), cfg, opts...)
+	l, err := Create(filepath.Join(t.TempDir(), "s", "log"), schema.Any(), named(cfg), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestRunSealsAndCleansOverPasses(t *testing.T) {
 	if err := os.MkdirAll(broken, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(broken, "buffer.db"), []byte("not a database"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(broken, BufferFile), []byte("not a database"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
@@ -268,7 +268,7 @@ func TestRunDeletesWhatCameDueWhileTheLogIdled(t *testing.T) {
 	waitUntil(t, "the queued file deleted once its grace is over", 20*time.Second, func() bool {
 		return status(t, l).PendingDeletes == 0
 	})
-	entries, err := os.ReadDir(filepath.Join(l.Dir(), "files"))
+	entries, err := os.ReadDir(filepath.Join(l.Dir(), FilesDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestRunTakesALogAnotherProcessIsOpening(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "buffer.db-shm"), make([]byte, 48), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadActivity(dir); !errors.Is(err, ErrActivityInFlux) {
+	if _, err := ReadActivity(dir); !errors.Is(err, ErrInFlux) {
 		t.Fatalf("the test's index: %v, want it in flux", err)
 	}
 	var out bytes.Buffer
@@ -457,7 +457,7 @@ func TestRunIsReadyBeforeItsFirstPass(t *testing.T) {
 
 // TestRunFlushBoundaryWakesOnlySealAndPublish: a flush boundary is seal's
 // and publish's; retain, whose every pass steps every log, keeps its own
-// cadence (it used to open every log at each minute's boundary).
+// cadence (waking it at each minute's boundary would open every log).
 func TestRunFlushBoundaryWakesOnlySealAndPublish(t *testing.T) {
 	l := newLog(t, Config{})
 	// 100ms before a 10s boundary, with an hour between passes: only the

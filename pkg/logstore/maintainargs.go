@@ -1,10 +1,8 @@
-// Package maintainargs is the command line of `streamcast maintain`, the
-// children serve runs to seal, compact, publish, clean and retain its logs
-// (pkg/logstore/maintain): the roles, the type, its flags, its rendering
-// and its parser, and nothing of the maintenance itself. serve renders it
-// and the command reads it back, so both take it from here; it imports
-// nothing of the module, so its fuzz target links a small test binary
-// (docs/fuzzing.md).
+// The command line of `streamcast maintain`, the children serve runs to
+// seal, compact, publish, clean and retain its logs (Maintain): the roles,
+// MaintainArgs, its flags, its rendering and its parser. serve renders it
+// and the command reads it back, so both take it from this one file.
+
 package logstore
 
 import (
@@ -40,8 +38,8 @@ type MaintainArgs struct {
 	// MaxOpen is MaintainOptions.MaxOpen: how many logs the process holds open
 	// at once; 0 is DefaultMaxOpen.
 	MaxOpen int
-	// Override is maintain's MaintainOptions.Override (maintain.OverrideConfig
-	// turns it into a log's Config): the settings with a flag; 0 (or "")
+	// Override is MaintainOptions.Override (OverrideConfig turns it into a
+	// log's Config): the settings with a flag; 0 (or "")
 	// keeps the log's own.
 	Override Override
 	// ReadyFD is the file descriptor the process reports "ready" and
@@ -54,7 +52,7 @@ type MaintainArgs struct {
 	AddFD int
 }
 
-// Override is the part of a log's Config (pkg/logstore) a maintain
+// Override is the part of a log's Config a maintain
 // command line may override: the retention and grace durations,
 // StagingMaxBytes and the S3 endpoint, region and path style. A zero field
 // keeps the log's own setting.
@@ -100,10 +98,10 @@ const (
 // subcommand from these, so that renaming one fails to compile instead of
 // failing serve's children at run time.
 const (
-	MaintainCommand       = "maintain"
-	FlagConfig    = "config"
-	FlagLogLevel  = "log-level"
-	FlagLogFormat = "log-format"
+	MaintainCommand = "maintain"
+	FlagConfig      = "config"
+	FlagLogLevel    = "log-level"
+	FlagLogFormat   = "log-format"
 )
 
 // MaintainCommandLine renders a child's whole command line (without the executable):
@@ -137,7 +135,7 @@ func DefaultMaintainArgs() MaintainArgs {
 	return MaintainArgs{Every: DefaultEvery, FlushEvery: DefaultFlushEvery}
 }
 
-// MaintainArgs renders a as the arguments of `streamcast maintain` (without the
+// Args renders a as the arguments of `streamcast maintain` (without the
 // command's name), in a form ParseMaintainArgs reads back to a. Every and
 // FlushEvery are always written, so a process listing shows the cadence;
 // overrides only when set.
@@ -370,9 +368,9 @@ const (
 	RoleCleanPublished Role = "clean-published"
 	// RoleRetain runs a stream's retention pass (publish the floor, then
 	// delete below it after the grace). The pass is the stream's, not the
-	// log's: it reads the stream's metadata, which package maintain must
+	// log's: it reads the stream's metadata, which this package must
 	// not import (pkg/meta sits above it), so its caller supplies it
-	// (maintain.Options.Retain).
+	// (MaintainOptions.Retain).
 	RoleRetain Role = "retain"
 )
 

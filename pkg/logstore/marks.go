@@ -32,7 +32,7 @@ type MarkEntry struct {
 // the table's PropMarks at it, and sweepMetadata takes it once no commit
 // does any more.
 func writeMarks(ctx context.Context, l *Log, pt *warehouse.Table, pass string, through int64) (string, error) {
-	marks, err := marksAsOf(ctx, l.Records(), through)
+	marks, err := marksAsOf(ctx, l.records(), through)
 	if err != nil {
 		return "", err
 	}
@@ -106,7 +106,7 @@ func ReadMarks(pt *warehouse.Table, props map[string]string) (mf MarksFile, ok b
 // committed nothing by then has none. A publish pass writes these beside
 // the table, so a restore from the table alone resumes each publisher at
 // exactly the rows it restores.
-func marksAsOf(ctx context.Context, q Querier, through int64) ([]Mark, error) {
+func marksAsOf(ctx context.Context, q querier, through int64) ([]Mark, error) {
 	rows, err := q.QueryContext(ctx, `SELECT publisher, last_seq, last_offset FROM marks WHERE last_offset <= ?1
 		UNION ALL
 		SELECT h.publisher, h.last_seq, h.last_offset FROM mark_history h JOIN marks m ON m.publisher = h.publisher
@@ -131,7 +131,7 @@ func marksAsOf(ctx context.Context, q Querier, through int64) ([]Mark, error) {
 // through no longer needs, in the caller's transaction: every row of a
 // publisher whose mark is at or below through, and for the others every
 // row below their last one at or below through.
-func pruneMarkHistory(ctx context.Context, tx *Tx, through int64) error {
+func pruneMarkHistory(ctx context.Context, tx *recordTx, through int64) error {
 	_, err := tx.ExecContext(ctx, `DELETE FROM mark_history WHERE publisher IN (SELECT publisher FROM marks WHERE last_offset <= ?1)
 		OR (last_offset <= ?1 AND last_offset < (SELECT max(h.last_offset) FROM mark_history h
 			WHERE h.publisher = mark_history.publisher AND h.last_offset <= ?1))`, through)

@@ -19,7 +19,7 @@ func TestPublishRemovesTheMarksCopyAKilledPassLeft(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	lg, err := logstore.Create(filepath.Join(root, "s", "s"), schema.Any(),
-		logstore.Config{Published: filepath.Join(root, "pub")})
+		logstore.Config{Stream: "s", Log: "s", Published: filepath.Join(root, "pub")})
 	if err != nil {
 		t.Fatal(err)
 	}

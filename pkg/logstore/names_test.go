@@ -3,8 +3,11 @@ package logstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/streamcast/streamcast/pkg/schema"
@@ -34,7 +37,7 @@ func TestCreateStoresTheNamesItIsGiven(t *testing.T) {
 // the log in dir, as a log created before logs stored them has it.
 func stripNames(t *testing.T, dir string) {
 	t.Helper()
-	db, err := openDB(filepath.Join(dir, bufferFile), true, 0)
+	db, err := openDB(filepath.Join(dir, BufferFile), true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,29 +60,40 @@ func stripNames(t *testing.T, dir string) {
 	}
 }
 
-// TestALogWithoutStoredNamesTakesThemFromItsDirectoryOnce: a log created
-// before logs stored their names is named by its directory; the first
-// writable open stores those names, so a later move no longer renames its
-// table.
-func TestALogWithoutStoredNamesTakesThemFromItsDirectoryOnce(t *testing.T) {
+// TestALogWithoutStoredNamesIsNamedByItsMetadataNeverItsDirectory: a log
+// created before logs stored their names is not named by where it sits. A
+// handle given no names has none, and what needs them (its published
+// table) is refused, naming the way out; the names its stream's metadata
+// gives it (WithNames) are taken, and stored by a writable open, so a
+// later move renames nothing.
+func TestALogWithoutStoredNamesIsNamedByItsMetadataNeverItsDirectory(t *testing.T) {
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "root", "trades", "trades")
-	l, err := Create(dir, schema.Any(), Config{Published: filepath.Join(tmp, "pub")})
+	l, err := Create(dir, schema.Any(), Config{Stream: "trades", Log: "trades", Published: filepath.Join(tmp, "pub")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = l.Close()
 	stripNames(t, dir)
 
-	// A read-only open derives them and stores nothing.
+	// Given no names, a handle has none, whatever the directory says.
 	r, err := Open(dir, ReadOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := r.Config(); c.Stream != "trades" || c.Log != "trades" {
-		t.Fatalf("read-only open names %q/%q, want trades/trades from the directory", c.Stream, c.Log)
+	if c := r.Config(); c.Stream != "" || c.Log != "" {
+		t.Fatalf("a log storing no names opened as %q/%q; want none, never its directory's", c.Stream, c.Log)
+	}
+	if _, err := r.PublishedLocation(); !errors.Is(err, ErrUnnamed) || !strings.Contains(err.Error(), "streamcast serve") {
+		t.Fatalf("published location of an unnamed log: %v; want ErrUnnamed naming the way out", err)
+	}
+	if _, _, err := r.Names(); !errors.Is(err, ErrUnnamed) {
+		t.Fatalf("Names of an unnamed log: %v; want ErrUnnamed", err)
 	}
 	_ = r.Close()
+
+	// Moved and given the metadata's names: a read-only handle takes
+	// them and stores nothing.
 	moved := filepath.Join(tmp, "root2", "quotes", "quotes")
 	if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
 		t.Fatal(err)
@@ -87,14 +101,19 @@ func TestALogWithoutStoredNamesTakesThemFromItsDirectoryOnce(t *testing.T) {
 	if err := os.Rename(dir, moved); err != nil {
 		t.Fatal(err)
 	}
+	r = openLog(t, moved, ReadOnly, WithNames("trades", "trades"))
+	if s, n, err := r.Names(); s != "trades" || n != "trades" || err != nil {
+		t.Fatalf("read-only open given trades/trades names %q/%q (%v)", s, n, err)
+	}
+	_ = r.Close()
 	r = openLog(t, moved, ReadOnly)
-	if c := r.Config(); c.Stream != "quotes" || c.Log != "quotes" {
-		t.Fatalf("a read-only open stored the names: %q/%q after the move, want quotes/quotes", c.Stream, c.Log)
+	if c := r.Config(); c.Stream != "" || c.Log != "" {
+		t.Fatalf("a read-only open stored the names: %q/%q", c.Stream, c.Log)
 	}
 	_ = r.Close()
 
 	// A maintainer's open stores them; after another move they stay.
-	m, err := Open(moved, Maintainer)
+	m, err := Open(moved, Maintainer, WithNames("trades", "trades"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +125,10 @@ func TestALogWithoutStoredNamesTakesThemFromItsDirectoryOnce(t *testing.T) {
 	if err := os.Rename(moved, again); err != nil {
 		t.Fatal(err)
 	}
-	w := openLog(t, again, Writer)
+	w := openLog(t, again, Writer, WithNames("x", "y"))
 	loc, err := w.PublishedLocation()
-	if c := w.Config(); c.Stream != "quotes" || c.Log != "quotes" || err != nil || loc != filepath.Join(tmp, "pub", "quotes", "quotes") {
-		t.Fatalf("after the stored names, a move gives %q/%q publishing to %s (%v); want quotes/quotes at pub/quotes/quotes", c.Stream, c.Log, loc, err)
+	if c := w.Config(); c.Stream != "trades" || c.Log != "trades" || err != nil || loc != filepath.Join(tmp, "pub", "trades", "trades") {
+		t.Fatalf("after the stored names, a move gives %q/%q publishing to %s (%v); want trades/trades at pub/trades/trades, whatever the directory or the caller says", c.Stream, c.Log, loc, err)
 	}
 	// The rest of the stored config, fields of later builds included, is kept.
 	var raw string
@@ -119,5 +138,20 @@ func TestALogWithoutStoredNamesTakesThemFromItsDirectoryOnce(t *testing.T) {
 	var m2 map[string]any
 	if err := json.Unmarshal([]byte(raw), &m2); err != nil || m2["a_field_of_a_later_build"] != float64(7) || m2["published"] != filepath.Join(tmp, "pub") {
 		t.Fatalf("the stored config lost fields: %s (%v)", raw, err)
+	}
+}
+
+// TestCreateRefusesALogWithoutNames: a log's names are given at create,
+// never taken from where its directory sits.
+func TestCreateRefusesALogWithoutNames(t *testing.T) {
+	for _, cfg := range []Config{{}, {Stream: "trades"}, {Log: "trades"}} {
+		dir := filepath.Join(t.TempDir(), "trades", "trades")
+		_, err := Create(dir, schema.Any(), cfg)
+		if err == nil || !strings.Contains(err.Error(), "name given") {
+			t.Fatalf("Create with names %q/%q in %s: %v; want a refusal", cfg.Stream, cfg.Log, dir, err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a refused Create left %s (%v)", dir, err)
+		}
 	}
 }

@@ -17,7 +17,7 @@ func (c Clock) Now() time.Time {
 	return c()
 }
 
-// Option tunes one open handle of a log (Open, Create). MaintainOptions are the
+// Option tunes one open handle of a log (Open, Create). Options are the
 // process's, never stored in the log: another process opening the same log
 // passes its own.
 type Option func(*options)
@@ -25,6 +25,15 @@ type Option func(*options)
 // WithClock makes the handle read the time from c (nil: the system clock).
 func WithClock(c Clock) Option {
 	return func(o *options) { o.clock = c }
+}
+
+// WithNames gives the names of the log's stream and of the log, as the
+// stream's metadata knows them, to a log created before logs stored its
+// names: the handle takes them, and a writable open stores them for the
+// log's life. A log that stores its names keeps its own: they, not the
+// caller's, are its identity.
+func WithNames(stream, log string) Option {
+	return func(o *options) { o.stream, o.log = stream, log }
 }
 
 // WithOverride makes the handle apply a maintenance process's policy
@@ -49,10 +58,13 @@ func WithReplicatedWAL() Option {
 // handle opened WithReplicatedWAL checkpoints it itself: 64 MiB.
 const ReplicatedCheckpointPages = 16384
 
-// options is what the MaintainOptions of one handle set.
+// options is what the Options of one handle set.
 type options struct {
 	clock    Clock
 	override Config
+
+	// stream and log name a log that stores no names (WithNames).
+	stream, log string
 
 	// checkpointPages, when set, is the write connections'
 	// wal_autocheckpoint (SQLite's default, 1000, otherwise).
@@ -89,7 +101,10 @@ func newOptions(opts []Option) options {
 // now is the handle's time.
 func (l *Log) now() time.Time { return l.opts.clock.Now() }
 
-// atCrashPoint stops a step at point when the handle's crash hook asks to.
+// atCrashPoint returns the error the handle's crash hook (set only by
+// tests) gives at point, a place between the parts of a step
+// where a crash leaves work for recovery; nil outside tests. A step stops
+// there on an error, as if the process had died.
 func (l *Log) atCrashPoint(point string) error {
 	if l.opts.crashPoint == nil {
 		return nil

@@ -192,7 +192,7 @@ func (c *child) kill() {
 
 // crashIterations is how many SIGKILLs a crash loop deals: four in the race
 // run (-short, where every restart is a race-built child), a dozen locally,
-// 50 in CI (STREAMCAST_SOAK=full, see internal/soak).
+// 50 in CI (STREAMCAST_SOAK=full, see testkit.SoakFull).
 func crashIterations() int {
 	return testkit.SoakCountShort(4, 12, 50)
 }

@@ -112,14 +112,14 @@ func push(ctx context.Context, l *Log, pt *warehouse.Table, pass string, changes
 			return 0, fmt.Errorf("upload %s to %s: %w", ch.f.name, ch.path, err)
 		}
 	}
-	if err := l.AtCrashPoint("publish:uploaded"); err != nil {
+	if err := l.atCrashPoint("publish:uploaded"); err != nil {
 		return 0, err
 	}
 	through, err := commitPublish(ctx, l, pt, pass, changes)
 	if err != nil {
 		return 0, err
 	}
-	if err := l.AtCrashPoint("publish:committed"); err != nil {
+	if err := l.atCrashPoint("publish:committed"); err != nil {
 		return 0, err
 	}
 	if err := recordPublish(ctx, l, pass, through); err != nil {
@@ -142,7 +142,7 @@ func push(ctx context.Context, l *Log, pt *warehouse.Table, pass string, changes
 func planPublish(ctx context.Context, l *Log, pt *warehouse.Table, pass string, flush bool) ([]pubChange, error) {
 	var changes []pubChange
 	pol := l.Policy()
-	err := l.Update(ctx, func(c *Tx) error {
+	err := l.update(ctx, func(c *recordTx) error {
 		changes = nil
 		pubs, err := publishedFiles(ctx, c)
 		if err != nil {
@@ -152,7 +152,7 @@ func planPublish(ctx context.Context, l *Log, pt *warehouse.Table, pass string, 
 		if err != nil {
 			return err
 		}
-		compacting, err := Spans(ctx, c, `SELECT start_offset, end_offset FROM compact_intents`)
+		compacting, err := spans(ctx, c, `SELECT start_offset, end_offset FROM compact_intents`)
 		if err != nil {
 			return err
 		}
@@ -162,13 +162,13 @@ func planPublish(ctx context.Context, l *Log, pt *warehouse.Table, pass string, 
 		} else if err := c.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'start_offset'`).Scan(&pe); err != nil {
 			return fmt.Errorf("read start offset: %w", err)
 		}
-		hs, err := ReadHoles(ctx, c)
+		hs, err := readHoles(ctx, c)
 		if err != nil {
 			return err
 		}
 	files:
 		for _, f := range locals {
-			if f.start > pe && HoleSpans(hs, pe, f.start) {
+			if f.start > pe && holeSpans(hs, pe, f.start) {
 				pe = f.start // a restore's hole: the table goes on after it
 			}
 			// Without flush only finished files go: a smaller one would be
@@ -290,7 +290,7 @@ func commitPublish(ctx context.Context, l *Log, pt *warehouse.Table, pass string
 		return 0, err
 	}
 	props := iceberg.Properties{warehouse.PropPass: pass, warehouse.PropPublishedThrough: strconv.FormatInt(through, 10), warehouse.PropMarks: marks}
-	for k, v := range warehouse.TableProperties {
+	for k, v := range warehouse.TableProperties() {
 		props[k] = v
 	}
 	summary := iceberg.Properties{warehouse.SummaryOffsets: fmt.Sprintf("[%d,%d)", lo, hi), warehouse.PropPass: pass}
@@ -335,7 +335,7 @@ func checkThrough(pt *warehouse.Table, tbl *table.Table, recorded int64) error {
 // once no kept snapshot references them, after the grace period).
 func recordPublish(ctx context.Context, l *Log, pass string, through int64) error {
 	pol := l.Policy()
-	err := l.Update(ctx, func(c *Tx) error {
+	err := l.update(ctx, func(c *recordTx) error {
 		rows, err := c.QueryContext(ctx, `SELECT path, name, start_offset, end_offset, row_count, file_bytes, min_ts, max_ts, stats
 			FROM publish_intents WHERE pass = ? ORDER BY start_offset`, pass)
 		if err != nil {
@@ -405,7 +405,7 @@ func recordPublish(ctx context.Context, l *Log, pass string, through int64) erro
 // intents dropped, and the next plan starts afresh.
 func reconcilePublish(ctx context.Context, l *Log, pt *warehouse.Table) error {
 	var pass string
-	err := l.Records().QueryRowContext(ctx, `SELECT pass FROM publish_intents LIMIT 1`).Scan(&pass)
+	err := l.records().QueryRowContext(ctx, `SELECT pass FROM publish_intents LIMIT 1`).Scan(&pass)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -429,7 +429,7 @@ func reconcilePublish(ctx context.Context, l *Log, pt *warehouse.Table) error {
 		return recordPublish(ctx, l, pass, through)
 	}
 	pol := l.Policy()
-	return l.Update(ctx, func(c *Tx) error {
+	return l.update(ctx, func(c *recordTx) error {
 		rows, err := c.QueryContext(ctx, `SELECT path FROM publish_intents`)
 		if err != nil {
 			return err

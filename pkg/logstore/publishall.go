@@ -44,7 +44,7 @@ func (l *Log) PublishAll(ctx context.Context) (end int64, err error) {
 		}
 		if hs, err := l.Holes(ctx); err != nil {
 			return 0, fmt.Errorf("publish all of log %s: %w", l.Dir(), err)
-		} else if HoleSpans(hs, through+1, end) {
+		} else if holeSpans(hs, through+1, end) {
 			return end, nil // only a restore's hole lies past the table
 		}
 		if err := l.RecoverSeals(ctx); err != nil {
@@ -53,7 +53,7 @@ func (l *Log) PublishAll(ctx context.Context) (end int64, err error) {
 		if _, err := sealAll(ctx, l, true); err != nil {
 			return 0, fmt.Errorf("publish all of log %s: %w", l.Dir(), err)
 		}
-		if err := l.AtCrashPoint("publish-all:sealed"); err != nil {
+		if err := l.atCrashPoint("publish-all:sealed"); err != nil {
 			return 0, err
 		}
 		n, err := publishPass(ctx, l, pt, true)

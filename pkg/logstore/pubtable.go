@@ -40,9 +40,9 @@ func (l *Log) PublishedLocation() (string, error) {
 // never by where the directory sits now, so a log moved elsewhere keeps
 // publishing to its own table.
 func newPubTable(dir string, cfg Config) (*warehouse.Table, error) {
-	stream, log := cfg.Stream, cfg.Log
-	if stream == "" || log == "" {
-		return nil, fmt.Errorf("the log stores no stream or log name to name its table by")
+	stream, log, err := cfg.names()
+	if err != nil {
+		return nil, err
 	}
 	p, err := cfg.PublishedPrefix(dir)
 	if err != nil {

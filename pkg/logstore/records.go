@@ -19,9 +19,9 @@ import (
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
-// This file is the record API pkg/logstore/tier's maintenance steps work
-// through: the role locks, buffer.db's write transaction, the published
-// table handle and the test hooks. Nothing else should need it.
+// This file is the record API the maintenance steps (seal.go, compact.go,
+// publish.go, clean.go, ...) work through: the role locks, buffer.db's
+// write transaction and the published table handle.
 
 // Acquire takes the locks of roles on a log open for writing: each role's
 // mutex, then its lock file, so one goroutine of one process runs each at
@@ -109,61 +109,55 @@ func (l *Log) CommitLock(ctx context.Context) (release func(), err error) {
 	}
 }
 
-// Querier reads buffer.db's records: a *Tx, or Records for reads outside
+// querier reads buffer.db's records: a *recordTx, or records for reads outside
 // a transaction.
-type Querier interface {
+type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Records returns the read-only view of buffer.db's records (docs/design.md
+// records returns the read-only view of buffer.db's records (docs/design.md
 // §4.4): files, published, the intents and the delete queue. Each query
 // sees one snapshot; a step that decides on what it reads and writes the
-// decision uses Update instead.
-func (l *Log) Records() Querier { return l.rdb }
+// decision uses update instead.
+func (l *Log) records() querier { return l.rdb }
 
-// Tx is one write transaction on buffer.db, through the handle's single
-// write connection. It is valid only inside the function passed to Update.
-type Tx struct {
+// recordTx is one write transaction on buffer.db, through the handle's single
+// write connection. It is valid only inside the function passed to update.
+type recordTx struct {
 	c *sql.Conn
 }
 
 // ExecContext runs a statement inside the transaction.
-func (tx *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+func (tx *recordTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	return tx.c.ExecContext(ctx, query, args...)
 }
 
 // QueryContext runs a query inside the transaction.
-func (tx *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+func (tx *recordTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	return tx.c.QueryContext(ctx, query, args...)
 }
 
 // QueryRowContext runs a one-row query inside the transaction.
-func (tx *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+func (tx *recordTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	return tx.c.QueryRowContext(ctx, query, args...)
 }
 
-// SealedEnd is Log.SealedEnd inside the transaction; ok=false when no file
+// sealedEnd is Log.SealedEnd inside the transaction; ok=false when no file
 // was ever made.
-func (tx *Tx) SealedEnd(ctx context.Context) (end int64, ok bool, err error) {
-	return SealedEnd(ctx, tx.c, true)
+func (tx *recordTx) sealedEnd(ctx context.Context) (end int64, ok bool, err error) {
+	return sealedEnd(ctx, tx.c, true)
 }
 
-// Update runs fn inside one BEGIN IMMEDIATE transaction on buffer.db,
+// update runs fn inside one BEGIN IMMEDIATE transaction on buffer.db,
 // committing when fn returns nil and rolling back otherwise. Appends wait
 // for it, so fn should be short. A read-only handle gets ErrReadOnly.
-func (l *Log) Update(ctx context.Context, fn func(tx *Tx) error) error {
-	return l.writeTx(ctx, func(c *sql.Conn) error { return fn(&Tx{c: c}) })
+func (l *Log) update(ctx context.Context, fn func(tx *recordTx) error) error {
+	return l.writeTx(ctx, func(c *sql.Conn) error { return fn(&recordTx{c: c}) })
 }
 
 // Now is the time on the handle's clock (WithClock).
 func (l *Log) Now() time.Time { return l.now() }
-
-// AtCrashPoint returns the error a test's crash hook gives at point, a
-// place between the parts of a step where a crash leaves work for
-// recovery; nil outside tests. A step stops there on an error, as if the
-// process had died.
-func (l *Log) AtCrashPoint(point string) error { return l.atCrashPoint(point) }
 
 // PublishedTable returns the handle of the log's published table, made on
 // first use and closed with the log.
@@ -179,7 +173,7 @@ func (l *Log) TableOwner() warehouse.Owner { return l.owner() }
 func (l *Log) FileSchema() *arrow.Schema { return l.fileSc }
 
 // FilesDir returns the directory of the log's local files.
-func (l *Log) FilesDir() string { return filepath.Join(l.dir, filesDir) }
+func (l *Log) FilesDir() string { return filepath.Join(l.dir, FilesDir) }
 
 // recoverIfIdle runs seal recovery when no process is sealing.
 func (l *Log) recoverIfIdle(ctx context.Context) error {
@@ -225,7 +219,7 @@ func (l *Log) RecoverSeals(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read seal intents: %w", err)
 	}
-	dir := filepath.Join(l.dir, filesDir)
+	dir := filepath.Join(l.dir, FilesDir)
 	for _, it := range intents {
 		// Delete the file before forgetting the intent: the reverse order
 		// would leave a file nobody knows about if we crash in between.
@@ -250,7 +244,7 @@ func (l *Log) RecoverSeals(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list %s: %w", dir, err)
 	}
-	known, err := NameSet(ctx, l.rdb, `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
+	known, err := nameSet(ctx, l.rdb, `SELECT name FROM files UNION ALL SELECT name FROM seal_intents
 		UNION ALL SELECT name FROM compact_intents UNION ALL SELECT path FROM delete_queue WHERE tier = 'local'`)
 	if err != nil {
 		return err
@@ -271,9 +265,9 @@ func (l *Log) RecoverSeals(ctx context.Context) error {
 	return nil
 }
 
-// NameSet runs query, which selects one text column of file names or
+// nameSet runs query, which selects one text column of file names or
 // paths, and returns them as a set.
-func NameSet(ctx context.Context, q Querier, query string) (map[string]bool, error) {
+func nameSet(ctx context.Context, q querier, query string) (map[string]bool, error) {
 	rows, err := q.QueryContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("read file records: %w", err)
@@ -303,7 +297,7 @@ func NewToken() string {
 var ErrUnsealed = errors.New("the buffer holds rows that are not in files yet")
 
 // IngestStart returns the writer's next offset, where a bulk load written
-// straight to files starts (tier.Ingest), once the log is not fenced and
+// straight to files starts (Ingest), once the log is not fenced and
 // every row below it is in a file or a recorded hole (a restore's fence).
 // The caller holds RoleSeal and recovered.
 func (l *Log) IngestStart(ctx context.Context) (int64, error) {
@@ -312,7 +306,7 @@ func (l *Log) IngestStart(ctx context.Context) (int64, error) {
 	if l.fenced != 0 {
 		return 0, &FencedError{Dir: l.dir, End: l.fenced}
 	}
-	sealed, ok, err := SealedEnd(ctx, l.rdb, l.tiers)
+	sealed, ok, err := sealedEnd(ctx, l.rdb, l.tiers)
 	if err != nil {
 		return 0, fmt.Errorf("ingest into log %s: %w", l.dir, err)
 	} else if !ok {
@@ -322,11 +316,11 @@ func (l *Log) IngestStart(ctx context.Context) (int64, error) {
 		// After a restore the files end where the fence's hole starts and
 		// the next offset is its end: nothing lies between them but the
 		// hole, so a bulk load starts past it and the hole stays recorded.
-		hs, err := ReadHoles(ctx, l.rdb)
+		hs, err := readHoles(ctx, l.rdb)
 		if err != nil {
 			return 0, fmt.Errorf("ingest into log %s: %w", l.dir, err)
 		}
-		if !HoleSpans(hs, sealed, l.next) {
+		if !holeSpans(hs, sealed, l.next) {
 			return 0, fmt.Errorf("ingest into log %s: offsets [%d,%d) are buffered but in no file: %w; seal them first", l.dir, sealed, l.next, ErrUnsealed)
 		}
 	}
@@ -337,7 +331,7 @@ func (l *Log) IngestStart(ctx context.Context) (int64, error) {
 // load wrote) in one transaction that moves the next offset from start to
 // end, in buffer.db and the Writer's memory (I1); ErrCorrupt when files or
 // the next offset no longer end at start: another process wrote to the log.
-func (l *Log) AdvanceNext(ctx context.Context, start, end int64, fn func(tx *Tx) error) error {
+func (l *Log) AdvanceNext(ctx context.Context, start, end int64, fn func(tx *recordTx) error) error {
 	if l.mode != Writer {
 		return fmt.Errorf("record ingested offsets in log %s (open as %s): %w", l.dir, l.mode, ErrNotWriter)
 	}
@@ -345,7 +339,7 @@ func (l *Log) AdvanceNext(ctx context.Context, start, end int64, fn func(tx *Tx)
 	defer l.wmu.Unlock()
 	err := l.writeTxLocked(ctx, func(c *sql.Conn) error {
 		var next int64
-		sealed, ok, err := SealedEnd(ctx, c, l.tiers)
+		sealed, ok, err := sealedEnd(ctx, c, l.tiers)
 		if err == nil {
 			err = c.QueryRowContext(ctx, `SELECT `+endSQL).Scan(&next)
 		}
@@ -355,18 +349,18 @@ func (l *Log) AdvanceNext(ctx context.Context, start, end int64, fn func(tx *Tx)
 		if ok && sealed != start {
 			// Only a recorded hole may lie between the files and start
 			// (IngestStart).
-			hs, err := ReadHoles(ctx, c)
+			hs, err := readHoles(ctx, c)
 			if err != nil {
 				return err
 			}
-			if HoleSpans(hs, sealed, start) {
+			if holeSpans(hs, sealed, start) {
 				sealed = start
 			}
 		}
 		if (ok && sealed != start) || next != start {
 			return fmt.Errorf("the files now end at %d and the next offset is %d, not %d: another process wrote to the log: %w", sealed, next, start, ErrCorrupt)
 		}
-		if err := fn(&Tx{c: c}); err != nil {
+		if err := fn(&recordTx{c: c}); err != nil {
 			return err
 		}
 		_, err = c.ExecContext(ctx, `UPDATE meta SET v = ? WHERE k = 'next_offset'`, end)

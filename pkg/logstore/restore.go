@@ -14,7 +14,7 @@ type PublishedFile struct {
 	Name, Path   string // its file name and its location in the table
 	Rows, Bytes  int64  // its row count and size on storage
 	MinTS, MaxTS int64  // the bounds of its streamcast_ts
-	Stats        string // column statistics (colstats), "{}" when unknown
+	Stats        string // column statistics (as Compute encodes them), "{}" when unknown
 }
 
 // Rebase is what a restore makes of a log whose buffer.db came from
@@ -105,4 +105,30 @@ func (l *Log) ApplyRebase(ctx context.Context, r Rebase) error {
 	}
 	l.logID = r.LogID
 	return l.reloadNext()
+}
+
+// PublishedFiles returns the records of the published table's data files,
+// in offset order: what the log knows of each file it published or a
+// restore adopted (Rebase.Published).
+func (l *Log) PublishedFiles(ctx context.Context) ([]PublishedFile, error) {
+	if err := l.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := l.rdb.QueryContext(ctx, `SELECT start_offset, end_offset, name, path, row_count, file_bytes, min_ts, max_ts, stats FROM published ORDER BY start_offset`)
+	if err != nil {
+		return nil, fmt.Errorf("read the published records of log %s: %w", l.dir, err)
+	}
+	defer rows.Close()
+	var out []PublishedFile
+	for rows.Next() {
+		var f PublishedFile
+		if err := rows.Scan(&f.Start, &f.End, &f.Name, &f.Path, &f.Rows, &f.Bytes, &f.MinTS, &f.MaxTS, &f.Stats); err != nil {
+			return nil, fmt.Errorf("read the published records of log %s: %w", l.dir, err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the published records of log %s: %w", l.dir, err)
+	}
+	return out, nil
 }

@@ -1,8 +1,7 @@
-// Package rowpack is the encoding of a commit group's rows in buffer.db: each
-// row a uvarint length then its bytes, one after another, in one blob. It is
-// the codec and nothing more, and imports nothing of the module, so the
-// fuzz target of the reader, which sees whatever a damaged buffer.db holds,
-// links a small test binary (docs/fuzzing.md).
+// The encoding of a commit group's rows in buffer.db: each row a uvarint
+// length then its bytes, one after another, in one blob. The reader sees
+// whatever a damaged buffer.db holds, so it is fuzzed (FuzzUnpack).
+
 package logstore
 
 import (

@@ -17,7 +17,7 @@ import (
 )
 
 // The S3 tests run against a real S3 server (versitygw), through the one
-// helper every package shares: internal/s3test.
+// helper every package shares: testkit.StartS3.
 const (
 	testBucket = testkit.Bucket
 	testRegion = testkit.Region

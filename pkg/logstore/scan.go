@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/streamcast/streamcast/pkg/logstore/parquetfile"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
@@ -28,7 +25,7 @@ func (l *Log) Extent(ctx context.Context) (earliest, end int64, err error) {
 		if err := tx.QueryRowContext(ctx, `SELECT `+endSQL+`, coalesce((SELECT v FROM meta WHERE k = 'floor'), 0)`).Scan(&end, &floor); err != nil {
 			return err
 		}
-		earliest, err = Earliest(ctx, tx, l.tiers, end)
+		earliest, err = earliestOffset(ctx, tx, l.tiers, end)
 		return err
 	})
 	if err != nil {
@@ -103,80 +100,13 @@ func (l *Log) ScanCounting(ctx context.Context, from, to int64, f *schema.Filter
 		}
 		return nil
 	}
-	return l.walk(ctx, from, to, f, onFile, onGroup, nil)
+	return l.walk(ctx, from, to, f, onFile, onGroup)
 }
 
 // stringBytes returns value i of a string array without copying.
 func stringBytes(a *array.String, i int) []byte {
 	offs := a.ValueOffsets()
 	return a.ValueBytes()[offs[i]-offs[0] : offs[i+1]-offs[0]]
-}
-
-// ScanArrow calls fn with Arrow records holding the rows in [from, to) in
-// offset order: streamcast_offset, streamcast_ts, then the declared columns
-// (a stream without a schema has one string column, streamcast_row). A
-// record is valid only during the call; Retain it to keep it.
-func (l *Log) ScanArrow(ctx context.Context, from, to int64, fn func(rec arrow.Record) error) error {
-	const batchRows = 64 << 10
-	bld := array.NewRecordBuilder(memory.DefaultAllocator, l.fileSc)
-	defer bld.Release()
-	offB := bld.Field(0).(*array.Int64Builder)
-	tsB := bld.Field(1).(*array.Int64Builder)
-	decl := bld.Fields()[2:]
-	pending := 0
-	flush := func() error {
-		if pending == 0 {
-			return nil
-		}
-		pending = 0
-		rec := bld.NewRecordBatch()
-		defer rec.Release()
-		return fn(rec)
-	}
-	onFile := func(fr fileRec, d *fileData, lo, hi int64) error {
-		if err := flush(); err != nil {
-			return err
-		}
-		var rec arrow.RecordBatch
-		if d.perm == nil {
-			rec = d.rec.NewSlice(lo-d.start, hi-d.start)
-		} else {
-			var err error
-			rec, err = parquetfile.Take(d.rec, d.perm[lo-d.start:hi-d.start])
-			if err != nil {
-				return fmt.Errorf("reorder %s: %w", fr.name, err)
-			}
-		}
-		defer rec.Release()
-		return fn(rec)
-	}
-	onGroup := func(g *bufGroup, lo, hi int64) error {
-		u := NewReader(g.rows)
-		for off := g.first; off < hi; off++ {
-			row, ok, err := u.Next()
-			if err != nil || !ok {
-				return fmt.Errorf("buffer group at offset %d ends before offset %d: %w", g.first, off, ErrCorrupt)
-			}
-			if off < lo {
-				continue
-			}
-			offB.Append(off)
-			tsB.Append(g.ts)
-			if l.sch.IsAny() {
-				decl[0].(*array.StringBuilder).BinaryBuilder.Append(row)
-			} else if err := l.sch.AppendArrow(decl, row); err != nil {
-				return fmt.Errorf("buffered row at offset %d does not convert to Arrow: %w: %w", off, err, ErrCorrupt)
-			}
-			pending++
-			if pending >= batchRows {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	return l.walk(ctx, from, to, nil, onFile, onGroup, flush)
 }
 
 // walk visits [from, to) in offset order across the tiers: local files
@@ -193,8 +123,7 @@ func (l *Log) ScanArrow(ctx context.Context, from, to int64, fn func(rec arrow.R
 // this process or another.
 func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 	onFile func(fileRec, *fileData, int64, int64) error,
-	onGroup func(*bufGroup, int64, int64) error,
-	done func() error) error {
+	onGroup func(*bufGroup, int64, int64) error) error {
 	earliest, end, err := l.Extent(ctx)
 	if err != nil {
 		return err
@@ -211,7 +140,7 @@ func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 	}
 	// Holes are recorded only offline (restore), before any reader opens
 	// the log, so one read serves the whole walk.
-	hs, err := ReadHoles(ctx, l.rdb)
+	hs, err := readHoles(ctx, l.rdb)
 	if err != nil {
 		return fmt.Errorf("read the holes of log %s: %w", l.dir, err)
 	}
@@ -223,7 +152,7 @@ func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if h, ok := HoleAt(hs, next); ok {
+		if h, ok := holeAt(hs, next); ok {
 			// No tier holds a row here, ever: skip to the hole's end. The
 			// rows after it carry their own offsets.
 			next, reloaded = min(h.End, to), false
@@ -276,9 +205,6 @@ func (l *Log) walk(ctx context.Context, from, to int64, f *schema.Filter,
 		}
 		reloaded, gone = true, fileRec{}
 	}
-	if done != nil {
-		return done()
-	}
 	return nil
 }
 
@@ -321,7 +247,7 @@ func (l *Log) tierFiles(ctx context.Context, from, to int64) (tierSet, error) {
 }
 
 // queryFiles runs a query yielding start, end, name, rows, stats, path.
-func queryFiles(ctx context.Context, q Querier, query string, published bool, args ...any) ([]fileRec, error) {
+func queryFiles(ctx context.Context, q querier, query string, published bool, args ...any) ([]fileRec, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err

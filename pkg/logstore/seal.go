@@ -13,7 +13,7 @@ import (
 // Seal turns buffered rows into Parquet files under files/. Without flush it
 // seals only whole targets (TargetSealBytes of Arrow data each) and leaves a
 // partial one buffered; with flush it seals everything buffered. It returns
-// the number of rows sealed. Rows stay in the buffer until Evict.
+// the number of rows sealed. Rows stay in the buffer until Clean.
 //
 // Seal first recovers any seal a crashed process left half done. It runs
 // under seal.lock: when another process is sealing this log it returns an
@@ -121,7 +121,7 @@ func sealFile(ctx context.Context, l *Log, in Buffered) error {
 		_ = l.RecoverSeals(context.WithoutCancel(ctx))
 		return fmt.Errorf("write %s for [%d,%d): %w", name, in.Start, in.End, err)
 	}
-	if err := l.AtCrashPoint("seal:written"); err != nil {
+	if err := l.atCrashPoint("seal:written"); err != nil {
 		return err // the intent stays, as after a crash
 	}
 	stats, statsErr := waitStats()
@@ -130,20 +130,20 @@ func sealFile(ctx context.Context, l *Log, in Buffered) error {
 		return statsErr
 	}
 	// 3. The completion, dropping the intent in the same transaction.
-	err = l.Update(ctx, func(c *Tx) error {
+	err = l.update(ctx, func(c *recordTx) error {
 		// Never complete a file overlapping one already completed: seal.lock
 		// makes this impossible, and this check keeps it so.
-		end, ok, err := c.SealedEnd(ctx)
+		end, ok, err := c.sealedEnd(ctx)
 		if err != nil {
 			return err
 		}
 		if ok && end != in.Start {
 			// A restore's hole between the files and this one is no overlap.
-			hs, err := ReadHoles(ctx, c)
+			hs, err := readHoles(ctx, c)
 			if err != nil {
 				return err
 			}
-			if end < in.Start && HoleSpans(hs, end, in.Start) {
+			if end < in.Start && holeSpans(hs, end, in.Start) {
 				ok = false
 			}
 		}
@@ -174,17 +174,17 @@ func sealFile(ctx context.Context, l *Log, in Buffered) error {
 // canonical size over-estimates, keys being spelled out, so 1 is safe).
 func sealStart(ctx context.Context, l *Log) (start int64, ratio float64, err error) {
 	var arrowB, jsonB sql.NullInt64
-	err = l.Records().QueryRowContext(ctx, `SELECT arrow_bytes, json_bytes FROM files ORDER BY start_offset DESC LIMIT 1`).Scan(&arrowB, &jsonB)
+	err = l.records().QueryRowContext(ctx, `SELECT arrow_bytes, json_bytes FROM files ORDER BY start_offset DESC LIMIT 1`).Scan(&arrowB, &jsonB)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, fmt.Errorf("read file records: %w", err)
 	}
-	end, err := l.SealedEnd(ctx)
+	end, err := l.sealedEnd(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
 	if end > 0 {
 		start = end
-	} else if err := l.Records().QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'start_offset'`).Scan(&start); err != nil {
+	} else if err := l.records().QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'start_offset'`).Scan(&start); err != nil {
 		return 0, 0, fmt.Errorf("read start offset: %w", err)
 	}
 	ratio = 1.0
@@ -197,7 +197,7 @@ func sealStart(ctx context.Context, l *Log) (start int64, ratio float64, err err
 // addSealIntent records the intent to create name under files/ for
 // [start, end), before the file exists; seal recovery undoes it.
 func addSealIntent(ctx context.Context, l *Log, name string, start, end int64) error {
-	return l.Update(ctx, func(c *Tx) error {
+	return l.update(ctx, func(c *recordTx) error {
 		_, err := c.ExecContext(ctx, `INSERT INTO seal_intents(name, start_offset, end_offset, created_us) VALUES (?, ?, ?, ?)`,
 			name, start, end, l.Now().UnixMicro())
 		return err

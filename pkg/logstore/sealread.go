@@ -32,11 +32,11 @@ type bufGroup struct {
 // or (without flush) less than a target. The caller releases b.Rec.
 func (l *Log) ReadBuffered(ctx context.Context, start int64, ratio float64, flush bool) (b Buffered, ok bool, err error) {
 	var groups []bufGroup
-	hs, err := ReadHoles(ctx, l.rdb)
+	hs, err := readHoles(ctx, l.rdb)
 	if err != nil {
 		return b, false, fmt.Errorf("read holes: %w", err)
 	}
-	if h, ok := HoleAt(hs, start); ok {
+	if h, ok := holeAt(hs, start); ok {
 		start = h.End // a file never spans a hole: start after it
 	}
 	b.Start = start
@@ -55,7 +55,7 @@ func (l *Log) ReadBuffered(ctx context.Context, start int64, ratio float64, flus
 		if err := rows.Scan(&g.first, &g.n, &g.ts, &g.rows); err != nil {
 			return b, false, fmt.Errorf("read buffer: %w", err)
 		}
-		if g.first != expect && len(groups) > 0 && HoleSpans(hs, expect, g.first) {
+		if g.first != expect && len(groups) > 0 && holeSpans(hs, expect, g.first) {
 			// Cut the file at the hole now, without waiting for a
 			// target: the rows after it go into the next file.
 			full = true

@@ -1,10 +1,11 @@
-// Package catalog answers questions about a log from the records in its
-// buffer.db alone, never reading a row: how many rows a range holds, what
-// the tiers say about the rows' timestamps and columns, which offset
-// ranges a restore skipped (the holes), and the tiers' figures for /stats.
-// Every function reads through a Querier the caller gives, usually one read
-// transaction, so its answer is one snapshot; package logstore opens the
-// transaction and keeps the Log methods that callers use.
+// Offset spans are the unit of the answers read from a log's buffer.db records
+// alone, never from a row: how many rows a range holds, what the tiers say
+// about the rows' timestamps and columns, which offset ranges a restore
+// skipped (the holes), and the tiers' figures for /stats. Each of those
+// functions reads through a querier the caller gives, usually one read
+// transaction, so its answer is one snapshot; the Log methods of
+// catalog.go open that transaction.
+
 package logstore
 
 import (
@@ -15,8 +16,8 @@ import (
 // Span is an offset range [Start, End).
 type Span struct{ Start, End int64 }
 
-// Spans runs query, which selects start and end offsets, and returns them.
-func Spans(ctx context.Context, q Querier, query string) ([]Span, error) {
+// spans runs query, which selects start and end offsets, and returns them.
+func spans(ctx context.Context, q querier, query string) ([]Span, error) {
 	rows, err := q.QueryContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("read intents: %w", err)

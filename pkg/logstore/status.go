@@ -23,11 +23,11 @@ type Status struct {
 	PendingDeletes   int64   // files and objects waiting in the delete queue
 }
 
-// ReadStatus reads the status of a log whose next offset is end through q,
+// readStatus reads the status of a log whose next offset is end through q,
 // which should be one read transaction so the figures agree; tiers says
 // whether the log keeps a published tier, now is the clock PublishLagSecs
 // is measured against.
-func ReadStatus(ctx context.Context, q Querier, tiers bool, end int64, now time.Time) (Status, error) {
+func readStatus(ctx context.Context, q querier, tiers bool, end int64, now time.Time) (Status, error) {
 	st := Status{End: end}
 	var err error
 	row := func(query string, dst ...any) {

@@ -33,12 +33,12 @@ type Summary struct {
 	Nulls map[string]int64
 }
 
-// Summarize rolls up the file records (local and published) and the
+// summarize rolls up the file records (local and published) and the
 // stamps of the buffered groups of a log at or above floor, read through q
 // (one read transaction): sch is the log's schema, tiers says whether it
-// has a published tier, end is its next offset. Records wholly below floor
+// has a published tier, end is its next offset. records wholly below floor
 // go uncounted.
-func Summarize(ctx context.Context, q Querier, sch *schema.Schema, tiers bool, floor, end int64) (Summary, error) {
+func summarize(ctx context.Context, q querier, sch *schema.Schema, tiers bool, floor, end int64) (Summary, error) {
 	var s Summary
 	// The order AddRecord needs to count a file in both tiers once.
 	files := `SELECT min_ts, max_ts, stats, start_offset, end_offset FROM files WHERE end_offset > ?1`
@@ -83,11 +83,11 @@ func Summarize(ctx context.Context, q Querier, sch *schema.Schema, tiers bool, f
 	// A restore's fence leaves a hole from the last row held to the end;
 	// the files cover everything there is when only holes lie past them.
 	if sealed > 0 && sealed < end {
-		hs, err := ReadHoles(ctx, q)
+		hs, err := readHoles(ctx, q)
 		if err != nil {
 			return Summary{}, err
 		}
-		if HoleSpans(hs, sealed, end) {
+		if holeSpans(hs, sealed, end) {
 			sealed = end
 		}
 	}

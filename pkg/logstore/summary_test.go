@@ -198,7 +198,7 @@ func TestSummaryLeavesTheNullCountsOfOldRecordsUnknown(t *testing.T) {
 	if n := s.Stats["n"]; string(n[0]) != "0" || string(n[1]) != "39" {
 		t.Fatalf("n bounds %s; want [0, 39], the old record's included", n)
 	}
-	// Pruning reads the old record as before.
+	// Pruning reads the old record too.
 	files, err := l.filesIn(ctx, 1, 41)
 	if err != nil || len(files) != 2 {
 		t.Fatalf("files %+v (%v)", files, err)

@@ -53,7 +53,7 @@ func (l *Log) DeleteBelow(ctx context.Context, floor int64) (Deleted, error) {
 	}
 	pol := l.Policy()
 	var doomed []pubFile // published files below the floor
-	err = l.Update(ctx, func(c *Tx) error {
+	err = l.update(ctx, func(c *recordTx) error {
 		pubs, err := publishedFiles(ctx, c)
 		if err != nil {
 			return err
@@ -82,7 +82,7 @@ func (l *Log) DeleteBelow(ctx context.Context, floor int64) (Deleted, error) {
 			return err
 		}
 		d.LocalFiles = int64(len(names))
-		end, ok, err := c.SealedEnd(ctx)
+		end, ok, err := c.sealedEnd(ctx)
 		if err != nil || !ok {
 			return err
 		}
@@ -130,11 +130,11 @@ func trimPublished(ctx context.Context, l *Log, floor int64, doomed []pubFile) e
 	if err := commitTrim(ctx, l, pt, floor, doomed); err != nil {
 		return err
 	}
-	if err := l.AtCrashPoint("delete-below:committed"); err != nil {
+	if err := l.atCrashPoint("delete-below:committed"); err != nil {
 		return err
 	}
 	pol := l.Policy()
-	return l.Update(ctx, func(c *Tx) error {
+	return l.update(ctx, func(c *recordTx) error {
 		paths := make([]string, len(doomed))
 		for i, p := range doomed {
 			if _, err := c.ExecContext(ctx, `DELETE FROM published WHERE start_offset = ? AND path = ?`, p.start, p.path); err != nil {

@@ -36,7 +36,7 @@ func scanLocalFiles(rows *sql.Rows) ([]localFile, error) {
 }
 
 // localFiles returns every local file record in offset order.
-func localFiles(ctx context.Context, q Querier) ([]localFile, error) {
+func localFiles(ctx context.Context, q querier) ([]localFile, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+localFileCols+` FROM files ORDER BY start_offset`)
 	if err != nil {
 		return nil, fmt.Errorf("read file records: %w", err)
@@ -55,7 +55,7 @@ type pubFile struct {
 }
 
 // publishedFiles returns every published file record in offset order.
-func publishedFiles(ctx context.Context, q Querier) ([]pubFile, error) {
+func publishedFiles(ctx context.Context, q querier) ([]pubFile, error) {
 	rows, err := q.QueryContext(ctx, `SELECT start_offset, end_offset, name, path FROM published ORDER BY start_offset`)
 	if err != nil {
 		return nil, fmt.Errorf("read published file records: %w", err)
@@ -80,7 +80,7 @@ const (
 
 // enqueue records paths for deletion once due; a path already queued keeps
 // the later of the two due times.
-func enqueue(ctx context.Context, c *Tx, tier string, due time.Time, reason string, paths ...string) error {
+func enqueue(ctx context.Context, c *recordTx, tier string, due time.Time, reason string, paths ...string) error {
 	for _, p := range paths {
 		_, err := c.ExecContext(ctx, `INSERT INTO delete_queue(tier, path, due_us, reason) VALUES (?, ?, ?, ?)
 			ON CONFLICT(tier, path) DO UPDATE SET due_us = max(due_us, excluded.due_us)`, tier, p, due.UnixMicro(), reason)
@@ -103,12 +103,12 @@ func overlaps(rs []Span, start, end int64) bool {
 
 // filesAndBusy returns the local file records and the ranges a merge or a
 // publish pass is working on: files there are not to be taken out.
-func filesAndBusy(ctx context.Context, c *Tx) ([]localFile, []Span, error) {
+func filesAndBusy(ctx context.Context, c *recordTx) ([]localFile, []Span, error) {
 	files, err := localFiles(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
-	busy, err := Spans(ctx, c, `SELECT start_offset, end_offset FROM compact_intents
+	busy, err := spans(ctx, c, `SELECT start_offset, end_offset FROM compact_intents
 		UNION ALL SELECT start_offset, end_offset FROM publish_intents`)
 	return files, busy, err
 }

@@ -228,7 +228,7 @@ func publishedFile(df iceberg.DataFile, tsID int, stats []iceberg.NestedField) (
 // statFields are the table's declared top-level columns whose manifest
 // bounds are the exact min and max a sealed file's record keeps: integers,
 // booleans and strings. Others (floats, whose canonical form and NaN rule
-// differ, temporal and nested columns) get no statistics, as before.
+// differ, temporal and nested columns) get no statistics.
 func statFields(sch *iceberg.Schema) []iceberg.NestedField {
 	var out []iceberg.NestedField
 	for _, f := range sch.Fields() {
@@ -243,7 +243,7 @@ func statFields(sch *iceberg.Schema) []iceberg.NestedField {
 	return out
 }
 
-// fileStats rebuilds a data file's column statistics (colstats' record
+// fileStats rebuilds a data file's column statistics (Compute's record
 // form) from its manifest entry, so that sql prunes a restored file as it
 // pruned the file the lost machine sealed. Only exact values are taken:
 // the null count, and the bounds of the columns statFields keeps. Iceberg

@@ -5,14 +5,14 @@ import (
 	"fmt"
 )
 
-// SealedEnd returns the end of what files hold, local or published: the
+// sealedEnd returns the end of what files hold, local or published: the
 // offset the next seal starts at (0 when no file was ever made). A flushing
 // publish pass waits for it to reach the end seal cut at the same boundary.
-func (l *Log) SealedEnd(ctx context.Context) (int64, error) {
+func (l *Log) sealedEnd(ctx context.Context) (int64, error) {
 	if err := l.checkOpen(); err != nil {
 		return 0, err
 	}
-	end, _, err := SealedEnd(ctx, l.rdb, l.tiers)
+	end, _, err := sealedEnd(ctx, l.rdb, l.tiers)
 	return end, err
 }
 

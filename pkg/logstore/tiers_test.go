@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog/hadoop"
+	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/streamcast/streamcast/internal/testkit"
@@ -55,12 +56,41 @@ func appendTrades(t testing.TB, l *Log, exp expectation, groups, perGroup int) {
 	}
 }
 
-// tableOffsets reads the published table with iceberg-go's own scan, given
-// only the warehouse and the identifier, and returns its offsets and
-// stamps, sorted by offset.
-func tableOffsets(t testing.TB, warehouse string, props iceberg.Properties, ident table.Identifier) (offs, ts []int64) {
+// publishedAddress is where a reader outside streamcast finds the log's
+// published table, from the prefix, S3 settings and names the log stores
+// and nothing of its table handle: the catalog warehouse, the properties
+// a hadoop catalog needs to read it, and the identifier {stream, log}.
+func publishedAddress(t testing.TB, l *Log) (warehouse string, props iceberg.Properties, ident table.Identifier) {
+	t.Helper()
+	cfg := l.policy()
+	p, err := cfg.PublishedPrefix(l.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props = iceberg.Properties{}
+	if p.S3 == "" {
+		return p.Dir, props, table.Identifier{cfg.Stream, cfg.Log}
+	}
+	props["allow-unsafe-commits"] = "true" // required to open a hadoop catalog on S3, even to read
+	if cfg.S3.Region != "" {
+		props[icebergio.S3Region] = cfg.S3.Region
+	}
+	if cfg.S3.Endpoint != "" {
+		props[icebergio.S3EndpointURL] = cfg.S3.Endpoint
+	}
+	if cfg.S3.PathStyle || cfg.S3.Endpoint != "" {
+		props[icebergio.S3ForceVirtualAddressing] = "false"
+	}
+	return p.S3, props, table.Identifier{cfg.Stream, cfg.Log}
+}
+
+// tableOffsets reads the log's published table with iceberg-go's own
+// catalog and scan, given only its address (publishedAddress), and
+// returns its offsets and stamps, sorted by offset.
+func tableOffsets(t testing.TB, l *Log) (offs, ts []int64) {
 	t.Helper()
 	ctx := context.Background()
+	warehouse, props, ident := publishedAddress(t, l)
 	cat, err := hadoop.NewCatalog("check", warehouse, props)
 	if err != nil {
 		t.Fatal(err)
@@ -99,15 +129,11 @@ func tableOffsets(t testing.TB, warehouse string, props iceberg.Properties, iden
 func checkTable(t testing.TB, l *Log, exp expectation) int64 {
 	t.Helper()
 	ctx := context.Background()
-	pt, err := l.published()
-	if err != nil {
-		t.Fatal(err)
-	}
 	through, err := l.PublishedThrough(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	offs, ts := tableOffsets(t, pt.Warehouse(), pt.Props(), pt.Ident())
+	offs, ts := tableOffsets(t, l)
 	if int64(len(offs)) != through {
 		t.Fatalf("the published table holds %d rows; published_through is %d", len(offs), through)
 	}
@@ -125,7 +151,7 @@ func checkTable(t testing.TB, l *Log, exp expectation) int64 {
 // localNames lists files/.
 func localNames(t testing.TB, l *Log) []string {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(l.Dir(), filesDir))
+	entries, err := os.ReadDir(filepath.Join(l.Dir(), FilesDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -712,8 +738,8 @@ func TestPublishRefusesAnotherLogsTable(t *testing.T) {
 	// Another log with the same <stream>/<log> name, published under the
 	// same prefix.
 	cfg := tierConfig()
-	pa, _ := a.published()
-	cfg.Published = "file://" + pa.Warehouse()
+	prefix, _, _ := publishedAddress(t, a)
+	cfg.Published = "file://" + prefix
 	b := createLog(t, mustCompile(t, tradeSchema), cfg)
 	appendTrades(t, b, expectation{}, 2, 10)
 	if _, err := b.Seal(ctx, true); err != nil {

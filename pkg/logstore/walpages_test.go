@@ -15,7 +15,7 @@ func walFrames(t testing.TB, l *Log) int64 {
 	if err := l.rdb.QueryRow(`PRAGMA page_size`).Scan(&pageSize); err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(filepath.Join(l.dir, bufferFile+"-wal"))
+	fi, err := os.Stat(filepath.Join(l.dir, BufferFile+"-wal"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +54,8 @@ func walPagesPerGroup(t testing.TB, groups int, marks bool) float64 {
 // cost in the WAL does not grow with anything but the group: one page for
 // the group's row (a small group fits in the groups table's last leaf),
 // one for the marks it upserts, one for the mark history a publish pass
-// reads (tier's marksAsOf), and no page of meta (the end is derived, endSQL).
-// Writing meta's next_offset on each commit cost one page more.
+// reads (marksAsOf), and no page of meta (the end is derived, endSQL).
+// Writing meta's next_offset on each commit would cost one page more.
 // Averaged over many groups, so the occasional new leaf page is allowed for.
 func TestASingleRowCommitWritesOnePagePerTableItChanges(t *testing.T) {
 	for _, c := range []struct {

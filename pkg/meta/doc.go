@@ -14,11 +14,13 @@
 // upgrades or refuses, and never mints over what it finds.
 //
 // It also owns the stream's retention (Retain): the window `retain` sets
-// (SetMaxAge), the floor each pass publishes, published copy first and
-// then on every log, and the deletions that wait out their grace in the
-// metadata. The pass runs as the retain maintenance role: the role runner
-// sits below this package and calls the pass through a hook that cmd
-// fills (maintain.Options.Retain), so the runner never imports meta.
+// (SetMaxAge; ParseMaxAge is the one parser of its spelling, "30d",
+// "1w3d" or "none"), the floor each pass publishes, published copy first
+// and then on every log, and the deletions that wait out their grace in
+// the metadata. The pass runs as the retain maintenance role: the role
+// runner (logstore.Maintain) sits below this package and calls the pass
+// through a hook that cmd fills (logstore.MaintainOptions.Retain), so the
+// runner never imports meta.
 //
 // It also checks a protected stream's history against its history_guard
 // (Guard): serve asks it, before admitting traffic, whether the metadata and
@@ -28,6 +30,9 @@
 // It may import logstore (to describe and check a log) and schema, and
 // must never import broker, wire or cmd. It never appends rows and never
 // opens a log as its Writer: retention works on logs as a Maintainer, and
-// the offline steps that write (migrate, retire) live above it, in
-// pkg/meta/lifecycle.
+// the offline steps that write (migrate, retire, restore) live in
+// pkg/meta/lifecycle. Its sub-packages are the parts of a stream that
+// read alone: config (the product's configuration, which every command
+// uses), history and sqlview (reading the history as one table),
+// lifecycle (the steps that end a log).
 package meta

@@ -41,7 +41,7 @@ type Layout struct {
 }
 
 // NewLayout returns the layout of root, with published tables under
-// published as publoc.Parse reads it (a relative directory is
+// published as warehouse.Parse reads it (a relative directory is
 // resolved against the working directory, as root is), or under
 // <root>/published when published is "".
 func NewLayout(root, published string) (Layout, error) {

@@ -1,7 +1,7 @@
-// Package maxage is a stream's retention window as the retain command and
-// a stream's metadata spell it ("30d", "1w3d", "none") and its one parser.
-// It imports nothing of the module, so its fuzz target links a small test
-// binary (docs/fuzzing.md) rather than all of pkg/meta's storage.
+// A stream's retention window as the retain command and a stream's
+// metadata spell it ("30d", "1w3d", "none") and its one parser,
+// ParseMaxAge.
+
 package meta
 
 import (

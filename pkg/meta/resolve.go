@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/replica"
 )
 
 // Outcome says how Resolve came by the metadata it returned.
@@ -178,7 +179,7 @@ func Resolve(ctx context.Context, st *Store) (Resolution, error) {
 	var foreign []string
 	for _, e := range entries {
 		name, dir := strings.CutSuffix(e, "/")
-		if !dir || have[name] || name == WALDir || name == st.stream+".metadata" {
+		if !dir || have[name] || name == replica.WALDir || name == st.stream+".metadata" {
 			continue
 		}
 		foreign = append(foreign, name)
@@ -196,10 +197,6 @@ func Resolve(ctx context.Context, st *Store) (Resolution, error) {
 	}
 	return Resolution{Metadata: m, Outcome: Upgraded}, nil
 }
-
-// WALDir is the directory under <prefix>/<stream>/ holding the WAL
-// replicas of the stream's logs.
-const WALDir = "_wal"
 
 // reconcile compares the home's metadata (read from data) with the
 // published copy, which is parsed only when its bytes differ.
@@ -248,7 +245,9 @@ func (s *Store) upgrade(ctx context.Context, logs []string) (*Metadata, error) {
 	}
 	start := int64(1)
 	for i, name := range logs {
-		lg, err := logstore.Open(s.lay.LogDir(s.stream, name), logstore.ReadOnly)
+		// A log too old to store its names takes the ones the layout
+		// finds it under (WithNames), never its directory's.
+		lg, err := logstore.Open(s.lay.LogDir(s.stream, name), logstore.ReadOnly, logstore.WithNames(s.stream, name))
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: record its log %s: %w", s.stream, name, err)
 		}
@@ -258,6 +257,10 @@ func (s *Store) upgrade(ctx context.Context, logs []string) (*Metadata, error) {
 			start = st
 		}
 		d, err := DescribeLog(lg, start)
+		// Its name in the stream is the one the layout found it under; a
+		// log moved here from another stream keeps its own stored names,
+		// which name its table (d.Location).
+		d.Name = name
 		var end int64
 		if err == nil {
 			_, end, err = lg.Extent(ctx)
@@ -298,21 +301,23 @@ func (s *Store) CommitFirst(ctx context.Context, lg *logstore.Log) (*Metadata, e
 }
 
 // DescribeLog describes the open log lg as a stream's live log starting
-// at offset start: its name (its directory's), id, schema, sort order and
-// table location.
+// at offset start: its name and table location (from the names it
+// stores, never its directory's: Log.Names), id, schema and sort order.
 func DescribeLog(lg *logstore.Log, start int64) (Log, error) {
+	stream, name, err := lg.Names()
+	if err != nil {
+		return Log{}, fmt.Errorf("describe log %s: %w", lg.Dir(), err)
+	}
 	cfg := lg.Config()
 	p, err := cfg.PublishedPrefix(lg.Dir())
 	if err != nil {
 		return Log{}, err
 	}
-	loc := p.Join(cfg.Stream, cfg.Log)
+	loc := p.Join(stream, name)
 	if p.S3 == "" {
 		loc = fileURI(loc)
 	}
-	// The name is the log's place in its stream's home (LogDir); the
-	// names the log stores name its table, which Location records.
-	d := Log{Name: filepath.Base(lg.Dir()), LogID: lg.ID(), SortBy: cfg.SortBy, Location: loc, StartOffset: start, State: Live}
+	d := Log{Name: name, LogID: lg.ID(), SortBy: cfg.SortBy, Location: loc, StartOffset: start, State: Live}
 	if !lg.Schema().IsAny() {
 		d.Schema = append([]byte(nil), lg.Schema().JSON()...)
 	}
@@ -320,18 +325,19 @@ func DescribeLog(lg *logstore.Log, start int64) (Log, error) {
 }
 
 // CheckLive refuses lg as the stream's current log unless it is the one m
-// names: the same name (its directory's) and, when both are known, the
-// same log id.
+// names. The caller opens lg where the layout places the current log
+// (Layout.LogDir with its name in m), so what is checked is its identity,
+// never its directory's name: the log id it stores against the one m
+// records, when both are known.
 func (m *Metadata) CheckLive(lg *logstore.Log) error {
 	cur := m.Current()
 	if cur == nil {
 		return fmt.Errorf("stream %q: its metadata (version %d) names no log: %w", m.Stream, m.Version, ErrWrongLog)
 	}
-	name := filepath.Base(lg.Dir())
-	if name != cur.Name || (cur.LogID != "" && lg.ID() != "" && cur.LogID != lg.ID()) {
-		return fmt.Errorf("stream %q: its metadata (version %d) names log %s (log_id %s) as current, but %s is log %s (log_id %s): %w; "+
+	if cur.LogID != "" && lg.ID() != "" && cur.LogID != lg.ID() {
+		return fmt.Errorf("stream %q: its metadata (version %d) names log %s (log_id %s) as current, but %s is log_id %s: %w; "+
 			"restore that log's directory from a backup, or move the stream's home away and run `streamcast restore %s` to rebuild it from the published copy",
-			m.Stream, m.Version, cur.Name, orNone(cur.LogID), lg.Dir(), name, orNone(lg.ID()), ErrWrongLog, m.Stream)
+			m.Stream, m.Version, cur.Name, orNone(cur.LogID), lg.Dir(), orNone(lg.ID()), ErrWrongLog, m.Stream)
 	}
 	return nil
 }
@@ -377,7 +383,7 @@ func LocalLogs(lay Layout, stream string) ([]string, error) {
 		if n == 0 || !e.IsDir() {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(lay.LogDir(stream, e.Name()), "buffer.db")); err != nil {
+		if _, err := os.Stat(filepath.Join(lay.LogDir(stream, e.Name()), logstore.BufferFile)); err != nil {
 			continue
 		}
 		logs = append(logs, numbered{n, e.Name()})
@@ -416,7 +422,7 @@ func (s *Store) describeFound(pub *Metadata, entries []string) []string {
 	for _, e := range entries {
 		name, dir := strings.CutSuffix(e, "/")
 		switch {
-		case name == WALDir && dir:
+		case name == replica.WALDir && dir:
 			wal = true
 		case name == s.stream+".metadata" || name == s.stream+".metadata.json":
 			if pub == nil {
@@ -432,7 +438,7 @@ func (s *Store) describeFound(pub *Metadata, entries []string) []string {
 		found = append(found, "the table(s) "+joinWords(tables))
 	}
 	if wal {
-		found = append(found, "a WAL replica ("+WALDir+"/)")
+		found = append(found, "a WAL replica ("+replica.WALDir+"/)")
 	}
 	if other > 0 {
 		found = append(found, strconv.Itoa(other)+" other object(s)")

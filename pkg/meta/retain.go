@@ -115,7 +115,7 @@ func (r Retained) Taken() int64 {
 //     writes the live log refuses below it at its next subscribe
 //     (4416 evicted, earliest = the floor).
 //  2. Delete what waited its grace: each pending deletion whose time has
-//     come runs tier.DeleteBelow on its log and leaves the metadata.
+//     come runs logstore.DeleteBelow on its log and leaves the metadata.
 //     A file that straddles the floor stays until a later floor passes
 //     it; a file DeleteBelow leaves for now (not yet published, or busy)
 //     goes at the pass after the floor next moves.
@@ -178,11 +178,18 @@ func Retain(ctx context.Context, st *Store, opts RetainOptions) (Retained, error
 }
 
 // RetainLog runs Retain for the stream whose current log is lg, as the
-// retain maintenance role does: the stream's home is lg's parent
-// directory, its root the one above, and its published prefix and S3
-// settings the ones lg stores (with this process's overrides). Its own
-// options' Live is lg.
+// retain maintenance role does, given only lg's directory. The stream is
+// the one lg stores (Log.Names), never its directory's name; the root is
+// where lg sits, the directory above its home, and lg must sit in the home
+// the layout gives its stream there, or the pass is refused rather than
+// run on another stream's metadata. The published prefix and S3 settings
+// are the ones lg stores (with this process's overrides). Its own options'
+// Live is lg.
 func RetainLog(ctx context.Context, lg *logstore.Log, opts RetainOptions) (Retained, error) {
+	stream, _, err := lg.Names()
+	if err != nil {
+		return Retained{}, fmt.Errorf("retain the stream of log %s: %w", lg.Dir(), err)
+	}
 	home := filepath.Dir(lg.Dir())
 	cfg := lg.Policy()
 	p, err := cfg.PublishedPrefix(lg.Dir())
@@ -193,7 +200,12 @@ func RetainLog(ctx context.Context, lg *logstore.Log, opts RetainOptions) (Retai
 	if err != nil {
 		return Retained{}, fmt.Errorf("retain the stream of log %s: %w", lg.Dir(), err)
 	}
-	st, err := NewStore(ctx, lay, filepath.Base(home), cfg.S3)
+	if want := lay.StreamDir(stream); filepath.Clean(want) != filepath.Clean(home) {
+		return Retained{}, fmt.Errorf("retain the stream of log %s: the log belongs to stream %q (the names it stores), whose home is %s, but it sits in %s; "+
+			"a pass runs on the metadata of the stream its log names, never of the directory it sits in: move the log back into %s",
+			lg.Dir(), stream, want, home, want)
+	}
+	st, err := NewStore(ctx, lay, stream, cfg.S3)
 	if err != nil {
 		return Retained{}, err
 	}
@@ -348,13 +360,14 @@ type logSet struct {
 }
 
 func (s *logSet) get(name string) (*logstore.Log, error) {
-	if s.live != nil && filepath.Base(s.live.Dir()) == name {
+	dir := s.lay.LogDir(s.stream, name)
+	if s.live != nil && filepath.Clean(s.live.Dir()) == filepath.Clean(dir) {
 		return s.live, nil
 	}
 	if lg, ok := s.open[name]; ok {
 		return lg, nil
 	}
-	lg, err := logstore.Open(s.lay.LogDir(s.stream, name), logstore.Maintainer, logstore.WithClock(s.clock))
+	lg, err := logstore.Open(dir, logstore.Maintainer, logstore.WithClock(s.clock), logstore.WithNames(s.stream, name))
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: open its log %s for retention: %w", s.stream, name, err)
 	}
@@ -421,7 +434,7 @@ func (s *logSet) rollUp(ctx context.Context, next *Metadata) error {
 		if err != nil {
 			return err
 		}
-		if err := next.RollUp(ctx, l); err != nil {
+		if err := next.RollUp(ctx, lg.Name, l); err != nil {
 			return err
 		}
 	}
@@ -450,8 +463,8 @@ func (s *logSet) applyFloor(ctx context.Context, m *Metadata, ends []int64) erro
 	return nil
 }
 
-// RollUp fills the statistics m keeps of its log lg (found by the name of
-// lg's directory) from lg's tier records (logstore.Summary): first_ts and
+// RollUp fills the statistics m keeps of its log named name, open as lg,
+// from lg's tier records (logstore.Summary): first_ts and
 // last_ts, and each column's min, max and null count when files hold every
 // row (a live log with buffered rows gets none, since the buffer keeps no
 // statistics). Rows below m's floor are not counted, except in a file
@@ -460,8 +473,7 @@ func (s *logSet) applyFloor(ctx context.Context, m *Metadata, ends []int64) erro
 // A lifecycle step calls it on the version it is about to commit (the
 // retention pass does; migrate and retire can when they seal a log),
 // never the publish path. A log m does not name is an error.
-func (m *Metadata) RollUp(ctx context.Context, lg *logstore.Log) error {
-	name := filepath.Base(lg.Dir())
+func (m *Metadata) RollUp(ctx context.Context, name string, lg *logstore.Log) error {
 	i := slices.IndexFunc(m.Logs, func(d Log) bool { return d.Name == name })
 	if i < 0 {
 		return fmt.Errorf("stream %q: roll up the statistics of log %s: the metadata (version %d) names no such log", m.Stream, name, m.Version)

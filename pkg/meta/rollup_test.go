@@ -75,7 +75,7 @@ func rollUp(t *testing.T, dir string, m *Metadata) map[string]ColumnStats {
 		t.Fatal(err)
 	}
 	defer lg.Close()
-	if err := m.RollUp(context.Background(), lg); err != nil {
+	if err := m.RollUp(context.Background(), "nulls", lg); err != nil {
 		t.Fatal(err)
 	}
 	return m.Logs[0].Stats
@@ -111,7 +111,7 @@ func TestRollUpFillsEachColumnsNullCountFromTheFileRecords(t *testing.T) {
 func TestRollUpLeavesTheNullCountUnknownForFilesRecordedBeforeCounts(t *testing.T) {
 	dir, m := rolledUpLog(t)
 	// The first file's record as an older buffer.db holds it.
-	db, err := sql.Open("sqlite", filepath.Join(dir, "buffer.db"))
+	db, err := sql.Open("sqlite", filepath.Join(dir, logstore.BufferFile))
 	if err != nil {
 		t.Fatal(err)
 	}

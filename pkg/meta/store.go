@@ -171,7 +171,7 @@ func (s *Store) read(ctx context.Context, p place) (*Metadata, error) {
 // times, and parsing a metadata document that grows with every log was the
 // largest single item of a migration's CPU and garbage in its profiles,
 // which the other streams' acks on the same cores paid for. The
-// shortcut reads both copies as before (docs/design.md §4.7: the published
+// shortcut still reads both copies (docs/design.md §4.7: the published
 // one is still checked for its version and stream id); it only skips
 // decoding bytes already decoded.
 func (s *Store) readLike(ctx context.Context, p place, known *Metadata, knownData []byte) (*Metadata, []byte, error) {

@@ -446,7 +446,7 @@ func (s *Schema) AppendArrow(builders []array.Builder, canonical []byte) error {
 
 // AppendJSON appends row i of cols, the declared columns in Columns()
 // order, as canonical JSON: byte-identical to what Decode produced for the
-// same values (I4). Arrays must have the columns' types (see CheckArrow); a
+// same values (I4). Arrays must have the columns' types (those of Arrow()); a
 // value that has no JSON form (an array of the wrong type, a NaN or
 // infinite float from a foreign file) is written as null, and invalid UTF-8
 // as U+FFFD.
@@ -464,21 +464,6 @@ func (s *Schema) AppendJSON(dst []byte, cols []arrow.Array, i int) []byte {
 		dst = f.appendJSON(dst, cols[k], i)
 	}
 	return append(dst, '}')
-}
-
-// CheckArrow reports whether cols are arrays of the declared columns'
-// types, in order, as AppendJSON and the filters need. Call it once per
-// record batch read from outside the process.
-func (s *Schema) CheckArrow(cols []arrow.Array) error {
-	if len(cols) != len(s.root.fields) {
-		return fmt.Errorf("schema: %d arrays for %d columns", len(cols), len(s.root.fields))
-	}
-	for k, f := range s.root.fields {
-		if !arrow.TypeEqual(cols[k].DataType(), f.dtype) {
-			return fmt.Errorf("schema: column %q is %s in the batch, but the schema says %s", f.name, cols[k].DataType(), f.dtype)
-		}
-	}
-	return nil
 }
 
 func nullJSON(dst []byte) []byte { return append(dst, "null"...) }

@@ -949,24 +949,6 @@ func (f *Filter) matchCanon(t *term, v []byte) bool {
 	return t.zeroFlt && (string(v) == "0.0" || string(v) == "-0.0")
 }
 
-// MatchRow reports whether a row decoded by the filter's schema matches.
-func (f *Filter) MatchRow(r *Row) bool {
-	if f.All() {
-		return true
-	}
-	if f.s.any || r.schema != f.s {
-		return f.MatchCanonical(r.Canonical)
-	}
-	for i := range f.terms {
-		t := &f.terms[i]
-		sp := r.dec.spans[t.col]
-		if !f.matchCanon(t, r.Canonical[sp.start:sp.end]) {
-			return false
-		}
-	}
-	return true
-}
-
 // MatchCanonical reports whether a canonical row (one read back from the
 // buffer) matches. A row that is not canonical for the schema matches
 // nothing.

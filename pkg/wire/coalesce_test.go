@@ -22,7 +22,7 @@ func TestCoalescedFramesShareOneSocketWrite(t *testing.T) {
 		coalesce   time.Duration
 		wantWrites int64
 	}{
-		{0, frames},    // a write per frame, as before
+		{0, frames},    // a write per frame, nothing held
 		{time.Hour, 1}, // held until Flush: one write
 	} {
 		t.Run("coalesce="+tc.coalesce.String(), func(t *testing.T) {

@@ -12,8 +12,19 @@
 // (PublishOptions.Coalesce): that changes how bytes meet the socket, never a
 // frame or the order of frames.
 //
+// It also builds the complete WebSocket frames a server writes itself
+// (header and payload, unmasked, final), which the broker and a relay
+// share: a committed row's data frame, encoded once and shared by every
+// subscriber and by replay (AppendDataFrame, EncodeDataFrames, I4), the
+// replies to publishers (OKReplyFrame, ErrorReplyFrame, OffsetsReplyFrame),
+// the ping, pong and close frames, and, for a writer without writev (TLS),
+// WriteCoalesced, which copies small frames into few writes. Those hold no
+// connection and no lock, and never own a socket.
+//
 // The command-line tooling built on the client lives elsewhere:
 // internal/ndjson (tail, publish from NDJSON, cursor files) and
-// internal/loadgen (bench). The package never imports the broker, and never
-// panics on bytes from the network: every parser returns an error instead.
+// internal/loadgen (bench). The package imports only pkg/schema of the
+// module: never the broker, storage or stream metadata, so any program can
+// link the client alone. It never panics on bytes from the network: every
+// parser returns an error instead.
 package wire

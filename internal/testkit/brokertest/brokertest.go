@@ -1,6 +1,3 @@
-// Package brokertest runs a real broker in the test's process for the
-// tests of the packages that talk to it (the Go client, the shell tools, the
-// load generator). It is imported by tests only, never by the product.
 package brokertest
 
 import (

@@ -7,10 +7,11 @@ import (
 )
 
 // Executable returns the streamcast command built once per test binary
-// (testbin.Streamcast), for a server whose maintenance children are real
+// (testkit.Streamcast), for a server whose maintenance children are real
 // processes (broker.Options.Executable). A -short run skips the test: it
-// starts child processes. A TestMain that calls testbin.RemoveStreamcast after m.Run
-// deletes the binary; otherwise it stays in the temporary directory.
+// starts child processes. A TestMain that calls testkit.RemoveStreamcast
+// after m.Run deletes the binary; otherwise it stays in the temporary
+// directory.
 func Executable(t testing.TB) string {
 	t.Helper()
 	return testkit.Streamcast(t)

@@ -8,5 +8,8 @@
 //
 // It owns no goroutine and no listener, and it must never log, return or
 // store a password or an Authorization header: errors and reports carry
-// user names only when they name a configured user.
+// user names only when they name a configured user. It is its own package
+// because who a request is and what it may do is a decision with a small
+// API that reads alone, asked by the broker's entry and by the control API
+// (pkg/broker/control), which must not import the broker.
 package auth

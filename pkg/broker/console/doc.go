@@ -9,5 +9,7 @@
 // streamcast.js. It never gets a route of its own into the server's
 // state, so it can show nothing the user's grants would not (the server's
 // entry middleware checks them, §3.3). This package serves files; it
-// must never decide who may see them.
+// must never decide who may see them. It is its own package because the
+// page and its module are a client of the server, not a part of it: they
+// import nothing of the module, and their browser tests run apart.
 package console

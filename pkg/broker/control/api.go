@@ -420,8 +420,8 @@ func (c *Controller) commit(w http.ResponseWriter, r *http.Request, m *mutation,
 	if err != nil && !errors.Is(err, errRollback) {
 		return c.internal(err)
 	}
-	if c.opts.AfterCommit != nil {
-		c.opts.AfterCommit()
+	if testHookAfterCommit != nil {
+		testHookAfterCommit()
 	}
 	c.poke()
 	w.Header().Set("Location", ans.loc)

@@ -194,13 +194,14 @@ func TestPastMaxPendingIs429WithRetryAfter(t *testing.T) {
 	}
 	release := make(chan struct{})
 	running := make(chan struct{}, 1)
-	f := serveOpts(t, cfg, broker.Options{ControlBeforeRun: func(string) {
+	t.Cleanup(control.SetBeforeRun(func(string) {
 		select {
 		case running <- struct{}{}:
 		default:
 		}
 		<-release
-	}})
+	})) // restored after the server's stop, which serveOpts registers later
+	f := serveOpts(t, cfg, broker.Options{})
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // before the server's stop, which waits for the worker

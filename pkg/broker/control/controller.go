@@ -25,19 +25,24 @@ import (
 type Options struct {
 	// Logger receives the controller's log; nil discards it.
 	Logger *log.Logger
-	// AfterCommit, when set (tests only), is called after a mutation's
-	// transaction commits and before its answer is written: a test stops
-	// the process there, as a crash would.
-	AfterCommit func()
-	// BeforeRun, when set (tests only), is called with an operation's
-	// kind once it is marked running and before it does anything.
-	BeforeRun func(kind string)
 	// Executable, when set, is the streamcast binary the migration worker
 	// process runs (migrator.go); ConfigFile is passed to it as --config.
 	// Without one, migrations run in the server's process.
 	Executable string
 	ConfigFile string
 }
+
+// The controller's test hooks, set only by export_test.go (net/http keeps
+// its own so): a crash test stops the process at one of them. They are
+// not in Options, so that no caller of the package can reach them.
+var (
+	// testHookAfterCommit is called after a mutation's transaction
+	// commits and before its answer is written.
+	testHookAfterCommit func()
+	// testHookBeforeRun is called with an operation's kind once it is
+	// marked running and before it does anything.
+	testHookBeforeRun func(kind string)
+)
 
 // Observed is what this boot of the server last saw of a registered
 // stream: an observation, not durable proof of its health.
@@ -262,8 +267,8 @@ func (c *Controller) execute(ctx context.Context, op *Operation, offline bool) {
 		c.logger.Error("control: mark an operation running", "operation", op.ID, "err", err)
 		return
 	}
-	if c.opts.BeforeRun != nil {
-		c.opts.BeforeRun(op.Kind)
+	if testHookBeforeRun != nil {
+		testHookBeforeRun(op.Kind)
 	}
 	err := c.run(ctx, op, offline)
 	if ctx.Err() != nil {

@@ -5,6 +5,24 @@ import (
 	"time"
 )
 
+// SetAfterCommit makes fn the hook called after a mutation's transaction
+// commits and before its answer is written, until restore is called. Set
+// it before the server starts and restore it after the server stops.
+func SetAfterCommit(fn func()) (restore func()) {
+	old := testHookAfterCommit
+	testHookAfterCommit = fn
+	return func() { testHookAfterCommit = old }
+}
+
+// SetBeforeRun makes fn the hook called with an operation's kind once it
+// is marked running and before it does anything, until restore is called.
+// Set it before the server starts and restore it after the server stops.
+func SetBeforeRun(fn func(kind string)) (restore func()) {
+	old := testHookBeforeRun
+	testHookBeforeRun = fn
+	return func() { testHookBeforeRun = old }
+}
+
 // PruneAt runs the worker's pruning as if the clock read at.
 func PruneAt(ctx context.Context, r *Registry, at time.Time) (receipts, ops int64, err error) {
 	return r.prune(ctx, at)

@@ -70,14 +70,14 @@ func runChild(root, addrFile, killAt string) int {
 	kill := func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 	switch {
 	case killAt == "after-commit":
-		opts.ControlAfterCommit = kill
+		defer control.SetAfterCommit(kill)()
 	case strings.HasPrefix(killAt, "before-run:"):
 		kind := strings.TrimPrefix(killAt, "before-run:")
-		opts.ControlBeforeRun = func(k string) {
+		defer control.SetBeforeRun(func(k string) {
 			if k == kind {
 				kill()
 			}
-		}
+		})()
 	}
 	srv, err := broker.New(serveConfig(root), opts)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/streamcast/streamcast/pkg/meta"
 )
 
 // TestStopClosesPublishersWith1001AndRefusesNewConnections: a stopped
@@ -150,7 +152,7 @@ func TestRestartServesWhatWasServingAndNeverRecreatesABoundLog(t *testing.T) {
 	if err := os.RemoveAll(home); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(filepath.Join(f.root, "registered", "published")); err != nil {
+	if err := os.RemoveAll(filepath.Join(f.root, "registered", meta.PublishedDir)); err != nil {
 		t.Fatal(err)
 	}
 	f = serve(t, f.root)

@@ -22,11 +22,11 @@ import (
 	"github.com/streamcast/streamcast/pkg/meta/lifecycle"
 )
 
-// MigrateChildCommand is the hidden command line a migration worker
-// runs: `streamcast control migrate-child`, which reads
+// MigrateChildCommand is the hidden subcommand of `streamcast control` a
+// migration worker runs, `streamcast control migrate-child`: it reads
 // lifecycle.MigrateJobs from stdin and answers each on stdout
 // (lifecycle.ServeMigrateJobs).
-var MigrateChildCommand = []string{"control", "migrate-child"}
+const MigrateChildCommand = "migrate-child"
 
 // migrationWorker is the child process the online migrations' file work
 // runs in, at the lowest CPU priority (docs/design.md §5). A migration
@@ -288,10 +288,10 @@ func (w *migrationWorker) endLocked() {
 // the lowest CPU priority), killed when the server is (Linux's
 // parent-death signal) and in a process group of its own.
 func startWorkerProc(forker *supervise.Forker, exe, configFile, level string) (*workerProc, error) {
-	args := append([]string{MigrateChildCommand[0]}, logstore.MaintainChildLine(MigrateChildCommand[1], configFile, level, "json")...)
+	args := append([]string{"control"}, logstore.MaintainChildLine(MigrateChildCommand, configFile, level, "json")...)
 	cmd := exec.Command(exe, args...)
 	// Serve's environment, as it is: credentials reach children only this
-	// way. Not maintain.ChildEnv: its GOGC=25 for the package initialisers
+	// way. Not logstore.ChildEnv: its GOGC=25 for the package initialisers
 	// suits a child that stays small for days, and doubles the start-up's
 	// CPU (120 → 250 ms).
 	cmd.Env = os.Environ()

@@ -172,7 +172,7 @@ func Open(ctx context.Context, path string) (*Registry, error) {
 
 // upgradeReceipts gives a registry made before receipts were pruned their
 // created column, in place: the format stays 1, since a build without
-// pruning reads and writes the table as before (the column has a
+// pruning reads and writes the table unchanged (the column has a
 // default). Receipts already there count from now, so none is dropped
 // before a full ReceiptRetention.
 func upgradeReceipts(ctx context.Context, db *sql.DB) error {

@@ -10,5 +10,8 @@
 // figures, the maintenance children's restarts) is read at scrape time.
 // The Collector is registered with a registry its server owns, never the
 // global one, so one process can run several servers. The package knows
-// nothing of connections or logs: pkg/broker fills the Sample.
+// nothing of connections or logs: pkg/broker fills the Sample. It is its
+// own package because the Prometheus side has a small API that reads alone
+// (counters in, a scrape out), and keeps client_golang out of the broker's
+// hot-path code.
 package metrics

@@ -13,8 +13,11 @@
 // (I7 across machines), and a row that would leave a gap is never handed
 // on (I1, I6).
 //
-// It sits above pkg/broker/frame and below pkg/broker, which implements
-// Target over its stream's log and fan-out; it imports no other
-// sub-package of broker. Start runs one goroutine, which Stop cancels and
-// waits for.
+// It builds the frames it hands on with pkg/wire's frame builder, the
+// broker's own, and sits below pkg/broker, which implements Target over
+// its stream's log and fan-out; it imports no package of broker's tree.
+// Start runs one goroutine, which Stop cancels and waits for. It is its own
+// package because following an upstream is a client's loop with a small
+// API (Follower, Target) that reads alone, and knows nothing of the
+// server's connections.
 package relay

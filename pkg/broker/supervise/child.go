@@ -87,7 +87,7 @@ const (
 )
 
 // args is the child's command line: no secret ever goes here. It is
-// rendered by maintainargs.CommandLine, from the same names `streamcast
+// rendered by logstore.MaintainCommandLine, from the same names `streamcast
 // maintain` and the root command parse it with. Children log JSON, which
 // the supervisor reads back into serve's log.
 func (c *roleChild) args() []string {

@@ -11,9 +11,11 @@
 // any other change of the set of logs, or an addition a child does not
 // confirm, replaces the Group with one over every log.
 //
-// It sits below pkg/broker: broker imports it, and it must never import
-// broker (what it needs of the config comes in as plain values and
-// Schedule). It never appends rows (I7) and never puts a secret on a
-// child's command line: credentials reach a child only through its
-// environment.
+// It sits below pkg/broker: broker and the control API import it, and it
+// must never import either (what it needs of the config comes in as plain
+// values and Schedule). It never appends rows (I7) and never puts a secret
+// on a child's command line: credentials reach a child only through its
+// environment. It is its own package because supervising child processes
+// (forking, process groups, parent-death signals, backoff) reads alone and
+// shares nothing with serving connections.
 package supervise

@@ -37,12 +37,14 @@ type StopWaits struct {
 	Publish   time.Duration // publish's whole flush: the child's half, then serve's own
 }
 
-// DefaultStopWaits are the budgets serve stops its children with.
-var DefaultStopWaits = StopWaits{
-	SealFlush: 5 * time.Second,
-	ChildStop: 5 * time.Second,
-	FinalSeal: 30 * time.Second,
-	Publish:   20 * time.Second,
+// DefaultStopWaits returns the budgets serve stops its children with.
+func DefaultStopWaits() StopWaits {
+	return StopWaits{
+		SealFlush: 5 * time.Second,
+		ChildStop: 5 * time.Second,
+		FinalSeal: 30 * time.Second,
+		Publish:   20 * time.Second,
+	}
 }
 
 // Schedule is one role a Group runs, with the pause between its passes.
@@ -94,7 +96,7 @@ type Group struct {
 	ReplicateLogs []string
 	Replicate     replica.Args
 	// MaxOpenLogs bounds the logs each child holds open at once
-	// (maintainargs.Args.MaxOpen); 0 is the child's default. Set it before
+	// (logstore.MaintainArgs.MaxOpen); 0 is the child's default. Set it before
 	// Start.
 	MaxOpenLogs int
 
@@ -139,7 +141,7 @@ func New(exe, configFile string, roles []Schedule, logs []string, flushEvery, re
 		level:        level.String(),
 		logger:       logger,
 		readyTimeout: readyTimeout,
-		waits:        DefaultStopWaits,
+		waits:        DefaultStopWaits(),
 		addWait:      addWait,
 	}
 	for _, r := range roles {

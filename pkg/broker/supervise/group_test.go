@@ -72,7 +72,7 @@ func TestStopSealsAndPublishesItselfWhenTheChildrenDoNot(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l, err := logstore.Create(dir, schema.Any(), logstore.Config{})
+	l, err := logstore.Create(dir, schema.Any(), logstore.Config{Stream: "s", Log: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestStopSealsAndPublishesItselfWhenTheChildrenDoNot(t *testing.T) {
 			t.Errorf("child %s (pid %d) survived the stop", k.Role, *k.PID)
 		}
 	}
-	if _, err := l.Evict(ctx); err != nil {
+	if _, err := l.Clean(ctx); err != nil { // evicts the buffered rows files hold
 		t.Fatal(err)
 	}
 	st, err := l.Status(ctx)

@@ -7,5 +7,7 @@
 // helpers that order, take, concatenate and size records and give their columns
 // Iceberg field ids. It knows nothing of logs, offsets or buffer.db, never
 // decides which file holds what, and never imports logstore: logstore
-// imports it.
+// imports it. It is its own package because the file format is a seam: its
+// API (records in, records out) reads alone, and arrow-go's Parquet
+// reader and writer stay behind it.
 package parquetfile

@@ -35,7 +35,7 @@ func TestARoundGivesUpABusyCheckpointAndShipsAnyway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := logstore.Create(filepath.Join(root, "s", "log"), sch, logstore.Config{})
+	w, err := logstore.Create(filepath.Join(root, "s", "log"), sch, logstore.Config{Stream: "s", Log: "log"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestARoundGivesUpABusyCheckpointAndShipsAnyway(t *testing.T) {
 	// The busy writer: one transaction grows the WAL past litestream's
 	// checkpoint threshold (a thousand pages), and the next, begun at
 	// once, holds the write lock while the round ships the first.
-	busy, err := sql.Open("sqlite", filepath.Join(w.Dir(), BufferFile)+"?_pragma=busy_timeout(10000)&_pragma=wal_autocheckpoint(0)")
+	busy, err := sql.Open("sqlite", filepath.Join(w.Dir(), logstore.BufferFile)+"?_pragma=busy_timeout(10000)&_pragma=wal_autocheckpoint(0)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,8 @@
 // Package replica ships a log's buffer.db WAL to an off-box replica, and
-// brings a buffer.db back from one, using litestream as a library.
+// brings a buffer.db back from one, using litestream as a library. It also
+// owns the command line of `streamcast replicate`, the child serve runs to
+// ship its logs' WAL (Args, its flags, its rendering and ParseArgs): serve
+// renders it and the command reads it back, from one definition.
 //
 // The replica of log L of stream S lives at <prefix>/S/_wal/L/, beside the
 // stream's tables and never inside one, so no Iceberg reader and no sweep of
@@ -9,6 +12,8 @@
 //
 // It never writes buffer.db itself (litestream reads its WAL and runs its
 // checkpoints), never decides which offsets a restored log may issue (that is
-// the restore's fence, in pkg/meta's lifecycle), and keeps no state outside a
-// Replicator's lifetime.
+// the restore's fence, in pkg/meta/lifecycle), and keeps no state outside
+// a Run. It is its own package, above logstore, because WAL replication is
+// litestream's seam: its API (Run, Restore, Client) reads alone, and
+// litestream stays behind it.
 package replica

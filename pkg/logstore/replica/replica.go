@@ -25,16 +25,20 @@ import (
 
 // File names inside a log's directory.
 const (
-	BufferFile   = "buffer.db"                  // the SQLite file of recent rows
 	ProgressFile = logstore.ReplicaProgressFile // the replicator's last shipped position, for /stats (and clean)
 	lockRole     = "replicate"                  // <log>/replicate.lock: one replicator per database
 )
 
+// WALDir is the directory under a stream's published directory,
+// <prefix>/<stream>/, that holds the WAL replicas of the stream's logs,
+// one directory per log: beside the stream's tables, never inside one.
+const WALDir = "_wal"
+
 // Options tune a replicator.
 type Options struct {
-	SyncInterval      time.Duration // how often the WAL is shipped; 0 means replicaargs.DefaultSyncInterval
-	SnapshotInterval  time.Duration // how often a full snapshot is written; 0 means replicaargs.DefaultSnapshotInterval
-	SnapshotRetention time.Duration // how long snapshots are kept; 0 means replicaargs.DefaultSnapshotRetention
+	SyncInterval      time.Duration // how often the WAL is shipped; 0 means DefaultSyncInterval
+	SnapshotInterval  time.Duration // how often a full snapshot is written; 0 means DefaultSnapshotInterval
+	SnapshotRetention time.Duration // how long snapshots are kept; 0 means DefaultSnapshotRetention
 	Logger            *slog.Logger  // where litestream and the replicator log; nil discards
 	Now               func() time.Time
 }
@@ -239,7 +243,7 @@ const checkpointBusyTimeout = 50 * time.Millisecond
 // newStore sets up litestream for one log. Its own monitors are off: the
 // replicator drives every round, so it knows which offsets a round shipped.
 func newStore(t Target, opts Options) (*litestream.DB, *litestream.Store) {
-	db := litestream.NewDB(filepath.Join(t.LogDir, BufferFile))
+	db := litestream.NewDB(filepath.Join(t.LogDir, logstore.BufferFile))
 	db.MonitorInterval = 0
 	db.BusyTimeout = checkpointBusyTimeout
 	r := litestream.NewReplicaWithClient(db, t.Client)
@@ -382,8 +386,8 @@ func (e *HistoryError) Error() string {
 // Restore writes the newest state the replica holds to dir/buffer.db.
 func Restore(ctx context.Context, client litestream.ReplicaClient, dir string) error {
 	r := litestream.NewReplicaWithClient(nil, client)
-	if err := r.Restore(ctx, litestream.RestoreOptions{OutputPath: filepath.Join(dir, BufferFile)}); err != nil {
-		return fmt.Errorf("restore %s from its replica: %w", filepath.Join(dir, BufferFile), err)
+	if err := r.Restore(ctx, litestream.RestoreOptions{OutputPath: filepath.Join(dir, logstore.BufferFile)}); err != nil {
+		return fmt.Errorf("restore %s from its replica: %w", filepath.Join(dir, logstore.BufferFile), err)
 	}
 	return nil
 }
@@ -401,7 +405,11 @@ func TargetFor(dir string) (Target, error) {
 	if err != nil {
 		return Target{}, fmt.Errorf("find the published prefix of %s: %w", dir, err)
 	}
-	return Target{LogDir: dir, Client: Client(loc, cfg.S3, cfg.Stream, cfg.Log)}, nil
+	stream, log, err := lg.Names()
+	if err != nil {
+		return Target{}, fmt.Errorf("find the replica of %s: %w", dir, err)
+	}
+	return Target{LogDir: dir, Client: Client(loc, cfg.S3, stream, log)}, nil
 }
 
 // Client returns the client of the replica of log of stream under the
@@ -409,12 +417,12 @@ func TargetFor(dir string) (Target, error) {
 // from the AWS environment only.
 func Client(loc warehouse.Location, s3cfg warehouse.S3, stream, log string) litestream.ReplicaClient {
 	if loc.Dir != "" {
-		return FileClient(filepath.Join(loc.Dir, stream, "_wal", log))
+		return FileClient(filepath.Join(loc.Dir, stream, WALDir, log))
 	}
 	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(loc.S3, "s3://"), "/")
 	c := s3.NewReplicaClient()
 	c.Bucket = bucket
-	c.Path = path.Join(prefix, stream, "_wal", log)
+	c.Path = path.Join(prefix, stream, WALDir, log)
 	c.Endpoint = s3cfg.Endpoint
 	c.Region = s3cfg.Region
 	c.ForcePathStyle = s3cfg.PathStyle || s3cfg.Endpoint != ""

@@ -36,6 +36,7 @@ func newLogWith(t *testing.T, root, name string, cfg logstore.Config) *logstore.
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Stream, cfg.Log = "s", name
 	lg, err := logstore.Create(filepath.Join(root, "s", name), sch, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +173,7 @@ func restoreEnd(t *testing.T, client litestream.ReplicaClient, end int64) {
 func TestShippedRowsRestore(t *testing.T) {
 	root := t.TempDir()
 	lg := newLog(t, root, "log")
-	client := replica.FileClient(filepath.Join(root, "published", "s", "_wal", "log"))
+	client := replica.FileClient(filepath.Join(root, "published", "s", replica.WALDir, "log"))
 	targets := []replica.Target{{LogDir: lg.Dir(), Client: client}}
 
 	r := start(t, targets)
@@ -199,7 +200,7 @@ func TestShippedRowsRestore(t *testing.T) {
 func TestFreshLogRefusesReplicaOfAnother(t *testing.T) {
 	root := t.TempDir()
 	old := newLog(t, root, "log")
-	client := replica.FileClient(filepath.Join(root, "published", "s", "_wal", "log"))
+	client := replica.FileClient(filepath.Join(root, "published", "s", replica.WALDir, "log"))
 	r := start(t, []replica.Target{{LogDir: old.Dir(), Client: client}})
 	r.waitReady(t)
 	appendRows(t, old, 5, 10)
@@ -229,7 +230,7 @@ func TestFreshLogRefusesReplicaOfAnother(t *testing.T) {
 func TestStandbyTakesOver(t *testing.T) {
 	root := t.TempDir()
 	lg := newLog(t, root, "log")
-	client := replica.FileClient(filepath.Join(root, "published", "s", "_wal", "log"))
+	client := replica.FileClient(filepath.Join(root, "published", "s", replica.WALDir, "log"))
 	targets := []replica.Target{{LogDir: lg.Dir(), Client: client}}
 	first := start(t, targets)
 	first.waitReady(t)

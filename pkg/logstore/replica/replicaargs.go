@@ -1,9 +1,8 @@
-// Package replicaargs is the command line of `streamcast replicate`, the
-// child serve runs to ship its logs' WAL (pkg/logstore/replica): the type,
-// its flags, its rendering and its parser, and nothing of the replicator.
-// serve renders it and the command reads it back, so both take it from
-// here; it imports nothing of the module, so its fuzz target links a small
-// test binary (docs/fuzzing.md).
+// The command line of `streamcast replicate`, the child serve runs to ship
+// its logs' WAL: the type, its flags, its rendering and its parser, and
+// nothing of the replicator. serve renders it and the command reads it
+// back, so both take it from this one file.
+
 package replica
 
 import (

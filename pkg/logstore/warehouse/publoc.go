@@ -1,9 +1,8 @@
-// Package publoc is a published location: the prefix a log's Iceberg table
-// is published under, an s3:// bucket and path or a local directory, and
-// the one parser every caller reads it with (config, a log's stored config,
-// command lines). It is a value and its grammar, nothing more: it imports
-// nothing of the module and no storage SDK, so what only names a location
-// (a config, a layout) need not link the table code of pkg/logstore/warehouse.
+// A published location: the prefix a log's Iceberg table is published
+// under, an s3:// bucket and path or a local directory, and the one parser
+// every caller reads it with (config, a log's stored config, command
+// lines). It is a value and its grammar; this file opens nothing.
+
 package warehouse
 
 import (

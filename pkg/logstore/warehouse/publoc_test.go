@@ -9,11 +9,9 @@ import (
 )
 
 // TestParseReadsEveryForm covers each form a published location
-// takes, and the cases where broker's parsePublished and logstore's
-// parsePrefix (the two parsers Parse replaces) disagreed: a
-// relative directory (broker resolved it, logstore refused it), an s3://
-// URL with credentials (broker refused it, logstore accepted and stored
-// it), and errors echoing a value that may hold a secret.
+// takes, and the cases a reader could get wrong: a relative directory
+// (resolved against base), an s3:// URL with credentials (refused, never
+// stored), and errors echoing a value that may hold a secret.
 func TestParseReadsEveryForm(t *testing.T) {
 	wd, err := os.Getwd()
 	if err != nil {

@@ -50,14 +50,17 @@ const (
 	SummaryOffsets = "streamcast.offsets"
 )
 
-// TableProperties are set when the table is created and re-applied by every
-// publishing commit: they bound the growth of metadata (old metadata files
-// are deleted after each commit, ten are kept, manifests are merged).
-var TableProperties = iceberg.Properties{
-	table.MetadataDeleteAfterCommitEnabledKey: "true",
-	table.MetadataPreviousVersionsMaxKey:      "10",
-	"commit.manifest-merge.enabled":           "true",
-	"commit.manifest.min-count-to-merge":      "2",
+// TableProperties returns the properties set when the table is created
+// and re-applied by every publishing commit: they bound the growth of
+// metadata (old metadata files are deleted after each commit, ten are
+// kept, manifests are merged). The map is new at each call.
+func TableProperties() iceberg.Properties {
+	return iceberg.Properties{
+		table.MetadataDeleteAfterCommitEnabledKey: "true",
+		table.MetadataPreviousVersionsMaxKey:      "10",
+		"commit.manifest-merge.enabled":           "true",
+		"commit.manifest.min-count-to-merge":      "2",
+	}
 }
 
 // Table is a log's published Iceberg table: where it lives and the IO
@@ -169,17 +172,8 @@ func NewTable(p Location, stream, log string, s3 S3) (*Table, error) {
 // s3:// URL or an absolute directory.
 func (pt *Table) Location() string { return pt.location }
 
-// Warehouse returns the catalog warehouse: the prefix the table sits under.
-func (pt *Table) Warehouse() string { return pt.warehouse }
-
 // Local reports whether the table lives in a local directory.
 func (pt *Table) Local() bool { return pt.local }
-
-// Ident returns the table's identifier in the catalog: {stream, log}.
-func (pt *Table) Ident() table.Identifier { return pt.ident }
-
-// Props returns the properties the catalog and the IO are made with.
-func (pt *Table) Props() iceberg.Properties { return pt.props }
 
 // catalog returns the hadoop catalog over the prefix.
 func (pt *Table) catalog() (*hadoop.Catalog, error) {
@@ -273,7 +267,7 @@ func (pt *Table) create(ctx context.Context, o Owner) (*table.Table, error) {
 		return nil, err
 	}
 	props := iceberg.Properties{PropLogID: o.LogID, PropPublishedThrough: "0", "format-version": "2"}
-	for k, v := range TableProperties {
+	for k, v := range TableProperties() {
 		props[k] = v
 	}
 	tbl, err := cat.CreateTable(ctx, pt.ident, sc, catalog.WithSortOrder(order), catalog.WithProperties(props))

@@ -20,7 +20,11 @@ import (
 	"github.com/streamcast/streamcast/pkg/schema"
 )
 
-// Defaults, in one place. Default and DefaultStream are built from them.
+// Defaults, in one place with the types below: these values, Default and
+// DefaultStream built from them, each section's DefaultX beside its type
+// (DefaultMaintain, DefaultLog, DefaultMetrics, DefaultReplicate, the
+// control: section's in control.go; a zero tiers: field is logstore's
+// default), and Embedded, the base Resolve lays the file over.
 const (
 	DefaultListen          = "127.0.0.1:8765"
 	DefaultRoot            = "./streamcast-data"
@@ -45,10 +49,10 @@ const (
 )
 
 // Config is streamcast's whole configuration, one typed value: what
-// `streamcast serve` runs with and `streamcast config` prints. cmd reads the
-// file once and decodes it, with the STREAMCAST_* variables and flags laid
-// over it, through Load; tests build one from Default. Validate
-// before use.
+// `streamcast serve` runs with and `streamcast config` prints. Every
+// command gets it from Resolve: Embedded, then the config file, the
+// STREAMCAST_* variables and the flags, each laid over the one before;
+// tests build one from Default or with Load. Validate before use.
 //
 // Every section is a field here and nowhere else: the keys the file may
 // hold, the keys an environment variable or flag may set (OverrideKeys) and
@@ -252,8 +256,8 @@ const DemoSchema = `{
 
 // Embedded is what `streamcast serve` serves without --config: a durable
 // demo stream of trades under ./streamcast-data on 127.0.0.1:8765. It is the
-// base cmd lays the config file over, so a file without streams serves the
-// demo stream with the file's other settings.
+// base Resolve lays the config file over, so a file without streams serves
+// the demo stream with the file's other settings.
 func Embedded() Config {
 	c := Default()
 	demo := DefaultStream("demo")
@@ -330,8 +334,9 @@ func (s *Stream) UnmarshalYAML(n *yaml.Node) error {
 // columns, and each history_guard against its stream
 // (durable, exactly_once, max_replay null, known_row canonical).
 // `streamcast serve` and `streamcast config` run exactly this. An error
-// is a *Error naming the key and, for a Config from Load, where its value
-// came from (file and line, environment variable, flag or default).
+// is a *Error naming the key and, for a Config from Resolve or Load,
+// where its value came from (file and line, environment variable, flag or
+// default).
 func (c *Config) Validate() error {
 	_, err := c.Compile()
 	return err
@@ -550,7 +555,7 @@ type Maintain struct {
 	FlushEvery time.Duration `yaml:"flush_every"`
 	// MaxOpenLogs bounds how many logs each child holds open at once (a
 	// few files and SQLite connections each); a child opens an idle log
-	// only when it has work. 0 is maintainargs.DefaultMaxOpen.
+	// only when it has work. 0 is logstore.DefaultMaxOpen.
 	MaxOpenLogs int `yaml:"max_open_logs"`
 }
 

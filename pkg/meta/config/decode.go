@@ -210,7 +210,7 @@ type decodeSource struct {
 // base's value; a top-level list of sections with no item in it (streams:
 // with no stream) keeps the base's list.
 //
-// It refuses what cannot be decoded: a document that is not renderYAML, an unknown
+// It refuses what cannot be decoded: a document that is not YAML, an unknown
 // key, a key given twice, a key that looks like a credential, a value of the
 // wrong type. Each error is an *Error naming the key and the file and line,
 // or the override it came from. The Origins it returns say where every value
@@ -219,7 +219,7 @@ func decodeInto(dst any, src decodeSource) (*Origins, error) {
 	file, data, overrides := src.File, src.Data, src.Overrides
 	pv := reflect.ValueOf(dst)
 	if pv.Kind() != reflect.Pointer || pv.Elem().Kind() != reflect.Struct {
-		return nil, fmt.Errorf("conf.Load: dst is a %T, not a pointer to a struct", dst) // a programming error
+		return nil, fmt.Errorf("decodeInto: dst is a %T, not a pointer to a struct", dst) // a programming error
 	}
 	t := pv.Elem().Type()
 	o := &Origins{file: file, lines: map[string]int{}, scalar: map[string]bool{}, over: map[string]string{}}
@@ -231,7 +231,7 @@ func decodeInto(dst any, src decodeSource) (*Origins, error) {
 	top := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &Error{From: from, Err: fmt.Errorf("not valid renderYAML: %w", err)}
+		return nil, &Error{From: from, Err: fmt.Errorf("not valid YAML: %w", err)}
 	}
 	if len(doc.Content) > 0 && doc.Content[0].ShortTag() != "!!null" {
 		top = doc.Content[0]
@@ -343,7 +343,7 @@ func (p *parser) check(n *yaml.Node, path string, t reflect.Type) error {
 // lineMsg splits "line 3: cannot unmarshal …" into 3 and the rest.
 var lineMsg = regexp.MustCompile(`^line ([0-9]+): `)
 
-// decodeError turns an error of yaml's Decode into a *ConfigError naming the
+// decodeError turns an error of yaml's Decode into an *Error naming the
 // key and line, from the first message (a user fixes one at a time).
 func (p *parser) decodeError(err error) error {
 	msg := err.Error()
@@ -397,7 +397,7 @@ func overlay(top *yaml.Node, t reflect.Type, base reflect.Value, ov Override) er
 	return nil
 }
 
-// overrideNode is the renderYAML node of an override's value for a field of type
+// overrideNode is the YAML node of an override's value for a field of type
 // t: a plain scalar, read as the same text would be in the file, or for a
 // list a sequence of the comma-separated items.
 func overrideNode(t reflect.Type, v string) *yaml.Node {
@@ -524,7 +524,7 @@ func joinKey(prefix, key string) string {
 	return prefix + "." + key
 }
 
-// renderYAML renders v, a struct with yaml tags, as the renderYAML document decodeInto reads
+// renderYAML renders v, a struct with yaml tags, as the YAML document decodeInto reads
 // back into the same value, with every field tagged secret:"true" redacted.
 func renderYAML(v any) ([]byte, error) {
 	n, err := renderNode(v)
@@ -535,16 +535,16 @@ func renderYAML(v any) ([]byte, error) {
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(n); err != nil {
-		return nil, fmt.Errorf("render the configuration as renderYAML: %w", err)
+		return nil, fmt.Errorf("render the configuration as YAML: %w", err)
 	}
 	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("render the configuration as renderYAML: %w", err)
+		return nil, fmt.Errorf("render the configuration as YAML: %w", err)
 	}
 	return []byte(b.String()), nil
 }
 
-// renderJSON renders v as one compact renderJSON object with the keys and values renderYAML
-// gives it (renderJSON is renderYAML, so decodeInto reads it back too), secrets redacted.
+// renderJSON renders v as one compact JSON object with the keys and values
+// renderYAML gives it (JSON is YAML, so decodeInto reads it back too), secrets redacted.
 func renderJSON(v any) ([]byte, error) {
 	n, err := renderNode(v)
 	if err != nil {
@@ -552,7 +552,7 @@ func renderJSON(v any) ([]byte, error) {
 	}
 	b, err := NodeJSON(nil, n)
 	if err != nil {
-		return nil, fmt.Errorf("render the configuration as renderJSON: %w", err)
+		return nil, fmt.Errorf("render the configuration as JSON: %w", err)
 	}
 	return b, nil
 }
@@ -561,7 +561,7 @@ func renderJSON(v any) ([]byte, error) {
 const Redacted = "[redacted]"
 
 // renderNode encodes v, with every field tagged secret:"true" redacted, as
-// a renderYAML node. Redaction works on a copy: v's slices and pointers are not
+// a YAML node. Redaction works on a copy: v's slices and pointers are not
 // touched.
 func renderNode(v any) (*yaml.Node, error) {
 	cp := reflect.New(reflect.TypeOf(v)).Elem()
@@ -645,8 +645,8 @@ func hide(v reflect.Value) {
 	}
 }
 
-// NodeJSON appends the renderJSON encoding of a renderYAML node: mappings keep their
-// key order (a renderJSON Schema's property order is its column order), and a
+// NodeJSON appends the JSON encoding of a YAML node: mappings keep their
+// key order (a JSON Schema's property order is its column order), and a
 // mapping key that is not a scalar is an error naming its line.
 func NodeJSON(dst []byte, n *yaml.Node) ([]byte, error) {
 	switch n.Kind {
@@ -665,7 +665,7 @@ func NodeJSON(dst []byte, n *yaml.Node) ([]byte, error) {
 			}
 			k := n.Content[i]
 			if k.Kind != yaml.ScalarNode {
-				return nil, fmt.Errorf("line %d: a renderJSON Schema key must be a string", k.Line)
+				return nil, fmt.Errorf("line %d: a JSON Schema key must be a string", k.Line)
 			}
 			kb, _ := json.Marshal(k.Value)
 			dst = append(dst, kb...)
@@ -711,7 +711,7 @@ func NodeJSON(dst []byte, n *yaml.Node) ([]byte, error) {
 			}
 			b, err := json.Marshal(f)
 			if err != nil {
-				return nil, fmt.Errorf("line %d: %v is not a renderJSON number", n.Line, n.Value)
+				return nil, fmt.Errorf("line %d: %v is not a JSON number", n.Line, n.Value)
 			}
 			return append(dst, b...), nil
 		default:
@@ -719,5 +719,5 @@ func NodeJSON(dst []byte, n *yaml.Node) ([]byte, error) {
 			return append(dst, b...), nil
 		}
 	}
-	return nil, fmt.Errorf("line %d: unsupported renderYAML node", n.Line)
+	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)
 }

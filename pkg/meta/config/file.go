@@ -87,6 +87,15 @@ func refuseCredential(key string) error {
 // variable, a flag, or "default". It is "" for a Config built in code.
 func (c *Config) From(key string) string { return c.origin.From(key) }
 
+// File is the config file c was read from, as it was named ("" when none,
+// or for a Config built in code).
+func (c *Config) File() string {
+	if c.origin == nil {
+		return ""
+	}
+	return c.origin.file
+}
+
 // explain fills in where the value of a *Error's key came from.
 func (c *Config) explain(err error) error { return c.origin.Explain(err) }
 

@@ -15,7 +15,7 @@ import (
 type Replicate struct {
 	// SyncInterval is how often the WAL is shipped. A lost machine loses
 	// at most about this much of what is acknowledged and not yet
-	// published: the RPO with replication (replicaargs.DefaultSyncInterval, 500ms).
+	// published: the RPO with replication (replica.DefaultSyncInterval, 500ms).
 	SyncInterval time.Duration `yaml:"sync_interval"`
 	// SnapshotInterval is how often a full snapshot of each buffer.db is
 	// written, bounding what a restore replays (1h).

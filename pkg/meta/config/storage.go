@@ -183,7 +183,7 @@ func (c *Config) layout() (meta.Layout, error) {
 	return lay, nil
 }
 
-// PublishedError words an error of publoc.Parse (through
+// PublishedError words an error of warehouse.Parse (through
 // meta.NewLayout) about published:, for a person.
 func PublishedError(err error) error {
 	if errors.Is(err, warehouse.ErrCredentials) {

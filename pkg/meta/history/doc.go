@@ -26,6 +26,9 @@
 // CatchUp reads what a server refused to replay (4416 too_old or evicted)
 // from the published tables, with no socket open (`tail --catch-up`).
 //
-// It sits above pkg/meta, pkg/logstore and pkg/wire and below cmd; it never
-// writes: not the metadata, not a table, not a log.
+// It sits above pkg/meta, pkg/logstore and pkg/wire and below sqlview and
+// cmd; it never writes: not the metadata, not a table, not a log. It is its
+// own package because reading every log of a stream as one table (Reader)
+// is an API that reads alone, and the part of pkg/meta that subscribes to
+// a running server (for the live tail), which pkg/meta itself never does.
 package history

@@ -39,7 +39,6 @@ type Live struct {
 	next    int64     // the offset the subscription reads next
 	dropped int64     // rows below it were dropped as published
 	err     error     // why the subscription stopped; nil while it runs
-	resubs  int       // subscriptions made (1 + reconnects)
 }
 
 // OpenLive pins the stream's published base once and subscribes to
@@ -118,14 +117,6 @@ func (l *Live) Pin(ctx context.Context) (*Reader, error) {
 	}
 }
 
-// Subscriptions is how many times the Live has subscribed: 1, plus one
-// for each reconnect.
-func (l *Live) Subscriptions() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.resubs
-}
-
 // Close ends the subscription and waits for it.
 func (l *Live) Close() error {
 	l.cancel()
@@ -200,7 +191,6 @@ func (l *Live) follow(ctx context.Context) error {
 	for {
 		l.mu.Lock()
 		from := l.next
-		l.resubs++
 		l.mu.Unlock()
 		sub, err := wire.Subscribe(ctx, l.opts.Broker, wire.SubscribeOptions{DialOptions: l.opts.Dial, Offset: wire.At(from)})
 		if err == nil {

@@ -2,8 +2,9 @@
 // log: Migrate (seal and publish the current log, fence it, and continue
 // the stream in a new log starting at exactly its end) and Retire (seal,
 // publish and fence the current log, and record the stream's end). Both
-// run with the server stopped: they take the current log's writer lock
-// (I7), which names the holder's pid when serve has it.
+// take the current log's writer lock (I7), which names the holder's pid
+// when serve has it, so they run with the server stopped, or online
+// through serve's own writer, which it lends them (Options.Current).
 //
 // Each records its intent in the stream's metadata (pkg/meta) before its
 // first step, and each step is idempotent, so a run killed at any point
@@ -21,7 +22,14 @@
 // a marker in the stream's home first and commits the metadata last, so a
 // killed restore finishes on the next run.
 //
-// It sits above pkg/meta and pkg/logstore and below cmd; it knows nothing
-// of the config file, the server or the protocol: the caller passes the
-// stream's layout and declaration.
+// Ingest writes a bulk load (pkg/schema/source) straight to the current
+// log's files with its next offsets, resumable after a kill. An online
+// migration runs in a worker child of serve: ServeMigrateJobs reads its
+// jobs and writes its answers, one JSON line each (WriteJob, ReadAnswer).
+//
+// It sits above pkg/meta and pkg/logstore and below pkg/broker and cmd; it
+// knows nothing of the config file, the server or the protocol: the caller
+// passes the stream's layout and declaration. It is its own package because
+// it is the one part of pkg/meta that opens a log for writing, so pkg/meta
+// never does.
 package lifecycle

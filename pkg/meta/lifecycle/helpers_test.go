@@ -349,7 +349,7 @@ func (f *fixture) publishedOffsets(t *testing.T, log string) map[int64]bool {
 // returns the offsets they hold, failing on a duplicate.
 func parquetOffsets(t *testing.T, dir string) map[int64]bool {
 	t.Helper()
-	names, err := filepath.Glob(filepath.Join(dir, "files", "*.parquet"))
+	names, err := filepath.Glob(filepath.Join(dir, logstore.FilesDir, "*.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}

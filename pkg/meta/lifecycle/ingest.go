@@ -126,7 +126,7 @@ func fingerprint(inputs []source.Input) string {
 // the log's writer lock (naming the server's pid when it runs), refuses a
 // retired stream with its retirement's numbers, seals what a previous
 // server left in the buffer, then writes the source straight to files
-// with the next offsets (tier.Ingest) and, unless NoPublish,
+// with the next offsets (logstore's Ingest) and, unless NoPublish,
 // publishes every row with a flush. A failure returns *IngestError.
 func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 	const what = "ingest"

@@ -160,7 +160,7 @@ func scanRows(t *testing.T, lg *logstore.Log, from, to int64) []string {
 // published table whole.
 func TestIngestEveryFormatServesAsPublished(t *testing.T) {
 	const buffered, n = 12, 2500
-	for _, fmt_ := range source.Formats {
+	for _, fmt_ := range source.Formats() {
 		t.Run(string(fmt_), func(t *testing.T) {
 			f := newFixture(t, "default", buffered)
 			src := writeSource(t, t.TempDir(), fmt_, buffered, buffered+n)

@@ -50,7 +50,7 @@ type MigrateJob struct {
 }
 
 // ServeMigrateJobs reads MigrateJobs from in, one JSON line each
-// (jobwire), runs each with MigrateTo, and writes one answer line to out
+// (jobwire.go), runs each with MigrateTo, and writes one answer line to out
 // for each: the migration, or its error. It returns nil when in ends
 // between jobs, and an error when a line is no job or an answer cannot be
 // written.
@@ -93,7 +93,7 @@ func (j MigrateJob) run(ctx context.Context) (*Migration, error) {
 }
 
 // ReadMigrateJobAnswer reads one answer ServeMigrateJobs wrote to r (a
-// jobwire.NewAnswerReader). A failed migration's error is a *JobError,
+// NewAnswerReader). A failed migration's error is a *JobError,
 // with its wording, wrapping ErrRetired or ErrPending when the runner's
 // did; any other error means r held no answer.
 func ReadMigrateJobAnswer(r *bufio.Reader) (*Migration, error) {

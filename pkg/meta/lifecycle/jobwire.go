@@ -1,9 +1,8 @@
-// Package jobwire is the line protocol between serve and its migration
-// worker process (docs/design.md §5): one JSON line per job on the
-// worker's stdin, one JSON line per answer on its stdout. It reads and
-// writes the lines only; package lifecycle says what a job and a
-// migration hold. It never runs anything, and it links nothing but the
-// standard library, so its parser's fuzz target stays fast.
+// The line protocol between serve and its migration worker process
+// (docs/design.md §5): one JSON line per job on the worker's stdin, one
+// JSON line per answer on its stdout. This file reads and writes the lines
+// only; job.go says what a job and its answer hold.
+
 package lifecycle
 
 import (

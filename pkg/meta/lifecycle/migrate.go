@@ -202,7 +202,7 @@ func Migrate(ctx context.Context, s Stream, d Declaration, o Options) (*Migratio
 		old.State, old.EndOffset = meta.Sealed, &seam
 		// The sealed log's stamps and column bounds are final now: its
 		// files hold every row.
-		if err := m.RollUp(ctx, ses.lg); err != nil {
+		if err := m.RollUp(ctx, plan.From, ses.lg); err != nil {
 			return err
 		}
 		if err := m.AddLog(desc, sch); err != nil {
@@ -229,8 +229,8 @@ func Migrate(ctx context.Context, s Stream, d Declaration, o Options) (*Migratio
 // planned schema. What a Create killed before buffer.db existed left is
 // removed first (it never held a row).
 func openNext(dir string, sch *schema.Schema, cfg logstore.Config, o Options) (*logstore.Log, error) {
-	if _, err := os.Stat(filepath.Join(dir, "buffer.db")); errors.Is(err, fs.ErrNotExist) {
-		if err := removeUnborn(dir); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, logstore.BufferFile)); errors.Is(err, fs.ErrNotExist) {
+		if err := logstore.RemoveUnborn(dir); err != nil {
 			return nil, err
 		}
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {

@@ -101,7 +101,7 @@ func benchRestore(b *testing.B, kind string) {
 		// As serve's clean pass would: published rows leave the buffer,
 		// so buffer.db (and the replica's snapshot of it) stays the size
 		// of what is unpublished, not of the stream's history.
-		if _, err := lg.Evict(ctx); err != nil {
+		if _, err := lg.Clean(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -167,7 +167,7 @@ func benchRestore(b *testing.B, kind string) {
 		}
 		down, rebuild, commit = down+r.Download, rebuild+r.Rebuild, commit+r.Commit
 		b.StopTimer()
-		if fi, err := os.Stat(filepath.Join(dir, replica.BufferFile)); err == nil {
+		if fi, err := os.Stat(filepath.Join(dir, logstore.BufferFile)); err == nil {
 			size = fi.Size()
 		}
 		b.StartTimer()

@@ -230,7 +230,7 @@ func TestRestoreRefusals(t *testing.T) {
 		if !errors.Is(err, lifecycle.ErrRestoreRefused) {
 			t.Fatalf("got %v, want a refusal", err)
 		}
-		if _, err := os.Stat(filepath.Join(f.lay.LogDir(stream, stream), "buffer.db")); err != nil {
+		if _, err := os.Stat(filepath.Join(f.lay.LogDir(stream, stream), logstore.BufferFile)); err != nil {
 			t.Fatalf("the log is gone after the refusal: %v", err)
 		}
 	})
@@ -426,30 +426,15 @@ func TestRestoredFilesKeepTheirColumnStatistics(t *testing.T) {
 	}
 	lg := f.open(t, stream)
 	ctx := context.Background()
-	type rec struct {
-		start, end int64
-		stats      string
-	}
-	var recs []rec
-	rows, err := lg.Records().QueryContext(ctx, `SELECT start_offset, end_offset, stats FROM published ORDER BY start_offset`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var r rec
-		if err := rows.Scan(&r.start, &r.end, &r.stats); err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-	if err := rows.Close(); err != nil || len(recs) == 0 {
+	recs, err := lg.PublishedFiles(ctx)
+	if err != nil || len(recs) == 0 {
 		t.Fatalf("read %d published records: %v", len(recs), err)
 	}
 	for _, r := range recs {
 		// What the file's rows hold, read back from the table.
 		var minID, maxID int64 = 1 << 62, -1 << 62
 		minSym, maxSym := "\xff", ""
-		if err := lg.Scan(ctx, r.start, r.end, nil, func(_, _ int64, row []byte) error {
+		if err := lg.Scan(ctx, r.Start, r.End, nil, func(_, _ int64, row []byte) error {
 			var v struct {
 				ID  int64  `json:"id"`
 				Sym string `json:"sym"`
@@ -467,14 +452,14 @@ func TestRestoredFilesKeepTheirColumnStatistics(t *testing.T) {
 			"id":  {strconv.FormatInt(minID, 10), strconv.FormatInt(maxID, 10)},
 			"sym": {strconv.Quote(minSym), strconv.Quote(maxSym)},
 		}
-		got, err := logstore.Decode([]byte(r.stats))
+		got, err := logstore.Decode([]byte(r.Stats))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for col, w := range want {
 			c, ok := got.Column(col)
 			if !ok || string(c.Min) != w[0] || string(c.Max) != w[1] || c.Nulls == nil || *c.Nulls != 0 {
-				t.Fatalf("the record of [%d,%d) gives %s %+v (ok %v), want bounds %v and 0 nulls; record %s", r.start, r.end, col, c, ok, w, r.stats)
+				t.Fatalf("the record of [%d,%d) gives %s %+v (ok %v), want bounds %v and 0 nulls; record %s", r.Start, r.End, col, c, ok, w, r.Stats)
 			}
 		}
 	}

@@ -98,7 +98,7 @@ func Retire(ctx context.Context, s Stream, o Options) (*Retirement, error) {
 		cur := m.Current()
 		cur.State, cur.EndOffset = meta.Retired, &end
 		m.Retirement = &meta.Retirement{At: plan.At, EndOffset: end}
-		if err := m.RollUp(ctx, ses.lg); err != nil { // final: its files hold every row
+		if err := m.RollUp(ctx, plan.Log, ses.lg); err != nil { // final: its files hold every row
 			return err
 		}
 		m.Intent = nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -143,7 +142,7 @@ func (ses *session) openCurrent(what string) error {
 	if lg := ses.o.Current; lg != nil && filepath.Clean(lg.Dir()) == filepath.Clean(dir) {
 		return ses.checkCurrent(what, dir, lg, true)
 	}
-	lg, err := logstore.Open(dir, logstore.Writer, logstore.WithClock(ses.o.Clock))
+	lg, err := logstore.Open(dir, logstore.Writer, logstore.WithClock(ses.o.Clock), logstore.WithNames(ses.s.Name, cur.Name))
 	var locked *logstore.LockedError
 	switch {
 	case errors.As(err, &locked):
@@ -326,32 +325,4 @@ func pendingError(m *meta.Metadata, what string) error {
 // formatMicros spells µs since the epoch as RFC 3339, UTC.
 func formatMicros(us int64) string {
 	return time.UnixMicro(us).UTC().Format(time.RFC3339Nano)
-}
-
-// removeUnborn removes what an interrupted logstore.Create left in dir
-// before it wrote buffer.db: a log without buffer.db never held a row. It
-// refuses a directory holding anything else.
-func removeUnborn(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		switch e.Name() {
-		case "lock", "buffer.db-wal", "buffer.db-shm":
-		case "buffer.db.new":
-			// Create builds buffer.db under this name, then renames it.
-		case "files":
-			inner, err := os.ReadDir(dir + "/files")
-			if err != nil || len(inner) > 0 {
-				return fmt.Errorf("%s holds no buffer.db but holds files/ with %d entries; move it away (it is no log this migration made)", dir, len(inner))
-			}
-		default:
-			return fmt.Errorf("%s holds no buffer.db but holds %s; move it away (it is no log this migration made)", dir, e.Name())
-		}
-	}
-	return os.RemoveAll(dir)
 }

@@ -15,5 +15,7 @@
 // order.go), so SQLite does not sort every row.
 //
 // It never writes: not the stream, not a file. The SQLite database it opens
-// lives in memory and dies with the View.
+// lives in memory and dies with the View. It is its own package because the
+// virtual table is an API of its own (a View over any Table), built on
+// modernc's vtab, which nothing else in the product needs.
 package sqlview

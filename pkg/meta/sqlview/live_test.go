@@ -3,12 +3,15 @@ package sqlview
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/streamcast/streamcast/internal/testkit/brokertest"
 	"github.com/streamcast/streamcast/internal/waitfor"
+	"github.com/streamcast/streamcast/pkg/broker"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/config"
@@ -22,9 +25,10 @@ const liveStream = "trades"
 // test says so (maintenance off), so the test decides which rows are in
 // the tables and which only on the server.
 type liveServer struct {
-	root, url string
-	pub       *wire.Publisher
-	next      int // the id of the next row sent
+	root, url  string
+	pub        *wire.Publisher
+	next       int          // the id of the next row sent
+	subscribes atomic.Int64 // requests resuming at an offset: the live tail's subscriptions
 }
 
 func startLive(t *testing.T) *liveServer { return startLiveReplay(t, nil) }
@@ -40,7 +44,8 @@ func startLiveReplay(t *testing.T, maxReplay *int64) *liveServer {
 	st.MaxReplay = maxReplay
 	st.Schema = config.RawJSON(`{"type":"object","properties":{"id":{"type":"integer"},"sym":{"type":"string"}},"required":["id","sym"]}`)
 	cfg.Streams = []config.Stream{st}
-	s.url = brokertest.Start(t, cfg) + "/" + liveStream
+	srv, _ := brokertest.Serve(t, cfg, broker.Options{Middleware: []broker.Middleware{s.countSubscribes}})
+	s.url = "ws://" + srv.Addr().String() + "/" + liveStream
 	pub, err := wire.Publish(context.Background(), s.url, wire.PublishOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +53,17 @@ func startLiveReplay(t *testing.T, maxReplay *int64) *liveServer {
 	t.Cleanup(func() { _ = pub.Close() })
 	s.pub = pub
 	return s
+}
+
+// countSubscribes counts the requests that resume the stream at an
+// offset: the live tail's subscriptions (the publisher's carry none).
+func (s *liveServer) countSubscribes(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("offset") {
+			s.subscribes.Add(1)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // send publishes n rows to the server.
@@ -232,7 +248,7 @@ func TestLiveViewCatchesUpAfterATooOldRefusal(t *testing.T) {
 	s.send(t, 50)
 
 	ctx, cancel, live := s.openLive(t, 1000)
-	for live.Subscriptions() < 2 { // refused once, trying again
+	for s.subscribes.Load() < 2 { // refused once, trying again
 		if !waitfor.Sleep(ctx, 5*time.Millisecond) {
 			t.Fatal("the live tail never resubscribed after its first subscription")
 		}

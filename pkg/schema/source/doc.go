@@ -22,7 +22,7 @@
 // format readers are many lines that neither schema (JSON ⇄ Arrow for
 // rows it encoded itself) nor logstore (files it wrote itself) should
 // carry. It imports schema and arrow-go only; logstore takes its batches
-// through tier.IngestSource (pkg/logstore/tier) without importing it.
+// through logstore.IngestSource (Log.Ingest) without importing it.
 //
 // Positions are the source's own: a file and its row (1-based; for NDJSON
 // and CSV also the line), and the row ordinal across all inputs, which

@@ -45,7 +45,7 @@ func fuzzRead(t *testing.T, f Format, file string, data []byte) {
 		if errors.Is(err, io.EOF) || err != nil {
 			return
 		}
-		if err := sch.CheckArrow(rec.Columns()); err != nil {
+		if err := checkArrow(sch, rec.Columns()); err != nil {
 			t.Fatalf("a batch of the wrong types: %v", err)
 		}
 		for i := range int(rec.NumRows()) {

@@ -30,7 +30,7 @@ const (
 )
 
 // Formats lists the formats, for messages and flag help.
-var Formats = []Format{Parquet, ArrowFile, ArrowStream, NDJSON, CSV}
+func Formats() []Format { return []Format{Parquet, ArrowFile, ArrowStream, NDJSON, CSV} }
 
 // streaming reports whether a format can be read from a pipe (stdin).
 func (f Format) streaming() bool { return f == ArrowStream || f == NDJSON || f == CSV }
@@ -143,7 +143,7 @@ type batchReader interface {
 }
 
 // Reader reads a load's inputs in order, as one source. It implements
-// tier.IngestSource (pkg/logstore/tier).
+// logstore.IngestSource.
 type Reader struct {
 	sch    *schema.Schema
 	inputs []Input

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -73,7 +74,7 @@ func readAll(t testing.TB, sch *schema.Schema, inputs []Input, o Options) ([]str
 		if err != nil {
 			return rows, err
 		}
-		if err := sch.CheckArrow(rec.Columns()); err != nil {
+		if err := checkArrow(sch, rec.Columns()); err != nil {
 			t.Fatalf("a batch of the wrong types: %v", err)
 		}
 		for i := range int(rec.NumRows()) {
@@ -81,6 +82,21 @@ func readAll(t testing.TB, sch *schema.Schema, inputs []Input, o Options) ([]str
 		}
 		rec.Release()
 	}
+}
+
+// checkArrow reports whether cols are arrays of sch's declared columns'
+// types, in order, as the schema's AppendJSON and filters need.
+func checkArrow(sch *schema.Schema, cols []arrow.Array) error {
+	fields := sch.Arrow().Fields()
+	if len(cols) != len(fields) {
+		return fmt.Errorf("%d arrays for %d columns", len(cols), len(fields))
+	}
+	for k, f := range fields {
+		if !arrow.TypeEqual(cols[k].DataType(), f.Type) {
+			return fmt.Errorf("column %q is %s in the batch, but the schema says %s", f.Name, cols[k].DataType(), f.Type)
+		}
+	}
+	return nil
 }
 
 func writeFile(t testing.TB, name, text string) string {

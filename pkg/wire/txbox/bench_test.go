@@ -12,7 +12,7 @@ import (
 // BenchmarkOutbox measures the outbox from committed transactions to the
 // broker's acknowledgement: b.N rows in transactions of 1 or 100 rows,
 // then Flush. It reports rows/s. The broker runs in this process; the
-// PostgreSQL server of pgtest runs with fsync off.
+// PostgreSQL server of testkit.StartPostgres runs with fsync off.
 func BenchmarkOutbox(b *testing.B) {
 	for _, d := range []Dialect{SQLite, Postgres} {
 		for _, per := range []int{1, 100} {

@@ -185,7 +185,7 @@ func firstWords(s string, n int) string {
 	return strings.Join(f, " ")
 }
 
-// OpenDSN opens the database a command-line DSN names (dsn.Parse reads it):
+// OpenDSN opens the database a command-line DSN names (ParseDSN reads it):
 // sqlite:///abs/path.db, sqlite://relative/path.db, or a postgres:// (or
 // postgresql://) URL, which pgx reads as it is. A SQLite file gets WAL and a
 // busy timeout, so the application and a sender process can share it.

@@ -9,8 +9,11 @@
 // inbox lands received rows with their offsets and hands each one out in a
 // transaction that already holds its delete. Both run on SQLite (modernc)
 // and PostgreSQL (pgx stdlib); DDL gives the tables for a role that may not
-// create them. The package builds on pkg/wire only and never imports the
-// broker.
+// create them, and ParseDSN reads the database URL the outbox and inbox
+// commands take (a refusal never quotes what may be a password). The
+// package builds on pkg/wire only and never imports the broker. It is its
+// own package, above wire, because it is a client application's API of its
+// own, with database drivers the wire client never needs.
 //
 // The inbox moves the subscriber's last received offset in the transaction
 // that lands the rows, and binds the stream's identity at the first connect,

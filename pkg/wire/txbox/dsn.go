@@ -1,9 +1,8 @@
-// Package dsn reads the database URL the outbox and inbox commands take
-// (sqlite:///abs/path.db, sqlite://relative/path.db, postgres://...) into
-// the kind of database and the data source to open. It opens nothing: it
-// imports no driver and nothing of the module, so its fuzz target links a
-// small test binary (docs/fuzzing.md), while pkg/wire/txbox, whose tests
-// run a broker, opens what it returns.
+// The database URL the outbox and inbox commands take
+// (sqlite:///abs/path.db, sqlite://relative/path.db, postgres://...), read
+// into the kind of database and the data source to open (ParseDSN). This
+// file opens nothing; OpenDSN opens what it returns.
+
 package txbox
 
 import (

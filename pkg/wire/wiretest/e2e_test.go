@@ -1,11 +1,3 @@
-// Package wiretest holds the end-to-end tests of the wire client against the
-// real broker on 127.0.0.1. The broker's own suite covers the server's side;
-// these cover what the client makes of it.
-//
-// They live apart from pkg/wire so that wire's own test binary links only
-// wire: a fuzz campaign's cost per execution grows with the instrumented code
-// of the whole test binary, and the broker would bring in the storage stack
-// (docs/fuzzing.md). The package has tests only.
 package wiretest
 
 import (
