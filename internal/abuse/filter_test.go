@@ -34,7 +34,7 @@ func largeWhere(salt int) string {
 }
 
 // filterBytesPerSub is what one subscriber with a distinct 64 KiB filter
-// may cost the server while connected: its compiled filter (about 1.4
+// may cost the server while connected: its compiled filter (about 1.3
 // times the JSON), its connection, and the collector's headroom over them.
 // 1,000 such subscribers may take 150 MB.
 const filterBytesPerSub = 150_000

@@ -39,6 +39,7 @@ const (
 var helperForker *supervise.Forker // made and closed by TestMain
 
 func TestMain(m *testing.M) {
+	testkit.RelaxGC()
 	if cfgJSON := os.Getenv(childEnv); cfgJSON != "" {
 		os.Exit(runChild(cfgJSON, os.Getenv(childAddrEnv)))
 	}

@@ -120,9 +120,11 @@ func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFollower
 			br = &wire.BadRequest{Detail: qerr.Error()}
 		}
 		c.refuse(br)
-	case st == nil && s.isHeld(q.Stream) && acc.Allows(config.ActionRead, q.Stream):
+	case st == nil && (s.isHeld(q.Stream) || s.reg.Get(q.Stream) != nil) && acc.Allows(config.ActionRead, q.Stream):
 		// Between the stop and the start of a retirement: the stream is
-		// back in a moment, so a terminal 4404 would be wrong.
+		// back in a moment, so a terminal 4404 would be wrong. It may be
+		// back already: the lookup found nothing, then the start served
+		// it again and let the hold go before this check.
 		c.close(websocket.CloseGoingAway, wire.GoingAwayReason(wire.WhyStreamRetiring))
 	case st == nil:
 		// Only the streams this principal may read: the list must not

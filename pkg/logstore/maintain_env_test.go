@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // gcPercentAtInit is the GOGC this test binary's package initialisers ran
@@ -31,6 +33,7 @@ func TestMain(m *testing.M) {
 		fmt.Printf("init=%d after=%d memprofilerate=%d\n", gcPercentAtInit, after, runtime.MemProfileRate)
 		os.Exit(0)
 	}
+	testkit.RelaxGC()
 	os.Exit(m.Run())
 }
 

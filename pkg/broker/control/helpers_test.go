@@ -40,6 +40,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	testkit.RelaxGC()
 	if root := os.Getenv(childRootEnv); root != "" {
 		os.Exit(runChild(root, os.Getenv(childAddrEnv), os.Getenv(killAtEnv)))
 	}

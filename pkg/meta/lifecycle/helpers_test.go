@@ -51,6 +51,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	testkit.RelaxGC()
 	if op := os.Getenv(childEnv); op == "ingest" {
 		os.Exit(runIngestChild())
 	} else if op == "ingest-large" {

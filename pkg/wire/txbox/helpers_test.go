@@ -36,6 +36,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	testkit.RelaxGC()
 	switch os.Getenv(childRoleEnv) {
 	case "broker":
 		os.Exit(runBrokerChild(os.Getenv(childArgEnv)))
