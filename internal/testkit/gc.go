@@ -1,16 +1,25 @@
 package testkit
 
 import (
+	"flag"
 	"os"
 	"runtime/debug"
 )
 
 // RelaxGC sets a test binary's collector percentage to 400, unless GOGC
-// is set. The packages whose tests run the product in their own process
-// allocate heavily and do not measure their own memory, so the default
-// headroom only costs CPU: about a seventh of pkg/logstore's. A TestMain
-// calls it first, so the test binary's helper children get it too.
+// is set or benchmarks run (their figures are the product's, measured at
+// its own setting). The packages whose tests run the product in their own
+// process allocate heavily and do not measure their own memory, so the
+// default headroom only costs CPU: about a seventh of pkg/logstore's. A
+// TestMain calls it once it has dispatched its helper children, which run
+// as the product does (some measure their own memory).
 func RelaxGC() {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if b := flag.Lookup("test.bench"); b != nil && b.Value.String() != "" {
+		return
+	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}

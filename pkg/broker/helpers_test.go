@@ -39,10 +39,10 @@ const (
 var helperForker *supervise.Forker // made and closed by TestMain
 
 func TestMain(m *testing.M) {
-	testkit.RelaxGC()
 	if cfgJSON := os.Getenv(childEnv); cfgJSON != "" {
 		os.Exit(runChild(cfgJSON, os.Getenv(childAddrEnv)))
 	}
+	testkit.RelaxGC() // the tests, not the helper children above
 	helperForker = supervise.NewForker()
 	code := m.Run()
 	helperForker.Close()       // its helpers were stopped by their tests' cleanups

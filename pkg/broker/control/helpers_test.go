@@ -40,10 +40,10 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	testkit.RelaxGC()
 	if root := os.Getenv(childRootEnv); root != "" {
 		os.Exit(runChild(root, os.Getenv(childAddrEnv), os.Getenv(killAtEnv)))
 	}
+	testkit.RelaxGC() // the tests, not the helper children above
 	code := m.Run()
 	testkit.RemoveStreamcast() // the binary brokertest.Executable built, if a test asked for it
 	if code == 0 {

@@ -36,7 +36,6 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	testkit.RelaxGC()
 	switch os.Getenv(childRoleEnv) {
 	case "broker":
 		os.Exit(runBrokerChild(os.Getenv(childArgEnv)))
@@ -46,6 +45,7 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(crashRoleEnv); role != "" {
 		os.Exit(crashChild(role)) // the inbox's crash tests (inbox_crash_test.go)
 	}
+	testkit.RelaxGC() // the tests, not the helper children above
 	code := m.Run()
 	pg.Stop()
 	os.Exit(code)
