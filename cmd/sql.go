@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,7 +43,11 @@ The query reads a fixed cut of the history: by default everything published;
 published end from the running server at --broker URL (at most --max-tail
 rows); --as-of-ts T every published row with streamcast_ts at or before T
 (RFC 3339, or microseconds since the epoch). A cut that cannot be read
-exactly is refused, naming the numbers.
+exactly is refused, naming the numbers. When the default cut leaves out
+rows the stream's log under the root holds past the published end (taken
+by a running server, not published yet), one line on stderr after the
+answer says which, and that --as-of-offset N --broker URL includes them;
+stdout holds the answer alone.
 
 Types: integers are INTEGER, floats REAL, strings TEXT, booleans INTEGER 0/1,
 binary BLOB, and struct, list and map columns JSON text, which json_extract
@@ -68,8 +73,9 @@ dropped at each refresh and after each reconnect). Each result says the
 offset it is consistent to: redrawn in place on a terminal, one NDJSON line
 {"seq","end_offset","at","rows"} per result otherwise. If publishing falls
 so far behind that the tail outgrows --max-tail, the view says so and stops
-rather than answer from part of the history. It runs until SIGINT or
-SIGTERM.`,
+rather than answer from part of the history. Without --broker it follows
+published rows only, and says once on stderr which newer rows that leaves
+out. It runs until SIGINT or SIGTERM.`,
 		Example: `  streamcast sql demo 'SELECT count(*) FROM log'
   streamcast sql demo 'SELECT symbol, count(*), avg(price) FROM log GROUP BY symbol'
   streamcast sql demo --filter 'streamcast_offset >= 1000000' 'SELECT * FROM log LIMIT 10'
@@ -114,9 +120,9 @@ SIGTERM.`,
 				if output != "" || (fmtName != sqlview.FormatTable && fmtName != sqlview.FormatNDJSON) {
 					return usageError{errors.New("--follow prints to stdout, as a table on a terminal or NDJSON; leave out -o and --format csv, json or parquet")}
 				}
-				return sqlFollow(ctx, a, opts, vopts, query, follow, fmtName)
+				return sqlFollow(ctx, a, opts, vopts, query, follow, fmtName, sqlBrokerHint(a, opts.Stream))
 			}
-			return sqlOnce(ctx, a, opts, vopts, query, fmtName, output)
+			return sqlOnce(ctx, a, opts, vopts, query, fmtName, output, sqlBrokerHint(a, opts.Stream))
 		},
 	}
 	hf = addHistoryFlags(cmd)
@@ -161,7 +167,7 @@ func sqlFormat(format, output string, terminal bool) (sqlview.Format, error) {
 }
 
 // sqlOnce runs the query over one cut and writes its result.
-func sqlOnce(ctx context.Context, a *app, opts history.Options, vopts sqlview.Options, query string, format sqlview.Format, output string) (err error) {
+func sqlOnce(ctx context.Context, a *app, opts history.Options, vopts sqlview.Options, query string, format sqlview.Format, output, broker string) (err error) {
 	r, err := history.Open(ctx, opts)
 	if err != nil {
 		return err
@@ -184,6 +190,7 @@ func sqlOnce(ctx context.Context, a *app, opts history.Options, vopts sqlview.Op
 			return err
 		}
 		logQueryDone(a, r, n, start)
+		noteUnpublished(ctx, a, r, broker, false)
 		return nil
 	}
 	// Written beside the target and renamed into place, so a failed query
@@ -211,7 +218,66 @@ func sqlOnce(ctx context.Context, a *app, opts history.Options, vopts sqlview.Op
 		return fmt.Errorf("-o %s: %w", output, err)
 	}
 	logQueryDone(a, r, n, start)
+	noteUnpublished(ctx, a, r, broker, false)
 	return nil
+}
+
+// noteUnpublished says on stderr, in one line, which rows an answer read
+// from published rows only left out: those the stream's live log holds
+// past the cut (history.Reader.Unpublished), with the flags that include
+// them. stdout is never touched, and nothing is said when nothing was left
+// out or the cut was chosen (--as-of-offset, --as-of-ts, --broker). The
+// answer stands either way, so failing to count is only logged.
+func noteUnpublished(ctx context.Context, a *app, r *history.Reader, broker string, follow bool) {
+	u, ok, err := r.Unpublished(ctx)
+	if err != nil {
+		a.logger.Debug("could not count the rows past the published end", "err", err)
+		return
+	}
+	if ok {
+		start, _ := r.Extent()
+		fmt.Fprintln(a.stderr, unpublishedNote(start, u, broker, follow))
+	}
+}
+
+// unpublishedNote is noteUnpublished's line: what the answer read
+// ([start, u.From)), what it left out (u), and how to include it: a fixed
+// cut up to the newest row read from the server at broker, or, for
+// --follow, the live tail from it.
+func unpublishedNote(start int64, u history.Unpublished, broker string, follow bool) string {
+	read := fmt.Sprintf("the published offsets %d..%d", start, u.From-1)
+	if u.From <= start {
+		read = "published rows, of which there are none yet"
+	}
+	left, them := fmt.Sprintf("%d newer rows (offsets %d..%d) are not published yet", u.Rows, u.From, u.To-1), "them"
+	if u.Rows == 1 && u.To-u.From == 1 {
+		left, them = fmt.Sprintf("1 newer row (offset %d) is not published yet", u.From), "it"
+	}
+	if follow {
+		return fmt.Sprintf("sql: following %s; %s; rerun with --broker %s to include %s and every row after", read, left, broker, them)
+	}
+	return fmt.Sprintf("sql: answered from %s; %s; rerun with --as-of-offset %d --broker %s to include %s, read from the running server", read, left, u.To-1, broker, them)
+}
+
+// sqlBrokerHint is the server URL the note on unpublished rows names: the
+// config's listen address when it names a port (the server the config
+// describes), else a placeholder for the user to fill in.
+func sqlBrokerHint(a *app, stream string) string {
+	if stream == "" {
+		stream = "STREAM"
+	}
+	scheme := "ws"
+	if a.cfg.TLS.Enabled() {
+		scheme = "wss"
+	}
+	host, port, err := net.SplitHostPort(a.cfg.Listen)
+	if err != nil || port == "" || port == "0" {
+		return scheme + "://host:port/" + stream
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/" + stream
 }
 
 // logQueryDone logs what a query read and skipped, at debug level.
@@ -223,11 +289,17 @@ func logQueryDone(a *app, r *history.Reader, n int64, start time.Time) {
 
 // sqlFollow is --follow: the query rerun every interval over the newest
 // published cut and, with --broker, the live tail held in memory above it.
-func sqlFollow(ctx context.Context, a *app, opts history.Options, vopts sqlview.Options, query string, every time.Duration, format sqlview.Format) error {
+func sqlFollow(ctx context.Context, a *app, opts history.Options, vopts sqlview.Options, query string, every time.Duration, format sqlview.Format, broker string) error {
+	noted := opts.Broker != ""
 	var pin sqlview.Pinner = sqlview.PinFunc(func(ctx context.Context) (sqlview.Pin, error) {
 		r, err := history.Open(ctx, opts)
 		if err != nil {
 			return sqlview.Pin{}, err
+		}
+		if !noted {
+			// Once, at the first pin: each refresh would repeat it.
+			noted = true
+			noteUnpublished(ctx, a, r, broker, true)
 		}
 		_, end := r.Extent()
 		return sqlview.Pin{Table: r, End: end, Close: r.Close}, nil
