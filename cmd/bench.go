@@ -32,12 +32,20 @@ what it sustained: publish rows/s and ack latency, frames delivered/s and
 publish→receive latency, drops (4429) and gaps, and the server's CPU seconds
 (read from its /stats).
 
-URL names a durable stream, e.g. ws://127.0.0.1:8765/demo. Rows are generated
+URL names a stream, e.g. ws://127.0.0.1:8765/bench. Rows are generated
 from the stream's schema (from the greeting), with the send time in an int64
-column (--ts-column, default ` + "`event_ts`" + `). Subscribers attach live before
-publishers start; after --duration, publishers stop, subscribers catch up, and
-the report is written: a table on a terminal, JSON with --json or when stdout
-is not a terminal.
+column (--ts-column, default ` + "`event_ts`" + `), every other column a fixed value.
+
+A durable stream keeps every row bench publishes, for good. So bench refuses,
+with exit 1, to publish into a durable stream that already holds rows: point
+it at a scratch stream with the same schema (live-only, or durable and
+empty), or pass --into-existing to write there anyway. Whenever it writes into
+a durable stream it prints on stderr the offsets its rows took, so they can be
+found. A run with --publishers 0 writes nothing and is never refused.
+
+Subscribers attach live before publishers start; after --duration,
+publishers stop, subscribers catch up, and the report is written: a table on
+a terminal, JSON with --json or when stdout is not a terminal.
 
 Run the server and bench on the same machine for latencies: both read the same
 clock. A wss:// URL runs the load over TLS (--ca-file, --cert-file, --key-file
@@ -45,8 +53,10 @@ and --insecure as for tail), /stats included.
 
 ` + credentialsHelp + ` The user needs read and publish on the stream, and
 stats on "*" for the server's CPU and memory figures.`,
-		Example: `  streamcast bench --publishers 8 --rows-per-frame 100 --duration 10s ws://127.0.0.1:8765/demo
-  streamcast bench --publishers 1 --rate 20000 --subscribers 100 --json ws://127.0.0.1:8765/demo`,
+		Example: `  streamcast bench --publishers 8 --rows-per-frame 100 --duration 10s ws://127.0.0.1:8765/bench
+  streamcast bench --publishers 1 --rate 20000 --subscribers 100 --json ws://127.0.0.1:8765/bench
+  streamcast bench --publishers 0 --subscribers 100 ws://127.0.0.1:8765/demo
+  streamcast bench --into-existing --rate 100 --duration 5s ws://127.0.0.1:8765/demo`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (rerr error) {
 			u, cred, err := streamURL(args[0])
@@ -89,6 +99,10 @@ stats on "*" for the server's CPU and memory figures.`,
 				return usageError{err}
 			}
 			res, err := loadgen.Run(cmd.Context(), cfg)
+			if res.FirstOffset > 0 {
+				fmt.Fprintf(a.stderr, "bench: wrote %d test rows to durable stream %q at offsets %d..%d%s\n",
+					res.RowsPublished, res.Stream, res.FirstOffset, res.LastOffset, benchInterleaved(res))
+			}
 			if err != nil && (res.DurationS == 0 || !errors.Is(err, context.Canceled)) {
 				return err
 			}
@@ -122,6 +136,7 @@ stats on "*" for the server's CPU and memory figures.`,
 	f.DurationVar(&cfg.Drain, "drain", cfg.Drain, "after publishing stops, how long subscribers may take to catch up")
 	f.IntVar(&idle.Subscribers, "idle", 0, "instead of a load, hold `N` idle subscribers and report the server's RSS per subscriber (use a freshly started server)")
 	f.DurationVar(&idle.Settle, "idle-settle", idle.Settle, "with --idle, how long to wait before reading the server's RSS")
+	f.BoolVar(&cfg.IntoExisting, "into-existing", false, "publish even into a durable stream that already holds rows (the test rows stay there for good)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object, even on a terminal")
 	tlsFl = addClientTLSFlags(f)
 	_ = cmd.RegisterFlagCompletionFunc("ts-unit", cobra.FixedCompletions([]string{"us", "ns"}, cobra.ShellCompDirectiveNoFileComp))
@@ -167,6 +182,15 @@ func writeBenchTable(w io.Writer, r loadgen.Result) error {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], strings.ReplaceAll(row[1], "\t", " "))
 	}
 	return tw.Flush()
+}
+
+// benchInterleaved notes when bench's rows do not fill their offset range:
+// another publisher's rows sit among them.
+func benchInterleaved(r loadgen.Result) string {
+	if r.LastOffset-r.FirstOffset+1 == r.RowsPublished {
+		return ""
+	}
+	return " (interleaved with other publishers' rows)"
 }
 
 // benchOnTerminal reports whether w is a terminal.

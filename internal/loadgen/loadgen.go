@@ -34,7 +34,11 @@ type Config struct {
 	// a client that does not coalesce does.
 	Coalesce time.Duration
 	Drain    time.Duration // after publishing stops, how long subscribers may take to catch up; 0 does not wait
-	Dial     wire.DialOptions
+	// IntoExisting lets publishers write into a durable stream that already
+	// holds rows. Without it Run refuses such a stream with *HoldsRows:
+	// every row bench publishes there stays for good, beside the user's.
+	IntoExisting bool
+	Dial         wire.DialOptions
 }
 
 // DefaultConfig returns the defaults of `streamcast bench`: one publisher of
@@ -102,10 +106,12 @@ type Result struct {
 	Subscribers  int     `json:"subscribers"`
 	DurationS    float64 `json:"duration_s"`
 
-	RowsPublished   int64   `json:"rows_published"`     // rows acknowledged
-	PublishRowsPerS float64 `json:"publish_rows_per_s"` // acknowledged rows / duration
-	PublishErrors   int64   `json:"publish_errors"`     // frames answered with an error
-	AckLatency      Latency `json:"ack_latency"`        // frame sent → its ack received
+	RowsPublished   int64   `json:"rows_published"`         // rows acknowledged
+	FirstOffset     int64   `json:"first_offset,omitempty"` // durable streams: the lowest offset bench's rows took; 0 = none
+	LastOffset      int64   `json:"last_offset,omitempty"`  // durable streams: the highest; rows of other publishers may sit between
+	PublishRowsPerS float64 `json:"publish_rows_per_s"`     // acknowledged rows / duration
+	PublishErrors   int64   `json:"publish_errors"`         // frames answered with an error
+	AckLatency      Latency `json:"ack_latency"`            // frame sent → its ack received
 
 	FramesDelivered   int64   `json:"frames_delivered"` // data frames received by all subscribers in the window
 	DeliveredPerS     float64 `json:"delivered_frames_per_s"`
@@ -153,6 +159,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	unit := int64(time.Microsecond)
 	if cfg.TSNanos {
 		unit = 1
+	}
+	// Refuse before anything connects to publish: a durable stream keeps
+	// every test row, and one that holds rows is someone's data (a user
+	// once found 17,878 of them in an exactly-once, replicated stream).
+	if cfg.Publishers > 0 && g.Durable && g.EndOffset > 1 && !cfg.IntoExisting {
+		return res, &HoldsRows{Stream: g.Stream, EndOffset: g.EndOffset, Rate: cfg.Rate, Duration: cfg.Duration,
+			Sample: string(gen.frame(nil, 1, time.Now().UnixNano()/unit))}
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -255,6 +268,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.RowsPublished += p.acked
 		res.PublishErrors += p.errors
 		ack.merge(&p.lat)
+		if res.Durable && p.acked > 0 {
+			if res.FirstOffset == 0 || p.minOffset < res.FirstOffset {
+				res.FirstOffset = p.minOffset
+			}
+			res.LastOffset = max(res.LastOffset, p.maxOffset)
+		}
 	}
 	for _, s := range subs {
 		s.mu.Lock()
@@ -299,6 +318,7 @@ type benchPub struct {
 
 	acked     int64
 	errors    int64
+	minOffset int64 // of the acked rows; meaningful when acked > 0
 	maxOffset int64
 	lat       histogram
 }
@@ -324,10 +344,13 @@ func (b *benchPub) run(ctx context.Context, pace *pacer, deadline time.Time, not
 				noteErr(err)
 				continue
 			}
-			b.acked += int64(len(offs))
-			if n := len(offs); n > 0 && offs[n-1] > b.maxOffset {
-				b.maxOffset = offs[n-1]
+			if n := len(offs); n > 0 {
+				if b.acked == 0 || offs[0] < b.minOffset {
+					b.minOffset = offs[0]
+				}
+				b.maxOffset = max(b.maxOffset, offs[n-1])
 			}
+			b.acked += int64(len(offs))
 		}
 	}()
 	var frame []byte
