@@ -33,10 +33,18 @@ Rows are checked against the stream's schema (from the server's greeting,
 with the code the server runs) before they are sent, so a refused row never
 costs a round trip. Without --quarantine, the first refused row stops the run
 with exit 1, naming the file, the line and the reason; what came before it is
-published. With --quarantine FILE each refused row is written there as one
-JSON line ({"file","line","reason","input"}) and the run goes on. A row the
-server refuses although this client accepted it stops the run with exit 1:
-client and server disagree about the schema.
+published, and nothing after it was sent. The error says how to go on: fix
+the line and rerun with --skip-lines N, N filled in (the lines before it), so
+no row is published twice; a plain rerun would publish those lines again. With
+--quarantine FILE each refused row is written there as one JSON line
+({"file","line","reason","input"}) and the run goes on. A row the server
+refuses although this client accepted it stops the run with exit 1: client
+and server disagree about the schema.
+
+--skip-lines N skips the first N lines of the input (the FILEs read as one
+input, blank lines counted) without reading them: the way to resume a run
+without --publisher after the lines it published. Every error and interruption
+that leaves a known prefix published names its N.
 
 --batch-size N sends N rows per frame (all or nothing); --window DUR sends a
 partial batch once it has waited DUR. Up to --max-in-flight frames await their
@@ -47,7 +55,8 @@ its position among the accepted rows of the whole input, so every run numbers
 the rows alike. A run that dies at any point and is rerun with the same ID and
 input skips the rows that landed (from the server's mark for ID) and sends the
 rest; the stream then holds every accepted row once, in input order. The
-stream must be declared with ` + "`exactly_once: true`" + `.
+stream must be declared with ` + "`exactly_once: true`" + `. A plain rerun is
+then the way to resume, so --skip-lines does not go with --publisher.
 
 By default publish reads to the end of the input, waits for every
 acknowledgement and exits 0. --follow keeps reading the last FILE as it grows,
@@ -76,6 +85,7 @@ declared with ` + "`exactly_once: true`" + `.
 ` + credentialsHelp,
 		Example: `  streamcast publish ws://127.0.0.1:8765/demo trades.ndjson
   cat trades.ndjson | streamcast publish --batch-size 500 ws://127.0.0.1:8765/demo
+  streamcast publish --skip-lines 1200 ws://127.0.0.1:8765/demo trades.ndjson
   streamcast publish --publisher loader-1 --quarantine bad.ndjson --summary-json run.json ws://127.0.0.1:8765/demo day1.ndjson day2.ndjson
   streamcast publish --follow --window 200ms ws://127.0.0.1:8765/demo live.ndjson
   streamcast publish --from-outbox postgres://app@db.internal/orders --publisher orders-1 ws://127.0.0.1:8765/orders`,
@@ -145,6 +155,7 @@ declared with ` + "`exactly_once: true`" + `.
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Publisher, "publisher", "", "publish exactly once as publisher `ID`; a rerun with the same ID and input skips what landed")
+	f.Int64Var(&opts.SkipLines, "skip-lines", 0, "skip the first `N` lines of the input (all FILEs as one, blank lines counted): resume after what a stopped run published")
 	f.IntVar(&opts.BatchSize, "batch-size", opts.BatchSize, "rows per publish frame (`N`), committed all or nothing")
 	f.DurationVar(&opts.Window, "window", 0, "send a partial batch once it has waited `DUR` (0: only full batches, and at the end)")
 	f.IntVar(&opts.MaxInFlight, "max-in-flight", opts.MaxInFlight, "frames awaiting acknowledgement at once (`N`; the server's limits.max_in_flight)")
@@ -172,7 +183,7 @@ func publishFromOutbox(cmd *cobra.Command, a *app, url string, args []string, ds
 	case len(args) != 1:
 		return usageError{fmt.Errorf("--from-outbox sends from the database, not from files; give only the stream URL (got %d arguments)", len(args))}
 	}
-	for _, name := range []string{"quarantine", "follow", "window", "summary-json", "poll"} {
+	for _, name := range []string{"quarantine", "follow", "window", "summary-json", "poll", "skip-lines"} {
 		if cmd.Flags().Changed(name) {
 			return usageError{fmt.Errorf("--%s reads NDJSON input and does not go with --from-outbox; remove it", name)}
 		}
@@ -207,8 +218,12 @@ func summaryLine(s ndjson.LoadSummary, quarantine string) string {
 	if s.Quarantined > 0 && quarantine != "" {
 		q = " (in " + quarantine + ")"
 	}
-	return fmt.Sprintf("publish: %d lines read (%d blank), %d rows published, %d duplicates skipped, %d quarantined%s; offsets %s to %s; resumed from %s; %.2f s, %.0f rows/s",
-		s.LinesRead, s.BlankLines, s.RowsPublished, s.DuplicatesSkipped, s.Quarantined, q,
+	skipped := ""
+	if s.SkippedLines > 0 {
+		skipped = fmt.Sprintf(", %d skipped by --skip-lines", s.SkippedLines)
+	}
+	return fmt.Sprintf("publish: %d lines read (%d blank%s), %d rows published, %d duplicates skipped, %d quarantined%s; offsets %s to %s; resumed from %s; %.2f s, %.0f rows/s",
+		s.LinesRead, s.BlankLines, skipped, s.RowsPublished, s.DuplicatesSkipped, s.Quarantined, q,
 		off(s.FirstOffset), off(s.LastOffset), resumed, s.Elapsed.Seconds(), s.RowsPerSecond())
 }
 

@@ -56,6 +56,13 @@ type LoadOptions struct {
 	// with the same id and input skips what landed (the greeting's mark)
 	// and sends the rest.
 	Publisher string
+	// SkipLines skips the first SkipLines lines of the input (the Inputs
+	// read as one, blank lines counted) without reading them as rows: the
+	// way to resume a load without a Publisher after the lines a stopped
+	// run published, which its error names. It does not go with
+	// Publisher, whose mark already skips what landed and whose seqs count
+	// the rows of every line.
+	SkipLines int64
 	// BatchSize is the number of rows per publish frame, 1 or more.
 	BatchSize int
 	// Window sends a partial batch once it has waited this long; 0 waits
@@ -126,6 +133,10 @@ func (o *LoadOptions) Validate() error {
 		return fmt.Errorf("the progress interval is %v; give a positive duration", o.ProgressEvery)
 	case len(o.Publisher) > wire.MaxPublisherBytes:
 		return fmt.Errorf("--publisher is %d bytes; give 1 to %d", len(o.Publisher), wire.MaxPublisherBytes)
+	case o.SkipLines < 0:
+		return fmt.Errorf("--skip-lines is %d; give 0 or more (the number of input lines to skip)", o.SkipLines)
+	case o.SkipLines > 0 && o.Publisher != "":
+		return fmt.Errorf("--skip-lines does not go with --publisher: the publisher's mark already skips the rows that landed, and a rerun with the same --publisher and input sends exactly the rest; drop --skip-lines")
 	case stdin && o.Stdin == nil:
 		return errors.New("no input: give files, or rows on stdin")
 	}
@@ -140,6 +151,7 @@ type LoadSummary struct {
 	Publisher         string
 	LinesRead         int64 // lines read, blank ones included
 	BlankLines        int64 // blank lines, skipped
+	SkippedLines      int64 // lines skipped unread (LoadOptions.SkipLines)
 	RowsPublished     int64 // rows acked and appended by this run
 	DuplicatesSkipped int64 // rows at or below the publisher's mark, not sent (or acked as duplicates)
 	Quarantined       int64 // rows refused by the schema (or too big), set aside
@@ -179,6 +191,7 @@ func (s LoadSummary) MarshalJSON() ([]byte, error) {
 		Publisher         *string `json:"publisher"`
 		LinesRead         int64   `json:"lines_read"`
 		BlankLines        int64   `json:"blank_lines"`
+		SkippedLines      int64   `json:"skipped_lines,omitempty"`
 		RowsPublished     int64   `json:"rows_published"`
 		DuplicatesSkipped int64   `json:"duplicates_skipped"`
 		Quarantined       int64   `json:"quarantined"`
@@ -192,7 +205,7 @@ func (s LoadSummary) MarshalJSON() ([]byte, error) {
 		Complete          bool    `json:"complete"`
 		Error             string  `json:"error,omitempty"`
 	}{
-		s.Stream, pub, s.LinesRead, s.BlankLines, s.RowsPublished, s.DuplicatesSkipped, s.Quarantined, s.Frames,
+		s.Stream, pub, s.LinesRead, s.BlankLines, s.SkippedLines, s.RowsPublished, s.DuplicatesSkipped, s.Quarantined, s.Frames,
 		opt(s.FirstOffset), opt(s.LastOffset), opt(s.ResumedFrom), opt(s.ResumedOffset),
 		roundTo(s.Elapsed.Seconds(), 3), roundTo(s.RowsPerSecond(), 0), s.Complete, s.Error,
 	})
@@ -235,7 +248,8 @@ var ErrInterrupted = errors.New("interrupted")
 // position is a line of the concatenated input.
 type position struct {
 	input int
-	line  int64
+	line  int64 // in its input, from 1
+	at    int64 // in the concatenated input, from 1: what SkipLines counts
 }
 
 // inflight is a frame sent and not yet acked.
@@ -264,15 +278,25 @@ type loader struct {
 	ordinal     int64 // accepted rows so far (the seq of the last one)
 	carry       []byte
 	pos         position // the line being read
+	at          int64    // lines of the concatenated input handled so far
 
 	acks      chan inflight
 	collected chan struct{} // closed when the collector has settled every ack
 
-	mu       sync.Mutex // guards sum and failErr (shared with the collector)
-	sum      LoadSummary
-	failErr  error
-	failed   chan struct{} // closed on the first failure
-	failOnce sync.Once
+	mu      sync.Mutex // guards sum and failErr (shared with the collector)
+	sum     LoadSummary
+	failErr error
+
+	// What the acks after the first failed one said, owned by the
+	// collector and read once it has settled every ack: the advice after a
+	// failed frame depends on whether frames pipelined behind it landed.
+	ackFailed   *inflight     // the first frame whose ack failed
+	ackFailErr  error         // why it failed
+	lostAfter   []inflight    // later frames that certainly did not land
+	landedAfter []inflight    // later frames that landed
+	unsureAfter bool          // a later frame's fate is unknown (connection lost)
+	failed      chan struct{} // closed on the first failure
+	failOnce    sync.Once
 }
 
 // Load publishes the NDJSON rows of opts.Inputs (or opts.Stdin) to the
@@ -379,7 +403,11 @@ func Load(ctx context.Context, rawURL string, opts LoadOptions) (LoadSummary, er
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sum.Elapsed = time.Since(started)
-	if l.failErr != nil {
+	if l.ackFailed != nil {
+		// Worded now that every ack is settled: the way to resume depends
+		// on what the frames behind the failed one did.
+		stopErr = l.ackError(*l.ackFailed, l.ackFailErr)
+	} else if l.failErr != nil {
 		stopErr = l.failErr
 	}
 	if stopErr == nil && cerr != nil {
@@ -388,6 +416,16 @@ func Load(ctx context.Context, rawURL string, opts LoadOptions) (LoadSummary, er
 	if stopErr == nil && opts.Publisher != "" && l.ordinal < l.mark {
 		l.log.Warn("the publisher's mark is past this input's end: its rows were all published before, and more; check that --publisher names this input's loader",
 			"publisher", opts.Publisher, "mark", l.mark, "accepted_rows", l.ordinal)
+	}
+	if stopErr == nil && l.at < opts.SkipLines {
+		l.log.Warn("--skip-lines is past this input's end: every line was skipped and nothing was sent; check that it names this input",
+			"skip_lines", opts.SkipLines, "lines", l.at)
+	}
+	if stopErr == nil && l.opts.Follow && opts.Publisher == "" && l.at > opts.SkipLines {
+		// A followed load stops only by its context: the next run goes on
+		// from here only if told where here is.
+		l.log.Info(fmt.Sprintf("stopped after %d input lines, every row sent acked; to go on without publishing them again, rerun with --skip-lines %d", l.at, l.at),
+			"lines", l.at)
 	}
 	if stopErr != nil {
 		l.sum.Error = stopErr.Error()
@@ -528,7 +566,7 @@ func (l *loader) run(ctx, netCtx context.Context, chunks <-chan loadChunkMsg, fr
 			if l.opts.Follow {
 				return nil
 			}
-			return &LoadError{Msg: fmt.Sprintf("interrupted after %s:%d; what was sent is acked — rerun%s to load the rest", l.names[current], l.pos.line, l.rerunHint()), Err: ErrInterrupted}
+			return &LoadError{Msg: fmt.Sprintf("interrupted after %s:%d; what was sent is acked — %s", l.names[current], l.pos.line, l.resumeAfter(l.at)), Err: ErrInterrupted}
 		case <-l.failed:
 			return nil // the collector's error is the one reported
 		case <-windowC:
@@ -611,9 +649,18 @@ func (l *loader) lines(input int, data []byte, flush func() error) error {
 func (l *loader) line(input int, line []byte, flush func() error) error {
 	l.pos.input = input
 	l.pos.line++
+	l.at++
+	l.pos.at = l.at
 	l.mu.Lock()
 	l.sum.LinesRead++
+	skip := l.at <= l.opts.SkipLines
+	if skip {
+		l.sum.SkippedLines++
+	}
 	l.mu.Unlock()
+	if skip {
+		return nil
+	}
 	line = bytes.TrimRight(line, " \t\r")
 	if len(bytes.TrimLeft(line, " \t")) == 0 {
 		l.mu.Lock()
@@ -689,7 +736,7 @@ func (l *loader) refuse(line []byte, cause error, flush func() error) error {
 		if err := flush(); err != nil {
 			return err
 		}
-		return &LoadError{Msg: fmt.Sprintf("%s:%d: %v; nothing from this line on was sent — fix the line, or pass --quarantine FILE to set refused rows aside, and rerun%s", name, l.pos.line, cause, l.rerunHint()), Err: cause}
+		return &LoadError{Msg: fmt.Sprintf("%s:%d: %v; %s", name, l.pos.line, cause, l.resumeAt(l.pos.at)), Err: cause}
 	}
 	rec, err := json.Marshal(QuarantineRecord{File: name, Line: l.pos.line, Reason: cause.Error(), Input: string(line)})
 	if err != nil {
@@ -704,11 +751,43 @@ func (l *loader) refuse(line []byte, cause error, flush func() error) error {
 	return nil
 }
 
-func (l *loader) rerunHint() string {
-	if l.opts.Publisher != "" {
-		return " with the same --publisher (it skips what landed)"
+// resumeAt advises how to send the input from line at (of the
+// concatenated input) once the line is fixed, when every line before it is
+// published and nothing from it on was sent. The refusal is reported only
+// when every frame sent before it was acked (a failed ack's error replaces
+// it), and run sends nothing after it, so the lines before it are exactly
+// what landed: skipping them resends no row and leaves none out.
+func (l *loader) resumeAt(at int64) string {
+	before := at - 1
+	switch {
+	case l.opts.Publisher != "":
+		return "nothing from this line on was sent — fix the line and rerun with the same --publisher and input: its mark skips the rows that landed (or add --quarantine FILE to set refused rows aside instead of stopping)"
+	case before == 0:
+		return "nothing was sent — fix the line and rerun (or add --quarantine FILE to set refused rows aside instead of stopping)"
 	}
-	return ""
+	return fmt.Sprintf("nothing from this line on was sent, and %s published — fix the line and rerun with --skip-lines %d to send from it (a plain rerun would publish those lines again), adding --quarantine FILE to set refused rows aside instead of stopping; next time, --publisher ID on an exactly_once stream makes a plain rerun safe",
+		linesBefore(before), before)
+}
+
+// linesBefore names the n input lines before one, for "… published".
+func linesBefore(n int64) string {
+	if n == 1 {
+		return "the line before it is"
+	}
+	return fmt.Sprintf("the %d lines before it are", n)
+}
+
+// resumeAfter advises how to load the rest of the input when its first
+// `handled` lines were handled (published, skipped, blank or quarantined)
+// and nothing after them was sent.
+func (l *loader) resumeAfter(handled int64) string {
+	switch {
+	case l.opts.Publisher != "":
+		return "rerun with the same --publisher and input to load the rest: its mark skips the rows that landed"
+	case handled == 0:
+		return "nothing was sent; rerun to load the input"
+	}
+	return fmt.Sprintf("rerun with --skip-lines %d to load the rest (a plain rerun would publish those %d lines again)", handled, handled)
 }
 
 // flush sends the building frame, if it holds rows.
@@ -758,8 +837,19 @@ func (l *loader) collect() {
 		<-f.ack.Done() // Wait would flush the frames run is still adding to
 		offs, err := f.ack.Wait(context.Background())
 		if err != nil {
-			l.fail(l.ackError(f, err))
+			switch {
+			case l.ackFailed == nil:
+				l.ackFailed, l.ackFailErr = &f, err
+			case landedNothing(err):
+				l.lostAfter = append(l.lostAfter, f)
+			default:
+				l.unsureAfter = true
+			}
+			l.fail(err) // stops the load; Load words the error once every ack is in
 			continue
+		}
+		if l.ackFailed != nil {
+			l.landedAfter = append(l.landedAfter, f)
 		}
 		dup := f.ack.Duplicate()
 		l.mu.Lock()
@@ -779,7 +869,18 @@ func (l *loader) collect() {
 	}
 }
 
-// ackError words a failed frame.
+// landedNothing tells whether a failed ack says that nothing of its frame
+// was committed (rather than that its fate is unknown).
+func landedNothing(err error) bool {
+	var (
+		rj *wire.Rejected
+		cf *wire.CommitFailed
+		sg *wire.SequenceGap
+	)
+	return errors.As(err, &rj) || errors.As(err, &cf) || errors.As(err, &sg)
+}
+
+// ackError words a failed frame, once every ack is settled.
 func (l *loader) ackError(f inflight, err error) error {
 	lines := l.span(f.first, f.last)
 	var (
@@ -789,20 +890,43 @@ func (l *loader) ackError(f inflight, err error) error {
 	)
 	switch {
 	case errors.As(err, &rj):
-		return &LoadError{Msg: fmt.Sprintf("%s: the server refused a row this client's copy of the schema accepted, so client and server disagree: %s; nothing of that frame was committed — upgrade the older of the two, or quarantine the row by hand", lines, rj.Detail), Err: err}
+		return &LoadError{Msg: fmt.Sprintf("%s: the server refused a row this client's copy of the schema accepted, so client and server disagree: %s; nothing of that frame was committed — upgrade the older of the two, or quarantine the row by hand; %s", lines, rj.Detail, l.resumeAfterFailed(f)), Err: err}
 	case errors.As(err, &cf):
-		return &LoadError{Msg: fmt.Sprintf("%s: the server could not commit (%s); nothing of that frame was committed — rerun%s", lines, cf.Detail, l.rerunHint()), Err: err}
+		return &LoadError{Msg: fmt.Sprintf("%s: the server could not commit (%s); nothing of that frame was committed — %s", lines, cf.Detail, l.resumeAfterFailed(f)), Err: err}
 	case errors.As(err, &sg):
 		return &LoadError{Msg: fmt.Sprintf("%s: %v; another process may be publishing as %q — run one loader per publisher id", lines, err, l.opts.Publisher), Err: err}
 	}
-	return &LoadError{Msg: fmt.Sprintf("%s: %v; rows of frames not acked may or may not have landed — rerun%s", lines, err, l.rerunHintOrDup()), Err: err}
+	return &LoadError{Msg: fmt.Sprintf("%s: %v; rows of frames not acked may or may not have landed — %s", lines, err, l.resumeAfterFailed(f)), Err: err}
 }
 
-func (l *loader) rerunHintOrDup() string {
+// resumeAfterFailed advises how to send the rest after frame f failed,
+// from what every later ack said. Frames are pipelined, so frames sent
+// after f may have landed although f did not: then no --skip-lines resumes
+// without a duplicate or a gap, and the advice says which lines are
+// missing instead.
+func (l *loader) resumeAfterFailed(f inflight) string {
 	if l.opts.Publisher != "" {
-		return l.rerunHint()
+		return "rerun with the same --publisher and input: its mark skips the rows that landed"
 	}
-	return " with --publisher ID next time to resume exactly once"
+	before := f.first.at - 1
+	exact := "next time, --publisher ID on an exactly_once stream makes a plain rerun safe"
+	if !landedNothing(l.ackFailErr) || l.unsureAfter {
+		return fmt.Sprintf("%s published, but whether the rows sent from it on landed is unknown, so no rerun is sure to publish each row once: read the stream's newest rows (streamcast tail) to find the last line that landed, then rerun with --skip-lines set to its line number in the input; %s", linesBefore(before), exact)
+	}
+	if len(l.landedAfter) == 0 && before == 0 {
+		return "nothing of this input landed: rerun to send it"
+	}
+	if len(l.landedAfter) == 0 {
+		return fmt.Sprintf("%s published and nothing from it on landed: rerun with --skip-lines %d to send from it (a plain rerun would publish those lines again); %s", linesBefore(before), before, exact)
+	}
+	last := l.landedAfter[len(l.landedAfter)-1].last
+	missing := l.span(f.first, f.last)
+	for _, g := range l.lostAfter {
+		if g.first.at < last.at { // those after the last that landed are resent by --skip-lines
+			missing += ", " + l.span(g.first, g.last)
+		}
+	}
+	return fmt.Sprintf("frames sent after it landed although it did not, so no --skip-lines resumes without a duplicate or a gap: publish only the lines that did not land (%s), then rerun with --skip-lines %d to send the lines after %s; %s", missing, last.at, l.span(last, last), exact)
 }
 
 func (l *loader) fail(err error) {
