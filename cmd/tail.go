@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,7 @@ func newTailCmd(a *app) *cobra.Command {
 	var (
 		opts       = ndjson.DefaultTailOptions()
 		offset     string
+		reset      string
 		where      string
 		cursors    []string
 		uploadEach = ndjson.DefaultUploadEvery
@@ -38,17 +40,26 @@ func newTailCmd(a *app) *cobra.Command {
 row on stdout: the frame [offset,ts,row] exactly as the server sent it, or
 with --rows the row object alone.
 
-Without --offset or --cursor the tail starts live, at the stream's frontier.
---offset N starts at offset N (inclusive); --offset earliest at the oldest row
-the server still serves.
+--offset says where a tail with no saved position starts: offset N
+(inclusive), or earliest, the oldest row the server still serves; without it
+the tail starts live, at the stream's frontier. A position saved by --cursor
+or --into always wins over --offset (the tail says so on stderr), so the same
+command line, --offset included, is safe to run again and again from cron or
+a systemd timer: the first run starts at --offset, every later one resumes.
 
 --cursor FILE keeps the tail's place across runs: the file holds the last
 offset the tail finished with, and the next run resumes one above it. The
 file moves only after a row's line has been written and flushed, is saved
 atomically at most once a second and again on a clean exit (SIGINT, SIGTERM,
---count, --until-caught-up), and never moves backwards on its own: --offset
-given with --cursor re-reads from N while the file keeps its place. A cursor
+--count, --until-caught-up), and never moves backwards on its own. A cursor
 file that cannot be read or is empty counts as absent, with a warning.
+
+--reset-position OFFSET|earliest|latest moves a saved position, the one way
+back (or forward): the file (or the table's place) is rewritten as the tail
+connects, before any row, and the tail starts there, whatever --offset says. With --into the table's rows
+at and above the new start are deleted in the same transaction and land
+again, so the table still holds each row once. Run it once by hand, not from
+cron, or every run starts over.
 
 --until-caught-up exits once every row below the frontier the server greeted
 with has been printed (at once when there is nothing to replay); --count N
@@ -69,11 +80,11 @@ or a postgres:// URL. The table (created when missing) has the columns
 streamcast_offset (the primary key) and streamcast_ts, then one per schema
 column (integers INTEGER/BIGINT, numbers REAL/DOUBLE PRECISION, booleans,
 strings TEXT, binary decoded into BLOB/BYTEA, nested values as JSON TEXT). The
-table's last offset is kept in streamcast_inbox_state, in the same transaction
-as its rows: kill the tail anywhere and run it again, and it resumes one above
-the last row landed, so the table holds every row once. A new table starts at
-the frontier, or at --offset; the stream's identity is bound at the first run
-and a recreated stream is refused. It reconnects whenever the connection ends
+table's last offset is kept in the database, in the same transaction as its
+rows: kill the tail anywhere and run it again, and it resumes one above the
+last row landed, so the table holds every row once. A new table starts at the
+frontier, or at --offset; the stream's identity is bound at the first run and
+a recreated stream is refused. It reconnects whenever the connection ends
 and runs until SIGINT/SIGTERM, or with --until-caught-up until every row below
 the first frontier has landed.
 
@@ -100,6 +111,7 @@ A refusal exits 1 with one line saying what to rerun with.
   streamcast tail --catch-up --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo
   streamcast tail --cursor .demo.cursor --cursor s3://my-bucket/consumer1/demo.offset ws://127.0.0.1:8765/demo
   streamcast tail --into sqlite:///var/lib/app/app.db --table trades --offset earliest ws://127.0.0.1:8765/demo
+  streamcast tail --cursor demo.cursor --reset-position earliest --until-caught-up ws://127.0.0.1:8765/demo
   streamcast tail --ca-file ca.crt wss://broker.example.com:8765/demo`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -109,6 +121,13 @@ A refusal exits 1 with one line saying what to rerun with.
 					return usageError{err}
 				}
 				opts.Offset = &n
+			}
+			if reset != "" {
+				n, err := parseResetPosition(reset)
+				if err != nil {
+					return usageError{err}
+				}
+				opts.Reset = &n
 			}
 			u, cred, err := streamURL(args[0])
 			if err != nil {
@@ -124,7 +143,7 @@ A refusal exits 1 with one line saying what to rerun with.
 				if err := checkInto(cmd, into, table); err != nil {
 					return usageError{err}
 				}
-				return tailInto(cmd, a, u, opts.DialOptions, into, table, opts.Offset, opts.UntilCaughtUp)
+				return tailInto(cmd, a, u, opts.DialOptions, into, table, opts.Offset, opts.Reset, opts.UntilCaughtUp)
 			}
 			if where != "" {
 				opts.Where = json.RawMessage(where)
@@ -135,11 +154,14 @@ A refusal exits 1 with one line saying what to rerun with.
 			if catchUp {
 				opts.CatchUp = catchUpFrom(a, metadata, opts.Where)
 			}
-			if err := opts.Validate(); err != nil {
-				return usageError{err}
-			}
 			local, remote, err := splitCursors(cursors)
 			if err != nil {
+				return usageError{err}
+			}
+			if opts.Reset != nil && len(cursors) == 0 {
+				return usageError{errors.New("--reset-position moves the position saved by --cursor or --into; give one of them, or use --offset")}
+			}
+			if err := opts.Validate(); err != nil {
 				return usageError{err}
 			}
 			if uploadEach <= 0 {
@@ -185,7 +207,8 @@ A refusal exits 1 with one line saying what to rerun with.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&offset, "offset", "", "start at offset `N` (inclusive), or at the oldest row still served with \"earliest\" (default: live, or one above --cursor)")
+	f.StringVar(&offset, "offset", "", "where a tail with no saved position starts: offset `N` (inclusive), or \"earliest\", the oldest row still served (default: live); a position saved by --cursor or --into wins")
+	f.StringVar(&reset, "reset-position", "", "move the position saved by --cursor or --into to `OFFSET` (inclusive), \"earliest\" or \"latest\", then tail from there; run it once, not from cron")
 	f.StringVar(&where, "where", "", "only rows matching this `JSON` object of column to value (or list of values), filtered by the server")
 	f.Int64Var(&opts.Count, "count", 0, "exit after `N` rows (0: no limit)")
 	f.BoolVar(&opts.UntilCaughtUp, "until-caught-up", false, "exit once every row below the frontier at connect has been printed")
@@ -200,6 +223,7 @@ A refusal exits 1 with one line saying what to rerun with.
 	f.StringVar(&metadata, "metadata", "", "with --catch-up, read the published tables through this metadata `URI` (file://… or s3://…) instead of the one the server's greeting names")
 	tlsFlags = addClientTLSFlags(f)
 	_ = cmd.RegisterFlagCompletionFunc("offset", cobra.FixedCompletions([]string{"earliest"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("reset-position", cobra.FixedCompletions([]string{"earliest", "latest"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -222,19 +246,66 @@ func checkInto(cmd *cobra.Command, into, table string) error {
 
 // tailInto runs `tail --into`: txbox.Land until SIGINT/SIGTERM (the
 // command's context) or, with --until-caught-up, until it caught up.
-func tailInto(cmd *cobra.Command, a *app, url string, dial wire.DialOptions, dsn, table string, offset *int64, untilCaughtUp bool) error {
+func tailInto(cmd *cobra.Command, a *app, url string, dial wire.DialOptions, dsn, table string, offset, reset *int64, untilCaughtUp bool) error {
 	db, d, err := txbox.OpenDSN(dsn)
 	if err != nil {
 		return usageError{err}
 	}
 	defer db.Close()
+	where := "table " + table + " in " + dsn
 	res, err := txbox.Land(cmd.Context(), db, d, url, table, txbox.LandOptions{
-		DialOptions: dial, Offset: offset, UntilCaughtUp: untilCaughtUp,
+		DialOptions: dial, Offset: offset, Reset: reset, UntilCaughtUp: untilCaughtUp,
 		Notice: func(msg string, kv ...any) { a.logger.Warn(msg, kv...) },
+		Started: func(s txbox.LandStart) {
+			switch {
+			case s.Moved:
+				a.logger.Info(fmt.Sprintf("moved the position saved for %s from offset %d to %d; landing from %s", where, s.Saved, s.Last, startText(*reset, s.Last+1)))
+			case s.Saved != wire.Null && offset != nil:
+				a.logger.Info(fmt.Sprintf("resuming after offset %d saved for %s; --offset applies only when no position is saved (move it with --reset-position)", s.Saved, where))
+			}
+		},
 	})
 	a.logger.Info("tail --into ended", "table", table, "rows", res.Rows, "last_offset", res.Last)
-	return err
+	return intoError(err, table)
 }
+
+// startText names where a --reset-position starts: the earliest row, or
+// offset next.
+func startText(reset, next int64) string {
+	if reset == 0 {
+		return "the earliest row"
+	}
+	return "offset " + strconv.FormatInt(next, 10)
+}
+
+// intoError words a failed --into for the command line: what the user can
+// do with streamcast's flags, naming neither the txbox package nor the
+// state table that keeps the table's place.
+func intoError(err error, table string) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		sm *txbox.StreamMismatch
+		nr *wire.NotReplayable
+	)
+	switch {
+	case errors.As(err, &sm):
+		return fmt.Errorf("table %s was landed from stream id %s, but the server now serves stream id %s: the stream was recreated, or the URL names another stream; point the URL at the original stream, or land this one in a new --table", table, sm.Stored, sm.Got)
+	case errors.As(err, &nr):
+		return fmt.Errorf("table %s cannot go on where it is saved: %v; rerun with --reset-position earliest (or a later offset the server still serves) to move its position, or land the stream in a new --table", table, nr)
+	}
+	return intoMessage{msg: strings.TrimPrefix(err.Error(), "txbox: "), err: err}
+}
+
+// intoMessage rewords an error and keeps it for errors.As.
+type intoMessage struct {
+	msg string
+	err error
+}
+
+func (e intoMessage) Error() string { return e.msg }
+func (e intoMessage) Unwrap() error { return e.err }
 
 // splitCursors sorts the --cursor values into one local file and one S3
 // object, refusing a second of either.
@@ -259,6 +330,22 @@ func splitCursors(vals []string) (local, remote string, err error) {
 		}
 	}
 	return local, remote, nil
+}
+
+// parseResetPosition reads --reset-position: an offset, "earliest" (0) or
+// "latest" (ndjson.ResetLatest, the frontier).
+func parseResetPosition(s string) (int64, error) {
+	switch s {
+	case "earliest":
+		return 0, nil
+	case "latest":
+		return ndjson.ResetLatest, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("--reset-position %q is not a position; give an offset (0 or more), \"earliest\" or \"latest\"", s)
+	}
+	return n, nil
 }
 
 // parseOffset reads --offset: a non-negative integer, or "earliest" (0).

@@ -22,8 +22,7 @@ const DefaultSaveEvery = time.Second
 // last offset it finished with, so the next run resumes one above it.
 //
 // A Cursor only moves forward on its own (Advance ignores offsets at or below
-// the highest it has seen), so an --offset that re-reads older rows never
-// rewinds the file. Saves are atomic: a temporary file beside the target is
+// the highest it has seen); only Move, the explicit reset, rewinds it. Saves are atomic: a temporary file beside the target is
 // written, synced and renamed over it, so a crash leaves either the old or
 // the new position, never a torn one. Safe for concurrent use.
 type Cursor struct {
@@ -123,6 +122,32 @@ func (c *Cursor) Advance(offset int64) bool {
 	}
 	c.highest = offset
 	return true
+}
+
+// Move sets the cursor's position to last, backwards or forwards, and
+// writes the file at once: the explicit move of a saved position
+// (`tail --reset-position`), the one way a Cursor goes backwards. A last
+// below 0 (a tail that starts at the stream's first offset) saves no
+// offset at all: the file is removed, so the cursor is absent.
+func (c *Cursor) Move(last int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if last < 0 {
+		last = wire.Null
+	}
+	switch {
+	case c.mem:
+	case last == wire.Null:
+		if err := os.Remove(c.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("move cursor %s: %w", c.path, err)
+		}
+	default:
+		if err := writeFileAtomic(c.path, strconv.AppendInt(nil, last, 10)); err != nil {
+			return fmt.Errorf("move cursor %s to offset %d: %w", c.path, last, err)
+		}
+	}
+	c.highest, c.saved, c.lastAt = last, last, c.now()
+	return nil
 }
 
 // Save writes the cursor's position to its file if it changed and a second

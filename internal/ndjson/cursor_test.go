@@ -104,6 +104,27 @@ func TestCursorNeverMovesBackwardsOnItsOwn(t *testing.T) {
 	}
 }
 
+func TestCursorMoveRewritesTheFileAtOnceEvenBackwards(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c")
+	os.WriteFile(path, []byte("10\n"), 0o644)
+	c, _, _ := OpenCursor(path)
+	if err := c.Move(3); err != nil {
+		t.Fatal(err)
+	}
+	if got := readCursorFile(t, path); got != "3" || c.Resume() != 4 {
+		t.Fatalf("after Move(3): file %s, Resume %d; want 3 and 4", got, c.Resume())
+	}
+	if !c.Advance(4) {
+		t.Fatal("Advance(4) after Move(3) was ignored")
+	}
+	if err := c.Move(-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) || c.Last() != wire.Null {
+		t.Fatalf("after Move(-1): stat %v, Last %d; want no file and Null", err, c.Last())
+	}
+}
+
 func TestCursorSavesAtMostOnceASecondUnlessForced(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "c")

@@ -41,10 +41,18 @@ const (
 type TailOptions struct {
 	wire.DialOptions
 
-	// Offset starts the tail at *Offset, inclusive (0 is the earliest row).
-	// nil resumes one above the cursor, or without a cursor reads live
-	// from the frontier.
+	// Offset is where a tail with no saved position starts, inclusive (0
+	// is the earliest row); nil reads live from the frontier. A Cursor
+	// that holds a position wins: the tail resumes one above it, and says
+	// so once through Logger when Offset was given too. That makes one
+	// command line safe to rerun forever (Kafka's auto.offset.reset).
 	Offset *int64
+	// Reset moves the Cursor's saved position, the one explicit way back
+	// (or forward): the tail starts at *Reset (inclusive; 0 is the
+	// earliest row, ResetLatest the frontier) whatever the cursor holds,
+	// and the cursor is moved to the offset before it before any row is
+	// written. It needs a Cursor, and wins over Offset.
+	Reset *int64
 	// Where is the server-side filter (a JSON object of column to value).
 	Where json.RawMessage
 	// Count stops the tail after this many rows; 0 is no limit.
@@ -97,6 +105,8 @@ func (o *TailOptions) Validate() error {
 	switch {
 	case o.Offset != nil && *o.Offset < 0:
 		return fmt.Errorf("--offset %d is negative; give 0 (earliest) or more", *o.Offset)
+	case o.Reset != nil && *o.Reset < 0 && *o.Reset != ResetLatest:
+		return fmt.Errorf("--reset-position %d is negative; give 0 (earliest) or more, or \"latest\"", *o.Reset)
 	case len(o.Where) > 0 && (!bytes.HasPrefix(bytes.TrimSpace(o.Where), []byte("{")) || !json.Valid(o.Where)):
 		return fmt.Errorf("--where %s is not a JSON object of column to value, e.g. '{\"side\":1}'", o.Where)
 	case o.Count < 0:
@@ -112,6 +122,10 @@ func (o *TailOptions) Validate() error {
 	}
 	return nil
 }
+
+// ResetLatest is the TailOptions.Reset that moves a cursor to the
+// stream's frontier: the tail reads live from there.
+const ResetLatest = wire.Null
 
 // TailResult says what a tail wrote.
 type TailResult struct {
@@ -151,6 +165,9 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 	if err := opts.Validate(); err != nil {
 		return res, err
 	}
+	if opts.Reset != nil && opts.Cursor == nil {
+		return res, errors.New("--reset-position moves the position saved by --cursor or --into; give one of them, or use --offset")
+	}
 	log := opts.Logger
 	if log == nil {
 		log = nopLogger{}
@@ -158,17 +175,28 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 	minB, maxB := opts.MinBackoff, opts.MaxBackoff
 
 	next := wire.Null // where the next subscription starts; wire.Null = live
+	src := ""         // where a refused offset came from, for the message
 	switch {
+	case opts.Reset != nil:
+		next = *opts.Reset
+		if next != ResetLatest {
+			// Moved before anything is read: a run killed before its
+			// first row still resumes where it was told to. Offset 0
+			// is never a row, so a cursor of 0 means "none finished".
+			if err := moveCursor(opts.Cursor, max(next-1, 0), next, log); err != nil {
+				return res, err
+			}
+		}
+	case opts.Cursor != nil && opts.Cursor.Resume() != wire.Null:
+		next = opts.Cursor.Resume()
+		src = " (one above --cursor " + opts.Cursor.Path() + ")"
+		if opts.Offset != nil {
+			log.Info(fmt.Sprintf("resuming after offset %d saved in %s; --offset applies only when no position is saved (move it with --reset-position)", next-1, opts.Cursor.Path()))
+		}
 	case opts.Offset != nil:
 		next = *opts.Offset
-	case opts.Cursor != nil:
-		next = opts.Cursor.Resume()
 	}
 	clientFilter := opts.UntilCaughtUp && len(opts.Where) > 0
-	src := "" // where a refused offset came from, for the message
-	if opts.Offset == nil && next != wire.Null {
-		src = " (one above --cursor " + opts.Cursor.Path() + ")"
-	}
 	advise := func(err error, resume int64) error {
 		return tailError(err, resume, src, opts.Cursor != nil, opts.Reconnect)
 	}
@@ -241,6 +269,12 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 		if first {
 			first = false
 			res.Frontier = g.EndOffset
+			if opts.Reset != nil && *opts.Reset == ResetLatest {
+				if err := moveCursor(opts.Cursor, sub.Resume()-1, sub.Resume(), log); err != nil {
+					sub.Close()
+					return res, err
+				}
+			}
 			if clientFilter {
 				sch, cerr := sub.Schema()
 				if cerr == nil && sch == nil {
@@ -291,6 +325,24 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 		}
 		backoff = min(2*backoff, maxB)
 	}
+}
+
+// moveCursor moves c to last for --reset-position and says so.
+func moveCursor(c *Cursor, last, from int64, log Logger) error {
+	was := c.Last()
+	if err := c.Move(last); err != nil {
+		return err
+	}
+	start := "offset " + strconv.FormatInt(from, 10)
+	if from == 0 {
+		start = "the earliest row"
+	}
+	if was == wire.Null {
+		log.Info(fmt.Sprintf("set the position saved in %s to offset %d; tailing from %s", c.Path(), last, start))
+	} else {
+		log.Info(fmt.Sprintf("moved the position saved in %s from offset %d to %d; tailing from %s", c.Path(), was, last, start))
+	}
+	return nil
 }
 
 // errTailDone ends a subscription loop that did what was asked.
@@ -348,11 +400,12 @@ func tailError(err error, resume int64, src string, hasCursor, reconnect bool) e
 		if at == wire.Null {
 			return "rerun the tail"
 		}
-		s := "rerun with --offset " + strconv.FormatInt(at, 10)
 		if hasCursor {
-			s += " (or with the same --cursor)"
+			// The cursor is saved on the way out, and --offset would
+			// not apply to it.
+			return "rerun with the same --cursor (it resumes at " + strconv.FormatInt(at, 10) + ")"
 		}
-		return s
+		return "rerun with --offset " + strconv.FormatInt(at, 10)
 	}
 	var (
 		nr *wire.NotReplayable
@@ -361,7 +414,11 @@ func tailError(err error, resume int64, src string, hasCursor, reconnect bool) e
 	)
 	switch {
 	case errors.As(err, &nr):
-		return &TailError{Msg: notReplayableAdvice(nr, src), Err: err}
+		flag := "--offset"
+		if hasCursor {
+			flag = "--reset-position" // a saved position wins over --offset
+		}
+		return &TailError{Msg: notReplayableAdvice(nr, src, flag), Err: err}
 	case errors.As(err, &ts):
 		if ts.Offset == wire.Null {
 			return &TailError{Msg: "the server dropped this tail for falling behind" + behindText(ts.Behind) + "; the stream is live-only, so the rows it missed are gone; rerun the tail, and read faster (or filter with --where)", Err: err}
@@ -390,8 +447,10 @@ func behindText(n int64) string {
 	return " (" + strconv.FormatInt(n, 10) + " frames)"
 }
 
-// notReplayableAdvice words a 4416 with the flags that get past it.
-func notReplayableAdvice(e *wire.NotReplayable, from string) string {
+// notReplayableAdvice words a 4416 with the flags that get past it; flag
+// is the one that says where to start (--offset, or --reset-position for a
+// tail with a cursor).
+func notReplayableAdvice(e *wire.NotReplayable, from, flag string) string {
 	asked := "offset " + offsetOrUnknown(e.Offset)
 	if e.Offset == 0 {
 		asked = "the earliest row"
@@ -402,26 +461,26 @@ func notReplayableAdvice(e *wire.NotReplayable, from string) string {
 	switch e.Why {
 	case wire.WhyTooOld:
 		if e.EndOffset == wire.Null || e.MaxReplay == wire.Null {
-			return fmt.Sprintf("%s%s is further behind the frontier than the stream's max_replay allows; rerun with a later --offset, or %s", asked, from, catchUp)
+			return fmt.Sprintf("%s%s is further behind the frontier than the stream's max_replay allows; rerun with a later %s, or %s", asked, from, flag, catchUp)
 		}
 		oldest := e.EndOffset - e.MaxReplay
 		skipped := ""
 		if e.Offset != wire.Null && e.Offset < oldest {
 			skipped = fmt.Sprintf(" (rows %d to %d are skipped)", e.Offset, oldest-1)
 		}
-		return fmt.Sprintf("%s%s is more than max_replay=%d rows behind the frontier %d, so the server will not replay it; rerun with --offset %d, the oldest offset it replays now%s, or %s", asked, from, e.MaxReplay, e.EndOffset, oldest, skipped, catchUp)
+		return fmt.Sprintf("%s%s is more than max_replay=%d rows behind the frontier %d, so the server will not replay it; rerun with %s %d, the oldest offset it replays now%s, or %s", asked, from, e.MaxReplay, e.EndOffset, flag, oldest, skipped, catchUp)
 	case wire.WhyEvicted:
 		gone := ""
 		if e.Offset != wire.Null && e.Earliest != wire.Null && e.Offset < e.Earliest {
 			gone = fmt.Sprintf(" (rows %d to %d are no longer served)", e.Offset, e.Earliest-1)
 		}
-		return fmt.Sprintf("%s%s is below %s, the earliest offset this stream still serves; rerun with --offset earliest to start there%s, or %s", asked, from, offsetOrUnknown(e.Earliest), gone, catchUp)
+		return fmt.Sprintf("%s%s is below %s, the earliest offset this stream still serves; rerun with %s earliest to start there%s, or %s", asked, from, offsetOrUnknown(e.Earliest), flag, gone, catchUp)
 	case wire.WhyAhead:
-		return fmt.Sprintf("%s%s is past %s, the next offset this stream will assign: it came from another server or one that was restored; rerun with --offset %s to read from now, or --offset earliest", asked, from, offsetOrUnknown(e.EndOffset), offsetOrUnknown(e.EndOffset))
+		return fmt.Sprintf("%[1]s%[2]s is past %[4]s, the next offset this stream will assign: it came from another server or one that was restored; rerun with %[3]s %[4]s to read from now, or %[3]s earliest", asked, from, flag, offsetOrUnknown(e.EndOffset))
 	case wire.WhyNotDurable:
 		return "this stream is live-only (it keeps no log), so it cannot replay from an offset; tail it without --offset and --cursor"
 	case wire.WhyEmpty:
-		return "this stream's log holds no rows any more, so there is nothing to replay; tail it without --offset to read live, or " + catchUp
+		return "this stream's log holds no rows any more, so there is nothing to replay; tail it without --offset to read live (with --cursor: --reset-position latest), or " + catchUp
 	}
 	return e.Error()
 }

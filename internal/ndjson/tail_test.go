@@ -365,7 +365,7 @@ func TestTailCursorMovesOnlyPastLinesThatWereWritten(t *testing.T) {
 	}
 }
 
-func TestTailResumesOneAboveTheCursorAndKeepsItWhenOffsetRereads(t *testing.T) {
+func TestTailResumesOneAboveASavedCursorWhateverOffsetSaysAndResetMovesIt(t *testing.T) {
 	var asked []string
 	var mu sync.Mutex
 	url := testkit.FakeServer(t, func(t *testing.T, c *websocket.Conn, r *http.Request) {
@@ -381,36 +381,46 @@ func TestTailResumesOneAboveTheCursorAndKeepsItWhenOffsetRereads(t *testing.T) {
 	})
 	path := filepath.Join(t.TempDir(), "c")
 	os.WriteFile(path, []byte("9\n"), 0o644)
-
-	cur, _, _ := OpenCursor(path)
-	var out bytes.Buffer
-	if _, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Cursor: cur, Count: 3, Rows: true})); err != nil {
-		t.Fatal(err)
-	}
-	if out.String() != "{\"i\":10}\n{\"i\":11}\n{\"i\":12}\n" || readCursorFile(t, path) != "12" {
-		t.Errorf("output %q, cursor %s; want rows 10-12 and cursor 12", out.String(), readCursorFile(t, path))
-	}
-
-	cur, _, _ = OpenCursor(path)
-	out.Reset()
-	if _, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Cursor: cur, Offset: wire.At(2), Count: 3, Rows: true})); err != nil {
-		t.Fatal(err)
-	}
-	if out.String() != "{\"i\":2}\n{\"i\":3}\n{\"i\":4}\n" || readCursorFile(t, path) != "12" {
-		t.Errorf("--offset 2 with a cursor at 12: output %q, cursor %s; want rows 2-4, cursor still 12", out.String(), readCursorFile(t, path))
+	run := func(opts TailOptions) (string, *recordLogger) {
+		t.Helper()
+		cur, _, err := OpenCursor(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := &recordLogger{}
+		opts.Cursor, opts.Logger, opts.Count, opts.Rows = cur, log, 3, true
+		var out bytes.Buffer
+		if _, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(opts)); err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), log
 	}
 
-	cur, _, _ = OpenCursor(path)
-	if _, err := Tail(ctxT(t), url+"/trades", &out, tailDefaults(TailOptions{Cursor: cur, Offset: wire.At(2), Count: 20})); err != nil {
-		t.Fatal(err)
+	if out, _ := run(TailOptions{}); out != "{\"i\":10}\n{\"i\":11}\n{\"i\":12}\n" || readCursorFile(t, path) != "12" {
+		t.Errorf("output %q, cursor %s; want rows 10-12 and cursor 12", out, readCursorFile(t, path))
 	}
-	if got := readCursorFile(t, path); got != "21" {
-		t.Errorf("--offset 2 --count 20 past the cursor: cursor %s, want 21", got)
+	// The same command line run again (cron): the saved position wins
+	// over --offset, and the tail says so once.
+	out, log := run(TailOptions{Offset: wire.At(2)})
+	if out != "{\"i\":13}\n{\"i\":14}\n{\"i\":15}\n" || readCursorFile(t, path) != "15" {
+		t.Errorf("--offset 2 with a cursor at 12: output %q, cursor %s; want rows 13-15, cursor 15", out, readCursorFile(t, path))
+	}
+	if n := log.count("resuming after offset 12 saved in " + path + "; --offset applies only when no position is saved (move it with --reset-position)"); n != 1 {
+		t.Errorf("the resume was said %d times, want once: %v", n, log.records)
+	}
+	// Reset moves the file back, before a row is written, and tails from there.
+	if out, _ := run(TailOptions{Offset: wire.At(50), Reset: wire.At(2)}); out != "{\"i\":2}\n{\"i\":3}\n{\"i\":4}\n" || readCursorFile(t, path) != "4" {
+		t.Errorf("Reset 2 with a cursor at 15: output %q, cursor %s; want rows 2-4, cursor 4", out, readCursorFile(t, path))
+	}
+	// Without a saved position, Offset decides.
+	os.Remove(path)
+	if out, _ := run(TailOptions{Offset: wire.At(50)}); out != "{\"i\":50}\n{\"i\":51}\n{\"i\":52}\n" || readCursorFile(t, path) != "52" {
+		t.Errorf("--offset 50 with no cursor: output %q, cursor %s; want rows 50-52, cursor 52", out, readCursorFile(t, path))
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if strings.Join(asked, ",") != "10,2,2" {
-		t.Errorf("asked offsets %v, want 10,2,2", asked)
+	if strings.Join(asked, ",") != "10,13,2,50" {
+		t.Errorf("asked offsets %v, want 10,13,2,50", asked)
 	}
 }
 

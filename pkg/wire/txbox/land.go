@@ -19,9 +19,20 @@ type LandOptions struct {
 	wire.DialOptions
 
 	// Offset is where a new table starts (inclusive; 0 is the earliest
-	// row); nil starts at the frontier. A table with state resumes one
-	// above its last offset and refuses an Offset (*OffsetGiven).
+	// row); nil starts at the frontier. A table with saved state resumes
+	// one above its last offset whatever Offset says (Started hears it),
+	// so one call is safe to repeat forever.
 	Offset *int64
+	// Reset moves a table's saved state, the one explicit way back (or
+	// forward): the landing starts at *Reset (inclusive; 0 is the earliest
+	// row, wire.Null the frontier) whatever the state holds. The table's
+	// rows above the new last offset are deleted in the transaction that
+	// moves it, so they land again and the table still holds each row
+	// once. On a new table it is an Offset.
+	Reset *int64
+	// Started, when set, hears once, before any row lands, where the
+	// landing starts.
+	Started func(LandStart)
 	// UntilCaughtUp returns once every row below the frontier of the
 	// first greeting has landed (at once when there is none).
 	UntilCaughtUp bool
@@ -34,6 +45,13 @@ type LandOptions struct {
 	// reconnects.
 	BatchRows              int
 	MinBackoff, MaxBackoff time.Duration
+}
+
+// LandStart says where Land started.
+type LandStart struct {
+	Saved int64 // the table's last offset saved by an earlier run; wire.Null for a new table
+	Last  int64 // its last offset now: the landing starts one above it
+	Moved bool  // Reset moved it from Saved to Last
 }
 
 // LandResult says what Land did.
@@ -68,6 +86,8 @@ func Land(ctx context.Context, db *sql.DB, d Dialect, url, table string, opts La
 		return res, errors.New("txbox: no table named; give the table to land the stream in")
 	case opts.Offset != nil && *opts.Offset < 0:
 		return res, fmt.Errorf("txbox: Offset %d is negative; give 0 (the earliest row) or more", *opts.Offset)
+	case opts.Reset != nil && *opts.Reset < 0 && *opts.Reset != wire.Null:
+		return res, fmt.Errorf("txbox: Reset %d is negative; give 0 (the earliest row) or more, or wire.Null (the frontier)", *opts.Reset)
 	case opts.BatchRows < 0, opts.MinBackoff < 0, opts.MaxBackoff < 0:
 		return res, errors.New("txbox: BatchRows, MinBackoff and MaxBackoff take 0 (the default) or a positive value")
 	}
@@ -82,6 +102,7 @@ func Land(ctx context.Context, db *sql.DB, d Dialect, url, table string, opts La
 		db: db, d: d, url: url, subscriber: LandSubscriber(table), dial: opts.DialOptions, land: land,
 		notice: opts.Notice, batchRows: opts.BatchRows, pollEvery: DefaultInboxPollEvery,
 		minBackoff: opts.MinBackoff, maxBackoff: opts.MaxBackoff, stopAt: wire.Null,
+		savedWins: true, reset: opts.Reset,
 	}
 	r.init()
 	sub, err := r.open(ctx, opts.Offset)
@@ -103,6 +124,23 @@ func Land(ctx context.Context, db *sql.DB, d Dialect, url, table string, opts La
 	if err := land.prepareTable(ctx, db, opts.NoCreate); err != nil {
 		sub.Close()
 		return res, err
+	}
+	start := LandStart{Saved: r.saved, Last: r.last.Load()}
+	if opts.Reset != nil && r.saved != wire.Null {
+		// The subscription starts at the reset; the state must say so
+		// before a row lands, or commit would skip the rows below the
+		// old position.
+		last := sub.Resume() - 1
+		if err := land.move(ctx, db, r.subscriber, r.streamID, last); err != nil {
+			sub.Close()
+			return res, err
+		}
+		r.last.Store(last)
+		start.Last, start.Moved = last, true
+		res.Last = last
+	}
+	if opts.Started != nil {
+		opts.Started(start)
 	}
 	if opts.UntilCaughtUp {
 		r.stopAt = sub.Greeting().EndOffset
@@ -153,6 +191,30 @@ func (l *tableLanding) prepareTable(ctx context.Context, db *sql.DB, noCreate bo
 	l.ins = newRowInserter(l.d, l.table, l.cols.names(), func(dst []any, it item) []any {
 		return append(append(dst, it.offset, nullTS(it.ts)), it.args...)
 	})
+	return nil
+}
+
+// move sets subscriber's last offset to last and deletes the table's rows
+// above it, in one transaction: what Reset does to a table with state.
+func (l *tableLanding) move(ctx context.Context, db *sql.DB, subscriber, streamID string, last int64) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("txbox: begin moving table %s to offset %d: %w", l.table, last, err)
+	}
+	defer tx.Rollback()
+	up, err := tx.ExecContext(ctx, l.d.Rebind("UPDATE "+InboxStateTable+" SET last_offset = ? WHERE subscriber = ? AND stream_id = ?"), last, subscriber, streamID)
+	if err != nil {
+		return fmt.Errorf("txbox: move table %s to offset %d: %w", l.table, last, err)
+	}
+	if n, err := up.RowsAffected(); err == nil && n != 1 {
+		return fmt.Errorf("txbox: table %s lost its saved position while it was being moved (another process reset or dropped it); run again", l.table)
+	}
+	if _, err := tx.ExecContext(ctx, l.d.Rebind("DELETE FROM "+quoteIdent(l.table)+" WHERE "+quoteIdent(OffsetColumn)+" > ?"), last); err != nil {
+		return fmt.Errorf("txbox: delete the rows of table %s above offset %d: %w", l.table, last, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("txbox: commit moving table %s to offset %d: %w", l.table, last, err)
+	}
 	return nil
 }
 

@@ -114,3 +114,45 @@ func TestLandRefusesATableWithoutTheStreamsColumns(t *testing.T) {
 		}
 	})
 }
+
+// TestLandLetsSavedStateWinOverOffsetAndResetMovesIt: the same call
+// repeated (cron) resumes where the table is, whatever Offset says; Reset
+// moves the table's place back, deleting the rows above it so they land
+// again once.
+func TestLandLetsSavedStateWinOverOffsetAndResetMovesIt(t *testing.T) {
+	eachInboxDB(t, func(t *testing.T, db *sql.DB, d Dialect, dsn string) {
+		ctx := inboxCtx(t)
+		b := startInboxBroker(t, t.TempDir())
+		b.publish(0, 5)
+		land := func(opts LandOptions) (LandResult, LandStart) {
+			t.Helper()
+			var start LandStart
+			opts.UntilCaughtUp, opts.Started = true, func(s LandStart) { start = s }
+			res, err := Land(ctx, db, d, b.url(), "trades", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res, start
+		}
+		if res, start := land(LandOptions{Offset: wire.At(0)}); res.Rows != 5 || start.Saved != wire.Null {
+			t.Fatalf("first run: %d rows, saved %d; want 5 rows and no saved state", res.Rows, start.Saved)
+		}
+		b.publish(5, 2)
+		if res, start := land(LandOptions{Offset: wire.At(0)}); res.Rows != 2 || res.Last != 7 || start.Saved != 5 || start.Moved {
+			t.Fatalf("rerun with Offset 0: %d rows up to %d, start %+v; want 2 rows up to 7 from saved 5", res.Rows, res.Last, start)
+		}
+		if res, start := land(LandOptions{Offset: wire.At(0), Reset: wire.At(3)}); res.Rows != 5 || res.Last != 7 || start != (LandStart{Saved: 7, Last: 2, Moved: true}) {
+			t.Fatalf("Reset 3: %d rows up to %d, start %+v; want 5 rows up to 7, moved from 7 to 2", res.Rows, res.Last, start)
+		}
+		var n, distinct int64
+		if err := db.QueryRow(`SELECT count(*), count(DISTINCT streamcast_offset) FROM trades`).Scan(&n, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		if n != 7 || distinct != 7 {
+			t.Fatalf("table holds %d rows (%d distinct) after the reset, want each of 7 once", n, distinct)
+		}
+		if res, start := land(LandOptions{Reset: wire.At(wire.Null)}); res.Rows != 0 || start.Last != 7 {
+			t.Fatalf("Reset to the frontier: %d rows, start %+v; want none, at 7", res.Rows, start)
+		}
+	})
+}

@@ -55,6 +55,12 @@ type receiver struct {
 	maxBackoff time.Duration
 	stopAt     int64 // stop once every offset below it has landed; wire.Null: never
 
+	// A table sink (Land) lets saved state win over a start offset
+	// instead of refusing it, and may be told to move its state (reset).
+	savedWins bool
+	reset     *int64 // subscribe here (wire.Null: live) whatever the state holds
+	saved     int64  // the state's last offset found by open; wire.Null: none
+
 	streamID string // bound at the first connect; checked at every later one
 
 	paused atomic.Bool
@@ -117,11 +123,19 @@ func (r *receiver) open(ctx context.Context, offset *int64) (*wire.Subscription,
 	if err != nil {
 		return nil, err
 	}
-	if st.found && offset != nil {
+	if st.found && offset != nil && !r.savedWins {
 		return nil, &OffsetGiven{Subscriber: r.subscriber, Last: st.last, Asked: *offset}
+	}
+	r.saved = wire.Null
+	if st.found {
+		r.saved = st.last
 	}
 	so := wire.SubscribeOptions{DialOptions: r.dial}
 	switch {
+	case r.reset != nil:
+		if *r.reset != wire.Null {
+			so.Offset = wire.At(*r.reset)
+		}
 	case st.found:
 		so.Offset = wire.At(st.last + 1)
 	case offset != nil:
