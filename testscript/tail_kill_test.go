@@ -16,17 +16,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/wire/txbox"
 )
 
-// The acceptance of issue 37, item 3: the same tail command line, as cron
-// or a systemd timer runs it, killed (SIGKILL) at a random point five times
-// while rows are published, then run once more to the frontier. A saved
-// position always wins over --offset earliest, so no run starts over.
+// The same tail command line, as cron or a systemd timer runs it, killed
+// (SIGKILL) at a random point five times (twice locally; STREAMCAST_SOAK=full
+// runs all five) while rows are published, then run once more to the
+// frontier. A saved position always wins over --offset earliest, so no run
+// starts over.
 
-const killRounds, killRowsPerRound = 5, 300
+const killRowsPerRound = 300
+
+var killRounds = testkit.SoakCount(2, 5)
 
 func TestTailCursorRerunAfterSIGKILLSkipsNothingAndNeverStartsOver(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server and a dozen processes")
 	}
@@ -57,7 +62,7 @@ func TestTailCursorRerunAfterSIGKILLSkipsNothingAndNeverStartsOver(t *testing.T)
 	for _, o := range printed {
 		seen[o] = true
 	}
-	for o := int64(1); o <= killRounds*killRowsPerRound; o++ {
+	for o := int64(1); o <= int64(killRounds*killRowsPerRound); o++ {
 		if !seen[o] {
 			t.Fatalf("offset %d was never printed across %d runs", o, killRounds+1)
 		}
@@ -66,6 +71,7 @@ func TestTailCursorRerunAfterSIGKILLSkipsNothingAndNeverStartsOver(t *testing.T)
 }
 
 func TestTailIntoRerunAfterSIGKILLLandsEveryRowOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server and a dozen processes")
 	}
