@@ -62,13 +62,19 @@ func TestScripts(t *testing.T) {
 	for name, fn := range platformCmds() {
 		params.Cmds[name] = fn
 	}
-	if testing.Short() {
-		params.Setup = func(env *testscript.Env) error {
-			if name := strings.TrimPrefix(filepath.Base(env.WorkDir), "script-"); !shortScripts[name] {
-				env.T().Skip("runs without -short; the -short run keeps the scripts whose commands run concurrently")
-			}
-			return nil
+	params.Setup = func(env *testscript.Env) error {
+		if name := strings.TrimPrefix(filepath.Base(env.WorkDir), "script-"); testing.Short() && !shortScripts[name] {
+			env.T().Skip("runs without -short; the -short run keeps the scripts whose commands run concurrently")
 		}
+		// The scripts check what the commands do and say, not their
+		// memory: a wider collector headroom saves the CPU of the
+		// collections in every process they start (serve's children keep
+		// an operator's GOGC, so it reaches them too). The children's own
+		// setting is tested in pkg/logstore (maintain_env_test.go).
+		if os.Getenv("GOGC") == "" {
+			env.Setenv("GOGC", "400")
+		}
+		return nil
 	}
 	testscript.Run(t, params)
 }

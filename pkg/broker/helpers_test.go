@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(cfgJSON, os.Getenv(childAddrEnv)))
 	}
 	testkit.RelaxGC() // the tests, not the helper children above
+	testkit.RelaxChildrenGC()
 	helperForker = supervise.NewForker()
 	code := m.Run()
 	helperForker.Close()       // its helpers were stopped by their tests' cleanups

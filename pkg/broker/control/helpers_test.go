@@ -44,6 +44,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(root, os.Getenv(childAddrEnv), os.Getenv(killAtEnv)))
 	}
 	testkit.RelaxGC() // the tests, not the helper children above
+	testkit.RelaxChildrenGC()
 	code := m.Run()
 	testkit.RemoveStreamcast() // the binary brokertest.Executable built, if a test asked for it
 	if code == 0 {
