@@ -28,7 +28,8 @@ import (
 
 const killRowsPerRound = 300
 
-var killRounds = testkit.SoakCount(2, 5)
+// killRounds is how many killed runs precede the last one.
+func killRounds() int { return testkit.SoakCount(2, 5) }
 
 func TestTailCursorRerunAfterSIGKILLSkipsNothingAndNeverStartsOver(t *testing.T) {
 	t.Parallel()
@@ -39,13 +40,13 @@ func TestTailCursorRerunAfterSIGKILLSkipsNothingAndNeverStartsOver(t *testing.T)
 	cursor := filepath.Join(dir, "tail.cursor")
 	args := []string{"tail", "--cursor", cursor, "--offset", "earliest", url}
 	var printed []int64
-	for round := 0; round <= killRounds; round++ {
+	for round := 0; round <= killRounds(); round++ {
 		saved := int64(-1)
 		if b, err := os.ReadFile(cursor); err == nil {
 			saved, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 		}
 		var out bytes.Buffer
-		if round < killRounds {
+		if round < killRounds() {
 			runKilled(t, dir, args, &out, func() { publishRows(t, dir, url, round) })
 		} else {
 			runToFrontier(t, dir, args, &out)
@@ -62,9 +63,9 @@ func TestTailCursorRerunAfterSIGKILLSkipsNothingAndNeverStartsOver(t *testing.T)
 	for _, o := range printed {
 		seen[o] = true
 	}
-	for o := int64(1); o <= int64(killRounds*killRowsPerRound); o++ {
+	for o := int64(1); o <= int64(killRounds()*killRowsPerRound); o++ {
 		if !seen[o] {
-			t.Fatalf("offset %d was never printed across %d runs", o, killRounds+1)
+			t.Fatalf("offset %d was never printed across %d runs", o, killRounds()+1)
 		}
 	}
 	t.Logf("%d rows printed, %d of them again after a kill", len(printed), len(printed)-len(seen))
@@ -78,9 +79,9 @@ func TestTailIntoRerunAfterSIGKILLLandsEveryRowOnce(t *testing.T) {
 	dir, url := startKillServer(t)
 	dsn := "sqlite://" + filepath.Join(dir, "app.db")
 	args := []string{"tail", "--into", dsn, "--table", "trades", "--offset", "earliest", url}
-	for round := 0; round <= killRounds; round++ {
+	for round := 0; round <= killRounds(); round++ {
 		var out bytes.Buffer
-		if round < killRounds {
+		if round < killRounds() {
 			runKilled(t, dir, args, &out, func() { publishRows(t, dir, url, round) })
 		} else {
 			runToFrontier(t, dir, args, &out)
@@ -95,7 +96,7 @@ func TestTailIntoRerunAfterSIGKILLLandsEveryRowOnce(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*), count(DISTINCT streamcast_offset), min(streamcast_offset), max(streamcast_offset) FROM trades`).Scan(&n, &distinct, &lo, &hi); err != nil {
 		t.Fatal(err)
 	}
-	if want := int64(killRounds * killRowsPerRound); n != want || distinct != want || lo != 1 || hi != want {
+	if want := int64(killRounds() * killRowsPerRound); n != want || distinct != want || lo != 1 || hi != want {
 		t.Fatalf("table holds %d rows (%d distinct) from offset %d to %d; want each of 1 to %d once", n, distinct, lo, hi, want)
 	}
 }
