@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -129,7 +128,7 @@ streams:
 	}
 	srv := exec.Command("streamcast", "serve", "--config", "serve.yaml", "--addr-file", "addr")
 	srv.Dir = dir
-	var logs syncBuf
+	var logs testkit.SyncBuffer
 	srv.Stderr = &logs
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -164,7 +163,7 @@ func runKilled(t *testing.T, dir string, args []string, out *bytes.Buffer, durin
 	t.Helper()
 	c := exec.Command("streamcast", args...)
 	c.Dir, c.Stdout = dir, out
-	var errs syncBuf
+	var errs testkit.SyncBuffer
 	c.Stderr = &errs
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -180,31 +179,13 @@ func runKilled(t *testing.T, dir string, args []string, out *bytes.Buffer, durin
 	}
 }
 
-// syncBuf is a bytes.Buffer safe to read while a process writes it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runToFrontier runs the command with --until-caught-up to its end.
 func runToFrontier(t *testing.T, dir string, args []string, out *bytes.Buffer) {
 	t.Helper()
 	full := append(append([]string{}, args[:len(args)-1]...), "--until-caught-up", args[len(args)-1])
 	c := exec.Command("streamcast", full...)
 	c.Dir, c.Stdout = dir, out
-	var errs syncBuf
+	var errs testkit.SyncBuffer
 	c.Stderr = &errs
 	if err := c.Run(); err != nil {
 		t.Fatalf("%s: %v: %s", strings.Join(full, " "), err, errs.String())

@@ -58,24 +58,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer collects a process's stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // options shape the server a test attacks. It serves one durable,
 // schema-less stream "t" with unbounded replay.
 type options struct {
@@ -103,7 +85,7 @@ type server struct {
 	pid  int
 	addr string
 	cfg  string // the config file, for tests that rewrite it and reload
-	logs *syncBuffer
+	logs *testkit.SyncBuffer
 	done chan struct{}
 }
 
@@ -144,7 +126,7 @@ func start(t testing.TB, o options) *server {
 	if !o.maintain {
 		args = append(args, "--no-maintain")
 	}
-	s := &server{t: t, cfg: cfgFile, logs: &syncBuffer{}, done: make(chan struct{})}
+	s := &server{t: t, cfg: cfgFile, logs: &testkit.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(exe, args...)
 	if o.nofile > 0 {
 		// exec keeps the shell's pid, so s.pid is the server's.

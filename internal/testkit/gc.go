@@ -14,10 +14,7 @@ import (
 // TestMain calls it once it has dispatched its helper children, which run
 // as the product does (some measure their own memory).
 func RelaxGC() {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	if b := flag.Lookup("test.bench"); b != nil && b.Value.String() != "" {
+	if benchmarking() {
 		return
 	}
 	if os.Getenv("GOGC") == "" {
@@ -31,13 +28,20 @@ func RelaxGC() {
 // benchmarks run. Only the packages whose tests check what those
 // processes do, never their memory, call it.
 func RelaxChildrenGC() {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	if b := flag.Lookup("test.bench"); b != nil && b.Value.String() != "" {
+	if benchmarking() {
 		return
 	}
 	if os.Getenv("GOGC") == "" {
 		os.Setenv("GOGC", "400")
 	}
+}
+
+// benchmarking reports whether the test binary was asked to run
+// benchmarks (-test.bench), parsing its flags if TestMain has not yet.
+func benchmarking() bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	b := flag.Lookup("test.bench")
+	return b != nil && b.Value.String() != ""
 }

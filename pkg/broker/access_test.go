@@ -19,6 +19,7 @@ import (
 	"github.com/charmbracelet/log"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -153,7 +154,7 @@ func closeAfterUpgrade(t *testing.T, br *bufio.Reader) string {
 // grant and a user with it: 401 with a Basic challenge, 401, 403, and
 // 101 or 200.
 func TestAuthMatrixIsAnsweredBeforeTheUpgrade(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, authConfig(t), Options{Logger: log.NewWithOptions(logs, log.Options{Level: log.DebugLevel})})
 	addr := srv.Addr().String()
 
@@ -407,7 +408,7 @@ func errorsAs(err error, target **wire.AccessDenied) bool {
 // never holds a password.
 func TestFailingLoginIsSlowedAndLoggedOnce(t *testing.T) {
 	clock := &manualClock{t: time.Now()}
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	cfg := authConfig(t)
 	cfg.Streams = cfg.Streams[1:] // live and raw: nothing stamped by the clock is kept
 	srv := startServer(t, cfg, Options{Logger: log.New(logs), Clock: clock.Now})
@@ -495,7 +496,7 @@ func checkNoSecrets(t *testing.T, logs string) {
 // new auth: section in force for new connections; a connection open
 // before keeps what it was admitted to.
 func TestReloadChangesGrantsForNewConnectionsOnly(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	cfg := authConfig(t)
 	srv := startServer(t, cfg, Options{Logger: log.New(logs)})
 	host := srv.Addr().String()
@@ -556,7 +557,7 @@ func TestServingOffLoopbackWithoutAuthWarns(t *testing.T) {
 		{"0.0.0.0:0", false, true},
 		{"0.0.0.0:0", true, false},
 	} {
-		logs := &syncBuffer{}
+		logs := &testkit.SyncBuffer{}
 		cfg := testConfig(t)
 		if c.auth {
 			cfg = authConfig(t)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
@@ -20,7 +21,7 @@ import (
 // INFO line once commits succeed again; not one line per group (a full
 // disk once gave 12,163 in 20 s).
 func TestRepeatedCommitFailuresAreLoggedOncePerIntervalThenRecovered(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	var failing atomic.Bool

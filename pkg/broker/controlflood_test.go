@@ -12,6 +12,7 @@ import (
 
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // TestAPingFloodFromAPeerThatNeverReadsIsClosed: a peer that sends pings and
@@ -23,7 +24,7 @@ import (
 func TestAPingFloodFromAPeerThatNeverReadsIsClosed(t *testing.T) {
 	for _, path := range []string{"/trades", "/trades?publish"} {
 		t.Run(path, func(t *testing.T) {
-			logs := &syncBuffer{}
+			logs := &testkit.SyncBuffer{}
 			srv := startServer(t, testConfig(t), Options{Logger: log.New(logs)})
 			d := websocket.Dialer{
 				HandshakeTimeout: 5 * time.Second,

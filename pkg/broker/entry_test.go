@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -164,7 +165,7 @@ func TestShutdownClosesWith1001AndACompactJSONReason(t *testing.T) {
 // hundred times: the server logs it once, at ERROR, and sends net/http's
 // other lines to the debug level.
 func TestAcceptErrorsAreLoggedOncePerInterval(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, testConfig(t), Options{Logger: log.New(logs)})
 	w := stdlog.New(httpErrorLog{srv}, "", 0)
 	for range 100 {

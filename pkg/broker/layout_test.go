@@ -8,6 +8,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/config"
 )
@@ -41,7 +42,7 @@ func TestServeKeepsAMovedLogsTableAndSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Streams[0].Name = "quotes"
-	logs := &lockedBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv = startServer(t, cfg, Options{Logger: log.New(logs)})
 	loc, err := srv.reg.Get("quotes").log.PublishedLocation()
 	if err != nil || loc != filepath.Join(cfg.Root, meta.PublishedDir, "trades", "trades") {

@@ -1,17 +1,16 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
@@ -50,7 +49,7 @@ func TestServeRefusesToMoveALogsPublishedTable(t *testing.T) {
 
 	run := func(c config.Config) (string, error) {
 		t.Helper()
-		logs := &lockedBuffer{}
+		logs := &testkit.SyncBuffer{}
 		s, err := New(c, Options{Logger: log.New(logs)})
 		if err != nil {
 			t.Fatal(err)
@@ -158,22 +157,4 @@ func TestServeRefusesOtherS3SettingsThanTheLogKeeps(t *testing.T) {
 			t.Fatalf("got %v, want an error containing %q", err, want)
 		}
 	}
-}
-
-// lockedBuffer is a log destination read while a server writes to it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
@@ -168,7 +169,7 @@ func TestServePublishesToS3(t *testing.T) {
 	cfg.Published = "s3://" + testBucket + "/tables"
 	cfg.S3 = warehouse.S3{Endpoint: s3.Endpoint(), Region: testRegion, PathStyle: true}
 	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{logstore.RoleSeal: 100 * time.Millisecond, logstore.RolePublish: 200 * time.Millisecond}, time.Second)
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, cfg, Options{Executable: exe, Logger: log.New(logs)})
 
 	p := dialPublisher(t, srv, "trades")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/config"
@@ -72,7 +73,7 @@ func TestRelayLogIsACacheTrimmedByItsTiers(t *testing.T) {
 			t.Errorf("the relay wrote under the default published prefix (%v)", err)
 		}
 	})
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	relay := startServer(struct{ testing.TB }{t}, cfg, Options{Executable: exe, Logger: log.New(logs)})
 	waitFor(t, "the relay mirroring every row", 60*time.Second, func() bool {
 		r := streamStats(relay, "trades").Relay

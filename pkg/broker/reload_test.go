@@ -15,6 +15,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/gorilla/websocket"
 
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/config"
@@ -27,7 +28,7 @@ import (
 func TestReloadAddsAStreamWhileAnotherCarriesItsLoad(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:1] // trades
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, cfg, Options{Logger: log.New(logs)})
 
 	const subs, pubs, rowsPerFrame, framesAfter = 50, 8, 5, 20
@@ -136,7 +137,7 @@ func TestReloadStopsARemovedStreamPublishingEveryAckedRowAndReleasingItsLock(t *
 	other := config.DefaultStream("other")
 	other.Schema = config.RawJSON(config.DemoSchema)
 	cfg.Streams = []config.Stream{cfg.Streams[0], other} // trades, other
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, cfg, Options{Logger: log.New(logs)})
 
 	sub, _ := mustDial(t, wsURL(srv, "/trades?offset=0"))
@@ -255,7 +256,7 @@ func TestReloadStopsARemovedStreamPublishingEveryAckedRowAndReleasingItsLock(t *
 func TestReloadKeepsAChangedStreamAsItWasAndSaysWhy(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:1]
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, cfg, Options{Logger: log.New(logs)})
 	next := cfg
 	changed := cfg.Streams[0]
@@ -294,7 +295,7 @@ func TestReloadGivesTheMaintenanceChildrenTheNewSetOfLogs(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:1] // trades
 	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{logstore.RoleSeal: 100 * time.Millisecond}, time.Second)
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, cfg, Options{Executable: exe, Logger: log.New(logs)})
 	before := srv.Stats().Children
 	if len(before) != 1 || before[0].PID == nil {
@@ -378,7 +379,7 @@ func TestReloadGivesTheMaintenanceChildrenTheNewSetOfLogs(t *testing.T) {
 func TestReloadRefusesAStreamNamedLikeARegisteredOneButForCase(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:1] // trades
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, cfg, Options{Logger: log.New(logs)})
 	srv.reg.Get("trades").storage = &srv.cfg // as a stream the control API registered
 

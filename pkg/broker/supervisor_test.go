@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,24 +53,6 @@ func maintainOf(every map[logstore.Role]time.Duration, flush time.Duration) conf
 	}
 }
 
-// syncBuffer is a log destination tests read while the server writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // getStats reads /stats over HTTP.
 func getStats(t *testing.T, addr string) Stats {
 	t.Helper()
@@ -104,7 +85,7 @@ func TestSupervisorRestartsAKilledChildAndReportsIt(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Streams = cfg.Streams[:2] // trades (durable) and live
 	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{logstore.RoleSeal: 100 * time.Millisecond, logstore.RoleClean: 200 * time.Millisecond}, time.Second)
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, cfg, Options{Executable: exe, Logger: log.New(logs)})
 
 	kids := getStats(t, srv.Addr().String()).Children
@@ -302,7 +283,7 @@ func TestGracefulStopLeavesEveryAckedRowSealedAndPublished(t *testing.T) {
 	cfg.Maintain = maintainOf(map[logstore.Role]time.Duration{
 		logstore.RoleSeal: hour, logstore.RoleCompact: hour, logstore.RolePublish: hour, logstore.RoleClean: hour, logstore.RoleCleanPublished: hour,
 	}, hour)
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, cfg, Options{Executable: exe, Logger: log.New(logs)})
 
 	p := dialPublisher(t, srv, "trades")
@@ -350,10 +331,10 @@ func TestGracefulStopLeavesEveryAckedRowSealedAndPublished(t *testing.T) {
 // startServeProcess runs `exe serve --config config` as a real process,
 // waits (up to 60 s) for the address it writes to addrFile, and kills it when
 // the test ends. done is closed once the process has exited.
-func startServeProcess(t *testing.T, exe, config, addrFile string) (serve *exec.Cmd, done <-chan struct{}, stderr *syncBuffer, addr string) {
+func startServeProcess(t *testing.T, exe, config, addrFile string) (serve *exec.Cmd, done <-chan struct{}, stderr *testkit.SyncBuffer, addr string) {
 	t.Helper()
 	serve = exec.Command(exe, "serve", "--config", config, "--addr-file", addrFile)
-	stderr = &syncBuffer{}
+	stderr = &testkit.SyncBuffer{}
 	serve.Stderr = stderr
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)

@@ -208,7 +208,7 @@ func TestTLSRefusesVersionsBelow12(t *testing.T) {
 // published after. A reload (SIGHUP) then picks up the next one at once.
 func TestTLSCertificateRotationKeepsSubscribers(t *testing.T) {
 	f := newTLSFixture(t)
-	logs := &lockedBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, f.cfg, Options{Logger: log.New(logs), CertPollInterval: 20 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -305,7 +305,7 @@ func TestTLSReloadNowServesTheNewCertificate(t *testing.T) {
 // changes nothing. Once the key follows, the new pair is served.
 func TestTLSBadPairIsRefusedAndOldKept(t *testing.T) {
 	f := newTLSFixture(t)
-	logs := &lockedBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, f.cfg, Options{Logger: log.New(logs), CertPollInterval: 20 * time.Millisecond})
 	old := f.serial
 
@@ -489,7 +489,7 @@ func tlsPipe(b *testing.B) (client, server *tls.Conn) {
 // server keeps serving wss.
 func TestTLSTurnedOffByReloadAppliesAtRestart(t *testing.T) {
 	f := newTLSFixture(t)
-	logs := &lockedBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startServer(t, f.cfg, Options{Logger: log.New(logs)})
 	plain := f.cfg
 	plain.TLS = config.TLS{}

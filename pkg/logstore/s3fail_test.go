@@ -1,7 +1,6 @@
 package logstore
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"strings"
@@ -10,29 +9,12 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/streamcast/streamcast/internal/testkit"
 )
-
-// syncBuffer is a bytes.Buffer safe for the role goroutines' loggers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // runRoles runs the given roles over dir in goroutines until the returned
 // function is called (which waits for them).
-func runRoles(t *testing.T, dir string, logs *syncBuffer, roles ...string) (stop func()) {
+func runRoles(t *testing.T, dir string, logs *testkit.SyncBuffer, roles ...string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -63,7 +45,7 @@ func runRoles(t *testing.T, dir string, logs *syncBuffer, roles ...string) (stop
 }
 
 // waitPublished waits until the table holds everything appended so far.
-func waitPublished(t *testing.T, l *Log, within time.Duration, logs *syncBuffer) {
+func waitPublished(t *testing.T, l *Log, within time.Duration, logs *testkit.SyncBuffer) {
 	t.Helper()
 	ctx := context.Background()
 	_, end, _ := l.Extent(ctx)
@@ -98,7 +80,7 @@ func TestPublishRetriesThroughS3FailuresAndCatchesUp(t *testing.T) {
 	s3Servers.Store(l.Dir(), s)
 	defer s3Servers.Delete(l.Dir())
 	exp := expectation{}
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	stop := runRoles(t, l.Dir(), logs, "seal", "publish", "clean", "clean-published")
 
 	appendTrades(t, l, exp, 20, 10)
@@ -136,7 +118,7 @@ func TestPublishRetriesThroughS3FailuresAndCatchesUp(t *testing.T) {
 	stop()
 	secret := os.Getenv("AWS_SECRET_ACCESS_KEY")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
-	logs2 := &syncBuffer{}
+	logs2 := &testkit.SyncBuffer{}
 	stop = runRoles(t, l.Dir(), logs2, "seal", "publish", "clean")
 	before, _ = l.PublishedThrough(ctx)
 	for range 10 {

@@ -11,13 +11,13 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/charmbracelet/log"
 
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
@@ -83,7 +83,7 @@ func TestStopSealsAndPublishesItselfWhenTheChildrenDoNot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	roles := []Schedule{{logstore.RoleSeal, time.Hour}, {logstore.RolePublish, time.Hour}, {logstore.RoleClean, time.Hour}}
 	sup := New(fake, "", roles, []string{dir}, time.Hour, 5*time.Second, log.New(logs))
 	sup.waits = StopWaits{SealFlush: 200 * time.Millisecond, ChildStop: 200 * time.Millisecond, FinalSeal: 10 * time.Second, Publish: 2 * time.Second}
@@ -114,24 +114,6 @@ func TestStopSealsAndPublishesItselfWhenTheChildrenDoNot(t *testing.T) {
 			t.Errorf("the log does not say %q:\n%s", want, out)
 		}
 	}
-}
-
-// syncBuffer is a log destination tests read while the server writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // gone reports whether pid no longer runs: no such process, or a zombie

@@ -1,7 +1,6 @@
 package replica_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -234,7 +232,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	targets := []replica.Target{{LogDir: lg.Dir(), Client: client}}
 	first := start(t, targets)
 	first.waitReady(t)
-	var said syncBuffer
+	var said testkit.SyncBuffer
 	second := startWith(t, targets, replica.Options{SyncInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&said, nil))})
 	second.waitReady(t)
 	if !strings.Contains(said.String(), "standing by") {
@@ -251,24 +249,6 @@ func TestStandbyTakesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	restoreEnd(t, client, 101)
-}
-
-// syncBuffer is a bytes.Buffer safe to write from a logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestTargets: the replica sits at <prefix>/<stream>/_wal/<log>/ for a
