@@ -41,9 +41,25 @@ type StreamStats struct {
 	ReplicationLagRows *int64   `json:"replication_lag_rows"` // rows committed and not yet shipped
 	ReplicationLagS    *float64 `json:"replication_lag_s"`    // while rows wait: time since the last round that shipped (a bound on their age); 0 when none wait
 
+	// ExactlyOnce is, on a stream with exactly_once: true, the mark of
+	// every publisher id that committed a row, by id; null on any other
+	// stream. It has one entry per id ever used, so a stream whose
+	// publishers take a fresh id per run makes it long.
+	ExactlyOnce []PublisherStats `json:"exactly_once_publishers"`
+
 	// Relay is the mirroring state of a relay stream (upstream: in its
 	// config); absent on a stream that takes publishers.
 	Relay *RelayStats `json:"relay,omitempty"`
+}
+
+// PublisherStats is one exactly-once publisher id's committed mark: the
+// last seq committed under it and that row's offset, and whether a
+// connection holds the id now.
+type PublisherStats struct {
+	ID         string `json:"id"`
+	LastSeq    int64  `json:"last_seq"`
+	LastOffset int64  `json:"last_offset"`
+	Connected  bool   `json:"connected"`
 }
 
 // RelayStats are the facts /stats reports about a relay stream's mirroring.
