@@ -183,7 +183,7 @@ func DescribeStream(ctx context.Context, name string, o DescribeOptions) (d *met
 		if err != nil {
 			return nil, "", err
 		}
-		d = &meta.Description{Stream: name, Columns: meta.DescribeColumns(schemas[declIdx]),
+		d = &meta.Description{Stream: name, Source: meta.SourceConfig, Columns: meta.DescribeColumns(schemas[declIdx]),
 			Logs: []meta.DescribedLog{}, Seams: []int64{}, Publishers: []meta.DescribedPublisher{}}
 	case live != nil:
 		// Served, with its metadata elsewhere (another machine's root).
@@ -202,7 +202,9 @@ func DescribeStream(ctx context.Context, name string, o DescribeOptions) (d *met
 		}
 		return d, fmt.Sprintf("live figures from the server at %s, the rest from the stream's metadata", o.Server), nil
 	}
-	d.Source = meta.SourceDisk
+	if d.Source == meta.SourceConfig {
+		return d, fmt.Sprintf("from the config: a live-only stream has no metadata or log (%s)", whyDisk), nil
+	}
 	return d, fmt.Sprintf("from the metadata and logs under %s (%s)", cfg.Root, whyDisk), nil
 }
 

@@ -19,10 +19,12 @@ import (
 )
 
 // Sources of a Description's live figures (end offset, tiers, replication,
-// publishers): the running server's /stats, or the logs on disk.
+// publishers): the running server's /stats, the logs on disk, or, for a
+// live-only stream no server answered for, only its declaration.
 const (
 	SourceServer = "server"
 	SourceDisk   = "disk"
+	SourceConfig = "config"
 )
 
 // Description is one stream as `streamcast describe` shows it: what its
@@ -35,8 +37,8 @@ type Description struct {
 	Stream   string `json:"stream"`
 	StreamID string `json:"stream_id"` // "" for a live-only stream, which has no metadata
 	Durable  bool   `json:"durable"`
-	// Source says where the figures that move came from: SourceServer or
-	// SourceDisk.
+	// Source says where the figures that move came from: SourceServer,
+	// SourceDisk or SourceConfig.
 	Source string `json:"source"`
 	// EndOffset is the offset the stream's next row gets; nil on a
 	// live-only stream.
