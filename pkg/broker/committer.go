@@ -250,7 +250,7 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 			for _, j := range g.jobs {
 				buf, j.answer = wire.AppendOKReplyFrame(buf, off, len(j.rows))
 				off += int64(len(j.rows))
-				j.pub.c.rows.Add(int64(len(j.rows)))
+				j.pub.c.rows.Add(int64(len(j.rows))) // the publisher's rows, for the access log
 			}
 		}
 		d.pubs = answerJobs(g.jobs, d.pubs)

@@ -163,7 +163,7 @@ func DescribeStream(ctx context.Context, name string, o DescribeOptions) (d *met
 			if ss, ok := st.Find(name); ok {
 				live = &ss
 			} else {
-				whyDisk = fmt.Sprintf("the server at %s does not serve %s", o.Server, name)
+				whyDisk = fmt.Sprintf("the server at %s does not list %s in %s: it does not serve it, or the user may not read its stats", o.Server, name, StatsPath)
 			}
 		}
 	}
