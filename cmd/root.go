@@ -135,6 +135,7 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 		newIngestCmd(a),
 		newControlCmd(a),
 		newStreamsCmd(a),
+		newDescribeCmd(a),
 		newSnapshotCmd(a),
 		newSQLCmd(a),
 	)

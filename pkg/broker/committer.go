@@ -250,6 +250,7 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 			for _, j := range g.jobs {
 				buf, j.answer = wire.AppendOKReplyFrame(buf, off, len(j.rows))
 				off += int64(len(j.rows))
+				j.pub.c.rows.Add(int64(len(j.rows))) // the publisher's rows, for the access log
 			}
 		}
 		d.pubs = answerJobs(g.jobs, d.pubs)
@@ -264,6 +265,9 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 	marked := d.marked[:0]
 	for i, j := range g.jobs {
 		j.answer = replies[i]
+		if failed == "" && j.eo.failed == "" {
+			j.pub.c.rows.Add(int64(len(j.rows))) // a duplicate's rows were trimmed: 0
+		}
 		if j.MarkFrame().Marked() {
 			marked = append(marked, j)
 		}

@@ -81,6 +81,9 @@ type wsConn struct {
 	pinged  bool // a ping went out at the previous tick; keepalive goroutine only
 
 	pub *publisher // set on publisher connections
+	// rows counts, for the access log, the data frames written to a
+	// subscriber, or the rows committed from a publisher.
+	rows atomic.Int64
 	// afterWrite, when set, is told how many queued data frames each write put
 	// on the wire (publishers count their owed replies with it).
 	afterWrite func(n int)
@@ -93,16 +96,19 @@ type wsConn struct {
 	// guarded by mu.
 	out frameQueue
 
-	mu         sync.Mutex
-	ctrl       [][]byte // the server's pings, written before out
-	pong       []byte   // the answer to the peer's latest ping, unwritten; a newer ping replaces it
-	absorbed   int      // control frames read while a control frame of ours was unwritten
-	flooded    bool     // the peer flooded control frames; it is being closed
-	closing    []byte   // close frame to write once out is written; nil = none yet
-	closeCode  int      // code of closing
-	closeSent  bool     // closing was handed to the writer
-	peerClosed bool     // the peer's close frame was read
-	writing    bool     // the writer (or a replay, or a claimed write) owns the socket
+	mu        sync.Mutex
+	ctrl      [][]byte // the server's pings, written before out
+	pong      []byte   // the answer to the peer's latest ping, unwritten; a newer ping replaces it
+	absorbed  int      // control frames read while a control frame of ours was unwritten
+	flooded   bool     // the peer flooded control frames; it is being closed
+	closing   []byte   // close frame to write once out is written; nil = none yet
+	closeCode int      // code of closing
+	// closedByPeer: closing answers the peer's close frame, rather than
+	// one the server began (for the access log).
+	closedByPeer bool
+	closeSent    bool // closing was handed to the writer
+	peerClosed   bool // the peer's close frame was read
+	writing      bool // the writer (or a replay, or a claimed write) owns the socket
 	// headWritten is how many bytes of out's first frame a claimed write
 	// put on the wire; the writer sends the rest of that frame first.
 	headWritten int
@@ -355,7 +361,7 @@ func (c *wsConn) closeLocked(code int, reason string) bool {
 		return false
 	}
 	c.closing = wire.CloseFrame(code, reason)
-	c.closeCode = code
+	c.closeCode, c.closedByPeer = code, c.peerClosed
 	if !c.peerClosed {
 		// The server's own close (an echo of the peer's says nothing).
 		c.srv.countClose(c.st, code)
@@ -466,8 +472,11 @@ func (c *wsConn) writeLoop() {
 			return
 		}
 		clear(ctrl)
-		if k > 0 && c.pub == nil && c.st != nil && c.st.m != nil {
-			c.st.m.FramesDelivered.Add(int64(k)) // a subscriber's data frames
+		if k > 0 && c.pub == nil {
+			c.rows.Add(int64(k)) // a subscriber's data frames
+			if c.st != nil && c.st.m != nil {
+				c.st.m.FramesDelivered.Add(int64(k))
+			}
 		}
 		if k > 0 {
 			clear(iov[:k])

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/streamcast/streamcast/pkg/broker/metrics"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // serverMetrics is what /metrics needs beside each stream's counters: its
@@ -69,6 +70,12 @@ func (s *Server) sampleMetrics() metrics.Sample {
 		if st.cfg.Durable {
 			e := st.endOffset.Load()
 			ss.EndOffset = &e
+			if l := st.life.tiers.Load(); l != nil && st.cfg.Replicate && ss.Tiers != nil && e != wire.Null {
+				// As /stats reads it (Stats), so both show the same lag.
+				if r, ok := readReplication(l.Dir(), e, s.opts.Clock.Now()); ok {
+					ss.Replication = &r
+				}
+			}
 		}
 		out.Streams = append(out.Streams, ss)
 	}

@@ -286,6 +286,7 @@ func (p *publisher) handle(typ int, data []byte) {
 		st.m.RowsCommitted.Add(int64(len(rows)))
 	}
 	st.deliverStamped(st.encodeIfWatched(rows, wire.Null, ts), rows, wire.Null, wire.Null, ts)
+	p.c.rows.Add(int64(len(rows)))
 	if st.m != nil {
 		st.m.AckLatency.Observe(time.Since(read))
 	}

@@ -55,6 +55,9 @@ func (s *Server) Reload(cfg config.Config) error {
 	if m := s.metrics; m != nil && m.public.Swap(cfg.Metrics.Public) != cfg.Metrics.Public {
 		s.logger.Info("metrics.public changed", "public", cfg.Metrics.Public)
 	}
+	if s.accessLog.Swap(cfg.Log.Access) != cfg.Log.Access {
+		s.logger.Info("log.access changed", "access", cfg.Log.Access)
+	}
 
 	declared := make(map[string]int, len(cfg.Streams))
 	names := make([]string, len(cfg.Streams))

@@ -179,6 +179,10 @@ type Server struct {
 	// the server speaks plain http and ws.
 	certs *certStore
 
+	// accessLog is log.access: log a line per connection as it closes.
+	// Reload changes it.
+	accessLog atomic.Bool
+
 	// metrics serves /metrics; nil when metrics.enabled is false, and then
 	// nothing on the hot path reads a clock for it.
 	metrics *serverMetrics
@@ -235,6 +239,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 		held:        map[string]int{},
 		id:          rand.Text()[:16],
 	}
+	s.accessLog.Store(cfg.Log.Access)
 	s.filters = newFilterCache(int64(cfg.Limits.MaxFilterBytes), opts.Logger)
 	if opts.TuneGC {
 		s.filters.headroom = newGCHeadroom()

@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker/auth"
@@ -54,6 +56,9 @@ func (s *Server) Stats() Stats {
 			if l := st.life.tiers.Load(); l != nil && st.cfg.Replicate && ss.EndOffset != nil {
 				ss.AddReplication(l.Dir(), *ss.EndOffset, now)
 			}
+		}
+		if st.marks != nil {
+			ss.ExactlyOnce = st.marks.Committed()
 		}
 		if st.relay != nil {
 			// A relay publishes nothing (its upstream's table is the
@@ -109,4 +114,19 @@ func (s *Server) serveHealth(w http.ResponseWriter) {
 	default:
 		writeHealth(w, "stopping")
 	}
+}
+
+// Committed returns the mark of every publisher id that committed a row,
+// sorted by id, for /stats.
+func (m *streamMarks[J]) Committed() []PublisherStats {
+	m.mu.Lock()
+	out := make([]PublisherStats, 0, len(m.pubs))
+	for _, ps := range m.pubs {
+		if ps.lastSeq > 0 {
+			out = append(out, PublisherStats{ID: ps.id, LastSeq: ps.lastSeq, LastOffset: ps.lastOffset, Connected: ps.owner != nil})
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b PublisherStats) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/internal/rusage"
+	"github.com/streamcast/streamcast/pkg/broker/metrics"
 	"github.com/streamcast/streamcast/pkg/broker/supervise"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
 )
@@ -40,9 +41,25 @@ type StreamStats struct {
 	ReplicationLagRows *int64   `json:"replication_lag_rows"` // rows committed and not yet shipped
 	ReplicationLagS    *float64 `json:"replication_lag_s"`    // while rows wait: time since the last round that shipped (a bound on their age); 0 when none wait
 
+	// ExactlyOnce is, on a stream with exactly_once: true, the mark of
+	// every publisher id that committed a row, by id; null on any other
+	// stream. It has one entry per id ever used, so a stream whose
+	// publishers take a fresh id per run makes it long.
+	ExactlyOnce []PublisherStats `json:"exactly_once_publishers"`
+
 	// Relay is the mirroring state of a relay stream (upstream: in its
 	// config); absent on a stream that takes publishers.
 	Relay *RelayStats `json:"relay,omitempty"`
+}
+
+// PublisherStats is one exactly-once publisher id's committed mark: the
+// last seq committed under it and that row's offset, and whether a
+// connection holds the id now.
+type PublisherStats struct {
+	ID         string `json:"id"`
+	LastSeq    int64  `json:"last_seq"`
+	LastOffset int64  `json:"last_offset"`
+	Connected  bool   `json:"connected"`
 }
 
 // RelayStats are the facts /stats reports about a relay stream's mirroring.
@@ -77,17 +94,26 @@ type Stats struct {
 // AddReplication fills the replication fields from what the replicator
 // last reported in the log's directory; end is the log's end offset now.
 func (ss *StreamStats) AddReplication(dir string, end int64, now time.Time) {
+	if r, ok := readReplication(dir, end, now); ok {
+		ss.ReplicatedThrough, ss.ReplicationLagRows, ss.ReplicationLagS = &r.Through, &r.LagRows, &r.LagSecs
+	}
+}
+
+// readReplication reads a replicated log's replication figures, for
+// /stats and /metrics alike: what the replicator last reported in the
+// log's directory dir, against the log's end offset now. ok is false
+// until the replicator's first round (or when its report is unreadable).
+func readReplication(dir string, end int64, now time.Time) (r metrics.Replication, ok bool) {
 	p, ok, err := replica.ReadProgress(dir)
 	if err != nil || !ok {
-		return
+		return r, false
 	}
-	through := p.ShippedEnd - 1
-	lag := max(end-p.ShippedEnd, 0)
-	var age float64
-	if lag > 0 {
-		age = max(now.Sub(p.At).Seconds(), 0)
+	r.Through = p.ShippedEnd - 1
+	r.LagRows = max(end-p.ShippedEnd, 0)
+	if r.LagRows > 0 {
+		r.LagSecs = max(now.Sub(p.At).Seconds(), 0)
 	}
-	ss.ReplicatedThrough, ss.ReplicationLagRows, ss.ReplicationLagS = &through, &lag, &age
+	return r, true
 }
 
 // processStats reads the process figures now: CPU time (rusage.Self) and the current RSS (/proc/self/statm,

@@ -225,8 +225,11 @@ func (sub *subscriber) replay(greet []byte, start, frontier int64) {
 		defer func() { m.Replayed(&tiers) }()
 	}
 	delivered := func() {
-		if st.m != nil && pending > 0 {
-			st.m.FramesDelivered.Add(pending)
+		if pending > 0 {
+			c.rows.Add(pending)
+			if st.m != nil {
+				st.m.FramesDelivered.Add(pending)
+			}
 		}
 		pending = 0
 	}

@@ -46,6 +46,22 @@ type StreamSample struct {
 	// log could not be read in time (its gauges are then left out rather
 	// than reported as zero).
 	Tiers *logstore.Status
+	// Replication is the WAL replication of a stream with replicate: true,
+	// as /stats reports it; nil on any other stream, and until the
+	// replicator's first round.
+	Replication *Replication
+}
+
+// Replication is what a replicated log's replicator last reported, against
+// the log's end now.
+type Replication struct {
+	// Through is the last offset the replica holds; 0 when none.
+	Through int64
+	// LagRows is the rows committed and not yet shipped.
+	LagRows int64
+	// LagSecs is, while rows wait, the time since the last round that
+	// shipped (a bound on their age); 0 when none wait.
+	LagSecs float64
 }
 
 // Collector is a prometheus.Collector reading a Sample at every scrape.
@@ -57,6 +73,7 @@ type Collector struct {
 	rows, groups, commitLat, ackLat, frames, bytes *prometheus.Desc
 	subs, pubs, drops, refusals, replayed, endOff  *prometheus.Desc
 	buffered, files, pubThrough, lagRows, lagSecs  *prometheus.Desc
+	replThrough, replLagRows, replLagSecs          *prometheus.Desc
 	filterBytes, filterDenied                      *prometheus.Desc
 	restarts, authFailures, conns, connsRefused    *prometheus.Desc
 }
@@ -86,6 +103,9 @@ func NewCollector(sample func() Sample) *Collector {
 		pubThrough:   d("published_through", "The last offset the published Iceberg table holds; 0 when none.", stream...),
 		lagRows:      d("publish_lag_rows", "Rows committed and not yet published.", stream...),
 		lagSecs:      d("publish_lag_seconds", "Age of the oldest row not yet published; 0 when none.", stream...),
+		replThrough:  d("replicated_through", "The last offset the WAL replica holds; 0 when none (streams with replicate: true).", stream...),
+		replLagRows:  d("replication_lag_rows", "Rows committed and not yet shipped to the WAL replica.", stream...),
+		replLagSecs:  d("replication_lag_seconds", "While rows wait to be shipped to the WAL replica, the time since the last round that shipped (a bound on their age); 0 when none wait.", stream...),
 		filterBytes:  d("filter_bytes", "Bytes the subscribers' compiled where= filters hold now, identical filters counted once (bounded by limits.max_filter_bytes)."),
 		filterDenied: d("filter_refusals_total", "Subscribers refused with 1013 because their where= filter would take the filters' memory over limits.max_filter_bytes."),
 		restarts:     d("maintain_restarts_total", "Restarts of serve's maintenance child for a role since serve started.", "role"),
@@ -101,6 +121,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.rows, c.groups, c.commitLat, c.ackLat, c.frames, c.bytes,
 		c.subs, c.pubs, c.drops, c.refusals, c.replayed, c.endOff,
 		c.buffered, c.files, c.pubThrough, c.lagRows, c.lagSecs,
+		c.replThrough, c.replLagRows, c.replLagSecs,
 		c.filterBytes, c.filterDenied,
 		c.restarts, c.authFailures, c.conns, c.connsRefused,
 	} {
@@ -145,6 +166,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.pubThrough, float64(t.PublishedThrough), name)
 			gauge(c.lagRows, float64(t.PublishLagRows), name)
 			gauge(c.lagSecs, t.PublishLagSecs, name)
+		}
+		if r := st.Replication; r != nil {
+			gauge(c.replThrough, float64(r.Through), name)
+			gauge(c.replLagRows, float64(r.LagRows), name)
+			gauge(c.replLagSecs, r.LagSecs, name)
 		}
 	}
 	if s.Unrouted != nil {

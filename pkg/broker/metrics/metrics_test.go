@@ -78,7 +78,7 @@ func TestCollectorReportsASampleAndPassesPrometheusLint(t *testing.T) {
 	unrouted.Closed(wire.CloseNoSuchStream)
 	c := NewCollector(func() Sample {
 		return Sample{
-			Streams:         []StreamSample{{Name: "trades", Counters: m, EndOffset: &end, Subscribers: 2, Tiers: &logstore.Status{BufferedRows: 7, PublishLagSecs: 1.5}}},
+			Streams:         []StreamSample{{Name: "trades", Counters: m, EndOffset: &end, Subscribers: 2, Tiers: &logstore.Status{BufferedRows: 7, PublishLagSecs: 1.5}, Replication: &Replication{Through: 6, LagRows: 1, LagSecs: 0.25}}},
 			Unrouted:        unrouted,
 			Restarts:        map[string]int64{"seal": 1},
 			Unauthenticated: 4,
@@ -106,10 +106,14 @@ streamcast_maintain_restarts_total{role="seal"} 1
 # HELP streamcast_publish_lag_seconds Age of the oldest row not yet published; 0 when none.
 # TYPE streamcast_publish_lag_seconds gauge
 streamcast_publish_lag_seconds{stream="trades"} 1.5
+# HELP streamcast_replication_lag_rows Rows committed and not yet shipped to the WAL replica.
+# TYPE streamcast_replication_lag_rows gauge
+streamcast_replication_lag_rows{stream="trades"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"streamcast_rows_committed_total", "streamcast_slow_subscriber_drops_total",
-		"streamcast_maintain_restarts_total", "streamcast_publish_lag_seconds"); err != nil {
+		"streamcast_maintain_restarts_total", "streamcast_publish_lag_seconds",
+		"streamcast_replication_lag_rows"); err != nil {
 		t.Error(err)
 	}
 	for name, want := range map[string]float64{

@@ -325,7 +325,10 @@ func parseLogLine(line []byte, role string) (level log.Level, msg string, kv []a
 		if err := dec.Decode(&raw); err != nil {
 			return 0, "", nil, false
 		}
-		var val any = string(raw)
+		// A string is re-logged as the string; anything else (a number,
+		// true, an array) as its JSON text, which serve's JSON logger
+		// writes as it came, so a child's numbers stay numbers there.
+		var val any = jsonValue(raw)
 		var str string
 		if json.Unmarshal(raw, &str) == nil {
 			val = str
@@ -348,6 +351,19 @@ func parseLogLine(line []byte, role string) (level log.Level, msg string, kv []a
 	}
 	return level, msg, kv, true
 }
+
+// jsonValue is a value of a child's log line that is no string, kept as
+// the JSON text the child wrote. charmbracelet/log's JSON formatter
+// writes it through MarshalJSON, as is (3, not "3"); its text formatter
+// prints it through Format, as is. It must have no String method: that
+// formatter quotes a fmt.Stringer's String().
+type jsonValue json.RawMessage
+
+// MarshalJSON returns the value's JSON text.
+func (v jsonValue) MarshalJSON() ([]byte, error) { return v, nil }
+
+// Format prints the value's JSON text, whatever the verb.
+func (v jsonValue) Format(f fmt.State, _ rune) { _, _ = f.Write(v) }
 
 func (c *roleChild) setLastErr(s string) {
 	c.mu.Lock()

@@ -739,6 +739,11 @@ type Log struct {
 	Level string `yaml:"level"`
 	// Format is text (coloured only on a terminal) or json.
 	Format string `yaml:"format"`
+	// Access makes serve log one line at info for each WebSocket
+	// connection when it closes: who, which stream, as what, how it
+	// closed, how many rows and how long. Off by default: a busy server
+	// would log a line per connection. SIGHUP applies a change.
+	Access bool `yaml:"access"`
 }
 
 // LogLevels are the values log.level may take, least severe first.

@@ -181,7 +181,7 @@ func TestEveryOverrideKeyReachesTheConfig(t *testing.T) {
 
 func TestFileKeysAreCheckedAgainstEverySection(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
-		{"log: {lvl: debug}", "line 1: unknown key log.lvl (known here: level, format)"},
+		{"log: {lvl: debug}", "line 1: unknown key log.lvl (known here: level, format, access)"},
 		{"s3: {bucket: b}", "line 1: unknown key s3.bucket (known here: endpoint, region, path_style)"},
 		{"metrics: {path: /m}", "line 1: unknown key metrics.path (known here: enabled, public)"},
 		{"tiers: {retention: 1h}", "line 1: unknown key tiers.retention"},
