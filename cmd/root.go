@@ -201,6 +201,9 @@ func strictArgs(c *cobra.Command) {
 			return nil
 		}
 	default:
+		if c.ValidArgsFunction == nil {
+			c.ValidArgsFunction = cobra.NoFileCompletions // no argument to complete, least of all a file
+		}
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usageError{fmt.Errorf("takes no arguments, got %q", args[0])}

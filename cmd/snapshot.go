@@ -150,7 +150,8 @@ file, else to stderr. On a terminal, progress is shown.`,
   streamcast snapshot demo --format frames --start-offset 1000 --end-offset 2000
   streamcast snapshot demo --as-of-offset 5000 --broker ws://127.0.0.1:8765/demo -o demo.ndjson
   streamcast snapshot trades --metadata s3://bucket/tables/trades/trades.metadata.json --format parquet -o exports/`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeStreamNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stream := args[0]
 			if err := meta.CheckName(stream); err != nil {
