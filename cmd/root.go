@@ -154,7 +154,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return ExitOK
 	}
-	if ue := (usageError{}); errors.As(err, &ue) {
+	if ue := (usageError{}); errors.As(err, &ue) || flagRuleError(err) {
 		if c == nil {
 			c = root
 		}

@@ -25,6 +25,16 @@ func printUsageError(w io.Writer, c *cobra.Command, err error) {
 	fmt.Fprintf(w, "%s: %v; see '%s --help'\n", path, err, path)
 }
 
+// flagRuleError reports whether err is cobra's refusal of a flag rule (a
+// required flag left out, flags of a group given apart), which cobra
+// returns as a plain error after the configuration is read, beyond the
+// reach of the flag error function.
+func flagRuleError(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "required flag(s) ") || strings.HasPrefix(msg, "if any flags in the group ") ||
+		strings.HasPrefix(msg, "at least one of the flags in the group ")
+}
+
 // pflag's words for the flag mistakes a suggestion can help with.
 var (
 	unknownLong  = regexp.MustCompile(`^unknown flag: --([^ =]+)$`)
