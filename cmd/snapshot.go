@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,6 +170,8 @@ file, else to stderr. On a terminal, progress is shown.`,
 				return usageError{fmt.Errorf("--end-offset %d is below --start-offset %d; the range is [start, end)", end, start)}
 			case rowsPerFile <= 0:
 				return usageError{fmt.Errorf("--rows-per-file %d: give 1 or more", rowsPerFile)}
+			case !slices.Contains(snapshotFormats(), format):
+				return usageError{fmt.Errorf("--format %q: want one of %s", format, strings.Join(snapshotFormats(), ", "))}
 			}
 			eo := history.ExportOptions{Format: format, From: start, To: end, RowsPerFile: rowsPerFile, Out: a.stdout}
 			switch {
