@@ -57,7 +57,8 @@ stats on "*" for the server's CPU and memory figures.`,
   streamcast bench --publishers 1 --rate 20000 --subscribers 100 --json ws://127.0.0.1:8765/bench
   streamcast bench --publishers 0 --subscribers 100 ws://127.0.0.1:8765/demo
   streamcast bench --into-existing --rate 100 --duration 5s ws://127.0.0.1:8765/demo`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeStreamURLs,
 		RunE: func(cmd *cobra.Command, args []string) (rerr error) {
 			u, cred, err := streamURL(args[0])
 			if err != nil {

@@ -24,8 +24,12 @@ with its credentials.`
 // streamURL splits a stream URL argument into the URL without user info,
 // which is all that is ever printed, and the credentials to send: the
 // URL's user info, percent-decoded, else STREAMCAST_USER and
-// STREAMCAST_PASSWORD; nil when there are none.
+// STREAMCAST_PASSWORD; nil when there are none. A URL without ws:// or
+// wss:// is a usage error that shows it corrected.
 func streamURL(raw string) (string, *url.Userinfo, error) {
+	if err := checkScheme(raw); err != nil {
+		return "", nil, usageError{err}
+	}
 	clean, cred, err := wire.SplitCredentials(raw)
 	if err != nil {
 		return "", nil, usageError{err}

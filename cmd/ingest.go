@@ -62,7 +62,8 @@ lock, naming its pid, and refuses a retired stream.`,
   streamcast ingest --no-publish trades jan.csv feb.csv mar.csv
   zcat trades.ndjson.gz | streamcast ingest --format ndjson trades -
   streamcast ingest trades jan.csv feb.csv --skip-rows 1250000`,
-		Args: cobra.MinimumNArgs(2),
+		Args:              cobra.MinimumNArgs(2),
+		ValidArgsFunction: thenFiles(a.completeStreamNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if skipRows < 0 {
 				return usageError{fmt.Errorf("--skip-rows %d: give a row count of 0 or more", skipRows)}

@@ -37,7 +37,8 @@ sentence to stderr. migrate refuses to run while serve (or any process)
 holds the log's writer lock, naming its pid.`,
 		Example: `  streamcast migrate trades
   streamcast migrate --config streamcast.yaml trades`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeStreamNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tgt, err := a.lifecycleTarget(args[0], "migrate")
 			if err != nil {

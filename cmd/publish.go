@@ -89,7 +89,8 @@ declared with ` + "`exactly_once: true`" + `.
   streamcast publish --publisher loader-1 --quarantine bad.ndjson --summary-json run.json ws://127.0.0.1:8765/demo day1.ndjson day2.ndjson
   streamcast publish --follow --window 200ms ws://127.0.0.1:8765/demo live.ndjson
   streamcast publish --from-outbox postgres://app@db.internal/orders --publisher orders-1 ws://127.0.0.1:8765/orders`,
-		Args: cobra.MinimumNArgs(1),
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: thenFiles(a.completeStreamURLs),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if cmd.Flags().Changed("publisher") && opts.Publisher == "" {
 				return usageError{fmt.Errorf("--publisher is empty; give an id of 1 to %d bytes, or leave the flag out to publish without one", wire.MaxPublisherBytes)}

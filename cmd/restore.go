@@ -39,7 +39,8 @@ one JSON line to stdout and a sentence to stderr; on a terminal each step
 is shown as it starts.`,
 		Example: `  streamcast restore --config streamcast.yaml trades
   streamcast restore --config streamcast.yaml --revive trades`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeStreamNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tgt, err := a.lifecycleTarget(args[0], "restore")
 			if err != nil {

@@ -49,7 +49,8 @@ published so far, the metadata version and whether it changed.`,
 		Example: `  streamcast retain trades --max-age 30d
   streamcast retain trades --max-age 1w3d
   streamcast retain trades --max-age none`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeStreamNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stream := args[0]
 			if !cmd.Flags().Changed("max-age") {

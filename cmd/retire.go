@@ -30,7 +30,8 @@ refuses to run while serve (or any process) holds the log's writer lock,
 naming its pid.`,
 		Example: `  streamcast retire trades
   streamcast retire --config streamcast.yaml trades`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeStreamNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tgt, err := a.lifecycleTarget(args[0], "retire")
 			if err != nil {

@@ -91,14 +91,14 @@ Configuration comes from a YAML file (` + "`--config`, `$STREAMCAST_CONFIG`" + `
 ` + "`./streamcast.yaml`" + `), then ` + "`STREAMCAST_*`" + ` environment variables, then
 flags; each overrides the one before (see "streamcast config"). Exit codes:
 0 success, 1 failure, 2 usage error.`,
-		SilenceUsage:      true, // Run prints the usage itself, for usage errors only
-		SilenceErrors:     true, // Run prints every error once, as "streamcast: <error>"
+		SilenceUsage:      true, // a usage error is one line and a pointer to --help (printUsageError)
+		SilenceErrors:     true, // Run prints every error once
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return a.setup(cmd) },
 	}
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 
 	def := config.DefaultLog()
 	logLevels, logFormats := config.LogLevels(), config.LogFormats()
@@ -147,7 +147,7 @@ flags; each overrides the one before (see "streamcast config"). Exit codes:
 
 // Run runs streamcast with args (without the program name) and returns the
 // exit code. Errors are printed once to stderr as "streamcast: <error>"; a
-// usage error is followed by the command's usage.
+// usage error as "streamcast CMD: <error>; see 'streamcast CMD --help'".
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := NewRootCommand(stdin, stdout, stderr)
 	root.SetArgs(args)
@@ -155,14 +155,14 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "streamcast: %v\n", err)
-	if ue := (usageError{}); errors.As(err, &ue) {
+	if ue := (usageError{}); errors.As(err, &ue) || flagRuleError(err) {
 		if c == nil {
 			c = root
 		}
-		fmt.Fprintf(stderr, "\n%s", c.UsageString())
+		printUsageError(stderr, c, err)
 		return ExitUsage
 	}
+	fmt.Fprintf(stderr, "streamcast: %v\n", err)
 	return ExitFailure
 }
 
@@ -179,13 +179,6 @@ func Execute() int {
 	}()
 	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }
-
-// usageError marks an error as the user's mistake in calling streamcast
-// (exit code 2, usage printed) rather than a failure of the work.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
 
 // strictArgs makes every argument mistake in the tree a usage error. A
 // command that declares Args keeps its check, wrapped; a command with
@@ -209,9 +202,12 @@ func strictArgs(c *cobra.Command) {
 			return nil
 		}
 	default:
+		if c.ValidArgsFunction == nil {
+			c.ValidArgsFunction = cobra.NoFileCompletions // no argument to complete, least of all a file
+		}
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageError{fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), args[0])}
+				return usageError{fmt.Errorf("takes no arguments, got %q", args[0])}
 			}
 			return nil
 		}
@@ -227,12 +223,11 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil
 	}
-	err := fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
 	if cmd.SuggestionsMinimumDistance <= 0 {
 		cmd.SuggestionsMinimumDistance = 2 // cobra's own default, applied only on its legacy path
 	}
 	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-		err = fmt.Errorf("%w; did you mean %q?", err, s[0])
+		return usageError{fmt.Errorf("unknown command %q (did you mean %q?)", args[0], s[0])}
 	}
-	return usageError{err}
+	return usageError{fmt.Errorf("unknown command %q", args[0])}
 }

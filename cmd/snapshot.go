@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/history"
+	"github.com/streamcast/streamcast/pkg/meta/sqlview"
 )
 
 // snapshotted is snapshot's summary line, on stderr when the rows go to
@@ -150,7 +152,8 @@ file, else to stderr. On a terminal, progress is shown.`,
   streamcast snapshot demo --format frames --start-offset 1000 --end-offset 2000
   streamcast snapshot demo --as-of-offset 5000 --broker ws://127.0.0.1:8765/demo -o demo.ndjson
   streamcast snapshot trades --metadata s3://bucket/tables/trades/trades.metadata.json --format parquet -o exports/`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeStreamNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stream := args[0]
 			if err := meta.CheckName(stream); err != nil {
@@ -167,12 +170,16 @@ file, else to stderr. On a terminal, progress is shown.`,
 				return usageError{fmt.Errorf("--end-offset %d is below --start-offset %d; the range is [start, end)", end, start)}
 			case rowsPerFile <= 0:
 				return usageError{fmt.Errorf("--rows-per-file %d: give 1 or more", rowsPerFile)}
+			case !slices.Contains(snapshotFormats(), format):
+				return usageError{fmt.Errorf("--format %q: want one of %s", format, strings.Join(snapshotFormats(), ", "))}
 			}
 			eo := history.ExportOptions{Format: format, From: start, To: end, RowsPerFile: rowsPerFile, Out: a.stdout}
 			switch {
 			case output == "" && (format == history.FormatParquet || format == history.FormatArrow):
 				return usageError{fmt.Errorf("--format %s writes a file: give -o FILE (or -o DIR/ for one file per --rows-per-file rows)", format)}
 			case output == "":
+			case (strings.HasSuffix(output, "/") || isDir(output)) && format == string(sqlview.FormatCSV):
+				return usageError{errors.New("--format csv writes one file: give -o FILE (or --format parquet, arrow or ndjson for a directory of parts)")}
 			case strings.HasSuffix(output, "/") || isDir(output):
 				if err := os.MkdirAll(output, 0o755); err != nil {
 					return err
@@ -196,7 +203,12 @@ file, else to stderr. On a terminal, progress is shown.`,
 					return fmt.Sprintf("snapshot: %d rows, %.0f rows/s, %s", rows, float64(rows)/max(el.Seconds(), 1e-9), el.Round(time.Second))
 				})
 			}
-			res, err := r.Export(cmd.Context(), eo)
+			var res history.ExportResult
+			if format == string(sqlview.FormatCSV) {
+				res, err = sqlview.ExportCSV(cmd.Context(), r, eo)
+			} else {
+				res, err = r.Export(cmd.Context(), eo)
+			}
 			prog.clear()
 			if err != nil {
 				return err
@@ -226,15 +238,19 @@ file, else to stderr. On a terminal, progress is shown.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&format, "format", history.FormatNDJSON, "output `format`: "+strings.Join(history.Formats(), ", "))
+	f.StringVar(&format, "format", history.FormatNDJSON, "output `format`: "+strings.Join(snapshotFormats(), ", "))
 	f.StringVarP(&output, "output", "o", "", "write to `FILE` (or into DIR/, one file per --rows-per-file rows) instead of stdout")
 	f.Int64Var(&start, "start-offset", 0, "export rows from offset `N` on (default: the first the stream holds)")
 	f.Int64Var(&end, "end-offset", 0, "export rows below offset `N` (default: the end of the fixed point)")
 	f.Int64Var(&rowsPerFile, "rows-per-file", history.DefaultRowsPerFile, "rows per file when -o names a directory")
 	hf = addHistoryFlags(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(history.Formats(), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(snapshotFormats(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
+
+// snapshotFormats are history's export formats and csv, which is sql's
+// CSV writer over the same rows.
+func snapshotFormats() []string { return append(history.Formats(), string(sqlview.FormatCSV)) }
 
 func isDir(p string) bool {
 	st, err := os.Stat(p)

@@ -82,7 +82,8 @@ out. It runs until SIGINT or SIGTERM.`,
   streamcast sql demo --as-of-ts 2026-01-01T00:00:00Z --format csv -o jan.csv 'SELECT * FROM log'
   streamcast sql --metadata s3://bucket/streams/demo/demo.metadata.json 'SELECT max(streamcast_offset) FROM log'
   streamcast sql demo --follow 10s --broker ws://127.0.0.1:8765/demo 'SELECT symbol, count(*) FROM log GROUP BY symbol'`,
-		Args: cobra.RangeArgs(1, 2),
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: a.completeStreamNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			query := args[len(args)-1]

@@ -57,6 +57,7 @@ gets the first answer back instead of acting twice.
 		newStreamsDesiredCmd(a, f, "retire", control.Retired, "Retire a registered stream for good: replay only, no more rows"),
 		newStreamsMigrateCmd(a, f),
 	)
+	a.completeNameArgs(cmd)
 	return cmd
 }
 

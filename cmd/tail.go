@@ -113,7 +113,8 @@ A refusal exits 1 with one line saying what to rerun with.
   streamcast tail --into sqlite:///var/lib/app/app.db --table trades --offset earliest ws://127.0.0.1:8765/demo
   streamcast tail --cursor demo.cursor --reset-position earliest --until-caught-up ws://127.0.0.1:8765/demo
   streamcast tail --ca-file ca.crt wss://broker.example.com:8765/demo`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeStreamURLs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if offset != "" {
 				n, err := parseOffset(offset)

@@ -198,6 +198,9 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 	}
 	clientFilter := opts.UntilCaughtUp && len(opts.Where) > 0
 	advise := func(err error, resume int64) error {
+		if werr := explainWhere(ctx, rawURL, opts.DialOptions, opts.Where, err); werr != nil {
+			return werr
+		}
 		return tailError(err, resume, src, opts.Cursor != nil, opts.Reconnect)
 	}
 

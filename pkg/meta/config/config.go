@@ -469,7 +469,11 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 			schemas[i] = schema.Any()
 		} else {
 			sch, err := schema.Compile(doc)
-			if err != nil {
+			var ce *schema.CompileError
+			switch {
+			case errors.As(err, &ce) && ce.Path == "": // its words begin "schema: "
+				return nil, keyError(key+".schema", fmt.Errorf("%s: %w", label, err))
+			case err != nil:
 				return nil, keyError(key+".schema", fmt.Errorf("%s: schema: %w", label, err))
 			}
 			schemas[i] = sch

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/streamcast/streamcast/pkg/schema"
 )
 
 // Error is a configuration value refused: Key is its path
@@ -66,10 +68,11 @@ func keyFromMessageOf(t reflect.Type, err error) error {
 // Origins records where each key of a loaded document came from. A nil
 // *Origins knows nothing: From says "", Explain changes nothing.
 type Origins struct {
-	file   string            // the config file as named to streamcast; "" when none
-	lines  map[string]int    // key path → line of its value in the file
-	scalar map[string]bool   // key paths whose value in the file is no mapping (maintain: false): it decides their insides
-	over   map[string]string // key path → Override.From
+	file   string                // the config file as named to streamcast; "" when none
+	lines  map[string]int        // key path → line of its value in the file
+	scalar map[string]bool       // key paths whose value in the file is no mapping (maintain: false): it decides their insides
+	over   map[string]string     // key path → Override.From
+	docs   map[string]*yaml.Node // key path → a JSON document written as YAML in the file (a stream's schema)
 }
 
 // at names a line of the file.
@@ -137,11 +140,18 @@ func (o *Origins) InFile(key string) bool {
 }
 
 // Explain fills in the From of an *Error that names a key and lacks one,
-// and returns err.
+// and returns err. An error about a property of a schema written in the
+// file names the property's line.
 func (o *Origins) Explain(err error) error {
 	var ce *Error
 	if o != nil && errors.As(err, &ce) && ce.From == "" && ce.Key != "" {
 		ce.From = o.from(ce.Key)
+		var se *schema.CompileError
+		if doc, ok := o.docs[ce.Key]; ok && errors.As(ce.Err, &se) && se.Path != "" {
+			if l := propertyLine(doc, se.Path); l > 0 {
+				ce.From = o.at(l)
+			}
+		}
 	}
 	return err
 }
@@ -224,6 +234,7 @@ func decodeInto(dst any, src decodeSource) (*Origins, error) {
 	t := pv.Elem().Type()
 	o := &Origins{file: file, lines: map[string]int{}, scalar: map[string]bool{}, over: map[string]string{}}
 	p := &parser{Origins: o, keyAt: map[int]string{}, unknown: src.Unknown}
+	o.docs = map[string]*yaml.Node{}
 	from := "config"
 	if file != "" {
 		from = "config file " + file
@@ -231,7 +242,11 @@ func decodeInto(dst any, src decodeSource) (*Origins, error) {
 	top := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &Error{From: from, Err: fmt.Errorf("not valid YAML: %w", err)}
+		line, problem := syntaxLine(data, err)
+		if line == 0 {
+			return nil, &Error{From: from, Err: fmt.Errorf("not valid YAML: %w", err)}
+		}
+		return nil, &Error{From: o.at(line), Err: errors.New("not valid YAML: " + problem)}
 	}
 	if len(doc.Content) > 0 && doc.Content[0].ShortTag() != "!!null" {
 		top = doc.Content[0]
@@ -310,6 +325,12 @@ func (p *parser) check(n *yaml.Node, path string, t reflect.Type) error {
 			p.lines[full] = v.Line
 			p.scalar[full] = v.Kind != yaml.MappingNode && v.Kind != yaml.SequenceNode
 			p.keyAt[v.Line] = full // a key's children come after it: the deepest key of a line wins
+			if f.Type == reflect.TypeFor[RawJSON]() {
+				if err := p.document(v, full); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := p.check(v, full, f.Type); err != nil {
 				return err
 			}
@@ -338,6 +359,127 @@ func (p *parser) check(n *yaml.Node, path string, t reflect.Type) error {
 		}
 	}
 	return nil
+}
+
+// document checks a JSON document written as YAML (a stream's schema) at
+// key: a key given twice in one of its mappings is refused at its line, as
+// in the rest of the file (JSON would keep one of the two, silently), and
+// the document is kept so that an error about one of its properties can
+// name the property's line (Origins.Explain).
+func (p *parser) document(n *yaml.Node, key string) error {
+	p.docs[key] = n
+	var walk func(n *yaml.Node, path string) error
+	walk = func(n *yaml.Node, path string) error {
+		switch n.Kind {
+		case yaml.MappingNode:
+			seen := map[string]bool{}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				kn := n.Content[i]
+				full := joinKey(path, kn.Value)
+				if seen[kn.Value] {
+					return &Error{Key: key, From: p.at(kn.Line), Err: fmt.Errorf("key %s is given twice", full)}
+				}
+				seen[kn.Value] = true
+				if err := walk(n.Content[i+1], full); err != nil {
+					return err
+				}
+			}
+		case yaml.SequenceNode:
+			for j, c := range n.Content {
+				if err := walk(c, fmt.Sprintf("%s[%d]", path, j)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(n, key)
+}
+
+// propertyLine is the line of the property path names (as
+// schema.CompileError's Path: "res.service", "tags[]", "attrs{}") in the
+// schema document n, written as YAML; 0 when the document does not hold
+// it.
+func propertyLine(n *yaml.Node, path string) int {
+	line := 0
+	for seg := range strings.SplitSeq(path, ".") {
+		name := strings.TrimRight(seg, "[]{}")
+		var k *yaml.Node
+		if k, n = mappingEntry(mappingValue(n, "properties"), name); n == nil {
+			return 0
+		}
+		line = k.Line
+		for rest := seg[len(name):]; rest != ""; rest = rest[2:] {
+			kw := "items"
+			if strings.HasPrefix(rest, "{}") {
+				kw = "additionalProperties"
+			}
+			if k, n = mappingEntry(n, kw); n == nil {
+				return line
+			}
+			line = k.Line
+		}
+	}
+	return line
+}
+
+// mappingEntry is the key and value nodes of key in the mapping n; nils
+// when n is no mapping or lacks it.
+func mappingEntry(n *yaml.Node, key string) (*yaml.Node, *yaml.Node) {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil, nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i], n.Content[i+1]
+		}
+	}
+	return nil, nil
+}
+
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	_, v := mappingEntry(n, key)
+	return v
+}
+
+// yamlLine splits yaml's "yaml: line 3: found …" into 3 and the rest.
+var yamlLine = regexp.MustCompile(`^yaml: (?:line ([0-9]+): )?`)
+
+// syntaxLine finds the line at fault in a document yaml refuses, and the
+// problem without the line; 0 when it cannot tell. yaml names the line
+// where the construct around the mistake began (the mapping before a
+// line indented wrongly, or by a tab), not the mistake's own; the line at
+// fault is the first whose addition, from that line on, makes the
+// document fail for the same reason. A tab in an indentation is named
+// directly: it is invisible in most editors.
+func syntaxLine(data []byte, err error) (int, string) {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil || m[1] == "" {
+		return 0, ""
+	}
+	problem := err.Error()[len(m[0]):]
+	reported, _ := strconv.Atoi(m[1])
+	lines := strings.SplitAfter(string(data), "\n")
+	if strings.Contains(problem, "tab character") {
+		for i := max(reported-1, 0); i < len(lines); i++ {
+			indent := lines[i][:len(lines[i])-len(strings.TrimLeft(lines[i], " \t"))]
+			if strings.Contains(indent, "\t") {
+				return i + 1, problem + "; YAML indents with spaces, and this line's indentation holds a tab"
+			}
+		}
+	}
+	const maxTries = 500 // each try parses a prefix: bound the work on a long file
+	for k := max(reported, 1); k <= len(lines) && k < reported+maxTries; k++ {
+		var n yaml.Node
+		perr := yaml.Unmarshal([]byte(strings.Join(lines[:k], "")), &n)
+		if perr == nil {
+			continue
+		}
+		if pm := yamlLine.FindString(perr.Error()); perr.Error()[len(pm):] == problem {
+			return k, problem
+		}
+	}
+	return reported, problem
 }
 
 // lineMsg splits "line 3: cannot unmarshal …" into 3 and the rest.

@@ -158,7 +158,7 @@ func TestResolveErrorsNameTheKeyAndWhereItsValueCameFrom(t *testing.T) {
 		{
 			name: "not YAML",
 			yaml: "listen: [\n",
-			want: "config file streamcast.yaml: not valid YAML: yaml: line 1: did not find expected node content",
+			want: "config file streamcast.yaml, line 1: not valid YAML: did not find expected node content",
 		},
 	}
 	for _, tt := range tests {

@@ -3,7 +3,6 @@ package sqlview
 import (
 	"bufio"
 	"encoding/base64"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -174,27 +173,23 @@ func writeJSONRows(w io.Writer, r *Rows, l jsonLayout) (int64, error) {
 }
 
 func writeCSV(w io.Writer, r *Rows) (int64, error) {
-	cw := csv.NewWriter(w)
 	cols := r.Columns()
-	rec := make([]string, len(cols))
+	names := make([]string, len(cols))
 	for i, c := range cols {
-		rec[i] = c.Name
+		names[i] = c.Name
 	}
-	if err := cw.Write(rec); err != nil {
+	cw, err := newCSVWriter(w, names)
+	if err != nil {
 		return 0, err
 	}
 	var n int64
 	for r.Next() {
-		for i, v := range r.Values() {
-			rec[i] = textValue(v, "")
-		}
-		if err := cw.Write(rec); err != nil {
+		if err := cw.row(r.Values()); err != nil {
 			return n, err
 		}
 		n++
 	}
-	cw.Flush()
-	return n, cw.Error()
+	return n, cw.flush()
 }
 
 // writeTable draws the result with tablewriter. A table is drawn once its
