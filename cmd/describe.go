@@ -39,7 +39,8 @@ credentials in --server's URL).`,
 		Example: `  streamcast describe trades
   streamcast describe trades --format json | jq .end_offset
   streamcast describe trades --offline`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeStreamNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if err := meta.CheckName(name); err != nil {
