@@ -156,8 +156,19 @@ func runOne(ctx context.Context, t Target, opts Options, started func()) (err er
 	}
 	defer lg.Close()
 	db, store := newStore(t, opts)
-	if err := checkHistory(ctx, lg, db, t.Client); err != nil {
+	remote, err := checkHistory(ctx, lg, db, t.Client)
+	if err != nil {
 		return err
+	}
+	if remote == 0 {
+		// An empty replica (a destination new to this log, or one emptied)
+		// must receive the whole database. litestream would ship every
+		// transaction since the first, from local files its L0 retention
+		// deletes minutes after an earlier replica compacted them, and
+		// then fail every round; without them it starts with a snapshot.
+		if err := db.ResetLocalState(ctx); err != nil {
+			return fmt.Errorf("replicate %s: %w", t.LogDir, err)
+		}
 	}
 	if err := store.Open(ctx); err != nil {
 		return fmt.Errorf("replicate %s: %w", t.LogDir, err)
@@ -322,47 +333,48 @@ func replicaTXID(ctx context.Context, client litestream.ReplicaClient) (ltx.TXID
 // a fresh, empty buffer.db that would make every later restore come back
 // empty. So when the replica is ahead of what this database has shipped,
 // the replica is restored aside and compared: it must be this log (same
-// log id) and no further along than this database.
-func checkHistory(ctx context.Context, lg *logstore.Log, db *litestream.DB, client litestream.ReplicaClient) error {
-	remote, err := replicaTXID(ctx, client)
+// log id) and no further along than this database. It returns the
+// replica's highest transaction id, 0 for an empty replica.
+func checkHistory(ctx context.Context, lg *logstore.Log, db *litestream.DB, client litestream.ReplicaClient) (remote ltx.TXID, err error) {
+	remote, err = replicaTXID(ctx, client)
 	if err != nil || remote == 0 {
-		return err
+		return remote, err
 	}
 	local, err := db.Pos()
 	if err != nil {
-		return fmt.Errorf("read what %s has shipped: %w", db.Path(), err)
+		return remote, fmt.Errorf("read what %s has shipped: %w", db.Path(), err)
 	}
 	if local.TXID >= remote {
-		return nil
+		return remote, nil
 	}
 	aside, err := os.MkdirTemp(lg.Dir(), ".replica-check-")
 	if err != nil {
-		return err
+		return remote, err
 	}
 	defer os.RemoveAll(aside)
 	if err := Restore(ctx, client, aside); err != nil {
-		return err
+		return remote, err
 	}
 	theirs, err := logstore.Open(aside, logstore.ReadOnly)
 	if err != nil {
-		return fmt.Errorf("read the replica of %s: %w", lg.Dir(), err)
+		return remote, fmt.Errorf("read the replica of %s: %w", lg.Dir(), err)
 	}
 	defer theirs.Close()
 	if theirs.ID() != lg.ID() {
-		return &HistoryError{Dir: lg.Dir(), LogID: lg.ID(), ReplicaLogID: theirs.ID()}
+		return remote, &HistoryError{Dir: lg.Dir(), LogID: lg.ID(), ReplicaLogID: theirs.ID()}
 	}
 	ours, err := lg.Status(ctx)
 	if err != nil {
-		return err
+		return remote, err
 	}
 	held, err := theirs.Status(ctx)
 	if err != nil {
-		return err
+		return remote, err
 	}
 	if held.End > ours.End {
-		return &HistoryError{Dir: lg.Dir(), LogID: lg.ID(), ReplicaLogID: theirs.ID(), End: ours.End, ReplicaEnd: held.End}
+		return remote, &HistoryError{Dir: lg.Dir(), LogID: lg.ID(), ReplicaLogID: theirs.ID(), End: ours.End, ReplicaEnd: held.End}
 	}
-	return nil
+	return remote, nil
 }
 
 // HistoryError is the refusal to replicate a log over a replica that holds

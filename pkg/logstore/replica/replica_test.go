@@ -367,3 +367,46 @@ func mustGetwd(t *testing.T) string {
 	}
 	return wd
 }
+
+// TestANewDestinationGetsTheWholeLog: a log that shipped to one place and
+// is then pointed at an empty one (replicate.destination set or changed)
+// ships all of itself there, not only what it wrote since, even once
+// litestream has dropped its oldest local transaction files (its L0
+// retention does so a few minutes after they reach the old replica's L1).
+func TestANewDestinationGetsTheWholeLog(t *testing.T) {
+	lg := newLog(t, t.TempDir(), "log")
+	old := replica.FileClient(filepath.Join(t.TempDir(), "old"))
+	r := start(t, []replica.Target{{LogDir: lg.Dir(), Client: old}})
+	r.waitReady(t)
+	appendRows(t, lg, 10, 10)
+	waitShipped(t, lg.Dir(), 101)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	l0 := filepath.Join(lg.Dir(), "."+logstore.BufferFile+"-litestream", "ltx", "0")
+	files, err := os.ReadDir(l0)
+	if err != nil || len(files) < 2 {
+		t.Fatalf("litestream's local transaction files: %v, %v", files, err)
+	}
+	if err := os.Remove(filepath.Join(l0, files[0].Name())); err != nil { // the oldest, as retention removes it
+		t.Fatal(err)
+	}
+
+	moved := replica.FileClient(filepath.Join(t.TempDir(), "new"))
+	var said testkit.SyncBuffer
+	r = startWith(t, []replica.Target{{LogDir: lg.Dir(), Client: moved}}, replica.Options{SyncInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&said, nil))})
+	r.waitReady(t)
+	appendRows(t, lg, 5, 10)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if p, ok, _ := replica.ReadProgress(lg.Dir()); ok && p.ShippedEnd >= 151 {
+			break
+		}
+		if strings.Contains(said.String(), "cannot ship") || time.Now().After(deadline) {
+			t.Fatalf("the log did not ship to its new destination:\n%s", said.String())
+		}
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	restoreEnd(t, moved, 151)
+}
