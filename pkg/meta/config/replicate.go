@@ -123,12 +123,12 @@ func (c *Config) ReplicaDestination() (replica.Destination, error) {
 // replicaExample is the way out every refusal of a replica's place shows.
 const replicaExample = "such as replicate: {destination: s3://my-bucket/streamcast-replica} or /backup/streamcast-replica"
 
-// validate refuses intervals replicate would refuse, and a replica that
-// would not outlive the root: a destination inside it, or, for a stream
-// with replicate: true, a published prefix inside it (restore reads the
-// stream's metadata and tables there, and without a destination the
-// replica sits there too). Both paths are made absolute and clean and
-// their symlinks resolved before they are compared.
+// validateReplicate refuses intervals replicate would refuse, and a
+// replica that would not outlive the root: a destination inside it, or, for
+// a stream (or a control: profile) with replicate: true, a published prefix
+// inside its root (restore reads the stream's metadata and tables there,
+// and without a destination the replica sits there too). Paths are made
+// absolute and clean and their symlinks resolved before they are compared.
 func (c *Config) validateReplicate() error {
 	r := c.Replicate
 	a := r.Args([]string{"-"}, 0)
@@ -147,32 +147,65 @@ func (c *Config) validateReplicate() error {
 		return keyErrorf("replicate.destination", "replicate.destination %s is inside root %s, so losing the root loses the replica too; "+
 			"set replicate.destination to a place outside the root, %s", d, root, replicaExample)
 	}
-	lay, err := c.layout()
-	if err != nil {
-		return nil // validateStorage says what is wrong with published:
-	}
 	for i, s := range c.Streams {
 		if !s.Replicate || !s.Durable || s.Upstream != "" {
 			continue // refused with the stream's other keys
 		}
-		key := fmt.Sprintf("streams[%d].replicate", i)
 		if d := dest.Location.Dir; d != "" && replica.Inside(filepath.Join(d, s.Name), root) {
 			return keyErrorf("replicate.destination", "replicate.destination %s would put stream %q's replicas at %s, which holds root %s; "+
 				"set replicate.destination to a place outside the root, %s", d, s.Name, filepath.Join(d, s.Name), root, replicaExample)
 		}
-		pub := lay.Published().Dir
-		if pub == "" || !replica.Inside(root, pub) {
+		label := fmt.Sprintf("stream %q (streams[%d])", s.Name, i)
+		if err := c.checkReplicated(fmt.Sprintf("streams[%d].replicate", i), label, dest); err != nil {
+			return err
+		}
+	}
+	for _, name := range c.Control.ProfileNames() {
+		if !c.Control.Profiles[name].Replicate {
 			continue
 		}
-		where := describePublished(lay.Published(), lay.DefaultPublished())
-		if dest.Location.IsZero() {
-			return keyErrorf(key, "stream %q (streams[%d]) has replicate: true, but its replica would go beside its tables under published %s, inside root %s, so losing the root loses the replica too; "+
-				"set replicate.destination and published: to places outside the root, such as replicate: {destination: /backup/streamcast-replica} and published: /backup/streamcast-published (or s3:// URLs)",
-				s.Name, i, where, root)
+		pc, err := c.ProfileConfig(name)
+		if err != nil {
+			return err
 		}
-		return keyErrorf(key, "stream %q (streams[%d]) has replicate: true, but published is %s, inside root %s, and restore rebuilds a lost root from the published metadata and tables as well as the replica; "+
-			"set published: to a place outside the root, such as /backup/streamcast-published or s3://my-bucket/streamcast",
-			s.Name, i, where, root)
+		key := "control.profiles." + name + ".replicate"
+		proot, err := filepath.Abs(pc.Root)
+		if err != nil {
+			return keyErrorf(key, "find control.profiles.%s.root %q: %v", name, pc.Root, err)
+		}
+		if d := dest.Location.Dir; d != "" && replica.Inside(proot, d) {
+			return keyErrorf(key, "control.profiles.%s has replicate: true, but replicate.destination %s is inside its root %s, so losing that root loses the replicas too; "+
+				"set replicate.destination to a place outside it, %s", name, d, proot, replicaExample)
+		}
+		if err := pc.checkReplicated(key, fmt.Sprintf("control.profiles.%s", name), dest); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// checkReplicated refuses a replicated stream's published prefix inside
+// c's root; label names the stream (or profile) in the message.
+func (c *Config) checkReplicated(key, label string, dest replica.Destination) error {
+	lay, err := c.layout()
+	if err != nil {
+		return nil // validateStorage says what is wrong with published:
+	}
+	root, err := filepath.Abs(c.Root)
+	if err != nil {
+		return nil
+	}
+	pub := lay.Published().Dir
+	if pub == "" || !replica.Inside(root, pub) {
+		return nil
+	}
+	where := describePublished(lay.Published(), lay.DefaultPublished())
+	if dest.Location.IsZero() {
+		return keyErrorf(key, "%s has replicate: true, but its replica would go beside its tables under published %s, inside root %s, so losing the root loses the replica too; "+
+			"set replicate.destination and published: to places outside the root, such as replicate: {destination: /backup/streamcast-replica} and published: /backup/streamcast-published (or s3:// URLs)",
+			label, where, root)
+	}
+	return keyErrorf(key, "%s has replicate: true, but published is %s, inside root %s, and restore rebuilds a lost root from the published metadata and tables as well as the replica; "+
+		"set published: to a place outside the root, such as /backup/streamcast-published or s3://my-bucket/streamcast",
+		label, where, root)
 }
