@@ -83,9 +83,8 @@ func (r *Replicate) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // Args is the replicate child's command line for logs, reporting on
-// readyFD, with the cadence of the replicate: section. The destination
-// goes on it too, resolved (ReplicaArgs), so the child ships where this
-// config says whatever its working directory.
+// readyFD, with the cadence of the replicate: section; ReplicaArgs adds
+// the destination.
 func (r Replicate) Args(logs []string, readyFD int) replica.Args {
 	return replica.Args{Logs: logs, SyncInterval: r.SyncInterval, SnapshotInterval: r.SnapshotInterval, SnapshotRetention: r.SnapshotRetention, ReadyFD: readyFD}
 }
