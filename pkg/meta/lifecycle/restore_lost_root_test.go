@@ -60,13 +60,13 @@ streams:
 	// report after a round, while rows keep arriving.
 	logDir := filepath.Join(root, "trades", "trades")
 	var s int64
-	waitUntil(t, "the replica to ship past offset 100 under load", func() bool {
+	waitUntil(t, "the replica to ship past offset 30 under load", func() bool {
 		p, ok, err := replica.ReadProgress(logDir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s = p.ShippedEnd
-		return ok && s > 100
+		return ok && s > 30
 	})
 	srv.kill(t)
 	acked := pub.stop()
