@@ -1,18 +1,21 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/streamcast/streamcast/internal/exepages"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 func newReplicateCmd(a *app) *cobra.Command {
@@ -20,16 +23,20 @@ func newReplicateCmd(a *app) *cobra.Command {
 	args := replica.DefaultArgs()
 	cmd := &cobra.Command{
 		Use:   replica.Command + " --log PATH...",
-		Short: "Ship each log's buffer.db WAL to a replica beside its published tables",
+		Short: "Ship each log's buffer.db WAL to a replica outside the root",
 		Long: `Ship the WAL of each log's buffer.db, continuously, to a replica at
-<published prefix>/<stream>/_wal/<log>/: a directory for a local prefix, or
-objects under an s3:// one. Between the replica and the published table, a
-machine that is lost loses at most about --sync-interval of acknowledged
-rows, instead of everything not yet published.
+<destination>/<stream>/<log>/: a directory, or objects under an s3:// URL.
+Between the replica and the published table, a machine that is lost loses
+at most about --sync-interval of acknowledged rows, instead of everything
+not yet published.
 
-The replica's place comes from each log's own configuration. S3 credentials
-come only from the standard AWS environment variables (AWS_ACCESS_KEY_ID,
-AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) or profile, never from flags.
+The destination is --destination, else the config's replicate.destination;
+without either, the replica goes beside the log's published tables, at
+<published prefix>/<stream>/_wal/<log>/. A replica inside the root that
+holds the log (the directory above its stream's home) is refused: losing
+the root would lose it too. S3 credentials come only from the standard AWS
+environment variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+AWS_SESSION_TOKEN) or profile, never from flags.
 
 One replicator ships a log at a time: each holds <log>/replicate.lock, and a
 second one stands by until the lock frees, then takes over. A log is never
@@ -40,11 +47,22 @@ the replicator writes <log>/replicate.json: the offsets below shipped_end
 are in the replica. SIGTERM or SIGINT ships what is left, then exits. With
 --ready-fd, "ready" is written to that descriptor once every log replicates
 or stands by.`,
-		Example: `  streamcast replicate --log data/trades/trades
-  streamcast replicate --sync-interval 250ms --log data/trades/trades --log data/quotes/quotes`,
+		Example: `  streamcast replicate --destination /backup/streamcast-replica --log data/trades/trades
+  streamcast replicate --destination s3://my-bucket/streamcast-replica --sync-interval 250ms --log data/trades/trades --log data/quotes/quotes`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logstore.AfterInit() // a child of serve: collect as usual from here (logstore.ChildEnv)
+			if args.Destination == "" && !cmd.Flags().Changed(replica.FlagDestination) {
+				// Run by hand with the config serve reads: the same place.
+				args.Destination = a.cfg.Replicate.Destination
+				if args.S3 == (warehouse.S3{}) && strings.HasPrefix(args.Destination, "s3://") {
+					args.S3 = a.cfg.S3
+				}
+			}
 			if err := args.Validate(); err != nil {
+				return usageError{err}
+			}
+			dest, err := args.Target()
+			if err != nil {
 				return usageError{err}
 			}
 			var ready io.WriteCloser
@@ -60,7 +78,7 @@ or stands by.`,
 			caBundleForLitestream()
 			var targets []replica.Target
 			for _, dir := range args.Logs {
-				t, err := replica.TargetFor(dir)
+				t, err := replica.TargetFor(dir, dest)
 				if err != nil {
 					return err
 				}
@@ -74,7 +92,8 @@ or stands by.`,
 				if ready != nil {
 					_, _ = io.WriteString(ready, "ready\n")
 				}
-				a.logger.Info("replicating", "logs", len(targets))
+				to := cmp.Or(dest.Location.String(), "<published>/<stream>/_wal/<log>")
+				a.logger.Info("replicating", "logs", len(targets), "to", to)
 				// Most of the code and tables the start touched are not needed
 				// again: give this process's mappings of them back.
 				_ = exepages.Release()

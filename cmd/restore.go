@@ -14,8 +14,11 @@ func newRestoreCmd(a *app) *cobra.Command {
 		Use:   "restore STREAM",
 		Short: "Rebuild a lost stream from its published copy and WAL replica (server stopped)",
 		Long: `Restore STREAM on a machine whose root does not hold it, from the config's
-published prefix: the stream's metadata, its published table and, when
-there is one, its WAL replica (<published>/<stream>/_wal/<log>/).
+published prefix (the stream's metadata and its published table) and,
+when there is one, its WAL replica: at <destination>/<stream>/<log>/ for the
+config's replicate.destination, else at <published>/<stream>/_wal/<log>/.
+Give restore the config serve ran with, so it looks where serve shipped;
+STREAMCAST_REPLICATE_DESTINATION=URL points it elsewhere.
 
 With a replica, buffer.db comes back from it, so every row it shipped is
 back at its offset; without one, only the published rows come back and the
@@ -51,7 +54,11 @@ is shown as it starts.`,
 				return err
 			}
 			caBundleForLitestream() // the replica is read with litestream's S3 client
-			o := lifecycle.RestoreOptions{Log: lc, Revive: revive}
+			dest, err := a.cfg.ReplicaDestination()
+			if err != nil {
+				return err
+			}
+			o := lifecycle.RestoreOptions{Log: lc, Replica: dest, Revive: revive}
 			if benchOnTerminal(a.stderr) {
 				o.Progress = func(step string) { fmt.Fprintf(a.stderr, "restore %s: %s…\n", tgt.stream.Name, step) }
 			}
@@ -66,16 +73,17 @@ is shown as it starts.`,
 			case lifecycle.FromRevive:
 				fmt.Fprintf(a.stderr, "stream %s revived: it continues on log %s from offset %d, with %d exactly-once marks\n", r.Stream, r.Log, r.Resume, r.Marks)
 			case lifecycle.FromReplica:
-				fmt.Fprintf(a.stderr, "stream %s restored from its replica and table: offsets up to %d are back; new rows start at %d, and [%d,%d) is a hole no row will ever fill\n",
-					r.Stream, r.Hole.Start-1, r.Resume, r.Hole.Start, r.Hole.End)
+				fmt.Fprintf(a.stderr, "stream %s restored from its replica (%s) and table: offsets up to %d are back; new rows start at %d, and [%d,%d) is a hole no row will ever fill\n",
+					r.Stream, r.ReplicaAt, r.Hole.Start-1, r.Resume, r.Hole.Start, r.Hole.End)
 			default:
-				fmt.Fprintf(a.stderr, "stream %s restored from its table alone: offsets up to %d are back; rows the old writer took from %d on were never published and are lost; new rows start at %d\n",
-					r.Stream, r.Hole.Start-1, r.Hole.Start, r.Resume)
+				fmt.Fprintf(a.stderr, "stream %s restored from its table alone, for %s holds no replica of it: offsets up to %d are back; rows the old writer took from %d on were never published and are lost; new rows start at %d\n",
+					r.Stream, r.ReplicaAt, r.Hole.Start-1, r.Hole.Start, r.Resume)
 			}
 			return a.printJSON(struct {
 				Stream       string   `json:"stream"`
 				Log          string   `json:"log"`
 				From         string   `json:"from"`
+				ReplicaAt    string   `json:"replica_at"`
 				ReplicaEnd   int64    `json:"replica_end"`
 				PublishedEnd int64    `json:"published_end"`
 				Resume       int64    `json:"resume"`
@@ -83,7 +91,7 @@ is shown as it starts.`,
 				Marks        int      `json:"marks"`
 				Resumed      bool     `json:"resumed"`
 				Version      int      `json:"metadata_version"`
-			}{r.Stream, r.Log, r.From, r.ReplicaEnd, r.PublishedEnd, r.Resume, [2]int64{r.Hole.Start, r.Hole.End}, r.Marks, r.Resumed, r.Version})
+			}{r.Stream, r.Log, r.From, r.ReplicaAt, r.ReplicaEnd, r.PublishedEnd, r.Resume, [2]int64{r.Hole.Start, r.Hole.End}, r.Marks, r.Resumed, r.Version})
 		},
 	}
 	cmd.Flags().BoolVar(&revive, "revive", false, "continue a retired stream on a new log, from exactly its retired end")

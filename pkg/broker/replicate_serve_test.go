@@ -11,6 +11,7 @@ import (
 
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // TestReplicatorKilledUnderLoadLosesNothing: the replicate child is
@@ -22,6 +23,7 @@ func TestReplicatorKilledUnderLoadLosesNothing(t *testing.T) {
 	cfg.Streams = cfg.Streams[:1] // trades
 	cfg.Streams[0].Replicate = true
 	cfg.Published = filepath.Join(t.TempDir(), "pub")
+	cfg.Replicate.Destination = filepath.Join(t.TempDir(), "replica")
 	cfg.Maintain = maintainOf(nil, time.Second) // no maintenance role: the buffer keeps every row
 	cfg.Replicate.SyncInterval = 20 * time.Millisecond
 	srv := startServer(t, cfg, Options{Executable: exe})
@@ -60,7 +62,7 @@ func TestReplicatorKilledUnderLoadLosesNothing(t *testing.T) {
 	// Read the replica back and compare it with the log, row by row.
 	ctx := context.Background()
 	lg := srv.reg.Get("trades").log
-	target, err := replica.TargetFor(lg.Dir())
+	target, err := replica.TargetFor(lg.Dir(), replica.Destination{Location: warehouse.Location{Dir: cfg.Replicate.Destination}})
 	if err != nil {
 		t.Fatal(err)
 	}

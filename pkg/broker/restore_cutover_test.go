@@ -37,6 +37,7 @@ import (
 type cutoverPrefix struct {
 	name string
 	pub  string             // the config's published:
+	dest string             // the config's replicate.destination: beside pub, outside every root
 	loc  warehouse.Location // the same, parsed
 	s3   warehouse.S3       // how to reach it (s3:// only)
 	yaml string             // the config's s3: section (s3:// only)
@@ -54,14 +55,14 @@ func cutoverPrefixes() []struct {
 	}{
 		{"dir", func(t *testing.T, dir string) cutoverPrefix {
 			pub := filepath.Join(dir, "pub")
-			return cutoverPrefix{name: "dir", pub: pub, loc: warehouse.Location{Dir: pub}}
+			return cutoverPrefix{name: "dir", pub: pub, dest: filepath.Join(dir, "replica"), loc: warehouse.Location{Dir: pub}}
 		}},
 		{"s3", func(t *testing.T, dir string) cutoverPrefix {
 			srv := startS3(t)
 			srv.UseCredentials(t)
 			pub := "s3://" + testBucket + "/cutover"
 			return cutoverPrefix{
-				name: "s3", pub: pub, loc: warehouse.Location{S3: pub},
+				name: "s3", pub: pub, dest: "s3://" + testBucket + "/cutover-replica", loc: warehouse.Location{S3: pub},
 				s3:   warehouse.S3{Endpoint: srv.Endpoint(), Region: testRegion, PathStyle: true},
 				yaml: fmt.Sprintf("s3:\n  endpoint: %s\n  region: %s\n  path_style: true\n", srv.Endpoint(), testRegion),
 			}
@@ -87,13 +88,14 @@ published: %s
   retain_every: 0
   flush_every: 300ms
 replicate:
+  destination: %s
   sync_interval: 20ms
 streams:
   - name: trades
     replicate: true
     exactly_once: true
     schema: {"type": "object", "properties": {"id": {"type": "integer"}, "sym": {"type": "string"}}, "required": ["id", "sym"]}
-`, root, pre.pub, pre.yaml)
+`, root, pre.pub, pre.yaml, pre.dest)
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -514,12 +514,16 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 		return err
 	}
 	m := s.cfg.Maintain
+	rep, err := s.cfg.ReplicaArgs() // the destination, resolved against serve's working directory
+	if err != nil {
+		return err
+	}
 	sp := supervise.Spec{
 		Executable:   s.opts.Executable,
 		ConfigFile:   s.opts.ConfigFile,
 		FlushEvery:   m.FlushEvery,
 		ReadyTimeout: s.opts.ChildReadyTimeout,
-		Replicate:    s.cfg.Replicate.Args(nil, 0),
+		Replicate:    rep,
 		Overrides:    s.cfg.Tiers.MaintainOverrides(),
 		MaxOpenLogs:  m.MaxOpenLogs,
 		Logger:       s.logger,

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,8 +29,9 @@ const (
 )
 
 // WALDir is the directory under a stream's published directory,
-// <prefix>/<stream>/, that holds the WAL replicas of the stream's logs,
-// one directory per log: beside the stream's tables, never inside one.
+// <prefix>/<stream>/, that holds the WAL replicas of the stream's logs
+// when no destination is named (Destination), one directory per log:
+// beside the stream's tables, never inside one.
 const WALDir = "_wal"
 
 // Options tune a replicator.
@@ -62,15 +62,15 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Target is one log to replicate: its directory and the replica at
-// <prefix>/<stream>/_wal/<log>/.
+// Target is one log to replicate: its directory and its replica (see
+// Destination for where that lives).
 type Target struct {
 	LogDir string
+	At     warehouse.Location // where the replica lives, for messages
 	Client litestream.ReplicaClient
 }
 
-// FileClient is the replica client for a directory, used when a stream
-// publishes to a local prefix.
+// FileClient is the replica client for a directory.
 func FileClient(dir string) litestream.ReplicaClient {
 	return file.NewReplicaClient(dir)
 }
@@ -156,8 +156,19 @@ func runOne(ctx context.Context, t Target, opts Options, started func()) (err er
 	}
 	defer lg.Close()
 	db, store := newStore(t, opts)
-	if err := checkHistory(ctx, lg, db, t.Client); err != nil {
+	remote, err := checkHistory(ctx, lg, db, t.Client)
+	if err != nil {
 		return err
+	}
+	if remote == 0 {
+		// An empty replica (a destination new to this log, or one emptied)
+		// must receive the whole database. litestream would ship every
+		// transaction since the first, from local files its L0 retention
+		// deletes minutes after an earlier replica compacted them, and
+		// then fail every round; without them it starts with a snapshot.
+		if err := db.ResetLocalState(ctx); err != nil {
+			return fmt.Errorf("replicate %s: %w", t.LogDir, err)
+		}
 	}
 	if err := store.Open(ctx); err != nil {
 		return fmt.Errorf("replicate %s: %w", t.LogDir, err)
@@ -322,47 +333,48 @@ func replicaTXID(ctx context.Context, client litestream.ReplicaClient) (ltx.TXID
 // a fresh, empty buffer.db that would make every later restore come back
 // empty. So when the replica is ahead of what this database has shipped,
 // the replica is restored aside and compared: it must be this log (same
-// log id) and no further along than this database.
-func checkHistory(ctx context.Context, lg *logstore.Log, db *litestream.DB, client litestream.ReplicaClient) error {
-	remote, err := replicaTXID(ctx, client)
+// log id) and no further along than this database. It returns the
+// replica's highest transaction id, 0 for an empty replica.
+func checkHistory(ctx context.Context, lg *logstore.Log, db *litestream.DB, client litestream.ReplicaClient) (remote ltx.TXID, err error) {
+	remote, err = replicaTXID(ctx, client)
 	if err != nil || remote == 0 {
-		return err
+		return remote, err
 	}
 	local, err := db.Pos()
 	if err != nil {
-		return fmt.Errorf("read what %s has shipped: %w", db.Path(), err)
+		return remote, fmt.Errorf("read what %s has shipped: %w", db.Path(), err)
 	}
 	if local.TXID >= remote {
-		return nil
+		return remote, nil
 	}
 	aside, err := os.MkdirTemp(lg.Dir(), ".replica-check-")
 	if err != nil {
-		return err
+		return remote, err
 	}
 	defer os.RemoveAll(aside)
 	if err := Restore(ctx, client, aside); err != nil {
-		return err
+		return remote, err
 	}
 	theirs, err := logstore.Open(aside, logstore.ReadOnly)
 	if err != nil {
-		return fmt.Errorf("read the replica of %s: %w", lg.Dir(), err)
+		return remote, fmt.Errorf("read the replica of %s: %w", lg.Dir(), err)
 	}
 	defer theirs.Close()
 	if theirs.ID() != lg.ID() {
-		return &HistoryError{Dir: lg.Dir(), LogID: lg.ID(), ReplicaLogID: theirs.ID()}
+		return remote, &HistoryError{Dir: lg.Dir(), LogID: lg.ID(), ReplicaLogID: theirs.ID()}
 	}
 	ours, err := lg.Status(ctx)
 	if err != nil {
-		return err
+		return remote, err
 	}
 	held, err := theirs.Status(ctx)
 	if err != nil {
-		return err
+		return remote, err
 	}
 	if held.End > ours.End {
-		return &HistoryError{Dir: lg.Dir(), LogID: lg.ID(), ReplicaLogID: theirs.ID(), End: ours.End, ReplicaEnd: held.End}
+		return remote, &HistoryError{Dir: lg.Dir(), LogID: lg.ID(), ReplicaLogID: theirs.ID(), End: ours.End, ReplicaEnd: held.End}
 	}
-	return nil
+	return remote, nil
 }
 
 // HistoryError is the refusal to replicate a log over a replica that holds
@@ -392,16 +404,49 @@ func Restore(ctx context.Context, client litestream.ReplicaClient, dir string) e
 	return nil
 }
 
-// TargetFor finds where the replica of the log in dir lives, from the
-// log's own configuration: <published prefix>/<stream>/_wal/<log>/.
-func TargetFor(dir string) (Target, error) {
+// Destination is where the replicas of logs go. With Location set, the
+// replica of log L of stream S lives at <Location>/S/L/; with the zero
+// Location, at the place beside the published tables,
+// <published prefix>/S/_wal/L/, which is safe only while that prefix lies
+// outside the root (an s3:// prefix, or a directory elsewhere).
+type Destination struct {
+	Location warehouse.Location
+	// S3 tells how to reach an s3:// Location; credentials come from the
+	// AWS environment only. Unused without a Location: the log's own
+	// settings reach its published prefix.
+	S3 warehouse.S3
+}
+
+// Locate returns where the replica of log of stream lives: under dest when
+// it is set, else beside the tables under published.
+func Locate(dest, published warehouse.Location, stream, log string) warehouse.Location {
+	if !dest.IsZero() {
+		return under(dest, stream, log)
+	}
+	return under(published, stream, WALDir, log)
+}
+
+// under returns the location of elem below l.
+func under(l warehouse.Location, elem ...string) warehouse.Location {
+	if l.S3 != "" {
+		return warehouse.Location{S3: l.Join(elem...)}
+	}
+	return warehouse.Location{Dir: l.Join(elem...)}
+}
+
+// TargetFor finds where the replica of the log in dir lives: under dest,
+// or without one beside the log's published tables, from the log's own
+// configuration. It refuses a place inside the root that holds the log
+// (the directory above its stream's home): losing the root would lose the
+// replica with it, and a restore would find nothing.
+func TargetFor(dir string, dest Destination) (Target, error) {
 	lg, err := logstore.Open(dir, logstore.ReadOnly)
 	if err != nil {
 		return Target{}, err
 	}
 	defer lg.Close()
 	cfg := lg.Config()
-	loc, err := cfg.PublishedPrefix(dir)
+	pub, err := cfg.PublishedPrefix(dir)
 	if err != nil {
 		return Target{}, fmt.Errorf("find the published prefix of %s: %w", dir, err)
 	}
@@ -409,20 +454,91 @@ func TargetFor(dir string) (Target, error) {
 	if err != nil {
 		return Target{}, fmt.Errorf("find the replica of %s: %w", dir, err)
 	}
-	return Target{LogDir: dir, Client: Client(loc, cfg.S3, stream, log)}, nil
+	at, s3cfg := Locate(dest.Location, pub, stream, log), cfg.S3
+	if !dest.Location.IsZero() {
+		s3cfg = dest.S3
+	}
+	if abs, err := filepath.Abs(dir); err == nil && at.Dir != "" {
+		if root := filepath.Dir(filepath.Dir(abs)); Inside(root, at.Dir) {
+			return Target{}, &InsideRootError{Log: dir, Replica: at.Dir, Root: root}
+		}
+	}
+	return Target{LogDir: dir, At: at, Client: Client(at, s3cfg)}, nil
 }
 
-// Client returns the client of the replica of log of stream under the
-// published prefix loc: <prefix>/<stream>/_wal/<log>/. Credentials come
-// from the AWS environment only.
-func Client(loc warehouse.Location, s3cfg warehouse.S3, stream, log string) litestream.ReplicaClient {
+// InsideRootError is the refusal to keep a log's replica inside the root
+// it is meant to outlive.
+type InsideRootError struct {
+	Log, Replica, Root string
+}
+
+func (e *InsideRootError) Error() string {
+	return fmt.Sprintf("will not replicate %s to %s: that is inside the root %s, so losing the root loses the replica too; "+
+		"give a destination outside it with --%s (such as s3://my-bucket/streamcast-replica), or set replicate.destination in the config",
+		e.Log, e.Replica, e.Root, FlagDestination)
+}
+
+// Inside reports whether dir is root or lies below it, once both are
+// absolute and clean and the symlinks of their longest existing ancestors
+// are resolved: two spellings of one place compare equal, and a root
+// reached through a link is still the root.
+func Inside(root, dir string) bool {
+	r, d := realPath(root), realPath(dir)
+	if r == d {
+		return true
+	}
+	rel, err := filepath.Rel(r, d)
+	return err == nil && !filepath.IsAbs(rel) && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// realPath is p made absolute and clean, with its symlinks resolved as
+// far as it exists; a link that points where nothing is yet (a root not
+// created yet) is followed too.
+func realPath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	return resolveLinks(abs, 0)
+}
+
+// resolveLinks resolves the symlinks of the absolute path p: those of its
+// longest existing ancestor, and a dangling link found on the way.
+func resolveLinks(p string, depth int) string {
+	const maxLinks = 40 // as the kernel's ELOOP limit
+	rest := ""
+	for dir := p; ; {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 && depth < maxLinks {
+			if to, err := os.Readlink(dir); err == nil {
+				if !filepath.IsAbs(to) {
+					to = filepath.Join(filepath.Dir(dir), to)
+				}
+				return resolveLinks(filepath.Join(to, rest), depth+1)
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
+}
+
+// Client returns the client of the replica at loc: a directory, or objects
+// under an s3:// URL reached with s3cfg. Credentials come from the AWS
+// environment only.
+func Client(loc warehouse.Location, s3cfg warehouse.S3) litestream.ReplicaClient {
 	if loc.Dir != "" {
-		return FileClient(filepath.Join(loc.Dir, stream, WALDir, log))
+		return FileClient(loc.Dir)
 	}
 	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(loc.S3, "s3://"), "/")
 	c := s3.NewReplicaClient()
 	c.Bucket = bucket
-	c.Path = path.Join(prefix, stream, WALDir, log)
+	c.Path = prefix
 	c.Endpoint = s3cfg.Endpoint
 	c.Region = s3cfg.Region
 	c.ForcePathStyle = s3cfg.PathStyle || s3cfg.Endpoint != ""

@@ -171,7 +171,7 @@ func restoreEnd(t *testing.T, client litestream.ReplicaClient, end int64) {
 func TestShippedRowsRestore(t *testing.T) {
 	root := t.TempDir()
 	lg := newLog(t, root, "log")
-	client := replica.FileClient(filepath.Join(root, "published", "s", replica.WALDir, "log"))
+	client := replica.FileClient(filepath.Join(t.TempDir(), "replica", "s", "log"))
 	targets := []replica.Target{{LogDir: lg.Dir(), Client: client}}
 
 	r := start(t, targets)
@@ -198,7 +198,7 @@ func TestShippedRowsRestore(t *testing.T) {
 func TestFreshLogRefusesReplicaOfAnother(t *testing.T) {
 	root := t.TempDir()
 	old := newLog(t, root, "log")
-	client := replica.FileClient(filepath.Join(root, "published", "s", replica.WALDir, "log"))
+	client := replica.FileClient(filepath.Join(t.TempDir(), "replica", "s", "log"))
 	r := start(t, []replica.Target{{LogDir: old.Dir(), Client: client}})
 	r.waitReady(t)
 	appendRows(t, old, 5, 10)
@@ -228,7 +228,7 @@ func TestFreshLogRefusesReplicaOfAnother(t *testing.T) {
 func TestStandbyTakesOver(t *testing.T) {
 	root := t.TempDir()
 	lg := newLog(t, root, "log")
-	client := replica.FileClient(filepath.Join(root, "published", "s", replica.WALDir, "log"))
+	client := replica.FileClient(filepath.Join(t.TempDir(), "replica", "s", "log"))
 	targets := []replica.Target{{LogDir: lg.Dir(), Client: client}}
 	first := start(t, targets)
 	first.waitReady(t)
@@ -251,29 +251,39 @@ func TestStandbyTakesOver(t *testing.T) {
 	restoreEnd(t, client, 101)
 }
 
-// TestTargets: the replica sits at <prefix>/<stream>/_wal/<log>/ for a
-// local prefix and for an S3 one (versitygw), and what ships restores.
+// TestTargets: the replica sits at <destination>/<stream>/<log>/ when a
+// destination is named, else at <prefix>/<stream>/_wal/<log>/ beside the
+// published tables, for a directory and for S3 (versitygw) alike, and what
+// ships restores.
 func TestTargets(t *testing.T) {
 	srv := testkit.StartS3(t, nil)
 	srv.UseCredentials(t)
 	// litestream's S3 client cannot load a CA bundle (cmd turns
 	// AWS_CA_BUNDLE into SSL_CERT_FILE for it); versitygw here is plain HTTP.
 	t.Setenv("AWS_CA_BUNDLE", "")
+	s3cfg := warehouse.S3{Endpoint: srv.Endpoint(), Region: testkit.Region, PathStyle: true}
+	elsewhere := t.TempDir() // outside every log's root
 	cases := []struct {
 		name string
-		cfg  func(root string) logstore.Config
-		keys func() []string // where the replica's objects must be
+		cfg  logstore.Config
+		dest replica.Destination
+		// where the replica's files must be: a directory, or objects
+		// under a key prefix of the bucket
+		dir, keys string
 	}{
-		{"directory", func(root string) logstore.Config { return logstore.Config{Published: filepath.Join(root, "pub")} }, nil},
-		{"s3", func(string) logstore.Config {
-			return logstore.Config{Published: "s3://" + testkit.Bucket + "/tables", S3: warehouse.S3{Endpoint: srv.Endpoint(), Region: testkit.Region, PathStyle: true}}
-		}, func() []string { return srv.Keys(t, "tables/s/_wal/log/") }},
+		{name: "published directory", cfg: logstore.Config{Published: filepath.Join(elsewhere, "pub")},
+			dir: filepath.Join(elsewhere, "pub", "s", "_wal", "log")},
+		{name: "published s3", cfg: logstore.Config{Published: "s3://" + testkit.Bucket + "/tables", S3: s3cfg},
+			keys: "tables/s/_wal/log/"},
+		{name: "destination directory", dest: replica.Destination{Location: warehouse.Location{Dir: filepath.Join(elsewhere, "replica")}},
+			dir: filepath.Join(elsewhere, "replica", "s", "log")},
+		{name: "destination s3", dest: replica.Destination{Location: warehouse.Location{S3: "s3://" + testkit.Bucket + "/replica"}, S3: s3cfg},
+			keys: "replica/s/log/"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			root := t.TempDir()
-			lg := newLogWith(t, root, "log", c.cfg(root))
-			target, err := replica.TargetFor(lg.Dir())
+			lg := newLogWith(t, t.TempDir(), "log", c.cfg)
+			target, err := replica.TargetFor(lg.Dir(), c.dest)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -284,14 +294,119 @@ func TestTargets(t *testing.T) {
 			if err := r.stop(t); err != nil {
 				t.Fatal(err)
 			}
-			if c.keys != nil {
-				if keys := c.keys(); len(keys) == 0 {
-					t.Fatal("nothing was written under tables/s/_wal/log/ in the bucket")
+			if c.keys != "" {
+				if keys := srv.Keys(t, c.keys); len(keys) == 0 {
+					t.Fatalf("nothing was written under %s in the bucket", c.keys)
 				}
-			} else if _, err := os.Stat(filepath.Join(root, "pub", "s", "_wal", "log")); err != nil {
-				t.Fatalf("the replica is not at <prefix>/s/_wal/log: %v", err)
+			} else if _, err := os.Stat(filepath.Join(c.dir, "ltx")); err != nil {
+				t.Fatalf("the replica is not at %s: %v", c.dir, err)
 			}
 			restoreEnd(t, target.Client, 101)
 		})
 	}
+}
+
+// TestTargetInsideTheRootIsRefused: a replica that would sit inside the
+// root holding the log (the directory above its stream's home) is refused,
+// however the place is spelled: beside the default published tables, as a
+// destination, or through a symlink to the root.
+func TestTargetInsideTheRootIsRefused(t *testing.T) {
+	root := t.TempDir()
+	links := t.TempDir()
+	if err := os.Symlink(root, filepath.Join(links, "root")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("root", filepath.Join(links, "relative")); err != nil { // a link to a link
+		t.Fatal(err)
+	}
+	lg := newLogWith(t, root, "log", logstore.Config{Published: filepath.Join(root, "published")})
+	for name, dest := range map[string]replica.Destination{
+		"the default beside the tables": {},
+		"a destination in the root":     {Location: warehouse.Location{Dir: filepath.Join(root, "replica")}},
+		"the root itself":               {Location: warehouse.Location{Dir: root}},
+		"a dotted path into the root":   {Location: warehouse.Location{Dir: filepath.Join(links, "..", filepath.Base(root)) + "/./x/../replica"}},
+		"a symlink to the root":         {Location: warehouse.Location{Dir: filepath.Join(links, "root", "replica")}},
+		"a relative link to the link":   {Location: warehouse.Location{Dir: filepath.Join(links, "relative", "replica")}},
+	} {
+		_, err := replica.TargetFor(lg.Dir(), dest)
+		var ie *replica.InsideRootError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "--destination") {
+			t.Errorf("%s: got %v, want a refusal naming --destination", name, err)
+		}
+	}
+	if _, err := replica.TargetFor(lg.Dir(), replica.Destination{Location: warehouse.Location{Dir: filepath.Join(t.TempDir(), "replica")}}); err != nil {
+		t.Errorf("a destination outside the root: %v", err)
+	}
+}
+
+// TestInsideFollowsALinkToARootNotMadeYet: a config is checked before its
+// root exists, so a link to where the root will be is followed even while
+// it points at nothing.
+func TestInsideFollowsALinkToARootNotMadeYet(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "data")
+	if err := os.Symlink(root, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if !replica.Inside(root, filepath.Join(dir, "link", "replica")) {
+		t.Error("a replica through a dangling link to the root is not inside it")
+	}
+	if replica.Inside(root, filepath.Join(dir, "data-replica")) {
+		t.Error("a sibling whose name starts with the root's is inside it")
+	}
+	if !replica.Inside("data", filepath.Join(mustGetwd(t), "data", "replica")) {
+		t.Error("a relative root and an absolute replica inside it do not compare")
+	}
+}
+
+func mustGetwd(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wd
+}
+
+// TestANewDestinationGetsTheWholeLog: a log that shipped to one place and
+// is then pointed at an empty one (replicate.destination set or changed)
+// ships all of itself there, not only what it wrote since, even once
+// litestream has dropped its oldest local transaction files (its L0
+// retention does so a few minutes after they reach the old replica's L1).
+func TestANewDestinationGetsTheWholeLog(t *testing.T) {
+	lg := newLog(t, t.TempDir(), "log")
+	old := replica.FileClient(filepath.Join(t.TempDir(), "old"))
+	r := start(t, []replica.Target{{LogDir: lg.Dir(), Client: old}})
+	r.waitReady(t)
+	appendRows(t, lg, 10, 10)
+	waitShipped(t, lg.Dir(), 101)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	l0 := filepath.Join(lg.Dir(), "."+logstore.BufferFile+"-litestream", "ltx", "0")
+	files, err := os.ReadDir(l0)
+	if err != nil || len(files) < 2 {
+		t.Fatalf("litestream's local transaction files: %v, %v", files, err)
+	}
+	if err := os.Remove(filepath.Join(l0, files[0].Name())); err != nil { // the oldest, as retention removes it
+		t.Fatal(err)
+	}
+
+	moved := replica.FileClient(filepath.Join(t.TempDir(), "new"))
+	var said testkit.SyncBuffer
+	r = startWith(t, []replica.Target{{LogDir: lg.Dir(), Client: moved}}, replica.Options{SyncInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&said, nil))})
+	r.waitReady(t)
+	appendRows(t, lg, 5, 10)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if p, ok, _ := replica.ReadProgress(lg.Dir()); ok && p.ShippedEnd >= 151 {
+			break
+		}
+		if strings.Contains(said.String(), "cannot ship") || time.Now().After(deadline) {
+			t.Fatalf("the log did not ship to its new destination:\n%s", said.String())
+		}
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	restoreEnd(t, moved, 151)
 }

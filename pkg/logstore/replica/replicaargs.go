@@ -12,6 +12,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // Defaults of the cadence, chosen for the RPO they imply: a row committed
@@ -29,7 +31,15 @@ const (
 // reads it back through Flags. The flag names live here only, so a rename
 // fails to compile on both sides rather than failing serve's child.
 type Args struct {
-	Logs              []string      // the directories of the logs to replicate
+	Logs []string // the directories of the logs to replicate
+	// Destination is where the replicas go, as warehouse.Parse reads it
+	// (s3://bucket/path, file:///dir or a directory): the replica of log
+	// L of stream S at <Destination>/S/L/. Empty means beside each log's
+	// published tables, <published>/S/_wal/L/.
+	Destination string
+	// S3 reaches an s3:// Destination; credentials never go on a command
+	// line, they come from the AWS environment.
+	S3                warehouse.S3
 	SyncInterval      time.Duration // replica.Options.SyncInterval
 	SnapshotInterval  time.Duration // replica.Options.SnapshotInterval
 	SnapshotRetention time.Duration // replica.Options.SnapshotRetention
@@ -43,6 +53,10 @@ const Command = "replicate"
 const (
 	FlagLog               = "log"
 	FlagReadyFD           = "ready-fd"
+	FlagDestination       = "destination"
+	flagS3Endpoint        = "s3-endpoint"
+	flagS3Region          = "s3-region"
+	flagS3PathStyle       = "s3-path-style"
 	flagSyncInterval      = "sync-interval"
 	flagSnapshotInterval  = "snapshot-interval"
 	flagSnapshotRetention = "snapshot-retention"
@@ -63,6 +77,18 @@ func (a Args) Args() []string {
 	}
 	if a.ReadyFD != 0 {
 		out = append(out, "--"+FlagReadyFD, strconv.Itoa(a.ReadyFD))
+	}
+	if a.Destination != "" {
+		out = append(out, "--"+FlagDestination, a.Destination)
+	}
+	if a.S3.Endpoint != "" {
+		out = append(out, "--"+flagS3Endpoint, a.S3.Endpoint)
+	}
+	if a.S3.Region != "" {
+		out = append(out, "--"+flagS3Region, a.S3.Region)
+	}
+	if a.S3.PathStyle {
+		out = append(out, "--"+flagS3PathStyle)
 	}
 	for _, l := range a.Logs {
 		out = append(out, "--"+FlagLog, l)
@@ -98,6 +124,10 @@ func (a *Args) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&a.SyncInterval, flagSyncInterval, a.SyncInterval, "ship the WAL every `DUR`: the most a lost machine loses of what is not yet published")
 	fs.DurationVar(&a.SnapshotInterval, flagSnapshotInterval, a.SnapshotInterval, "write a full snapshot of each buffer.db every `DUR`, bounding what a restore replays")
 	fs.DurationVar(&a.SnapshotRetention, flagSnapshotRetention, a.SnapshotRetention, "keep snapshots, and the WAL after them, for `DUR`")
+	fs.StringVar(&a.Destination, FlagDestination, a.Destination, "ship each log's replica to `URL`/<stream>/<log>/: s3://bucket/path, file:///dir or a directory outside the root (default: <published>/<stream>/_wal/<log>/)")
+	fs.StringVar(&a.S3.Endpoint, flagS3Endpoint, a.S3.Endpoint, "reach an s3:// destination at this S3 service `URL` (such as http://127.0.0.1:9000)")
+	fs.StringVar(&a.S3.Region, flagS3Region, a.S3.Region, "the s3:// destination's `REGION` (default AWS_REGION)")
+	fs.BoolVar(&a.S3.PathStyle, flagS3PathStyle, a.S3.PathStyle, "address the s3:// destination's bucket as <endpoint>/<bucket> (the default with --s3-endpoint)")
 	fs.IntVar(&a.ReadyFD, FlagReadyFD, a.ReadyFD, "write \"ready\" to file descriptor `N` once every log replicates or stands by")
 }
 
@@ -115,5 +145,22 @@ func (a Args) Validate() error {
 	case a.ReadyFD < 0:
 		return fmt.Errorf("--%s must be a file descriptor, got %d", FlagReadyFD, a.ReadyFD)
 	}
+	if _, err := a.Target(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// Target returns the Destination a names: the zero one without
+// --destination.
+func (a Args) Target() (Destination, error) {
+	loc, err := warehouse.Parse(a.Destination, "")
+	if err != nil {
+		return Destination{}, fmt.Errorf("--%s: %w", FlagDestination, err)
+	}
+	if loc.S3 == "" && a.S3 != (warehouse.S3{}) {
+		return Destination{}, fmt.Errorf("--%s, --%s and --%s reach an s3:// destination, but --%s is %q; give --%s s3://bucket/path, or leave them out",
+			flagS3Endpoint, flagS3Region, flagS3PathStyle, FlagDestination, a.Destination, FlagDestination)
+	}
+	return Destination{Location: loc, S3: a.S3}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // TestArgsRoundTrip: what serve renders, replicate reads back unchanged.
@@ -14,6 +15,9 @@ func TestArgsRoundTrip(t *testing.T) {
 	for _, a := range []replica.Args{
 		{Logs: []string{"data/s/s"}, SyncInterval: time.Second, SnapshotInterval: time.Hour, SnapshotRetention: 24 * time.Hour},
 		{Logs: []string{"a b/s", "c"}, SyncInterval: 250 * time.Millisecond, SnapshotInterval: time.Minute, SnapshotRetention: time.Minute, ReadyFD: 3},
+		{Logs: []string{"s"}, SyncInterval: time.Second, SnapshotInterval: time.Hour, SnapshotRetention: time.Hour, Destination: "/backup/replica"},
+		{Logs: []string{"s"}, SyncInterval: time.Second, SnapshotInterval: time.Hour, SnapshotRetention: time.Hour, Destination: "s3://b/p",
+			S3: warehouse.S3{Endpoint: "http://127.0.0.1:9000", Region: "eu", PathStyle: true}},
 	} {
 		got, err := replica.ParseArgs(a.Args())
 		if err != nil {
@@ -36,6 +40,9 @@ func TestArgsRefusals(t *testing.T) {
 		{[]string{"--log", "x", "--snapshot-interval", "2h", "--snapshot-retention", "1h"}, "--snapshot-retention"},
 		{[]string{"--log", "x", "extra"}, "no arguments"},
 		{[]string{"--log", ""}, "log directory"},
+		{[]string{"--log", "x", "--destination", "ftp://host/x"}, "--destination"},
+		{[]string{"--log", "x", "--destination", "s3://key:secret@b/p"}, "credentials"},
+		{[]string{"--log", "x", "--destination", "/backup", "--s3-region", "eu"}, "s3:// destination"},
 	} {
 		_, err := replica.ParseArgs(c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

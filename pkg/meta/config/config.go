@@ -101,8 +101,8 @@ type Config struct {
 	// Auth, when set, makes every request authenticate (HTTP Basic) and
 	// hold a grant for what it asks; nil lets everyone do everything.
 	Auth *Auth `yaml:"auth,omitempty"`
-	// Replicate tunes the WAL replication of the streams with
-	// replicate: true.
+	// Replicate says where and how often the WAL of the streams with
+	// replicate: true is shipped.
 	Replicate Replicate `yaml:"replicate"`
 	// Log is how every command logs: level and format.
 	Log Log `yaml:"log"`
@@ -176,10 +176,13 @@ type Stream struct {
 	// Durable streams commit every row to a log before delivering it; live-only
 	// ones relay rows with null offsets and refuse ?offset.
 	Durable bool `yaml:"durable"`
-	// Replicate ships the stream's WAL to <published>/<stream>/_wal/<log>/
-	// with a `streamcast replicate` child of serve (the replicate: section
-	// tunes it), so a lost machine loses about a second of acknowledged
-	// rows rather than everything not yet published. Durable streams only.
+	// Replicate ships the stream's WAL to <replicate.destination>/<stream>/<log>/
+	// (without a destination, <published>/<stream>/_wal/<log>/) with a
+	// `streamcast replicate` child of serve (the replicate: section says
+	// where and how often), so a lost machine loses about a second of
+	// acknowledged rows rather than everything not yet published. Durable
+	// streams only; the replica and the published prefix must lie outside
+	// the root.
 	Replicate bool `yaml:"replicate,omitempty"`
 	// GroupCommit lets rows queued while a commit is in flight share the next
 	// one; off, every publish frame is its own commit.
@@ -397,7 +400,7 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 	if err := c.validateStorage(); err != nil {
 		return nil, keyFromMessage(err) // storage.go's messages begin with their key
 	}
-	if err := c.Replicate.validate(); err != nil {
+	if err := c.validateReplicate(); err != nil {
 		return nil, err
 	}
 	if err := validateOrigins(c.AllowedOrigins); err != nil {

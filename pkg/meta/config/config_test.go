@@ -85,6 +85,23 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"a schema", "streams: [{name: a, upstream: 'ws://origin:8765/a', schema: {type: object}}]", "has upstream: and schema:"},
 		{"exactly_once", "streams: [{name: a, upstream: 'ws://origin:8765/a', exactly_once: true}]", "has upstream: and exactly_once:"},
 		{"replicate", "streams: [{name: a, upstream: 'ws://origin:8765/a', replicate: true}]", "has upstream: and replicate:"},
+		{"a replica beside the default tables", "root: /srv/data\nstreams: [{name: a, replicate: true}]",
+			`line 2: stream "a" (streams[0]) has replicate: true, but its replica would go beside its tables under published the default <root>/published (/srv/data/published), inside root /srv/data, so losing the root loses the replica too; set replicate.destination and published: to places outside the root`},
+		{"a replica beside tables in the root", "root: /srv/data\npublished: /srv/data/tables\nstreams: [{name: a, replicate: true}]", "set replicate.destination and published:"},
+		{"a destination in the root", "root: /srv/data\nreplicate: {destination: /srv/data/../data/replica}\nstreams: [{name: a}]",
+			"line 2: replicate.destination /srv/data/replica is inside root /srv/data, so losing the root loses the replica too; set replicate.destination to a place outside the root, such as replicate: {destination: s3://my-bucket/streamcast-replica}"},
+		{"a destination at the root", "root: /srv/data\nreplicate: {destination: 'file:///srv/data'}\nstreams: [{name: a}]", "is inside root /srv/data"},
+		{"a destination holding the root", "root: /srv/data/a\npublished: /srv/tables\nreplicate: {destination: /srv/data}\nstreams: [{name: a, replicate: true}]",
+			`replicate.destination /srv/data would put stream "a"'s replicas at /srv/data/a, which holds root /srv/data/a`},
+		{"a destination without published outside", "root: /srv/data\nreplicate: {destination: /backup/r}\nstreams: [{name: a, replicate: true}]",
+			"published is the default <root>/published (/srv/data/published), inside root /srv/data, and restore rebuilds a lost root from the published metadata and tables as well as the replica; set published: to a place outside the root"},
+		{"a replicated profile beside its tables", "root: /srv/data\ncontrol: {profiles: {main: {root: /srv/main, replicate: true}}}\nstreams: [{name: a}]",
+			"control.profiles.main has replicate: true, but its replica would go beside its tables under published the default <root>/published (/srv/main/published), inside root /srv/main"},
+		{"a destination in a replicated profile's root", "root: /srv/data\nreplicate: {destination: /srv/main/replica}\ncontrol: {profiles: {main: {root: /srv/main, published: /srv/tables, replicate: true}}}\nstreams: [{name: a}]",
+			"control.profiles.main has replicate: true, but replicate.destination /srv/main/replica is inside its root /srv/main"},
+		{"a destination of another scheme", "replicate: {destination: 'ftp://host/r'}\nstreams: [{name: a}]", "replicate.destination: location \"ftp://host/r\" has scheme ftp://"},
+		{"a destination with credentials", "replicate: {destination: 's3://key:secret@bucket/r'}\nstreams: [{name: a}]", "replicate.destination: the location names credentials"},
+		{"a destination that is no string", "replicate: {destination: [a]}\nstreams: [{name: a}]", "replicate.destination: give a place"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,5 +149,43 @@ func TestAllowedOriginsIsReadFromTheConfigFile(t *testing.T) {
 	}
 	if cfg, _ := Parse([]byte("streams: [{name: a}]\n"), ""); len(cfg.AllowedOrigins) != 0 {
 		t.Fatalf("allowed_origins defaults to %q, want none (any origin)", cfg.AllowedOrigins)
+	}
+}
+
+// TestReplicaOutsideTheRootIsAccepted: a replicated stream whose replica and
+// published tables lie outside the root is served, with or without a
+// destination of its own, and serve's replicate child is told the
+// destination resolved to an absolute place.
+func TestReplicaOutsideTheRootIsAccepted(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, yaml, dest string }{
+		{"a destination", "root: /srv/data\npublished: /srv/tables\nreplicate: {destination: /backup/r}\nstreams: [{name: a, replicate: true}]", "/backup/r"},
+		{"a relative destination", "root: data\npublished: tables\nreplicate: {destination: replica}\nstreams: [{name: a, replicate: true}]", filepath.Join(wd, "replica")},
+		{"beside tables outside the root", "root: /srv/data\npublished: /srv/tables\nstreams: [{name: a, replicate: true}]", ""},
+		{"beside tables in S3", "root: /srv/data\npublished: s3://bucket/t\nstreams: [{name: a, replicate: true}]", ""},
+		{"an S3 destination", "root: /srv/data\npublished: /srv/tables\ns3: {endpoint: 'http://127.0.0.1:9000'}\nreplicate: {destination: s3://bucket/r}\nstreams: [{name: a, replicate: true}]", "s3://bucket/r"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(c.yaml), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			a, err := cfg.ReplicaArgs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Destination != c.dest {
+				t.Fatalf("the replicate child is told --destination %q, want %q", a.Destination, c.dest)
+			}
+			if (a.S3.Endpoint != "") != (c.name == "an S3 destination") {
+				t.Fatalf("the replicate child is told the S3 settings %+v", a.S3)
+			}
+		})
 	}
 }

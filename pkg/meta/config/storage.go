@@ -201,14 +201,15 @@ func describePublished(p warehouse.Location, isDefault bool) string {
 	return p.String()
 }
 
-// validateStorage checks published:, s3: and tiers:.
+// validateStorage checks published:, s3: and tiers:. The s3: section
+// reaches an s3:// published prefix and an s3:// replicate.destination alike.
 func (c *Config) validateStorage() error {
 	lay, err := c.layout()
 	if err != nil {
 		return err
 	}
-	if c.S3 != (warehouse.S3{}) && lay.Published().S3 == "" {
-		return fmt.Errorf("s3: is set, but published is %s, not an s3:// URL; set published: s3://bucket/path, or remove the s3: section",
+	if c.S3 != (warehouse.S3{}) && lay.Published().S3 == "" && !strings.HasPrefix(c.Replicate.Destination, "s3://") {
+		return fmt.Errorf("s3: is set, but neither published (%s) nor replicate.destination is an s3:// URL; set published: s3://bucket/path, or remove the s3: section",
 			describePublished(lay.Published(), lay.DefaultPublished()))
 	}
 	if e := c.S3.Endpoint; e != "" {

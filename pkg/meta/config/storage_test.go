@@ -98,7 +98,7 @@ func TestStorageSectionErrorsNameTheKey(t *testing.T) {
 		{"relative file URL", "published: file://pub", "is not a file:// URL of an absolute directory"},
 		{"root directory", "published: /", "is the root directory"},
 		{"tilde", "published: ~/pub", "starts with ~"},
-		{"s3 without an s3 prefix", "s3: {region: eu-west-1}", "s3: is set, but published is the default <root>/published"},
+		{"s3 without an s3 prefix", "s3: {region: eu-west-1}", "s3: is set, but neither published (the default <root>/published"},
 		{"endpoint not a URL", "published: s3://b/p\ns3: {endpoint: localhost:7070}", `s3.endpoint "localhost:7070" is not an http:// or https:// URL`},
 		{"size without meaning", "tiers: {target_file_bytes: lots}", `tiers.target_file_bytes: "lots" is not a size`},
 		{"size with an unknown unit", "tiers: {target_file_bytes: 5PB}", `tiers.target_file_bytes: "5PB" is not a size`},

@@ -23,6 +23,7 @@ import (
 
 	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/logstore"
+	"github.com/streamcast/streamcast/pkg/logstore/replica"
 	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/meta/config"
@@ -122,6 +123,7 @@ type fixture struct {
 	s3    *testkit.S3Server
 	lay   meta.Layout
 	s3cfg warehouse.S3
+	dest  replica.Destination // where the log's replica goes (replicate.destination)
 }
 
 func (f *fixture) stream() lifecycle.Stream {
@@ -140,18 +142,25 @@ func (f *fixture) store(t *testing.T) *meta.Store {
 // newFixture makes the stream with rows rows, as serve would have: its
 // first log and metadata, publishing under the default <root>/published
 // (kind "default"), a file:// prefix outside the root ("file") or an
-// s3:// one on versitygw ("s3").
+// s3:// one on versitygw ("s3"). "file" and "s3" replicate to a
+// destination of their own beside the prefix; "beside" is "file" with
+// no destination, the replica going beside the tables.
 func newFixture(t *testing.T, kind string, rows int) *fixture {
 	t.Helper()
 	f := &fixture{root: t.TempDir()}
-	if kind == "file" {
-		f.pub = "file://" + filepath.Join(t.TempDir(), "pub") // beside the root, as a lost root leaves it
+	if kind == "file" || kind == "beside" {
+		elsewhere := t.TempDir() // beside the root, as a lost root leaves it
+		f.pub = "file://" + filepath.Join(elsewhere, "pub")
+		if kind == "file" {
+			f.dest.Location = warehouse.Location{Dir: filepath.Join(elsewhere, "replica")}
+		}
 	}
 	if kind == "s3" {
 		f.s3 = testkit.StartS3(t, nil)
 		f.s3.UseCredentials(t)
 		f.pub = "s3://" + testkit.Bucket + "/tables"
 		f.s3cfg = warehouse.S3{Endpoint: f.s3.Endpoint(), Region: testkit.Region, PathStyle: true}
+		f.dest = replica.Destination{Location: warehouse.Location{S3: "s3://" + testkit.Bucket + "/replica"}, S3: f.s3cfg}
 	}
 	lay, err := meta.NewLayout(f.root, f.pub)
 	if err != nil {

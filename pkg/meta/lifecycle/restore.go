@@ -13,6 +13,7 @@ import (
 	"github.com/streamcast/streamcast/internal/durable"
 	"github.com/streamcast/streamcast/pkg/logstore"
 	"github.com/streamcast/streamcast/pkg/logstore/replica"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 	"github.com/streamcast/streamcast/pkg/meta"
 )
 
@@ -54,6 +55,10 @@ type RestoreOptions struct {
 	// file targets and S3 settings. Restore sets its names, start, sort
 	// order and published prefix from the stream's metadata.
 	Log logstore.Config
+	// Replica is where the stream's WAL replica was shipped: the config's
+	// replicate.destination. The zero Destination looks beside the
+	// published tables, <prefix>/<stream>/_wal/<log>/.
+	Replica replica.Destination
 	// Revive continues a retired stream on its next log, from exactly
 	// its retired end; without it a retired stream is refused.
 	Revive bool
@@ -74,6 +79,9 @@ type Restored struct {
 	Log    string
 	// From is FromReplica or FromTable.
 	From string
+	// ReplicaAt is where Restore looked for the replica (an absolute
+	// directory or an s3:// URL), whether it found one or not.
+	ReplicaAt string
 	// ReplicaEnd is R, the replica's next offset (0 without a replica);
 	// PublishedEnd is P, the offset after the table's last.
 	ReplicaEnd, PublishedEnd int64
@@ -110,8 +118,9 @@ type restorePlan struct {
 const markerFile = "restore.json"
 
 // Restore rebuilds the stream's current log on a machine whose root lacks
-// it, from the config's published prefix: its metadata, its table and,
-// when there is one, its WAL replica (<prefix>/<stream>/_wal/<log>/).
+// it, from the config's published prefix (its metadata and its table)
+// and, when there is one, its WAL replica (at o.Replica, see
+// replica.Locate).
 //
 //  1. It refuses when the home holds the stream already, when the prefix
 //     holds no metadata for it, when it is retired (revive it instead),
@@ -179,7 +188,9 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 			if err != nil {
 				return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
 			}
-			return restoredFrom(s.Name, plan, pub, true), nil
+			out := restoredFrom(s.Name, plan, pub, true)
+			out.ReplicaAt = replicaAt(s, o, plan.Log).String()
+			return out, nil
 		}
 	}
 	cur := pub.Current()
@@ -194,7 +205,7 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 	if resumed && (plan.Log != cur.Name || plan.LogID != cur.LogID) {
 		return nil, refuse("the marker %s restores log %s (id %s), but the metadata's current log is %s (id %s); move %s away and run restore again", marker, plan.Log, plan.LogID, cur.Name, cur.LogID, home)
 	}
-	res := &Restored{Stream: s.Name, Log: cur.Name, Resumed: resumed}
+	res := &Restored{Stream: s.Name, Log: cur.Name, Resumed: resumed, ReplicaAt: replicaAt(s, o, cur.Name).String()}
 	if !resumed {
 		plan = restorePlan{Log: cur.Name, LogID: cur.LogID, At: o.Clock.Now().UnixMicro(), Token: logstore.NewToken()}
 		if err := writePlan(marker, plan); err != nil {
@@ -299,7 +310,7 @@ func Restore(ctx context.Context, s Stream, o RestoreOptions) (*Restored, error)
 	o.after(StepCommitted)
 	res.Commit = time.Since(t0)
 	out := restoredFrom(s.Name, plan, got, resumed)
-	out.Marks, out.Download, out.Rebuild, out.Commit = res.Marks, res.Download, res.Rebuild, res.Commit
+	out.Marks, out.Download, out.Rebuild, out.Commit, out.ReplicaAt = res.Marks, res.Download, res.Rebuild, res.Commit, res.ReplicaAt
 	return out, nil
 }
 
@@ -322,6 +333,11 @@ func heldEnd(p restorePlan) int64 {
 	return p.P
 }
 
+// replicaAt is where the replica of the stream's log lives by o.
+func replicaAt(s Stream, o RestoreOptions, log string) warehouse.Location {
+	return replica.Locate(o.Replica.Location, s.Layout.Published(), s.Name, log)
+}
+
 // download puts the log's buffer.db in dir: the replica's newest state
 // when there is one (refused when it names another log), else an empty
 // log with the lost one's id, start and shape.
@@ -333,10 +349,14 @@ func download(ctx context.Context, s Stream, o RestoreOptions, cur *meta.Log, di
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return plan, err
 	}
-	client := replica.Client(s.Layout.Published(), s.S3, s.Name, cur.Name)
+	at, s3cfg := replicaAt(s, o, cur.Name), s.S3
+	if !o.Replica.Location.IsZero() {
+		s3cfg = o.Replica.S3
+	}
+	client := replica.Client(at, s3cfg)
 	has, err := replica.Exists(ctx, client)
 	if err != nil {
-		return plan, fmt.Errorf("look for the replica of log %s: %w", cur.Name, err)
+		return plan, fmt.Errorf("look for the replica of log %s at %s: %w", cur.Name, at, err)
 	}
 	if has {
 		if err := replica.Restore(ctx, client, dir); err != nil {
@@ -348,8 +368,8 @@ func download(ctx context.Context, s Stream, o RestoreOptions, cur *meta.Log, di
 		}
 		defer lg.Close()
 		if lg.ID() != cur.LogID {
-			return plan, fmt.Errorf("the replica at <published>/%s/_wal/%s/ holds log id %s, but the metadata names log id %s: it is another log's history; move it away to restore from the table alone: %w",
-				s.Name, cur.Name, lg.ID(), cur.LogID, ErrRestoreRefused)
+			return plan, fmt.Errorf("the replica at %s holds log id %s, but the metadata names log id %s: it is another log's history; move it away to restore from the table alone: %w",
+				at, lg.ID(), cur.LogID, ErrRestoreRefused)
 		}
 		st, err := lg.Status(ctx)
 		if err != nil {

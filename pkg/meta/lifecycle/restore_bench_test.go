@@ -124,7 +124,7 @@ func benchRestore(b *testing.B, kind string) {
 		b.Fatal(err)
 	}
 	appendTrades(published, buffered)
-	tg, err := replica.TargetFor(dir)
+	tg, err := replica.TargetFor(dir, replica.Destination{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,8 +31,8 @@ func lostMachine(t *testing.T, ship bool) *fixture {
 	return lostMachineAt(t, "file", ship)
 }
 
-// lostMachineAt is lostMachine with the published prefix of kind ("file"
-// or "s3", on versitygw).
+// lostMachineAt is lostMachine with the published prefix of kind ("file",
+// "beside" or "s3", on versitygw; see newFixture).
 func lostMachineAt(t *testing.T, kind string, ship bool) *fixture {
 	t.Helper()
 	ctx := context.Background()
@@ -56,7 +57,7 @@ func lostMachineAt(t *testing.T, kind string, ship bool) *fixture {
 		t.Fatalf("publish: %d rows, %v; want 50", n, err)
 	}
 	if ship {
-		tg, err := replica.TargetFor(dir)
+		tg, err := replica.TargetFor(dir, f.dest)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +99,7 @@ func lostMachineAt(t *testing.T, kind string, ship bool) *fixture {
 
 func (f *fixture) restore(t *testing.T) (*lifecycle.Restored, error) {
 	t.Helper()
-	return lifecycle.Restore(context.Background(), f.stream(), lifecycle.RestoreOptions{Log: f.logConfig("", nil)})
+	return lifecycle.Restore(context.Background(), f.stream(), lifecycle.RestoreOptions{Log: f.logConfig("", nil), Replica: f.dest})
 }
 
 // scanOffsets returns every offset a scan of the whole log yields.
@@ -199,14 +200,34 @@ func TestRestoreFromTheTableAloneFencesPastItsEnd(t *testing.T) {
 	if r.From != lifecycle.FromTable || r.PublishedEnd != 51 {
 		t.Fatalf("restored %+v, want from the table, P = 51", r)
 	}
+	if want := filepath.Join(f.dest.Location.Dir, stream, stream); r.ReplicaAt != want {
+		t.Fatalf("the restore says it looked for a replica at %q, want %q", r.ReplicaAt, want)
+	}
 	checkRestored(t, f, r, span(1, 51), 51+lifecycle.FenceTable, logstore.Mark{Publisher: "p", LastSeq: 50, LastOffset: 50})
+}
+
+// TestRestoreLooksWhereItIsTold: a restore given no destination looks
+// beside the tables, finds nothing there though the replica exists
+// elsewhere, says where it looked, and restores from the table alone.
+func TestRestoreLooksWhereItIsTold(t *testing.T) {
+	f := lostMachine(t, true)
+	f.dest = replica.Destination{}
+	r, err := f.restore(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := f.lay.Published().Join(stream, replica.WALDir, stream); r.From != lifecycle.FromTable || r.ReplicaAt != want {
+		t.Fatalf("restored %+v, want from the table, having looked at %s", r, want)
+	}
 }
 
 // TestRestoreFromTheReplicaKeepsEveryShippedRow: every row the replica
 // shipped is back at its offset, the log resumes 2^20 past the replica's
-// end, and the marks are the replica's.
+// end, and the marks are the replica's; at a destination of its own, in a
+// directory or on S3, and beside the tables where configs without a
+// destination keep it.
 func TestRestoreFromTheReplicaKeepsEveryShippedRow(t *testing.T) {
-	for _, kind := range []string{"file", "s3"} {
+	for _, kind := range []string{"file", "s3", "beside"} {
 		t.Run(kind, func(t *testing.T) {
 			f := lostMachineAt(t, kind, true)
 			r, err := f.restore(t)
@@ -215,6 +236,13 @@ func TestRestoreFromTheReplicaKeepsEveryShippedRow(t *testing.T) {
 			}
 			if r.From != lifecycle.FromReplica || r.ReplicaEnd != 71 || r.PublishedEnd != 51 {
 				t.Fatalf("restored %+v, want from the replica, R = 71, P = 51", r)
+			}
+			want := replica.Locate(f.dest.Location, f.lay.Published(), stream, stream).String()
+			if kind != "beside" && !strings.HasSuffix(want, "/replica/"+stream+"/"+stream) {
+				t.Fatalf("the replica is at %s, not under the fixture's destination", want)
+			}
+			if r.ReplicaAt != want {
+				t.Fatalf("the restore says it took the replica from %q, want %q", r.ReplicaAt, want)
 			}
 			checkRestored(t, f, r, span(1, 71), 71+lifecycle.FenceReplica, logstore.Mark{Publisher: "p", LastSeq: 70, LastOffset: 70})
 		})
@@ -270,7 +298,7 @@ func TestRestoreRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		appendRows(t, other, 0, 3, false)
-		tg, err := replica.TargetFor(dir)
+		tg, err := replica.TargetFor(dir, f.dest)
 		if err != nil {
 			t.Fatal(err)
 		}
