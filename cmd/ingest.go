@@ -38,8 +38,10 @@ row, from the extension (.parquet, .arrow, .arrows, .ndjson/.jsonl, .csv) or
 from --format. "-" reads stdin (arrows, ndjson or csv).
 
 The schema decides, as for a published row. Parquet and Arrow columns are
-matched by name: every declared column must be present, none other, and no
-streamcast_offset or streamcast_ts; lossless casts are made (int32 to int64,
+matched by name: every required column must be present (a nullable one the
+schema does not require, such as one a migration added, may be left out and
+loads as null), none other, and no streamcast_offset or streamcast_ts;
+lossless casts are made (int32 to int64,
 large_string to string), lossy ones refused. NaN and infinities are refused,
 so is a null in a non-nullable column. NDJSON lines go through publish's
 decoder. A CSV cell is read by its column's type: an empty field is null
