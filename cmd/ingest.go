@@ -38,8 +38,10 @@ row, from the extension (.parquet, .arrow, .arrows, .ndjson/.jsonl, .csv) or
 from --format. "-" reads stdin (arrows, ndjson or csv).
 
 The schema decides, as for a published row. Parquet and Arrow columns are
-matched by name: every declared column must be present, none other, and no
-streamcast_offset or streamcast_ts; lossless casts are made (int32 to int64,
+matched by name: every required column must be present (a nullable one the
+schema does not require, such as one a migration added, may be left out and
+loads as null), none other, and no streamcast_offset or streamcast_ts;
+lossless casts are made (int32 to int64,
 large_string to string), lossy ones refused. NaN and infinities are refused,
 so is a null in a non-nullable column. NDJSON lines go through publish's
 decoder. A CSV cell is read by its column's type: an empty field is null
@@ -57,7 +59,10 @@ A summary goes to stderr and one JSON line to stdout ({"rows","files",
 "first_offset","end_offset","source_bytes","seconds","publish_seconds",…});
 --summary-json FILE also writes it there. On a terminal, progress is shown.
 ingest refuses to run while serve (or any process) holds the log's writer
-lock, naming its pid, and refuses a retired stream.`,
+lock, naming its pid, and refuses a retired stream. A stream that was never
+served is started by ingest as serve would start it (its identity, metadata
+and first log), never over history: a stream whose home is gone while its
+published copy survives is refused, naming restore.`,
 		Example: `  streamcast ingest trades trades-2025.parquet
   streamcast ingest --no-publish trades jan.csv feb.csv mar.csv
   zcat trades.ndjson.gz | streamcast ingest --format ndjson trades -
@@ -102,6 +107,12 @@ lock, naming its pid, and refuses a retired stream.`,
 				defer release()
 				stdin = r
 			}
+			// A stream never served yet starts here as serve would start it.
+			lc, err := a.cfg.LogSettings(tgt.decl, "")
+			if err != nil {
+				return err
+			}
+			first := &lifecycle.First{Declaration: lifecycle.Declaration{Schema: tgt.schema, Log: lc}, Guard: tgt.decl.Guard()}
 			prog := newIngestProgress(a.stderr, benchOnTerminal(a.stderr))
 			res, err := lifecycle.Ingest(cmd.Context(), tgt.stream, lifecycle.IngestOptions{
 				Inputs:        inputs,
@@ -110,6 +121,7 @@ lock, naming its pid, and refuses a retired stream.`,
 				SkipRowsGiven: cmd.Flags().Changed("skip-rows"),
 				NoPublish:     noPublish,
 				Progress:      prog.update,
+				First:         first,
 			})
 			prog.clear()
 			var ie *lifecycle.IngestError

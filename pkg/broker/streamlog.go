@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -110,31 +109,16 @@ func open(ctx context.Context, root string, sp logSpec) (*openedLog, error) {
 		if sp.Log != nil {
 			return nil, fmt.Errorf("stream %q: no metadata names the log %s it was given", sp.Stream.Name, sp.Log.Dir())
 		}
-		if g := historyGuard(sp); g != nil {
-			return nil, g.RefuseNew(sp.Server.Root, store.PublishedURI())
-		}
 		// Nothing of the stream anywhere: its first log, then the metadata
-		// naming it. A crash in between leaves a log without metadata,
-		// which the next start records (meta.Upgraded).
-		name := meta.LogName(sp.Stream.Name, 1)
-		dir := lay.LogDir(sp.Stream.Name, name)
-		// A new log stores where it publishes, how to reach S3 and its
-		// tier settings, for its life and for every process that
-		// maintains it: serve's children read them from the log.
-		lc, err := srvCfg.LogSettings(sp.Stream, name)
+		// naming it, as ingest makes them (lifecycle.CreateFirst).
+		lc, err := srvCfg.LogSettings(sp.Stream, meta.LogName(sp.Stream.Name, 1))
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: %w", sp.Stream.Name, err)
 		}
-		if err := os.MkdirAll(lay.StreamDir(sp.Stream.Name), 0o755); err != nil {
-			return nil, fmt.Errorf("stream %q: %w", sp.Stream.Name, err)
-		}
-		lg, err = logstore.Create(dir, sp.Schema, lc, opts...)
+		s := lifecycle.Stream{Layout: lay, S3: srvCfg.S3, Name: sp.Stream.Name}
+		lg, md, err = lifecycle.CreateFirst(ctx, store, s, lifecycle.Declaration{Schema: sp.Schema, Log: lc}, historyGuard(sp), opts...)
 		if err != nil {
-			return nil, fmt.Errorf("stream %q: %w", sp.Stream.Name, err)
-		}
-		if md, err = store.CommitFirst(ctx, lg); err != nil {
-			_ = lg.Close()
-			return nil, fmt.Errorf("stream %q: write its first metadata: %w", sp.Stream.Name, err)
+			return nil, err
 		}
 		sp.Logger.Info("new stream: its identity is minted", "stream", sp.Stream.Name, "stream_id", md.StreamID, "metadata", store.PublishedURI())
 	} else {
@@ -238,13 +222,7 @@ func checkStoredFirst(sp logSpec, lay meta.Layout) error {
 
 // historyGuard is the stream's history_guard as meta checks it (package
 // meta, Guard); nil when the stream has none.
-func historyGuard(sp logSpec) *meta.Guard {
-	g := sp.Stream.HistoryGuard
-	if g == nil {
-		return nil
-	}
-	return &meta.Guard{Stream: sp.Stream.Name, StreamID: g.StreamID, KnownOffset: g.KnownOffset, KnownRow: string(g.KnownRow)}
-}
+func historyGuard(sp logSpec) *meta.Guard { return sp.Stream.Guard() }
 
 // clip shortens s for an error message.
 func clip(s string, n int) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -70,6 +71,7 @@ func TableProperties() iceberg.Properties {
 type Table struct {
 	warehouse string           // the catalog warehouse: the prefix (s3://… or an absolute directory)
 	location  string           // the table: <warehouse>/<stream>/<log>
+	uri       string           // location as the table's metadata spells it: a file:// URL for a local table
 	local     bool             // location is a local directory
 	ident     table.Identifier // {stream, log}
 	props     iceberg.Properties
@@ -158,6 +160,10 @@ func NewTable(p Location, stream, log string, s3 S3) (*Table, error) {
 		pt.warehouse = p.Dir
 		pt.local = true
 	}
+	pt.uri = pt.location
+	if pt.local {
+		pt.uri = FileURI(pt.location)
+	}
 	// The IO outlives any one call: blob IO keeps the context it was made
 	// with for every request.
 	var err error
@@ -174,6 +180,34 @@ func (pt *Table) Location() string { return pt.location }
 
 // Local reports whether the table lives in a local directory.
 func (pt *Table) Local() bool { return pt.local }
+
+// URI returns the table's location as its metadata spells it: the s3://
+// URL, or for a local table a file:// URL. Readers whose default file
+// system is not the local one (Spark on HDFS, Trino) resolve a bare path
+// against their own, so a local table names every file it references, its
+// own location included, by a file:// URL.
+func (pt *Table) URI() string { return pt.uri }
+
+// FileURI spells the absolute local path p as a file:// URL
+// (file:///abs/path), escaped as a URL path is.
+func FileURI(p string) string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(p)}).String()
+}
+
+// LocalPath returns the local path a location of a local table names:
+// the path of a file:// URL (file:///abs/path, or file:/abs/path as
+// Hadoop writes it), unescaped; a bare path, as tables written before
+// their locations were URLs hold, as it is.
+func LocalPath(p string) string {
+	if !strings.HasPrefix(p, "file:") {
+		return p
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Path == "" || (u.Host != "" && u.Host != "localhost") {
+		return p // no path of this machine: fails where it is used, naming p
+	}
+	return filepath.FromSlash(u.Path)
+}
 
 // catalog returns the hadoop catalog over the prefix.
 func (pt *Table) catalog() (*hadoop.Catalog, error) {
@@ -270,14 +304,44 @@ func (pt *Table) create(ctx context.Context, o Owner) (*table.Table, error) {
 	for k, v := range TableProperties() {
 		props[k] = v
 	}
-	tbl, err := cat.CreateTable(ctx, pt.ident, sc, catalog.WithSortOrder(order), catalog.WithProperties(props))
-	if errors.Is(err, catalog.ErrTableAlreadyExists) {
-		return pt.Load(ctx)
-	}
+	// The catalog's CreateTable would record the location as a bare path
+	// for a local table, and its commits refuse to change a location. Its
+	// commit of a table that does not exist yet takes the location we
+	// give, and iceberg-go derives the manifest lists' and manifests'
+	// locations from it: file:// URLs throughout.
+	md, err := table.NewMetadata(sc, iceberg.UnpartitionedSpec, order, pt.uri, props)
 	if err != nil {
 		return nil, fmt.Errorf("create the published table %s: %w", pt.location, err)
 	}
-	return tbl, nil
+	_, _, err = cat.CommitTable(ctx, pt.ident, []table.Requirement{table.AssertCreate()}, createUpdates(md))
+	switch {
+	case errors.Is(err, catalog.ErrTableAlreadyExists) || errors.Is(err, table.ErrCommitFailed):
+		return pt.Load(ctx) // another creator won: Owned decides
+	case err != nil:
+		return nil, fmt.Errorf("create the published table %s: %w", pt.location, err)
+	}
+	return pt.Load(ctx)
+}
+
+// createUpdates are the updates that make md from nothing, as a catalog's
+// create-transaction commits them. The catalog starts a new table from an
+// empty schema (id 0), which the last update drops: md's schema is the
+// table's only one.
+func createUpdates(md table.Metadata) []table.Update {
+	spec, order := md.PartitionSpec(), md.SortOrder()
+	return []table.Update{
+		table.NewAssignUUIDUpdate(md.TableUUID()),
+		table.NewUpgradeFormatVersionUpdate(md.Version()),
+		table.NewAddSchemaUpdate(md.CurrentSchema()),
+		table.NewSetCurrentSchemaUpdate(-1),
+		table.NewAddPartitionSpecUpdate(&spec, true),
+		table.NewSetDefaultSpecUpdate(-1),
+		table.NewAddSortOrderUpdate(&order),
+		table.NewSetDefaultSortOrderUpdate(-1),
+		table.NewSetLocationUpdate(md.Location()),
+		table.NewSetPropertiesUpdate(md.Properties()),
+		table.NewRemoveSchemasUpdate([]int{0}),
+	}
 }
 
 var versionName = regexp.MustCompile(`/v([0-9]+)(\.gz)?\.metadata\.json$`)
@@ -307,10 +371,11 @@ func (pt *Table) ClearClaim(metadata string) error {
 	return nil
 }
 
-// DataPath returns the location a published copy named name gets.
+// DataPath returns the location a published copy named name gets, as
+// the table's manifests name it (a file:// URL for a local table).
 func (pt *Table) DataPath(name string) string {
 	if pt.local {
-		return filepath.Join(pt.location, "data", name)
+		return FileURI(filepath.Join(pt.location, "data", name))
 	}
 	return pt.location + "/data/" + name
 }
@@ -323,7 +388,7 @@ const MarksSuffix = ".marks.json"
 // takes the ones no commit names any more.
 func (pt *Table) MarksPath(pass string) string {
 	if pt.local {
-		return filepath.Join(pt.MetadataDir(), "streamcast-"+pass+MarksSuffix)
+		return FileURI(filepath.Join(pt.MetadataDir(), "streamcast-"+pass+MarksSuffix))
 	}
 	return pt.MetadataDir() + "/streamcast-" + pass + MarksSuffix
 }
@@ -342,6 +407,7 @@ func (pt *Table) MetadataDir() string {
 // that references them (I3 for the published tier).
 func (pt *Table) Upload(ctx context.Context, src, dest string) error {
 	if pt.local {
+		dest = LocalPath(dest)
 		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 			return err
 		}
@@ -407,7 +473,7 @@ type File interface {
 // OpenFile opens a published data file for reading.
 func (pt *Table) OpenFile(p string) (File, error) {
 	if pt.local {
-		return os.Open(p)
+		return os.Open(LocalPath(p))
 	}
 	return pt.fsys.Open(p)
 }
@@ -417,7 +483,7 @@ func (pt *Table) OpenFile(p string) (File, error) {
 // there returns an error wrapping fs.ErrNotExist.
 func (pt *Table) Size(p string) (int64, error) {
 	if pt.local {
-		st, err := os.Stat(strings.TrimPrefix(p, "file://"))
+		st, err := os.Stat(LocalPath(p))
 		if err != nil {
 			return 0, err
 		}
@@ -447,7 +513,7 @@ func (pt *Table) Size(p string) (int64, error) {
 func (pt *Table) Remove(p string) error {
 	var err error
 	if pt.local {
-		err = os.Remove(p)
+		err = os.Remove(LocalPath(p))
 	} else {
 		err = pt.fsys.Remove(p)
 	}
@@ -640,13 +706,13 @@ func (pt *Table) manifestFiles(fsys icebergio.IO, m iceberg.ManifestFile) ([]str
 }
 
 // Norm gives one spelling of a location, so that a local path and its
-// file:// URL compare equal.
+// file:// URL (escaped or not, file:/// or file:/) compare equal: a table
+// written before its locations were URLs names its files by bare paths,
+// and its newer commits by URLs, and a cleaner comparing the two spellings
+// would delete a live file or never delete garbage.
 func (pt *Table) Norm(p string) string {
 	if pt.local {
-		if rest, ok := strings.CutPrefix(p, "file://"); ok {
-			p = rest
-		}
-		return filepath.Clean(p)
+		return filepath.Clean(LocalPath(p))
 	}
 	if strings.HasPrefix(p, "s3a://") || strings.HasPrefix(p, "s3n://") {
 		p = "s3://" + p[len("s3a://"):]

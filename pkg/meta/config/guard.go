@@ -7,8 +7,19 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/streamcast/streamcast/pkg/meta"
 	"github.com/streamcast/streamcast/pkg/schema"
 )
+
+// Guard returns the stream's history_guard as meta checks it (meta.Guard);
+// nil when the stream has none.
+func (s Stream) Guard() *meta.Guard {
+	g := s.HistoryGuard
+	if g == nil {
+		return nil
+	}
+	return &meta.Guard{Stream: s.Name, StreamID: g.StreamID, KnownOffset: g.KnownOffset, KnownRow: string(g.KnownRow)}
+}
 
 // HistoryGuard is a stream's history_guard: what its consumers know of
 // its history, which serve checks before it admits traffic to the stream.

@@ -23,7 +23,10 @@
 // killed restore finishes on the next run.
 //
 // Ingest writes a bulk load (pkg/schema/source) straight to the current
-// log's files with its next offsets, resumable after a kill. An online
+// log's files with its next offsets, resumable after a kill. CreateFirst
+// starts a stream that exists nowhere: its first log, then its first
+// metadata under a newly minted stream_id (I8); serve and Ingest both start
+// a stream through it, so a stream is the same whichever started it. An online
 // migration runs in a worker child of serve: ServeMigrateJobs reads its
 // jobs and writes its answers, one JSON line each (WriteJob, ReadAnswer).
 //

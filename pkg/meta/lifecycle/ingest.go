@@ -33,6 +33,11 @@ type IngestOptions struct {
 	NoPublish bool
 	// Progress, when set, is called as rows are taken and files recorded.
 	Progress func(IngestProgress)
+	// First, when set, lets Ingest start a stream that exists nowhere
+	// yet: it creates the stream's first log and metadata from it, as
+	// serve would (CreateFirst), and loads into that log. Without it such
+	// a stream is refused (ErrNoLog).
+	First *First
 }
 
 // IngestProgress is how far an Ingest has come.
@@ -123,15 +128,18 @@ func fingerprint(inputs []source.Input) string {
 }
 
 // Ingest loads a source into the stream's current log, offline: it takes
-// the log's writer lock (naming the server's pid when it runs), refuses a
-// retired stream with its retirement's numbers, seals what a previous
-// server left in the buffer, then writes the source straight to files
-// with the next offsets (logstore's Ingest) and, unless NoPublish,
-// publishes every row with a flush. A failure returns *IngestError.
+// the log's writer lock (naming the server's pid when it runs), starts a
+// stream that exists nowhere from IngestOptions.First as serve would
+// (never over history: a stream whose home is gone while its published
+// copy survives is refused, naming restore, I8), refuses a retired stream
+// with its retirement's numbers, seals what a previous server left in the
+// buffer, then writes the source straight to files with the next offsets
+// (logstore's Ingest) and, unless NoPublish, publishes every row with a
+// flush. A failure returns *IngestError.
 func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 	const what = "ingest"
 	t0 := time.Now()
-	ses, err := resolve(ctx, s, o.Options, what)
+	ses, err := resolveOrCreate(ctx, s, o.Options, what, o.First)
 	if err != nil {
 		return nil, err
 	}
@@ -143,8 +151,10 @@ func Ingest(ctx context.Context, s Stream, o IngestOptions) (*Ingested, error) {
 	if md.Intent != nil {
 		return nil, pendingError(md, what)
 	}
-	if err := ses.openCurrent(what); err != nil {
-		return nil, err
+	if ses.lg == nil {
+		if err := ses.openCurrent(what); err != nil {
+			return nil, err
+		}
 	}
 	lg := ses.lg
 	out := &Ingested{Stream: s.Name, Log: md.Current().Name}

@@ -113,6 +113,13 @@ type session struct {
 // upgrading or refusing, never minting over what exists, I8). A stream
 // with nothing anywhere has no log to work on.
 func resolve(ctx context.Context, s Stream, o Options, what string) (*session, error) {
+	return resolveOrCreate(ctx, s, o, what, nil)
+}
+
+// resolveOrCreate is resolve, except that a stream with nothing anywhere
+// gets its first log from first, when set, as serve would make it
+// (CreateFirst); the session then holds that log, open as the Writer.
+func resolveOrCreate(ctx context.Context, s Stream, o Options, what string, first *First) (*session, error) {
 	store, err := meta.NewStore(ctx, s.Layout, s.Name, s.S3)
 	if err != nil {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
@@ -120,6 +127,13 @@ func resolve(ctx context.Context, s Stream, o Options, what string) (*session, e
 	res, err := meta.Resolve(ctx, store)
 	if err != nil {
 		return nil, fmt.Errorf("%s stream %q: %w", what, s.Name, err)
+	}
+	if res.Metadata == nil && first != nil {
+		lg, md, err := CreateFirst(ctx, store, s, first.Declaration, first.Guard, logstore.WithClock(o.Clock))
+		if err != nil {
+			return nil, fmt.Errorf("%s %w", what, err)
+		}
+		return &session{s: s, o: o, store: store, md: md, lg: lg}, nil
 	}
 	if res.Metadata == nil {
 		return nil, fmt.Errorf("%s stream %q: its home %s and %s hold nothing of it: %w; serve creates its first log from the config, and there is nothing to %s before that",

@@ -19,12 +19,13 @@ import (
 type plan struct {
 	sch  *schema.Schema
 	cols []schema.Column
-	src  []int // src[k]: the file's column for declared column k
+	src  []int // src[k]: the file's column for declared column k; -1: absent, all null
 }
 
-// planColumns matches src's columns to the schema by name: every declared
-// column present, nothing undeclared, no system column, and each castable
-// without loss (checked on the types, before any row is read).
+// planColumns matches src's columns to the schema by name: every required
+// column present (an optional one absent is null), nothing undeclared, no
+// system column, and each castable without loss (checked on the types,
+// before any row is read).
 func planColumns(sch *schema.Schema, src *arrow.Schema) (*plan, error) {
 	p := &plan{sch: sch, cols: sch.Columns()}
 	byName := map[string]int{}
@@ -42,8 +43,15 @@ func planColumns(sch *schema.Schema, src *arrow.Schema) (*plan, error) {
 	}
 	for _, c := range p.cols {
 		i, ok := byName[c.Name]
+		if !ok && !c.Required {
+			// A column the stream may omit (a nullable one a migration
+			// added, say) loads as null, as an NDJSON line or a CSV
+			// header without it does.
+			p.src = append(p.src, -1)
+			continue
+		}
 		if !ok {
-			return nil, &RefusedError{Column: c.Name, Problem: fmt.Sprintf("the source lacks this declared column (%s)", typeName(c.Type))}
+			return nil, &RefusedError{Column: c.Name, Problem: fmt.Sprintf("the source lacks this declared column (%s), which every row must have", typeName(c.Type))}
 		}
 		if err := castable(src.Field(i).Type, c.Type, c.Name); err != nil {
 			return nil, err
@@ -156,6 +164,10 @@ func (p *plan) convert(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 		}
 	}()
 	for k, c := range p.cols {
+		if p.src[k] < 0 {
+			cols[k] = array.MakeArrayOfNull(memory.DefaultAllocator, c.Type, int(n))
+			continue
+		}
 		a, err := convertArray(rec.Column(p.src[k]), c.Type)
 		if err != nil {
 			return nil, &RefusedError{Column: c.Name, Problem: err.Error()}

@@ -4,8 +4,9 @@
 // what `streamcast ingest` reads before any row takes an offset.
 //
 // It owns the type rules of a load. Parquet and Arrow columns are matched
-// by name (any order; every declared column present, nothing undeclared,
-// no streamcast_offset or streamcast_ts) and cast only where no value can
+// by name (any order; every required column present, an optional one
+// absent loading as null, nothing undeclared, no streamcast_offset or
+// streamcast_ts) and cast only where no value can
 // change: int32 to int64, large_string to string and the like; a lossy
 // cast (float to int, int64 to int32, timestamp to int) is refused naming
 // the column and both types. NaN and ±Inf are refused, so are nulls where

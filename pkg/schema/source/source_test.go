@@ -231,6 +231,45 @@ func TestLosslessCastsLoadAsPublishWouldStoreThem(t *testing.T) {
 	}
 }
 
+func TestArrowFileWithoutAnOptionalColumnLoadsItAsNull(t *testing.T) {
+	sch := mustSchema(t)
+	var fields []arrow.Field
+	for _, f := range wideSchema().Fields() {
+		if f.Name != "f32" && f.Name != "tags" && f.Name != "res" {
+			fields = append(fields, f)
+		}
+	}
+	rec := fromJSON(t, arrow.NewSchema(fields, nil), wideRows)
+	defer rec.Release()
+	want := []string{
+		`{"id":1,"n32":-7,"px":1.5,"sym":"AAPL","ok":true,"raw":"aGk=","attrs":{"k":3}}`,
+		`{"id":2,"n32":7,"px":-0.5,"sym":"é","ok":false}`,
+	}
+	for _, tc := range []struct {
+		name string
+		in   Input
+	}{
+		{"parquet", Input{writeParquet(t, rec, 1), Parquet}},
+		{"arrow file", Input{writeIPC(t, rec, false), ArrowFile}},
+		{"arrow stream", Input{writeIPC(t, rec, true), ArrowStream}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readAll(t, sch, []Input{tc.in}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("got %d rows, want %d", len(got), len(want))
+			}
+			for i, w := range want {
+				if c := canonical(t, sch, w); got[i] != c {
+					t.Errorf("row %d:\n got %s\nwant %s", i+1, got[i], c)
+				}
+			}
+		})
+	}
+}
+
 // wantRefusal asserts err is a *RefusedError naming column, the row (0: none)
 // and every word of want.
 func wantRefusal(t *testing.T, err error, column string, row int64, want ...string) {
@@ -285,7 +324,7 @@ func TestArrowRefusalsNameTheColumnAndRow(t *testing.T) {
 		{"float64 to float32", replace("f32", arrow.Field{Name: "f32", Type: arrow.PrimitiveTypes.Float64, Nullable: true}), wideRows, "f32", 0, []string{"float64", "float32"}},
 		{"undeclared column", extra(arrow.Field{Name: "zzz", Type: arrow.PrimitiveTypes.Int64}), wideRows, "zzz", 0, []string{"declares no such column"}},
 		{"system column", extra(arrow.Field{Name: "streamcast_offset", Type: arrow.PrimitiveTypes.Int64}), wideRows, "streamcast_offset", 0, []string{"system column"}},
-		{"missing column", drop("px"), wideRows, "px", 0, []string{"lacks this declared column"}},
+		{"missing column", drop("px"), wideRows, "px", 0, []string{"lacks this declared column", "every row must have"}},
 		{"NaN", base, strings.Replace(wideRows, `"px":-0.5`, `"px":"NaN"`, 1), "px", 2, []string{"NaN"}},
 		{"Inf in a struct", base, strings.Replace(wideRows, `"res":{"a":5,"b":null}`, `"res":{"a":5,"b":"+Inf"}`, 1), "res.b", 1, []string{"+Inf"}},
 		{"null in a non-null column", replace("n32", arrow.Field{Name: "n32", Type: arrow.PrimitiveTypes.Int16, Nullable: true}), strings.Replace(wideRows, `"n32":7`, `"n32":null`, 1), "n32", 2, []string{"not nullable"}},
