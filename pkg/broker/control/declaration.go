@@ -154,6 +154,19 @@ func ParseDeclaration(b []byte) (Declaration, error) {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return Declaration{}, fmt.Errorf("%w: a declaration is a JSON object", errBadJSON)
 	}
+	if err := checkReplayPublished(raw); err != nil {
+		return Declaration{}, err
+	}
+	if err := checkLimitsGiven(raw["limits"]); err != nil {
+		return Declaration{}, err
+	}
+	if _, ok := raw["replay_published"]; ok {
+		// Checked, and it holds nothing to keep: every replay here
+		// reads the published table. Each value stays as it was sent
+		// (the schema's key order is its column order).
+		delete(raw, "replay_published")
+		b, _ = json.Marshal(raw)
+	}
 	mr := int64(config.DefaultMaxReplay)
 	d := Declaration{Initialization: OpenExisting, GroupCommit: true, MaxReplay: &mr}
 	if err := decodeStrict(b, &d); err != nil {
@@ -166,6 +179,51 @@ func ParseDeclaration(b []byte) (Declaration, error) {
 		d.SortBy = []string{}
 	}
 	return d, nil
+}
+
+// checkReplayPublished accepts replay_published: true, what every
+// subscribe here does already (a replay reads each of the log's tiers,
+// the published table included, down to the retention floor; max_replay
+// bounds how far), and refuses false, which this server cannot honour.
+func checkReplayPublished(raw map[string]json.RawMessage) error {
+	v, ok := raw["replay_published"]
+	if !ok {
+		return nil
+	}
+	switch string(bytes.TrimSpace(v)) {
+	case "true":
+		return nil
+	case "false":
+		return invalidf("replay_published is false, but this server always replays from every tier of a stream's log, its published table included; " +
+			"bound a replay with max_replay instead, and leave replay_published out (or give true)")
+	}
+	return invalidf("replay_published is %s; give true or false (a JSON boolean)", clip(string(v)))
+}
+
+// checkLimitsGiven refuses a limits object that is null, or one of whose
+// bounds is null or 0: decoded as given, either would read as the key
+// left out and keep the server's bound without a word.
+func checkLimitsGiven(v json.RawMessage) error {
+	if v == nil {
+		return nil
+	}
+	if string(bytes.TrimSpace(v)) == "null" {
+		return invalidf("limits is null; leave it out for the server's limits, or give an object of %s", strings.Join(config.StreamLimitKeys(), ", "))
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(v, &m); err != nil {
+		return fmt.Errorf("%w: limits is an object of %s", errBadJSON, strings.Join(config.StreamLimitKeys(), ", "))
+	}
+	for _, k := range config.StreamLimitKeys() {
+		switch b, ok := m[k]; {
+		case !ok:
+		case string(bytes.TrimSpace(b)) == "null":
+			return invalidf("limits.%s is null; give a positive number, or leave the key out for the server's", k)
+		case string(bytes.TrimSpace(b)) == "0":
+			return invalidf("limits.%s is 0; give a positive number, or leave the key out for the server's", k)
+		}
+	}
+	return nil
 }
 
 // invalid is a declaration that parses but cannot be served (422).
