@@ -78,3 +78,23 @@ func TestStatsMovesOrTurnsOff(t *testing.T) {
 		}
 	}
 }
+
+// TestServerURLIsTheListenAddressWithTheTLSScheme: a client on this
+// machine reaches the server at listen:, https with tls:, 127.0.0.1 for
+// an unspecified host; a listen: of port 0 names no address.
+func TestServerURLIsTheListenAddressWithTheTLSScheme(t *testing.T) {
+	for _, c := range []struct{ listen, cert, want string }{
+		{"127.0.0.1:8765", "", "http://127.0.0.1:8765"},
+		{":9000", "", "http://127.0.0.1:9000"},
+		{"0.0.0.0:9000", "server.pem", "https://127.0.0.1:9000"},
+		{"[::1]:9000", "", "http://[::1]:9000"},
+		{"127.0.0.1:0", "", ""},
+	} {
+		cfg := Default()
+		cfg.Listen, cfg.TLS.CertFile = c.listen, c.cert
+		got, err := cfg.ServerURL()
+		if got != c.want || (c.want == "") != (err != nil) {
+			t.Errorf("listen %q, cert %q: %q, %v; want %q", c.listen, c.cert, got, err, c.want)
+		}
+	}
+}
