@@ -36,8 +36,9 @@ type Declaration struct {
 	Limits      *Limits `json:"limits,omitempty"`
 }
 
-// Limits are the per-stream bounds a declaration may set; 0 keeps the
-// server's.
+// Limits are the per-stream bounds a declaration may set, the keys of a
+// config file's stream's limits: (config.StreamLimits); 0 is a key left
+// out, which keeps the server's.
 type Limits struct {
 	MaxBacklog      int `json:"max_backlog,omitempty"`
 	MaxInbound      int `json:"max_inbound,omitempty"`
@@ -259,20 +260,26 @@ func (d *Declaration) Check(cfg *config.Config) (*schema.Schema, error) {
 	if d.MaxReplay != nil && *d.MaxReplay < 0 {
 		return nil, invalidf("max_replay is %d; give a count of rows ≥ 0, or null for unbounded", *d.MaxReplay)
 	}
-	if l := d.Limits; l != nil {
-		for _, b := range []struct {
-			key string
-			v   int
-		}{{"max_backlog", l.MaxBacklog}, {"max_inbound", l.MaxInbound}, {"max_in_flight", l.MaxInFlight}, {"max_message_bytes", l.MaxMessageBytes}} {
-			if b.v < 0 {
-				return nil, invalidf("limits.%s is %d; give a positive number, or leave it out for the server's", b.key, b.v)
-			}
-		}
-		if l.MaxMessageBytes > cfg.Limits.MaxMessageBytes {
-			return nil, invalidf("limits.max_message_bytes %d is over the server's %d", l.MaxMessageBytes, cfg.Limits.MaxMessageBytes)
-		}
+	// Checked as a config file's stream's own limits: are.
+	if err := d.Limits.config().Check("limits", cfg.Limits); err != nil {
+		return nil, invalidf("%v", err)
 	}
 	return sch, nil
+}
+
+// config is l as a stream's limits: in the config file; a 0 (a key left
+// out: ParseDeclaration refuses one given as 0) keeps the server's.
+func (l *Limits) config() *config.StreamLimits {
+	if l == nil {
+		return nil
+	}
+	given := func(v int) *int {
+		if v == 0 {
+			return nil
+		}
+		return &v
+	}
+	return &config.StreamLimits{MaxBacklog: given(l.MaxBacklog), MaxInbound: given(l.MaxInbound), MaxInFlight: given(l.MaxInFlight), MaxMessageBytes: given(l.MaxMessageBytes)}
 }
 
 func checkSortBy(sch *schema.Schema, sortBy []string) error {
@@ -304,19 +311,7 @@ func (d *Declaration) Stream(name string, cfg *config.Config) config.Stream {
 
 // StreamLimits lays d's limits over the server's.
 func (d *Declaration) StreamLimits(server config.Limits) config.Limits {
-	l := server
-	if d.Limits == nil {
-		return l
-	}
-	for _, b := range []struct {
-		dst *int
-		v   int
-	}{{&l.MaxBacklog, d.Limits.MaxBacklog}, {&l.MaxInbound, d.Limits.MaxInbound}, {&l.MaxInFlight, d.Limits.MaxInFlight}, {&l.MaxMessageBytes, d.Limits.MaxMessageBytes}} {
-		if b.v > 0 {
-			*b.dst = b.v
-		}
-	}
-	return l
+	return d.Limits.config().Over(server)
 }
 
 // sameButSchema reports whether a and b differ at most in schema and

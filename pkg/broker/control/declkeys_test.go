@@ -37,7 +37,9 @@ func TestReplayPublishedTrueIsTakenAndFalseRefusedSayingWhy(t *testing.T) {
 
 // TestLimitsOfZeroOrNullAre422NamingTheKey: a bound of 0 or null, or a
 // limits of null, is refused with 422 naming it, never dropped for the
-// server's bound; a positive one is taken.
+// server's bound, as are a negative one and a max_message_bytes over the
+// server's (the checks of a config file's stream's limits:); a positive
+// one is taken.
 func TestLimitsOfZeroOrNullAre422NamingTheKey(t *testing.T) {
 	f := start(t)
 	for _, c := range []struct{ limits, want string }{
@@ -45,6 +47,7 @@ func TestLimitsOfZeroOrNullAre422NamingTheKey(t *testing.T) {
 		{`{"max_inbound":null}`, "limits.max_inbound is null"},
 		{`{"max_in_flight":-2}`, "limits.max_in_flight is -2"},
 		{`null`, "limits is null"},
+		{`{"max_message_bytes":99999999}`, "over the server's limits.max_message_bytes"},
 	} {
 		b := `{"schema":` + tradeSchema + `,"storage_profile":"local","limits":` + c.limits + `}`
 		r := f.do(t, req{"PUT", "/control/v1/streams/lim", b, mut("*")})
