@@ -1,9 +1,12 @@
 package control_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/streamcast/streamcast/pkg/broker/control"
 )
 
 // TestReplayPublishedTrueIsTakenAndFalseRefusedSayingWhy: every replay
@@ -82,5 +85,22 @@ func TestTheConfigsStreamsAreShownAndNotChanged(t *testing.T) {
 	r = f.do(t, req{"GET", "/control/v1/streams/nosuch", "", nil})
 	if r.status != http.StatusNotFound || !strings.Contains(string(r.body), `stream \"nosuch\" does not exist`) {
 		t.Errorf("GET nosuch: %d %s; want 404 saying it does not exist", r.status, r.body)
+	}
+}
+
+// TestANameAtTheStatsPathIsRefused: with stats: /feed, a stream named
+// feed would be served where the server serves its stats; its creation is
+// 409 naming the stats: key.
+func TestANameAtTheStatsPathIsRefused(t *testing.T) {
+	root := t.TempDir()
+	cfg := serveConfig(root)
+	cfg.Stats = "/feed"
+	if _, err := control.Init(context.Background(), cfg.RegistryPath()); err != nil {
+		t.Fatal(err)
+	}
+	f := serveWith(t, cfg)
+	r := f.do(t, req{"PUT", "/control/v1/streams/Feed", decl("create_if_absent"), mut("*")})
+	if r.status != http.StatusConflict || r.errCode() != "stats_path" || !strings.Contains(string(r.body), "stats:") {
+		t.Errorf("create Feed beside stats: /feed: %d %s; want 409 stats_path", r.status, r.body)
 	}
 }
