@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/olekukonko/tablewriter"
@@ -22,19 +23,27 @@ import (
 
 // streamsFlags are the flags every streams subcommand shares.
 type streamsFlags struct {
+	a       *app
 	server  string
+	tls     *clientTLS
 	wait    bool
 	timeout time.Duration
 }
 
 func newStreamsCmd(a *app) *cobra.Command {
-	f := &streamsFlags{}
+	f := &streamsFlags{a: a}
 	cmd := &cobra.Command{
 		Use:   "streams",
 		Short: "Manage a running server's registered streams over its control API",
 		Long: `Declare, start, stop, migrate and retire streams on a running server,
 through its control API (/control/v1; the server's config needs a control:
 section and a registry made with "streamcast control init").
+
+The server is the one the config describes (its listen: address, over
+https when it has a tls: section) unless --server names another. For
+https, --ca-file trusts the CA that signed the server's certificate, as
+tail's does. The streams of the server's config file are listed too
+("source": "config"); they change in the file, not here.
 
 Output is a table on a terminal and JSON when piped (one object per line).
 A change waits for its operation to succeed or fail (--wait=false returns
@@ -45,7 +54,8 @@ gets the first answer back instead of acting twice.
 ` + credentialsHelp,
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.server, "server", "http://127.0.0.1:8765", "the server's `URL` (http or https)")
+	pf.StringVar(&f.server, "server", "", "the server's `URL` (http or https; default: the config's listen: address, https with its tls:)")
+	f.tls = addClientTLSFlags(pf)
 	pf.BoolVar(&f.wait, "wait", true, "wait for each change's operation to end")
 	pf.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up waiting after this long")
 	cmd.AddCommand(
@@ -62,11 +72,29 @@ gets the first answer back instead of acting twice.
 }
 
 func (f *streamsFlags) client() (*control.Client, error) {
-	base, cred, err := streamURL(f.server)
+	server := f.server
+	if server == "" {
+		var err error
+		if server, err = f.a.cfg.ServerURL(); err != nil {
+			return nil, err
+		}
+	}
+	base, cred, err := streamURL(server)
 	if err != nil {
 		return nil, err
 	}
-	return &control.Client{Base: base, User: cred}, nil
+	tc, err := f.tls.config(f.a.logger)
+	if err != nil {
+		return nil, err
+	}
+	c := &control.Client{Base: base, User: cred}
+	if tc != nil {
+		if !strings.HasPrefix(base, "https://") {
+			return nil, usageError{fmt.Errorf("--ca-file, --cert-file, --key-file and --insecure are for an https server, and the server is %s", base)}
+		}
+		c.HTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+	}
+	return c, nil
 }
 
 // read reads the stream name, with the client and the context the
@@ -92,8 +120,8 @@ func (f *streamsFlags) context(cmd *cobra.Command) (context.Context, context.Can
 func newStreamsListCmd(a *app, f *streamsFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:     "list",
-		Short:   "List the registered streams",
-		Example: `  streamcast streams list --server http://127.0.0.1:8765`,
+		Short:   "List the streams the server serves: registered ones and those of its config file",
+		Example: `  streamcast streams list --config streamcast.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.client()
@@ -116,17 +144,21 @@ func newStreamsListCmd(a *app, f *streamsFlags) *cobra.Command {
 					}
 					var s struct {
 						Name     string           `json:"name"`
+						Source   string           `json:"source"`
 						Desired  string           `json:"desired"`
-						Revision int64            `json:"revision"`
+						Revision *int64           `json:"revision"`
 						StreamID *string          `json:"stream_id"`
 						Observed control.Observed `json:"observed"`
 					}
 					_ = json.Unmarshal(raw, &s)
-					id := ""
+					id, rev := "", "-"
 					if s.StreamID != nil {
 						id = *s.StreamID
 					}
-					rows = append(rows, []string{s.Name, s.Desired, s.Observed.State, strconv.FormatInt(s.Revision, 10), id})
+					if s.Revision != nil {
+						rev = strconv.FormatInt(*s.Revision, 10)
+					}
+					rows = append(rows, []string{s.Name, s.Source, s.Desired, s.Observed.State, rev, id})
 				}
 				if p.NextCursor == nil {
 					break
@@ -134,7 +166,7 @@ func newStreamsListCmd(a *app, f *streamsFlags) *cobra.Command {
 				cursor = *p.NextCursor
 			}
 			if benchOnTerminal(a.stdout) {
-				return renderTable(a.stdout, []string{"name", "desired", "observed", "revision", "stream id"}, rows)
+				return renderTable(a.stdout, []string{"name", "source", "desired", "observed", "revision", "stream id"}, rows)
 			}
 			return nil
 		},
@@ -153,8 +185,8 @@ func renderTable(w io.Writer, header []string, rows [][]string) error {
 func newStreamsGetCmd(a *app, f *streamsFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:     "get NAME",
-		Short:   "Show a registered stream: declaration, desired and observed state, revision",
-		Example: `  streamcast streams get trades --server http://127.0.0.1:8765`,
+		Short:   "Show a stream: declaration, desired and observed state, revision",
+		Example: `  streamcast streams get trades --config streamcast.yaml`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, _, cancel, v, err := f.read(cmd, args[0])
@@ -169,9 +201,15 @@ func newStreamsGetCmd(a *app, f *streamsFlags) *cobra.Command {
 			if v.StreamID != nil {
 				id = *v.StreamID
 			}
+			if v.Source == control.SourceConfig {
+				return renderTable(a.stdout, []string{"key", "value"}, [][]string{
+					{"name", v.Name}, {"source", "config (the server's config file declares it; change it there)"},
+					{"observed", v.Observed.State}, {"stream id", id},
+				})
+			}
 			decl, _ := json.Marshal(v.Declaration)
 			return renderTable(a.stdout, []string{"key", "value"}, [][]string{
-				{"name", v.Name}, {"desired", v.Desired}, {"observed", v.Observed.State},
+				{"name", v.Name}, {"source", v.Source}, {"desired", v.Desired}, {"observed", v.Observed.State},
 				{"revision", strconv.FormatInt(v.Revision, 10)}, {"etag", v.ETag}, {"stream id", id},
 				{"profile", v.Declaration.StorageProfile}, {"declaration", string(decl)},
 			})
@@ -190,7 +228,7 @@ of them. A stream that does not exist is created (stopped); one that does
 is replaced, which the server refuses unless the stream is stopped (a
 schema change of a stream with a log is a migration: streams migrate).
 A declaration equal to the server's changes nothing.`,
-		Example: `  streamcast streams apply trades.yaml --server http://127.0.0.1:8765`,
+		Example: `  streamcast streams apply trades.yaml --config streamcast.yaml`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client()
@@ -207,11 +245,11 @@ A declaration equal to the server's changes nothing.`,
 				for _, d := range decls {
 					etag := ""
 					v, err := c.Get(ctx, d.name)
-					var ce *control.ClientError
+					var none *control.NoStream
 					switch {
 					case err == nil:
 						etag = v.ETag
-					case errors.As(err, &ce) && ce.Status == http.StatusNotFound:
+					case errors.As(err, &none):
 					default:
 						return err
 					}
@@ -282,7 +320,7 @@ func newStreamsDesiredCmd(a *app, f *streamsFlags, use, state, short string) *co
 	return &cobra.Command{
 		Use:     use + " NAME",
 		Short:   short,
-		Example: "  streamcast streams " + use + " trades --server http://127.0.0.1:8765",
+		Example: "  streamcast streams " + use + " trades --config streamcast.yaml",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, v, err := f.read(cmd, args[0])
@@ -310,7 +348,7 @@ func newStreamsMigrateCmd(a *app, f *streamsFlags) *cobra.Command {
 closed with 1001 once what they sent is acknowledged, its log is sealed,
 published and fenced, and the stream continues in a new log starting at
 exactly the old end (the seam). It needs the migrate grant.`,
-		Example: `  streamcast streams migrate trades --schema trades-v2.yaml --server http://127.0.0.1:8765`,
+		Example: `  streamcast streams migrate trades --schema trades-v2.yaml --config streamcast.yaml`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(schemaFile)

@@ -57,5 +57,5 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request, name strin
 			return
 		}
 	}
-	console.Serve(w, r, name)
+	console.ServeWithStats(w, r, name, s.cfg.Stats.Path())
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/streamcast/streamcast/pkg/broker/control"
@@ -302,6 +304,19 @@ func (r ctlRuntime) Static(name string) (string, bool) {
 		return sc.Name, true
 	}
 	return "", false
+}
+
+// Statics implements control.Runtime: the served streams that are not
+// registered ones, by name.
+func (r ctlRuntime) Statics() []control.StaticStream {
+	var out []control.StaticStream
+	for _, st := range r.s.reg.List() {
+		if st.storage == nil {
+			out = append(out, control.StaticStream{Name: st.name, StreamID: st.streamID()})
+		}
+	}
+	slices.SortFunc(out, func(a, b control.StaticStream) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // streamID is the stream's id, "" for a live-only stream.

@@ -203,19 +203,28 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if path == "/metrics" && s.metrics == nil {
 		path = "" // metrics.enabled: false
 	}
+	// stats: moves the figures or turns them off; the path, checked
+	// against serve's other routes when the config was validated, wins
+	// over a console file of the same name.
+	stats := s.cfg.Stats.Path()
+	if stats != "" && path == stats {
+		path = statsRoute
+	} else if path == statsRoute {
+		path = ""
+	}
 	if name, ok := s.consoleFile(path); ok {
 		s.serveConsole(w, r, name)
 		return
 	}
 	switch path {
-	case "/stats", "/health", "/metrics":
+	case statsRoute, "/health", "/metrics":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, r.URL.Path+" takes GET", http.StatusMethodNotAllowed)
 			return
 		}
-		switch r.URL.Path {
-		case "/stats":
+		switch path {
+		case statsRoute:
 			s.serveStats(w, r)
 		case "/metrics":
 			s.serveMetrics(w, r)
@@ -223,14 +232,27 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveHealth(w)
 		}
 	default:
-		also := "GET /stats and /health"
+		var routes []string
+		if stats != "" {
+			routes = append(routes, stats)
+		}
+		routes = append(routes, "/health")
 		if s.metrics != nil {
-			also = "GET /stats, /health and /metrics"
+			routes = append(routes, "/metrics")
+		}
+		also := "GET " + routes[0]
+		if n := len(routes); n > 1 {
+			also = "GET " + strings.Join(routes[:n-1], ", ") + " and " + routes[n-1]
 		}
 		names := auth.AccessOf(r).Filter(config.ActionRead, s.reg.Names())
 		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(names)+"), "+also+", and its web console at "+s.consolePath(), http.StatusNotFound)
 	}
 }
+
+// statsRoute is the route the stats: path is served at, whatever it
+// is: a request path that cannot be a URL's, so no request reaches it
+// but through stats:.
+const statsRoute = "\x00stats"
 
 func firstName(names []string) string {
 	if len(names) == 0 {

@@ -38,7 +38,7 @@ func TestRefusalsCarryCodeAndReason(t *testing.T) {
 		{"exactly-once on a plain stream", "/trades?publish&publisher=p1", 4412, []string{`"why":"stream"`}},
 		{"offset on a live-only stream", "/live?offset=1", 4416, []string{`"why":"not_durable"`}},
 		{"offset ahead", "/trades?offset=12", 4416, []string{`"why":"ahead"`, `"offset":12`, `"end_offset":11`}},
-		{"offset too old", "/trades?offset=2", 4416, []string{`"why":"too_old"`, `"offset":2`, `"end_offset":11`, `"max_replay":5`}},
+		{"offset too old", "/trades?offset=2", 4416, []string{`"why":"too_old"`, `"offset":2`, `"end_offset":11`, `"max_replay":5`, `"earliest":1}`}},
 		{"earliest too old", "/trades?offset=0", 4416, []string{`"why":"too_old"`, `"offset":0`}},
 	}
 	for _, tc := range cases {

@@ -115,7 +115,7 @@ func (s *Server) Reload(cfg config.Config) error {
 			errs = append(errs, err)
 			continue
 		}
-		st := newStream(s, sc, schemas[i], s.cfg.Limits)
+		st := newStream(s, sc, schemas[i], sc.Limits.Over(s.cfg.Limits))
 		if err := st.open(ctx, s.cfg.Root); err != nil {
 			s.logger.Error("stream not added", "stream", sc.Name, "err", err)
 			errs = append(errs, err)

@@ -262,7 +262,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	s.subUp = websocket.Upgrader{ReadBufferSize: 512, WriteBufferPool: pool, CheckOrigin: anyOrigin, HandshakeTimeout: 10 * time.Second}
 	s.pubUp = websocket.Upgrader{ReadBufferSize: 64 << 10, WriteBufferPool: pool, CheckOrigin: anyOrigin, HandshakeTimeout: 10 * time.Second}
 	for i, sc := range cfg.Streams {
-		s.reg.Add(sc.Name, newStream(s, sc, schemas[i], cfg.Limits))
+		s.reg.Add(sc.Name, newStream(s, sc, schemas[i], sc.Limits.Over(cfg.Limits)))
 	}
 	return s, nil
 }

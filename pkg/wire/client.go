@@ -223,6 +223,11 @@ func plainToTLS(resp *http.Response) bool {
 	return strings.Contains(string(b), "HTTPS server")
 }
 
+// TLSHint is tlsHint, for the other clients of a server (the control
+// API's): it adds the way out to a TLS failure, and returns any other
+// error as it is.
+func TLSHint(err error) error { return tlsHint(err) }
+
 // tlsHint adds the way out to the TLS failures a user can fix from the
 // client's side; other errors are returned as they are.
 func tlsHint(err error) error {

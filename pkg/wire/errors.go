@@ -245,26 +245,30 @@ func (e *NotReplayable) Error() string {
 // Code is CloseNotReplayable.
 func (e *NotReplayable) Code() int { return CloseNotReplayable }
 
-// Reason is {"error":"not_replayable","why":…,"offset":…,"earliest":…,
-// "end_offset":…,"max_replay":…} with the fields its Why uses (ahead: offset,
-// end_offset; too_old: offset, end_offset, max_replay; evicted: offset,
-// earliest, end_offset; an unknown why: every field that is not Null).
+// Reason is {"error":"not_replayable","why":…,…} with the fields its Why
+// uses, most useful first, since CloseReason drops the last ones of a
+// reason too long for the close frame: ahead: offset, end_offset;
+// too_old: offset, end_offset, max_replay, earliest (where the published
+// tables take over; the resume point end_offset − max_replay matters
+// more); evicted: offset, earliest, end_offset; an unknown why: every
+// field that is not Null.
 func (e *NotReplayable) Reason() string {
-	var use [4]bool // offset, earliest, end_offset, max_replay
+	offset, earliest, end, maxReplay := Field{"offset", e.Offset}, Field{"earliest", e.Earliest}, Field{"end_offset", e.EndOffset}, Field{"max_replay", e.MaxReplay}
+	var use []Field
 	switch e.Why {
 	case WhyNotDurable, WhyEmpty:
 	case WhyAhead:
-		use = [4]bool{true, false, true, false}
+		use = []Field{offset, end}
 	case WhyTooOld:
-		use = [4]bool{true, false, true, true}
+		use = []Field{offset, end, maxReplay, earliest}
 	case WhyEvicted:
-		use = [4]bool{true, true, true, false}
+		use = []Field{offset, earliest, end}
 	default:
-		use = [4]bool{true, true, true, true}
+		use = []Field{offset, earliest, end, maxReplay}
 	}
 	fs := []Field{{"why", e.Why}}
-	for i, f := range []Field{{"offset", e.Offset}, {"earliest", e.Earliest}, {"end_offset", e.EndOffset}, {"max_replay", e.MaxReplay}} {
-		if use[i] && f.Value.(int64) != Null {
+	for _, f := range use {
+		if f.Value.(int64) != Null {
 			fs = append(fs, f)
 		}
 	}

@@ -155,6 +155,25 @@ func TestNotReplayableSaysWhereToResume(t *testing.T) {
 	}
 }
 
+// TestTooOldCarriesEarliestAndTrimsItFirst: a too_old reason carries
+// earliest (where the published tables take over from the log), and when
+// offsets past a restore's fence make it too long for the close frame,
+// earliest goes first: the resume point end_offset − max_replay stays.
+func TestTooOldCarriesEarliestAndTrimsItFirst(t *testing.T) {
+	e := &NotReplayable{Why: WhyTooOld, Offset: 100, Earliest: 7, EndOffset: 250000, MaxReplay: 100000}
+	got := ParseClose(CloseNotReplayable, e.Reason()).(*NotReplayable)
+	if *got != *e {
+		t.Errorf("too_old read back as %+v from %s; want %+v", *got, e.Reason(), *e)
+	}
+	const fenced = 1<<40 + 12345
+	e = &NotReplayable{Why: WhyTooOld, Offset: fenced, Earliest: fenced, EndOffset: fenced + 1e9, MaxReplay: 100000}
+	r := e.Reason()
+	got = ParseClose(CloseNotReplayable, r).(*NotReplayable)
+	if len(r) > MaxReasonBytes || got.Offset != e.Offset || got.EndOffset != e.EndOffset || got.MaxReplay != e.MaxReplay {
+		t.Errorf("a too_old reason of fenced offsets, %d bytes: %s; want offset, end_offset and max_replay within %d bytes", len(r), r, MaxReasonBytes)
+	}
+}
+
 func TestParseCloseMapsEveryCode(t *testing.T) {
 	cases := map[int]any{
 		CloseNormal: nil, CloseGoingAway: &GoingAway{}, CloseTooBig: &TooBig{}, CloseBadRequest: &BadRequest{},

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"embed"
+	"html"
 	"io/fs"
 	"net/http"
 	"path"
@@ -31,6 +32,17 @@ func Has(name string) bool {
 // after an upgrade. The module may be imported from any origin: it is
 // public code that holds no data.
 func Serve(w http.ResponseWriter, r *http.Request, name string) {
+	ServeWithStats(w, r, name, "/stats")
+}
+
+// statsMeta is the page's meta element that tells its script where the
+// server serves its stats.
+const statsMeta = `<meta name="streamcast-stats" content="/stats">`
+
+// ServeWithStats is Serve for a server that serves its stats at
+// statsPath (config stats:), "" when it serves none: the page is told
+// where to read them.
+func ServeWithStats(w http.ResponseWriter, r *http.Request, name, statsPath string) {
 	if !Has(name) {
 		http.NotFound(w, r)
 		return
@@ -45,6 +57,9 @@ func Serve(w http.ResponseWriter, r *http.Request, name string) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	if name == Module {
 		h.Set("Access-Control-Allow-Origin", "*")
+	}
+	if name == Page && statsPath != "/stats" {
+		b = bytes.Replace(b, []byte(statsMeta), []byte(`<meta name="streamcast-stats" content="`+html.EscapeString(statsPath)+`">`), 1)
 	}
 	if name == Page {
 		// The page runs only its own scripts and talks only to its own

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/streamcast/streamcast/pkg/broker/auth"
 	"github.com/streamcast/streamcast/pkg/meta"
@@ -108,6 +109,12 @@ func grant(r *http.Request, action, stream string) *apiError {
 	if ok {
 		return nil
 	}
+	return grantRefusal(a, what)
+}
+
+// grantRefusal is the refusal of a principal without the grant for what:
+// 401 without credentials, 403 with.
+func grantRefusal(a auth.Access, what string) *apiError {
 	status, msg := auth.Refusal(a, what)
 	code := "forbidden"
 	if status == http.StatusUnauthorized {
@@ -186,23 +193,66 @@ func (c *Controller) list(w http.ResponseWriter, r *http.Request) *apiError {
 	if rev >= 0 && rev != cur {
 		return refuse(http.StatusConflict, "stale_cursor", "the streams changed since this cursor was issued (revision %d, now %d); start again from the first page", rev, cur)
 	}
-	var next any
-	if len(recs) > limit {
-		recs = recs[:limit]
-		next = makeCursor(cur, recs[len(recs)-1].Name)
-	}
+	// The config file's streams are listed too, in name order among the
+	// registered ones, marked "source": "config": a client sees every
+	// stream the server serves, under the same grant filter.
 	items := []map[string]any{}
-	for _, rec := range recs {
+	statics := c.rt.Statics()
+	for len(items) <= limit && (len(recs) > 0 || len(statics) > 0) {
+		if len(statics) > 0 && (statics[0].Name <= after || !visible(statics[0].Name)) {
+			statics = statics[1:]
+			continue
+		}
+		if len(statics) > 0 && (len(recs) == 0 || statics[0].Name < recs[0].Name) {
+			items = append(items, c.staticView(statics[0]))
+			statics = statics[1:]
+			continue
+		}
+		rec := recs[0]
+		recs = recs[1:]
 		items = append(items, map[string]any{
 			"name":      rec.Name,
+			"source":    SourceControl,
 			"desired":   rec.Desired,
 			"revision":  rec.Revision,
 			"stream_id": nullable(rec.StreamID),
 			"observed":  c.observation(rec.Name),
 		})
 	}
+	var next any
+	if len(items) > limit {
+		items = items[:limit]
+		next = makeCursor(cur, items[len(items)-1]["name"].(string))
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"revision": cur, "streams": items, "next_cursor": next})
 	return nil
+}
+
+// Where a listed stream is declared: the config file's streams: list,
+// or the control API's registry.
+const (
+	SourceConfig  = "config"
+	SourceControl = "control"
+)
+
+// staticView is a stream of the config file as the API shows it: served
+// for as long as the file declares it, with no declaration, revision or
+// ETag of the API's.
+func (c *Controller) staticView(st StaticStream) map[string]any {
+	a := c.rt.Serves(st.Name)
+	state := ObservedStopped
+	if a.Served {
+		state = ObservedServing
+	}
+	return map[string]any{
+		"name":      st.Name,
+		"source":    SourceConfig,
+		"desired":   Serving,
+		"revision":  nil,
+		"stream_id": nullable(st.StreamID),
+		"observed": Observed{State: state, BootID: c.bootID, At: time.Now().Unix(),
+			ReadAdmission: a.Served && a.Read, WriteAdmit: a.Served && a.Write, ChildrenReady: a.ChildrenReady},
+	}
 }
 
 // getStream answers GET /control/v1/streams/{name}, with an ETag.
@@ -223,12 +273,21 @@ func (c *Controller) getStream(w http.ResponseWriter, r *http.Request, name stri
 		return c.internal(err)
 	}
 	if rec == nil {
+		for _, st := range c.rt.Statics() {
+			if st.Name == name {
+				v := c.staticView(st)
+				v["declaration"] = nil
+				writeJSON(w, http.StatusOK, v)
+				return nil
+			}
+		}
 		return notFound(name)
 	}
 	w.Header().Set("ETag", etag(rec.Revision))
 	p := c.cfg.Control.Profiles[rec.Declaration.StorageProfile]
 	writeJSON(w, http.StatusOK, map[string]any{
 		"name":              rec.Name,
+		"source":            SourceControl,
 		"declaration":       rec.Declaration,
 		"desired":           rec.Desired,
 		"observed":          c.observation(name),
@@ -249,10 +308,14 @@ func (c *Controller) getOperation(w http.ResponseWriter, r *http.Request, id str
 	if err != nil {
 		return c.internal(err)
 	}
-	// An operation on a stream the principal may not control is as
-	// unknown as one that does not exist.
-	if op == nil || !auth.AccessOf(r).Allows(config.ActionControl, op.Stream) {
-		return refuse(http.StatusNotFound, "not_found", "no operation %q", clipped(id))
+	if op == nil {
+		return refuse(http.StatusNotFound, "not_found", "no operation %q; an operation is kept 7 days after it ends", clipped(id))
+	}
+	// An operation id is unguessable: whoever holds one was given it, so
+	// refusing it with 403 tells nothing of which streams exist. The
+	// refusal does not name the operation's stream.
+	if a := auth.AccessOf(r); !a.Allows(config.ActionControl, op.Stream) {
+		return grantRefusal(a, fmt.Sprintf("read operation %q (it needs the control grant on the operation's stream)", clipped(id)))
 	}
 	writeJSON(w, http.StatusOK, op)
 	return nil
@@ -457,15 +520,18 @@ func (c *Controller) putStream(w http.ResponseWriter, r *http.Request, name stri
 		return err
 	}
 	d, derr := ParseDeclaration(m.body)
+	var inv *invalid
+	if errors.As(derr, &inv) {
+		return refuse(http.StatusUnprocessableEntity, "unsupported_declaration", "%v", derr)
+	}
 	if derr != nil {
 		return refuse(http.StatusBadRequest, "malformed_json", "%v", derr)
 	}
-	if static, ok := c.rt.Static(name); ok {
-		if static == name {
-			return refuse(http.StatusConflict, "static_stream", "stream %q is in the server's config file (streams:), which the control API does not manage; a name can be only one", name)
-		}
-		return refuse(http.StatusConflict, "name_differs_only_in_case", "stream %q differs only in case from the stream %q in the server's config file (streams:); "+
-			"on a case-insensitive file system the two would share a directory, so choose a name that differs in more than case", name, static)
+	if ref := c.refuseStatic(name); ref != nil {
+		return ref
+	}
+	if p := c.cfg.Stats.Path(); p != "" && strings.EqualFold(p, "/"+name) {
+		return refuse(http.StatusConflict, "stats_path", "stream %q would be served at %s, where the server serves its stats (stats: in its config); choose another name", name, p)
 	}
 	if _, derr := d.Check(c.cfg); derr != nil {
 		return refuse(http.StatusUnprocessableEntity, "unsupported_declaration", "%v", derr)
@@ -519,6 +585,22 @@ func (c *Controller) putStream(w http.ResponseWriter, r *http.Request, name stri
 	})
 }
 
+// refuseStatic refuses a change to name when it is, or differs only in
+// case from, a stream of the server's config file, which the control
+// API never manages.
+func (c *Controller) refuseStatic(name string) *apiError {
+	static, ok := c.rt.Static(name)
+	switch {
+	case !ok:
+		return nil
+	case static == name:
+		return refuse(http.StatusConflict, "static_stream", "stream %q is in the server's config file (streams:), which the control API does not manage; "+
+			"change it there and reload the server (SIGHUP); a name can be only one", name)
+	}
+	return refuse(http.StatusConflict, "name_differs_only_in_case", "stream %q differs only in case from the stream %q in the server's config file (streams:); "+
+		"on a case-insensitive file system the two would share a directory, so choose a name that differs in more than case", name, static)
+}
+
 func withSchemaOf(d, from Declaration) Declaration {
 	d.Schema, d.SortBy = from.Schema, from.SortBy
 	return d
@@ -529,6 +611,9 @@ func (c *Controller) putDesired(w http.ResponseWriter, r *http.Request, name str
 	m, err := c.readMutation(w, r, name, config.ActionControl)
 	if err != nil {
 		return err
+	}
+	if ref := c.refuseStatic(name); ref != nil {
+		return ref
 	}
 	var b desiredBody
 	if derr := decodeStrict(m.body, &b); derr != nil {
@@ -563,6 +648,9 @@ func (c *Controller) postMigration(w http.ResponseWriter, r *http.Request, name 
 	m, err := c.readMutation(w, r, name, config.ActionMigrate)
 	if err != nil {
 		return err
+	}
+	if ref := c.refuseStatic(name); ref != nil {
+		return ref
 	}
 	var mg Migration
 	if derr := decodeStrict(m.body, &mg); derr != nil {
@@ -619,7 +707,7 @@ func (c *Controller) existing(t tx, m *mutation) (*Record, *apiError) {
 }
 
 func notFound(name string) *apiError {
-	return refuse(http.StatusNotFound, "not_found", "no registered stream %q; create it with PUT and If-None-Match: *", name)
+	return refuse(http.StatusNotFound, "not_found", "stream %q does not exist: the server serves no stream of that name; GET %s/streams lists those it serves, and PUT with If-None-Match: * declares one", name, Prefix)
 }
 
 // internal hides an error from below (it may name a path) behind a

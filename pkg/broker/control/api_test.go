@@ -160,8 +160,9 @@ func TestIdenticalRetryGetsTheFirstAnswer(t *testing.T) {
 	}
 }
 
-// TestPagesFollowTheCursorAndAMutationStalesIt: the list pages by name;
-// a mutation after a cursor was issued makes it 409.
+// TestPagesFollowTheCursorAndAMutationStalesIt: the list pages by name,
+// the config file's streams among the registered ones; a mutation after a
+// cursor was issued makes it 409.
 func TestPagesFollowTheCursorAndAMutationStalesIt(t *testing.T) {
 	f := start(t)
 	for _, n := range []string{"a", "b", "c"} {
@@ -172,8 +173,9 @@ func TestPagesFollowTheCursorAndAMutationStalesIt(t *testing.T) {
 		t.Fatalf("first page: %v", p1)
 	}
 	cur := p1["next_cursor"].(string)
+	// The config file's stream is listed among them, by name.
 	p2 := f.do(t, req{"GET", "/control/v1/streams?limit=2&cursor=" + cur, "", nil}).json(t)
-	if s := p2["streams"].([]any); len(s) != 1 || s[0].(map[string]any)["name"] != "c" || p2["next_cursor"] != nil {
+	if s := p2["streams"].([]any); len(s) != 2 || s[0].(map[string]any)["name"] != "c" || s[1].(map[string]any)["name"] != "neighbour" || p2["next_cursor"] != nil {
 		t.Fatalf("second page: %v", p2)
 	}
 	f.create(t, "d")

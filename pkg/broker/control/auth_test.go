@@ -87,3 +87,40 @@ func opsAndDevConfig(t *testing.T, root string, opsActions ...string) config.Con
 	}
 	return cfg
 }
+
+// TestAnOperationOnAStreamWithoutTheGrantIs403: a user holding an
+// operation's id but not the control grant on its stream gets 403, as
+// for the stream itself, and the refusal does not name the stream; an
+// id that names no operation stays 404. A stream route answers by the
+// grant before it looks the stream up, so 403 and 404 tell nothing of
+// which streams exist that the caller may not control.
+func TestAnOperationOnAStreamWithoutTheGrantIs403(t *testing.T) {
+	root := t.TempDir()
+	cfg := opsAndDevConfig(t, root, "control")
+	f := serveWith(t, cfg)
+	as := func(user string, q req) resp {
+		hr, _ := http.NewRequest("GET", "http://x", nil)
+		hr.SetBasicAuth(user, "pw")
+		if q.hdr == nil {
+			q.hdr = map[string]string{}
+		}
+		q.hdr["Authorization"] = hr.Header.Get("Authorization")
+		return f.do(t, q)
+	}
+	r := as("ops", req{"PUT", "/control/v1/streams/prod", decl("create_if_absent"), mut("*")})
+	if r.status != http.StatusAccepted {
+		t.Fatalf("ops creates prod: %d %s", r.status, r.body)
+	}
+	loc := r.hdr.Get("Location")
+	if r := as("dev", req{"GET", loc, "", nil}); r.status != http.StatusForbidden || r.errCode() != "forbidden" || strings.Contains(string(r.body), "prod") {
+		t.Errorf("dev reads prod's operation: %d %s; want 403 not naming the stream", r.status, r.body)
+	}
+	if r := as("dev", req{"GET", "/control/v1/operations/0123456789abcdef0123456789abcdef", "", nil}); r.status != http.StatusNotFound {
+		t.Errorf("dev reads an operation that does not exist: %d %s; want 404", r.status, r.body)
+	}
+	for _, name := range []string{"prod", "nosuch"} {
+		if r := as("dev", req{"GET", "/control/v1/streams/" + name, "", nil}); r.status != http.StatusForbidden {
+			t.Errorf("dev reads stream %s: %d %s; want 403 whether it exists or not", name, r.status, r.body)
+		}
+	}
+}

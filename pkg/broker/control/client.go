@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // Client speaks the control API for `streamcast streams`. Every mutation
@@ -43,9 +45,19 @@ func (e *ClientError) Error() string {
 	return fmt.Sprintf("%s (%d %s)", e.Body.Message, e.Status, e.Body.Code)
 }
 
+// NoStream is Get's error for a name the server serves no stream of.
+type NoStream struct{ Name string }
+
+func (e *NoStream) Error() string {
+	return fmt.Sprintf("stream %q does not exist on this server; streamcast streams list shows the streams it serves, and streams apply FILE declares a new one", e.Name)
+}
+
 // StreamView is GET /control/v1/streams/{name}'s answer.
 type StreamView struct {
-	Name        string      `json:"name"`
+	Name string `json:"name"`
+	// Source is SourceConfig for a stream of the server's config file,
+	// which has no declaration, revision or ETag here; else SourceControl.
+	Source      string      `json:"source"`
 	Declaration Declaration `json:"declaration"`
 	Desired     string      `json:"desired"`
 	Observed    Observed    `json:"observed"`
@@ -102,6 +114,12 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, hdr h
 		}
 		resp, err := c.http().Do(req)
 		wait := time.Duration(attempt+1) * 200 * time.Millisecond
+		if err != nil {
+			// A certificate no retry will make trusted: say so at once.
+			if hinted := wire.TLSHint(err); hinted != err {
+				return nil, 0, hinted
+			}
+		}
 		if err == nil {
 			b, rerr := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 			resp.Body.Close()
@@ -119,7 +137,15 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, hdr h
 				var eb struct {
 					Error ErrorBody `json:"error"`
 				}
-				if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
+				switch {
+				case json.Unmarshal(b, &eb) == nil && eb.Error.Code != "":
+				case resp.StatusCode == http.StatusBadRequest && strings.Contains(string(b), "HTTPS server"):
+					eb.Error = ErrorBody{Code: "https_only", Message: fmt.Sprintf("the server at %s speaks https only; give --server https://… (a config with the server's tls: section does)", c.Base)}
+				case resp.StatusCode == http.StatusNotFound:
+					// Not the API's JSON: the server has no control: section.
+					eb.Error = ErrorBody{Code: "no_control_api", Message: fmt.Sprintf("the server at %s serves no control API (%s): its config needs a control: section, "+
+						"and the registry streamcast control init makes; the streams of its config file are in its /stats", c.Base, Prefix)}
+				default:
 					eb.Error = ErrorBody{Code: "http", Message: strings.TrimSpace(string(b))}
 				}
 				cerr := &ClientError{Status: resp.StatusCode, Body: eb.Error}
@@ -178,11 +204,15 @@ func (c *Client) mutate(ctx context.Context, method, path string, body []byte, i
 	return &a, nil
 }
 
-// Get reads one registered stream; a *ClientError with Status 404 when
-// there is none.
+// Get reads one stream the server serves or has registered; a *NoStream
+// when there is none of that name.
 func (c *Client) Get(ctx context.Context, name string) (*StreamView, error) {
 	var v StreamView
 	h, _, err := c.do(ctx, http.MethodGet, Prefix+"/streams/"+url.PathEscape(name), nil, nil, &v)
+	var ce *ClientError
+	if errors.As(err, &ce) && ce.Status == http.StatusNotFound && ce.Body.Code == "not_found" {
+		return nil, &NoStream{Name: name}
+	}
 	if err != nil {
 		return nil, err
 	}

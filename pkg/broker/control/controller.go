@@ -420,7 +420,9 @@ func (c *Controller) migrate(ctx context.Context, rec *Record, m Migration, offl
 				// rerun after a crash would, rather than keep the
 				// stream's writes fenced until a CPU is free. The
 				// runtime opens the new log, as after the worker.
-				c.logger.Warn("control: the migration finishes in the server's process", "stream", name, "err", err)
+				// Not a warning: the designed way through on a busy
+				// server, and the migration goes on.
+				c.logger.Info("control: the migration finishes in the server's process", "stream", name, "why", err)
 				res, err = lifecycle.MigrateTo(ctx, ls, d, lifecycle.Options{})
 			}
 		} else {

@@ -36,8 +36,9 @@ type Declaration struct {
 	Limits      *Limits `json:"limits,omitempty"`
 }
 
-// Limits are the per-stream bounds a declaration may set; 0 keeps the
-// server's.
+// Limits are the per-stream bounds a declaration may set, the keys of a
+// config file's stream's limits: (config.StreamLimits); 0 is a key left
+// out, which keeps the server's.
 type Limits struct {
 	MaxBacklog      int `json:"max_backlog,omitempty"`
 	MaxInbound      int `json:"max_inbound,omitempty"`
@@ -154,6 +155,19 @@ func ParseDeclaration(b []byte) (Declaration, error) {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return Declaration{}, fmt.Errorf("%w: a declaration is a JSON object", errBadJSON)
 	}
+	if err := checkReplayPublished(raw); err != nil {
+		return Declaration{}, err
+	}
+	if err := checkLimitsGiven(raw["limits"]); err != nil {
+		return Declaration{}, err
+	}
+	if _, ok := raw["replay_published"]; ok {
+		// Checked, and it holds nothing to keep: every replay here
+		// reads the published table. Each value stays as it was sent
+		// (the schema's key order is its column order).
+		delete(raw, "replay_published")
+		b, _ = json.Marshal(raw)
+	}
 	mr := int64(config.DefaultMaxReplay)
 	d := Declaration{Initialization: OpenExisting, GroupCommit: true, MaxReplay: &mr}
 	if err := decodeStrict(b, &d); err != nil {
@@ -166,6 +180,51 @@ func ParseDeclaration(b []byte) (Declaration, error) {
 		d.SortBy = []string{}
 	}
 	return d, nil
+}
+
+// checkReplayPublished accepts replay_published: true, what every
+// subscribe here does already (a replay reads each of the log's tiers,
+// the published table included, down to the retention floor; max_replay
+// bounds how far), and refuses false, which this server cannot honour.
+func checkReplayPublished(raw map[string]json.RawMessage) error {
+	v, ok := raw["replay_published"]
+	if !ok {
+		return nil
+	}
+	switch string(bytes.TrimSpace(v)) {
+	case "true":
+		return nil
+	case "false":
+		return invalidf("replay_published is false, but this server always replays from every tier of a stream's log, its published table included; " +
+			"bound a replay with max_replay instead, and leave replay_published out (or give true)")
+	}
+	return invalidf("replay_published is %s; give true or false (a JSON boolean)", clip(string(v)))
+}
+
+// checkLimitsGiven refuses a limits object that is null, or one of whose
+// bounds is null or 0: decoded as given, either would read as the key
+// left out and keep the server's bound without a word.
+func checkLimitsGiven(v json.RawMessage) error {
+	if v == nil {
+		return nil
+	}
+	if string(bytes.TrimSpace(v)) == "null" {
+		return invalidf("limits is null; leave it out for the server's limits, or give an object of %s", strings.Join(config.StreamLimitKeys(), ", "))
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(v, &m); err != nil {
+		return fmt.Errorf("%w: limits is an object of %s", errBadJSON, strings.Join(config.StreamLimitKeys(), ", "))
+	}
+	for _, k := range config.StreamLimitKeys() {
+		switch b, ok := m[k]; {
+		case !ok:
+		case string(bytes.TrimSpace(b)) == "null":
+			return invalidf("limits.%s is null; give a positive number, or leave the key out for the server's", k)
+		case string(bytes.TrimSpace(b)) == "0":
+			return invalidf("limits.%s is 0; give a positive number, or leave the key out for the server's", k)
+		}
+	}
+	return nil
 }
 
 // invalid is a declaration that parses but cannot be served (422).
@@ -201,20 +260,26 @@ func (d *Declaration) Check(cfg *config.Config) (*schema.Schema, error) {
 	if d.MaxReplay != nil && *d.MaxReplay < 0 {
 		return nil, invalidf("max_replay is %d; give a count of rows ≥ 0, or null for unbounded", *d.MaxReplay)
 	}
-	if l := d.Limits; l != nil {
-		for _, b := range []struct {
-			key string
-			v   int
-		}{{"max_backlog", l.MaxBacklog}, {"max_inbound", l.MaxInbound}, {"max_in_flight", l.MaxInFlight}, {"max_message_bytes", l.MaxMessageBytes}} {
-			if b.v < 0 {
-				return nil, invalidf("limits.%s is %d; give a positive number, or leave it out for the server's", b.key, b.v)
-			}
-		}
-		if l.MaxMessageBytes > cfg.Limits.MaxMessageBytes {
-			return nil, invalidf("limits.max_message_bytes %d is over the server's %d", l.MaxMessageBytes, cfg.Limits.MaxMessageBytes)
-		}
+	// Checked as a config file's stream's own limits: are.
+	if err := d.Limits.config().Check("limits", cfg.Limits); err != nil {
+		return nil, invalidf("%v", err)
 	}
 	return sch, nil
+}
+
+// config is l as a stream's limits: in the config file; a 0 (a key left
+// out: ParseDeclaration refuses one given as 0) keeps the server's.
+func (l *Limits) config() *config.StreamLimits {
+	if l == nil {
+		return nil
+	}
+	given := func(v int) *int {
+		if v == 0 {
+			return nil
+		}
+		return &v
+	}
+	return &config.StreamLimits{MaxBacklog: given(l.MaxBacklog), MaxInbound: given(l.MaxInbound), MaxInFlight: given(l.MaxInFlight), MaxMessageBytes: given(l.MaxMessageBytes)}
 }
 
 func checkSortBy(sch *schema.Schema, sortBy []string) error {
@@ -246,19 +311,7 @@ func (d *Declaration) Stream(name string, cfg *config.Config) config.Stream {
 
 // StreamLimits lays d's limits over the server's.
 func (d *Declaration) StreamLimits(server config.Limits) config.Limits {
-	l := server
-	if d.Limits == nil {
-		return l
-	}
-	for _, b := range []struct {
-		dst *int
-		v   int
-	}{{&l.MaxBacklog, d.Limits.MaxBacklog}, {&l.MaxInbound, d.Limits.MaxInbound}, {&l.MaxInFlight, d.Limits.MaxInFlight}, {&l.MaxMessageBytes, d.Limits.MaxMessageBytes}} {
-		if b.v > 0 {
-			*b.dst = b.v
-		}
-	}
-	return l
+	return d.Limits.config().Over(server)
 }
 
 // sameButSchema reports whether a and b differ at most in schema and

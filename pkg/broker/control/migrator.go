@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -76,6 +77,10 @@ type workerProc struct {
 	stderr  *tailBuffer
 	waited  chan struct{} // closed once cmd.Wait returned
 	err     error         // cmd.Wait's, once waited is closed
+	// ended is set before serve itself signals or kills the process (a
+	// starved worker, a stop that took too long, the server stopping):
+	// its exit status then says what serve did, not that it failed.
+	ended atomic.Bool
 }
 
 // start makes sure the worker's process runs, so that its start-up
@@ -119,7 +124,7 @@ func (w *migrationWorker) run(ctx context.Context, job lifecycle.MigrateJob) (*l
 	}
 	// The server stopping asks the child to stop as well: its migration
 	// then ends at its next step, as it would in this process.
-	stopChild := context.AfterFunc(ctx, func() { _ = p.cmd.Process.Signal(syscall.SIGTERM) })
+	stopChild := context.AfterFunc(ctx, func() { p.ended.Store(true); _ = p.cmd.Process.Signal(syscall.SIGTERM) })
 	watch := watchStarvation(p)
 	m, err := func() (*lifecycle.Migration, error) {
 		if err := lifecycle.WriteJob(p.stdin, job); err != nil {
@@ -218,6 +223,7 @@ func watchStarvation(p *workerProc) *starvationWatch {
 			if streak == starveWindows {
 				sw.err = fmt.Errorf("%w: it ran %v in %v while it waited %v for one", errWorkerStarved,
 					(ran - streakRan).Round(time.Microsecond), starveWindow*starveWindows, (waited - streakWaited).Round(time.Millisecond))
+				p.ended.Store(true)
 				_ = p.cmd.Process.Kill()
 				return
 			}
@@ -275,11 +281,15 @@ func (w *migrationWorker) endLocked() {
 	select {
 	case <-p.waited:
 	case <-time.After(workerStopDelay):
+		p.ended.Store(true)
 		_ = p.cmd.Process.Kill()
 		<-p.waited
 	}
 	_ = p.stdout.Close()
-	if p.err != nil {
+	switch {
+	case p.err != nil && p.ended.Load():
+		w.logger.Debug("control: the migration worker process ended as serve asked", "err", p.err)
+	case p.err != nil:
 		w.logger.Warn("control: the migration worker process ended badly", "err", p.err, "stderr", lastLine(p.stderr.String()))
 	}
 }

@@ -49,6 +49,16 @@ type Runtime interface {
 	// file system). It returns the static stream's name as the config
 	// spells it.
 	Static(name string) (static string, ok bool)
+	// Statics lists the streams of the config's streams: list the server
+	// serves now, by name, so a client of the API sees every stream the
+	// server serves.
+	Statics() []StaticStream
+}
+
+// StaticStream is a stream of the config file as the API lists it.
+type StaticStream struct {
+	Name     string
+	StreamID string // "" for a live-only stream
 }
 
 // Serve is a registered stream as the runtime serves it.

@@ -43,6 +43,9 @@ func (s Stream) Change(sch *schema.Schema, next Stream, nextSch *schema.Schema) 
 	if !reflect.DeepEqual(s.HistoryGuard, next.HistoryGuard) {
 		keys = append(keys, "history_guard")
 	}
+	if s.Limits.Over(Limits{}) != next.Limits.Over(Limits{}) {
+		keys = append(keys, "limits")
+	}
 	if s.Upstream != next.Upstream {
 		keys = append(keys, "upstream")
 	}
@@ -78,6 +81,10 @@ func (c Config) RestartOnly(next Config) []string {
 		// it asks for client certificates, is fixed at start.
 		{"tls", c.TLS.Mode(), next.TLS.Mode()},
 		{"metrics.enabled", c.Metrics.Enabled, next.Metrics.Enabled},
+		{"stats", c.Stats.Path(), next.Stats.Path()},
+		// The registry, its profiles and bounds are the controller's,
+		// made once at start; an operation in flight holds them.
+		{"control", c.Control, next.Control},
 	} {
 		if !reflect.DeepEqual(k.was, k.now) {
 			keys = append(keys, k.key)

@@ -34,3 +34,21 @@ func TestRestartOnlyNamesTheSectionsThatChanged(t *testing.T) {
 		t.Fatalf("RestartOnly = %q; want listen only", got)
 	}
 }
+
+// TestRestartOnlyNamesAControlOrStatsChange: a change to control: (a
+// profile, a bound) or to stats: is named, so a reload never drops it
+// without a word; the same section read twice is no change.
+func TestRestartOnlyNamesAControlOrStatsChange(t *testing.T) {
+	c := Default()
+	c.Control = &Control{MaxPending: 32, Profiles: map[string]Profile{"local": {Root: "a"}}}
+	next := Default()
+	next.Control = &Control{MaxPending: 32, Profiles: map[string]Profile{"local": {Root: "a"}}}
+	if got := c.RestartOnly(next); len(got) != 0 {
+		t.Fatalf("the same control: section: RestartOnly = %q; want nothing", got)
+	}
+	next.Control.Profiles["more"] = Profile{Root: "b"}
+	next.Stats = StatsOff
+	if got := strings.Join(c.RestartOnly(next), ","); got != "stats,control" {
+		t.Fatalf("RestartOnly = %q; want stats,control", got)
+	}
+}

@@ -111,6 +111,10 @@ type Config struct {
 	// Control, when set, serves the control API (/control/v1) over the
 	// streams its registry holds; nil serves only the streams: list.
 	Control *Control `yaml:"control,omitempty"`
+	// Stats is where GET serves the per-stream figures: /stats by default,
+	// another absolute path (stats: /ops/stats), or false to serve them
+	// nowhere. Applies when serve starts.
+	Stats Stats `yaml:"stats"`
 
 	// origin says where each key's value came from, for errors; nil for a
 	// Config built in code. Load sets it.
@@ -156,6 +160,170 @@ type Limits struct {
 	// MaxConnectionsPerAddress bounds the connections one remote address
 	// holds open, so one client cannot take every place; 0 sets no bound.
 	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
+}
+
+// StreamLimits are the bounds one stream may set for itself, each in
+// place of the server's limits: key of the same name; nil keeps the
+// server's. A stream's own max_message_bytes may not exceed the server's,
+// which bounds every frame the listener reads.
+type StreamLimits struct {
+	MaxBacklog      *int `yaml:"max_backlog,omitempty"`
+	MaxInbound      *int `yaml:"max_inbound,omitempty"`
+	MaxInFlight     *int `yaml:"max_in_flight,omitempty"`
+	MaxMessageBytes *int `yaml:"max_message_bytes,omitempty"`
+}
+
+// StreamLimitKeys are the keys of StreamLimits, in order.
+func StreamLimitKeys() []string {
+	return []string{"max_backlog", "max_inbound", "max_in_flight", "max_message_bytes"}
+}
+
+// fields pairs each key with its value here and its place in server.
+func (l *StreamLimits) fields(server *Limits) []struct {
+	key string
+	v   *int
+	dst *int
+} {
+	return []struct {
+		key string
+		v   *int
+		dst *int
+	}{
+		{"max_backlog", l.MaxBacklog, &server.MaxBacklog},
+		{"max_inbound", l.MaxInbound, &server.MaxInbound},
+		{"max_in_flight", l.MaxInFlight, &server.MaxInFlight},
+		{"max_message_bytes", l.MaxMessageBytes, &server.MaxMessageBytes},
+	}
+}
+
+// Over lays l over the server's limits: what a stream with these limits
+// runs with.
+func (l *StreamLimits) Over(server Limits) Limits {
+	if l == nil {
+		return server
+	}
+	for _, f := range l.fields(&server) {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
+	}
+	return server
+}
+
+// Check refuses a bound below 1 and a max_message_bytes over the
+// server's, each error naming prefix+"."+key (streams[0].limits.max_backlog,
+// or limits.max_backlog for a control API declaration).
+func (l *StreamLimits) Check(prefix string, server Limits) error {
+	if l == nil {
+		return nil
+	}
+	for _, f := range l.fields(&server) {
+		key := prefix + "." + f.key
+		switch {
+		case f.v == nil:
+		case *f.v < 1:
+			return keyErrorf(key, "%s is %d; give a positive number, or leave the key out for the server's limits.%s (%d)", key, *f.v, f.key, *f.dst)
+		case f.key == "max_message_bytes" && *f.v > server.MaxMessageBytes:
+			return keyErrorf(key, "%s is %d, over the server's limits.max_message_bytes %d, which bounds every frame it reads; give at most %d", key, *f.v, server.MaxMessageBytes, server.MaxMessageBytes)
+		}
+	}
+	return nil
+}
+
+// UnmarshalYAML refuses a key given as null, which would otherwise read
+// as the key left out and keep the server's bound without a word.
+func (l *StreamLimits) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if v := n.Content[i+1]; v.ShortTag() == "!!null" {
+				return fmt.Errorf("line %d: limits.%s is null; give a positive number, or leave the key out for the server's", v.Line, n.Content[i].Value)
+			}
+		}
+	}
+	type plain StreamLimits
+	var p plain
+	if err := n.Decode(&p); err != nil {
+		return err
+	}
+	*l = StreamLimits(p)
+	return nil
+}
+
+// Stats is the stats: key: the path GET serves the per-stream figures
+// at. The zero value is DefaultStatsPath; StatsOff serves them nowhere.
+type Stats string
+
+// DefaultStatsPath is where /stats is served unless stats: says otherwise.
+const DefaultStatsPath Stats = "/stats"
+
+// StatsOff is stats: false.
+const StatsOff Stats = "false"
+
+// Path returns the path the figures are served at, "" when they are not.
+func (s Stats) Path() string {
+	switch s {
+	case "":
+		return string(DefaultStatsPath)
+	case StatsOff:
+		return ""
+	}
+	return string(s)
+}
+
+// UnmarshalYAML reads true (the default path), false (off) or a path.
+func (s *Stats) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: stats is a path such as /stats, or false to serve no stats", n.Line)
+	}
+	switch n.ShortTag() {
+	case "!!bool":
+		var on bool
+		if err := n.Decode(&on); err != nil {
+			return err
+		}
+		*s = DefaultStatsPath
+		if !on {
+			*s = StatsOff
+		}
+		return nil
+	case "!!null":
+		*s = DefaultStatsPath
+		return nil
+	}
+	*s = Stats(n.Value)
+	return nil
+}
+
+// MarshalYAML writes false when the figures are served nowhere, else the
+// path.
+func (s Stats) MarshalYAML() (any, error) {
+	if s == StatsOff {
+		return false, nil
+	}
+	return s.Path(), nil
+}
+
+// statsRoutes are the paths serve answers itself, which stats: may not
+// take.
+var statsRoutes = []string{"/", "/health", "/metrics", "/ui", "/control"}
+
+// validate checks stats: an absolute path with no query, not one of
+// serve's other routes, nor a static stream's path (streams names).
+func (s Stats) validate(streams []string) error {
+	p := s.Path()
+	if p == "" || p == string(DefaultStatsPath) {
+		return nil
+	}
+	switch {
+	case !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# ") || strings.Contains(p, "//"):
+		return keyErrorf("stats", "stats %q is not an absolute path; give one such as /stats or /ops/stats, or false to serve no stats", p)
+	case slices.Contains(statsRoutes, p) || strings.HasPrefix(p, "/control/"):
+		return keyErrorf("stats", "stats %q is one of serve's own routes (/, /health, /metrics, /ui, /control/v1); give another path, such as /ops/stats", p)
+	}
+	if i := slices.IndexFunc(streams, func(n string) bool { return strings.EqualFold("/"+n, p) }); i >= 0 {
+		return keyErrorf("stats", "stats %q is the path of the stream %q; give another path, such as /ops/stats", p, streams[i])
+	}
+	return nil
 }
 
 // Stream declares one stream. Start from DefaultStream: its zero value
@@ -205,6 +373,10 @@ type Stream struct {
 	// greeting. See package relay. Secret: it may hold a password, so
 	// `streamcast config` prints it redacted.
 	Upstream string `yaml:"upstream,omitempty" secret:"true"`
+	// Limits, when set, are this stream's own bounds in place of the
+	// server's limits: (the keys a control API declaration's limits take);
+	// a key left out keeps the server's.
+	Limits *StreamLimits `yaml:"limits,omitempty"`
 	// UpstreamCAFile, for a wss:// upstream, holds the PEM certificate(s)
 	// of a CA the relay trusts beside the system's, as tail's --ca-file:
 	// for an origin whose certificate a private CA signed. Relative to
@@ -233,6 +405,7 @@ func Default() Config {
 		Replicate: DefaultReplicate(),
 		Log:       DefaultLog(),
 		Metrics:   DefaultMetrics(),
+		Stats:     DefaultStatsPath,
 	}
 }
 
@@ -416,6 +589,13 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 	if err := c.Control.validate(c); err != nil {
 		return nil, err
 	}
+	var static []string
+	for _, st := range c.Streams {
+		static = append(static, st.Name)
+	}
+	if err := c.Stats.validate(static); err != nil {
+		return nil, err
+	}
 	if len(c.Streams) == 0 && c.Control == nil {
 		return nil, keyErrorf("streams", "streams is empty; declare at least one stream (name, schema, …), or add a control: section to declare them over HTTP")
 	}
@@ -452,6 +632,9 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 			return nil, keyErrorf(key+".replicate", "%s has replicate: true but is not durable: only a durable stream has a log to replicate", label)
 		}
 		if err := s.validateUpstream(key, label); err != nil {
+			return nil, err
+		}
+		if err := s.Limits.Check(key+".limits", c.Limits); err != nil {
 			return nil, err
 		}
 		if s.MaxReplay != nil && *s.MaxReplay < 0 {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -144,4 +145,28 @@ func (c *Control) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	*c = Control(p)
 	return nil
+}
+
+// ServerURL is the URL a client on this machine reaches the server the
+// config describes at: http:// or, with a tls: section, https://, and the
+// listen: address, 127.0.0.1 for an unspecified host. It is an error when
+// listen: names no fixed port (:0 picks one when serve starts).
+func (c *Config) ServerURL() (string, error) {
+	host, port, err := net.SplitHostPort(c.Listen)
+	from := ""
+	if f := c.From("listen"); f != "" {
+		from = " (" + f + ")"
+	}
+	if err != nil || port == "" || port == "0" {
+		return "", fmt.Errorf("the config's listen: is %q%s, which names no fixed port, so where the server listens is not known here; "+
+			"give --server http://HOST:PORT (serve logs the address as \"listening on …\")", c.Listen, from)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	scheme := "http"
+	if c.TLS.Enabled() {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port), nil
 }

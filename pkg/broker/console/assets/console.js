@@ -50,20 +50,27 @@ class StreamsView {
   }
 
   async poll() {
+    // The server writes its stats: path into the page; "" when it serves
+    // no stats.
+    const stats = document.querySelector('meta[name="streamcast-stats"]')?.content ?? "/stats";
+    if (stats === "") {
+      banner("this server serves no stats (stats: false in its config), so the console has no streams to list; open a stream by its name instead");
+      return;
+    }
     let doc;
     try {
-      const res = await fetch("stats", { cache: "no-store", credentials: "same-origin" });
+      const res = await fetch(stats, { cache: "no-store", credentials: "same-origin" });
       if (res.status === 401 || res.status === 403) {
-        banner(`/stats refused this user (${res.status}): ${(await res.text()).trim()}`);
+        banner(`${stats} refused this user (${res.status}): ${(await res.text()).trim()}`);
         return;
       }
       if (!res.ok) {
-        banner(`/stats answered ${res.status}; the table shows the last figures it had`);
+        banner(`${stats} answered ${res.status}; the table shows the last figures it had`);
         return;
       }
       doc = await res.json();
     } catch (e) {
-      banner(`cannot reach /stats (${e.message}); the table shows the last figures it had`);
+      banner(`cannot reach ${stats} (${e.message}); the table shows the last figures it had`);
       return;
     }
     banner("");
