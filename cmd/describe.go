@@ -61,12 +61,14 @@ credentials in --server's URL).`,
 			}
 			o := broker.DescribeOptions{Config: a.cfg, Now: time.Now(), NoServer: "--offline"}
 			if !offline {
-				o.NoServer = "the config's listen: " + a.cfg.Listen + " names no address to ask; give --server URL"
-				base, ok := broker.ServerURL(a.cfg)
-				if server != "" {
-					base, ok = server, true
+				base, err := a.cfg.ServerURL()
+				if err != nil {
+					o.NoServer = "the config's listen: " + a.cfg.Listen + " names no address to ask; give --server URL"
 				}
-				if ok {
+				if server != "" {
+					base = server
+				}
+				if base != "" {
 					clean, user, err := streamURL(base)
 					if err != nil {
 						return err

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -16,15 +15,12 @@ import (
 	"github.com/streamcast/streamcast/pkg/meta/config"
 )
 
-// StatsPath is where a server answers its /stats document.
-const StatsPath = "/stats"
-
 // ReadStats fetches the /stats document of the server at base (http or
-// https://host:port) with client, sending user (HTTP Basic) when it is
-// set.
-func ReadStats(ctx context.Context, client *http.Client, base string, user *url.Userinfo) (Stats, error) {
+// https://host:port), served at path (the config's stats:), with client,
+// sending user (HTTP Basic) when it is set.
+func ReadStats(ctx context.Context, client *http.Client, base, path string, user *url.Userinfo) (Stats, error) {
 	var st Stats
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+StatsPath, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
 		return st, err
 	}
@@ -41,7 +37,7 @@ func ReadStats(ctx context.Context, client *http.Client, base string, user *url.
 		return st, &StatsRefused{Status: resp.Status}
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return st, fmt.Errorf("read %s%s: %w", base, StatsPath, err)
+		return st, fmt.Errorf("read %s%s: %w", base, path, err)
 	}
 	return st, nil
 }
@@ -93,7 +89,8 @@ type DescribeOptions struct {
 	// the metadata and logs, its streams say what is declared.
 	Config config.Config
 	// Server is the base URL (http or https://host:port) of the server
-	// to ask for the figures that move; "" asks none.
+	// to ask for the figures that move; "" asks none. It answers them at
+	// Config.Stats's path.
 	Server string
 	// Client fetches Server's /stats; User, when set, is sent with it.
 	Client *http.Client
@@ -102,28 +99,6 @@ type DescribeOptions struct {
 	NoServer string
 	// Now is the clock the replication lag is measured against.
 	Now time.Time
-}
-
-// ServerURL is the base URL of the server cfg configures, as a client on
-// this machine reaches it: its listen: address (an unspecified host is
-// this machine's loopback), https when cfg has a tls: section. ok is
-// false for port 0, which no client can reach.
-func ServerURL(cfg config.Config) (string, bool) {
-	host, port, err := net.SplitHostPort(cfg.Listen)
-	if err != nil || port == "0" {
-		return "", false
-	}
-	switch ip := net.ParseIP(host); {
-	case host == "" || (ip != nil && ip.IsUnspecified() && ip.To4() != nil):
-		host = "127.0.0.1"
-	case ip != nil && ip.IsUnspecified():
-		host = "::1"
-	}
-	scheme := "http"
-	if cfg.TLS.Enabled() {
-		scheme = "https"
-	}
-	return scheme + "://" + net.JoinHostPort(host, port), true
 }
 
 // DescribeStream describes the stream named name: what its metadata holds,
@@ -148,14 +123,17 @@ func DescribeStream(ctx context.Context, name string, o DescribeOptions) (d *met
 	var stats *Stats
 	var live *StreamStats
 	whyDisk := o.NoServer
-	if o.Server != "" {
+	statsPath := cfg.Stats.Path()
+	if o.Server != "" && statsPath == "" {
+		whyDisk = "the config serves no stats (stats: false)"
+	} else if o.Server != "" {
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		st, err := ReadStats(sctx, o.Client, o.Server, o.User)
+		st, err := ReadStats(sctx, o.Client, o.Server, statsPath, o.User)
 		cancel()
 		var refused *StatsRefused
 		switch {
 		case errors.As(err, &refused):
-			whyDisk = fmt.Sprintf("the server at %s refused %s: %s", o.Server, StatsPath, refused.Status)
+			whyDisk = fmt.Sprintf("the server at %s refused %s: %s", o.Server, statsPath, refused.Status)
 		case err != nil:
 			whyDisk = fmt.Sprintf("no server answered at %s", o.Server)
 		default:
@@ -163,7 +141,7 @@ func DescribeStream(ctx context.Context, name string, o DescribeOptions) (d *met
 			if ss, ok := st.Find(name); ok {
 				live = &ss
 			} else {
-				whyDisk = fmt.Sprintf("the server at %s does not list %s in %s: it does not serve it, or the user may not read its stats", o.Server, name, StatsPath)
+				whyDisk = fmt.Sprintf("the server at %s does not list %s in %s: it does not serve it, or the user may not read its stats", o.Server, name, statsPath)
 			}
 		}
 	}

@@ -4,37 +4,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/streamcast/streamcast/pkg/meta/config"
 )
-
-// TestServerURLReachesTheListenAddressFromThisMachine: an unspecified
-// host is the loopback of its family, tls: makes it https, and port 0
-// names no server.
-func TestServerURLReachesTheListenAddressFromThisMachine(t *testing.T) {
-	for _, c := range []struct {
-		listen string
-		tls    bool
-		want   string
-	}{
-		{"127.0.0.1:8765", false, "http://127.0.0.1:8765"},
-		{":8765", false, "http://127.0.0.1:8765"},
-		{"0.0.0.0:9000", true, "https://127.0.0.1:9000"},
-		{"[::]:8765", false, "http://[::1]:8765"},
-		{"example.com:443", true, "https://example.com:443"},
-		{"127.0.0.1:0", false, ""},
-	} {
-		cfg := config.Default()
-		cfg.Listen = c.listen
-		if c.tls {
-			cfg.TLS.CertFile, cfg.TLS.KeyFile = "c.pem", "k.pem"
-		}
-		got, ok := ServerURL(cfg)
-		if got != c.want || ok != (c.want != "") {
-			t.Errorf("listen %s (tls %v): %q %v, want %q", c.listen, c.tls, got, ok, c.want)
-		}
-	}
-}
 
 // TestStatsListTheExactlyOncePublishersMarksAndWhoIsConnected: /stats
 // has, per exactly-once stream, each id's committed mark and whether a

@@ -161,8 +161,11 @@ func (c *Config) ServerURL() (string, error) {
 		return "", fmt.Errorf("the config's listen: is %q%s, which names no fixed port, so where the server listens is not known here; "+
 			"give --server http://HOST:PORT (serve logs the address as \"listening on …\")", c.Listen, from)
 	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+	switch ip := net.ParseIP(host); {
+	case host == "" || (ip != nil && ip.IsUnspecified() && ip.To4() != nil):
 		host = "127.0.0.1"
+	case ip != nil && ip.IsUnspecified():
+		host = "::1" // [::] may be IPv6 only; its loopback is always served
 	}
 	scheme := "http"
 	if c.TLS.Enabled() {

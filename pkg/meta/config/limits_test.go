@@ -88,6 +88,8 @@ func TestServerURLIsTheListenAddressWithTheTLSScheme(t *testing.T) {
 		{":9000", "", "http://127.0.0.1:9000"},
 		{"0.0.0.0:9000", "server.pem", "https://127.0.0.1:9000"},
 		{"[::1]:9000", "", "http://[::1]:9000"},
+		{"[::]:8765", "", "http://[::1]:8765"},
+		{"example.com:443", "server.pem", "https://example.com:443"},
 		{"127.0.0.1:0", "", ""},
 	} {
 		cfg := Default()
