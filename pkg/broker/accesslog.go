@@ -5,9 +5,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/streamcast/streamcast/pkg/broker/auth"
-	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // Roles of a connection in the access log: what the request asked to be.
@@ -24,12 +21,12 @@ const (
 // subscriber: data frames written to it; a publisher: rows committed
 // from it) and how long it lasted. Figures are numbers, so a JSON log
 // carries them as numbers.
-func (s *Server) logAccess(c *wsConn, acc auth.Access, q wire.Request, began time.Time) {
+func (s *Server) logAccess(c *wsConn, user, stream string, publish bool) {
 	if !s.accessLog.Load() {
 		return
 	}
 	role := roleSubscriber
-	if q.Publish {
+	if publish {
 		role = rolePublisher
 	}
 	c.mu.Lock()
@@ -42,7 +39,7 @@ func (s *Server) logAccess(c *wsConn, acc auth.Access, q wire.Request, began tim
 	case byPeer:
 		by = "client"
 	}
-	took := math.Round(time.Since(began).Seconds()*1e3) / 1e3
-	s.logger.Info("connection closed", "remote", c.nc.RemoteAddr().String(), "user", acc.Who, "stream", q.Stream,
+	took := math.Round(time.Since(c.began).Seconds()*1e3) / 1e3
+	s.logger.Info("connection closed", "remote", c.nc.RemoteAddr().String(), "user", user, "stream", stream,
 		"role", role, "code", code, "closed_by", by, "rows", c.rows.Load(), "duration_s", took)
 }

@@ -80,7 +80,8 @@ type wsConn struct {
 	holding atomic.Bool
 	pinged  bool // a ping went out at the previous tick; keepalive goroutine only
 
-	pub *publisher // set on publisher connections
+	pub   *publisher // set on publisher connections
+	began time.Time  // when the connection was upgraded, for the access log
 	// rows counts, for the access log, the data frames written to a
 	// subscriber, or the rows committed from a publisher.
 	rows atomic.Int64
@@ -118,7 +119,7 @@ type wsConn struct {
 
 func newConn(srv *Server, ws *websocket.Conn, nc net.Conn, frames *peerFollower, st *stream) *wsConn {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &wsConn{srv: srv, ws: ws, nc: nc, raw: nc, st: st, ctx: ctx, cancel: cancel}
+	c := &wsConn{srv: srv, ws: ws, nc: nc, raw: nc, st: st, ctx: ctx, cancel: cancel, began: time.Now()}
 	if tc, ok := nc.(*tls.Conn); ok {
 		c.raw, c.sealed = tc.NetConn(), true
 	} else {

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -73,10 +72,9 @@ func (s *Server) relayChain(st *stream) http.Header {
 // whose frames it is. acc is who the connection was admitted as: it keeps
 // that access for its life, whatever a reload changes.
 func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFollower, st *stream, q wire.Request, qerr error, acc auth.Access) {
-	began := time.Now()
 	c := newConn(s, ws, nc, frames, st)
 	// Deferred first, so it runs last: once the connection has ended.
-	defer s.logAccess(c, acc, q, began)
+	defer s.logAccess(c, acc.Who, q.Stream, q.Publish)
 	// What the connection reads of st while it sets up (its schema,
 	// metadata and log) stays put until release: a migration swaps them
 	// only once no connection holds them (stream.hold).

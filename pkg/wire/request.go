@@ -30,7 +30,10 @@ type Request struct {
 // publisher id that is empty, longer than MaxPublisherBytes or not UTF-8.
 // The filter's columns are the server's to check against the schema.
 func ParseRequest(path, rawQuery string) (Request, error) {
-	req := Request{Stream: strings.TrimPrefix(path, "/"), Offset: Null}
+	// The name is copied: path may be part of the whole request line,
+	// where= and all (net/http slices it so), and a server keeps the name
+	// for the connection's life.
+	req := Request{Stream: strings.Clone(strings.TrimPrefix(path, "/")), Offset: Null}
 	rawQuery, where, cut := cutWhere(rawQuery)
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
