@@ -34,6 +34,9 @@ type job struct {
 	// read is when the frame was read, for the ack latency metric; zero
 	// when metrics are disabled.
 	read time.Time
+	// done takes the answer of an HTTP publish (pub is nil): the request
+	// waits on it (httppublish.go).
+	done chan []byte
 }
 
 // committed is a group the committer appended (or failed to), on its way to
@@ -250,7 +253,9 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 			for _, j := range g.jobs {
 				buf, j.answer = wire.AppendOKReplyFrame(buf, off, len(j.rows))
 				off += int64(len(j.rows))
-				j.pub.c.rows.Add(int64(len(j.rows))) // the publisher's rows, for the access log
+				if j.pub != nil {
+					j.pub.c.rows.Add(int64(len(j.rows))) // the publisher's rows, for the access log
+				}
 			}
 		}
 		d.pubs = answerJobs(g.jobs, d.pubs)
@@ -265,7 +270,7 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 	marked := d.marked[:0]
 	for i, j := range g.jobs {
 		j.answer = replies[i]
-		if failed == "" && j.eo.failed == "" {
+		if failed == "" && j.eo.failed == "" && j.pub != nil {
 			j.pub.c.rows.Add(int64(len(j.rows))) // a duplicate's rows were trimmed: 0
 		}
 		if j.MarkFrame().Marked() {
@@ -292,6 +297,10 @@ func (s *stream) deliverGroup(g committed, d *delivery) {
 func answerJobs(jobs []*job, pubs []*publisher) []*publisher {
 	for _, j := range jobs {
 		p := j.pub
+		if p == nil {
+			j.done <- j.answer // an HTTP publish: its channel has room for it
+			continue
+		}
 		if len(p.answered) == 0 {
 			pubs = append(pubs, p)
 		}

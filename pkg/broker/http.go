@@ -230,6 +230,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveHealth(w)
 		}
 	default:
+		if isHTTPPublish(r) {
+			s.servePublishHTTP(w, r)
+			return
+		}
 		var routes []string
 		if stats != "" {
 			routes = append(routes, stats)

@@ -198,6 +198,25 @@ func (m *streamMarks[J]) Claim(id string, supersede func()) *markHolder {
 	return h
 }
 
+// TryClaim is Claim for a hold that takes only a free id, superseding
+// nothing: it returns nil while another hold has the id. The hold has no
+// supersede func, so a later Claim takes the id from it without stopping
+// anything; the frames it queued are still committed and answered first.
+func (m *streamMarks[J]) TryClaim(id string) *markHolder {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ps := m.pubs[id]
+	if ps == nil {
+		ps = &pubState{id: id, lastOffset: wire.Null}
+		m.pubs[id] = ps
+	} else if ps.owner != nil {
+		return nil
+	}
+	h := &markHolder{id: id, ps: ps}
+	ps.owner = h
+	return h
+}
+
 // Settle waits until every frame queued under h's id (through any hold) is
 // committed or failed, and returns the mark to greet h's connection with.
 // It reports false when another hold claimed the id meanwhile.
