@@ -255,7 +255,9 @@ func exactlyOnceConfig(t testing.TB) config.Config {
 func TestHTTPPublishIsExactlyOnceWithAPublisherAndSeq(t *testing.T) {
 	srv := startServer(t, exactlyOnceConfig(t))
 	p := newHTTPPub(t, srv.Addr().String())
-	as := func(seq int) []string { return []string{wire.PublisherHeader, "hook", wire.SeqHeader, strconv.Itoa(seq)} }
+	as := func(seq int) []string {
+		return []string{wire.PublisherHeader, "hook", wire.SeqHeader, strconv.Itoa(seq)}
+	}
 
 	if code, _, body := p.json("/trades", "", wire.PublisherHeader, "hook"); code != 200 || !strings.Contains(body, `"publisher":{"id":"hook","last_seq":0,"last_offset":null}`) {
 		t.Fatalf("greeting of a fresh id: %d %s", code, body)
