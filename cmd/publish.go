@@ -67,6 +67,16 @@ quarantined, first and last offset, where the run resumed from, rows/s);
 --summary-json FILE also writes it as JSON. On a terminal, progress is shown
 while it runs.
 
+--http publishes over plain HTTP instead of a WebSocket, for hosts where a
+WebSocket cannot reach the server (a proxy that passes no upgrade): each
+batch is one POST to the stream's URL on a keep-alive connection, answered
+once its rows are on disk, one request at a time (--max-in-flight does not
+apply). The URL is the same (ws:// is sent as http://, wss:// as https://,
+and http:// or https:// may be given); HTTPS_PROXY and HTTP_PROXY are
+honoured. Everything else is as over a WebSocket: the schema check, the
+output, --batch-size, --skip-lines, and --publisher, whose id and seqs go in
+headers, so a rerun after a crash resumes from the server's mark.
+
 A wss:// URL connects over TLS, verifying the server's certificate against
 the system's CAs and the one --ca-file names; --cert-file and --key-file
 present a client certificate to a server that requires one (mutual TLS).
@@ -87,6 +97,7 @@ declared with ` + "`exactly_once: true`" + `.
   cat trades.ndjson | streamcast publish --batch-size 500 ws://127.0.0.1:8765/demo
   streamcast publish --skip-lines 1200 ws://127.0.0.1:8765/demo trades.ndjson
   streamcast publish --publisher loader-1 --quarantine bad.ndjson --summary-json run.json ws://127.0.0.1:8765/demo day1.ndjson day2.ndjson
+  streamcast publish --http --batch-size 1000 http://127.0.0.1:8765/demo trades.ndjson
   streamcast publish --follow --window 200ms ws://127.0.0.1:8765/demo live.ndjson
   streamcast publish --from-outbox postgres://app@db.internal/orders --publisher orders-1 ws://127.0.0.1:8765/orders`,
 		Args:              cobra.MinimumNArgs(1),
@@ -105,6 +116,12 @@ declared with ` + "`exactly_once: true`" + `.
 				return err
 			}
 			opts.TLS = tc
+			if opts.HTTP && (fromOutbox != "" || untilEmpty) {
+				return usageError{errors.New("--http does not go with --from-outbox: the outbox is sent over a WebSocket; remove --http")}
+			}
+			if opts.HTTP && cmd.Flags().Changed("max-in-flight") {
+				return usageError{errors.New("--max-in-flight does not go with --http: over HTTP one request is in flight at a time; remove it")}
+			}
 			if fromOutbox != "" || untilEmpty {
 				return publishFromOutbox(cmd, a, u, args, fromOutbox, untilEmpty, opts)
 			}
@@ -161,6 +178,7 @@ declared with ` + "`exactly_once: true`" + `.
 	f.DurationVar(&opts.Window, "window", 0, "send a partial batch once it has waited `DUR` (0: only full batches, and at the end)")
 	f.IntVar(&opts.MaxInFlight, "max-in-flight", opts.MaxInFlight, "frames awaiting acknowledgement at once (`N`; the server's limits.max_in_flight)")
 	f.IntVar(&opts.MaxFrameBytes, "max-frame-bytes", opts.MaxFrameBytes, "largest frame sent, in `BYTES` (the server's limits.max_message_bytes)")
+	f.BoolVar(&opts.HTTP, "http", false, "publish over plain HTTP (one POST per batch) where a WebSocket cannot reach the server")
 	f.StringVar(&quarantinePath, "quarantine", "", "write refused rows to `FILE` as NDJSON and go on (default: stop at the first)")
 	f.BoolVar(&opts.Follow, "follow", false, "keep reading the last FILE as it grows, until SIGINT or SIGTERM")
 	f.DurationVar(&opts.PollEvery, "poll", opts.PollEvery, "with --follow, check the file for new lines every `DUR`")

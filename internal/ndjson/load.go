@@ -71,6 +71,11 @@ type LoadOptions struct {
 	// MaxInFlight is the number of frames awaiting their ack, 1 or more;
 	// match the server's max_in_flight.
 	MaxInFlight int
+	// HTTP publishes over plain HTTP (wire.PublishHTTP): one POST per
+	// batch on keep-alive connections, one at a time, for hosts where a
+	// WebSocket cannot reach the server. MaxInFlight and Coalesce do not
+	// apply.
+	HTTP bool
 	// Coalesce is how long a frame may wait for others to share its
 	// socket write (wire.PublishOptions.Coalesce). The frames of one read
 	// of the input go out together and none waits for the next read, so
@@ -264,7 +269,7 @@ type loader struct {
 	opts   LoadOptions
 	names  []string
 	log    Logger
-	pub    *wire.Publisher
+	pub    publishConn
 	sch    *schema.Schema
 	mark   int64 // rows with ordinal ≤ mark landed earlier: skip them
 	batch  int
@@ -346,7 +351,7 @@ func Load(ctx context.Context, rawURL string, opts LoadOptions) (LoadSummary, er
 	// Acks are awaited without ctx: a stopped load still collects the acks
 	// of what it sent, so the summary is exact.
 	netCtx := context.WithoutCancel(ctx)
-	pub, err := wire.Publish(ctx, rawURL, wire.PublishOptions{DialOptions: opts.DialOptions, Publisher: opts.Publisher, MaxInFlight: opts.MaxInFlight, Coalesce: opts.Coalesce})
+	pub, err := dialPublisher(ctx, rawURL, opts)
 	if err != nil {
 		return l.sum, &LoadError{Msg: err.Error(), Err: err}
 	}
@@ -433,6 +438,24 @@ func Load(ctx context.Context, rawURL string, opts LoadOptions) (LoadSummary, er
 		l.sum.Complete = true
 	}
 	return l.sum, stopErr
+}
+
+// publishConn is a publisher connection: a WebSocket (wire.Publisher) or
+// plain HTTP (wire.HTTPPublisher).
+type publishConn interface {
+	Greeting() *wire.Greeting
+	Submit(ctx context.Context, frame []byte) (*wire.Ack, error)
+	Flush()
+	Close() error
+}
+
+// dialPublisher connects the load's publisher, over HTTP with opts.HTTP.
+func dialPublisher(ctx context.Context, rawURL string, opts LoadOptions) (publishConn, error) {
+	po := wire.PublishOptions{DialOptions: opts.DialOptions, Publisher: opts.Publisher, MaxInFlight: opts.MaxInFlight, Coalesce: opts.Coalesce}
+	if opts.HTTP {
+		return wire.PublishHTTP(ctx, rawURL, po)
+	}
+	return wire.Publish(ctx, rawURL, po)
 }
 
 // interruptReads sets the read deadline of every input that has one: a
