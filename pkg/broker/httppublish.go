@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -77,6 +78,11 @@ func (s *Server) servePublishHTTP(w http.ResponseWriter, r *http.Request) {
 		// the stream is looked up, so a refusal tells nothing of it.
 		s.gate.Refuse(w, acc, fmt.Sprintf("%s stream %q", config.ActionPublish, q.Stream))
 		return
+	}
+	if s.accessLog.Load() {
+		aw := &accessWriter{ResponseWriter: w}
+		w = aw
+		defer s.logPublishAccess(aw, r, acc.Who, q.Stream, time.Now())
 	}
 	id, seq, herr := publishHeaders(r)
 	if herr != "" {
@@ -174,7 +180,31 @@ func (s *Server) servePublishHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answer, status := s.publishHTTP(st, j, id, seq)
+	if aw, ok := w.(*accessWriter); ok && status == http.StatusOK && !bytes.Contains(answer, []byte(`"duplicate":true`)) {
+		aw.rows = len(j.rows) // those appended: an overlap's repeated rows were trimmed
+	}
 	httpReply(w, status, answer)
+}
+
+// accessWriter keeps what the access log says of an HTTP publish.
+type accessWriter struct {
+	http.ResponseWriter
+	status int
+	rows   int
+}
+
+func (a *accessWriter) WriteHeader(status int) {
+	a.status = status
+	a.ResponseWriter.WriteHeader(status)
+}
+
+// logPublishAccess logs the access log's line for an HTTP publish: a
+// WebSocket connection's line, with the answer's status for the close
+// code.
+func (s *Server) logPublishAccess(a *accessWriter, r *http.Request, user, stream string, began time.Time) {
+	took := math.Round(time.Since(began).Seconds()*1e3) / 1e3
+	s.logger.Info("publish request served", "remote", r.RemoteAddr, "user", user, "stream", stream,
+		"role", "http_publisher", "status", a.status, "rows", a.rows, "duration_s", took)
 }
 
 // publishHTTP queues j's rows on st (a reader of st: it calls

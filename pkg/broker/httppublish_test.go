@@ -78,9 +78,26 @@ func offsetsOf(r wire.Reply) string {
 	return strings.Join(s, ",")
 }
 
-// streamRows replays the trades stream from its first row.
+// streamRows replays the trades stream of the server at addr from its
+// first row, by offset.
 func streamRows(t *testing.T, addr string) map[int64]string {
-	return readAll(t, "ws://"+addr)
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := wire.Subscribe(ctx, "ws://"+addr+"/trades", wire.SubscribeOptions{FromEarliest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out := map[int64]string{}
+	for end := s.Greeting().EndOffset; int64(len(out)) < end-1; {
+		m, err := s.Recv(ctx)
+		if err != nil {
+			t.Fatalf("read the stream back (it ends at %d): %v", end, err)
+		}
+		out[m.Offset] = string(m.Row)
+	}
+	return out
 }
 
 func TestHTTPPublishCommitsABatchAndAnswersWithItsOffsets(t *testing.T) {
