@@ -2,11 +2,15 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -381,4 +385,67 @@ func endOffset(srv *Server) int64 {
 // sameRow compares a stored row with the row sent by their event times.
 func sameRow(t *testing.T, stored, sent string) bool {
 	return eventTimes(t, stored)[0] == eventTimes(t, sent)[0]
+}
+
+// BenchmarkHTTPPublish is HTTP publish end to end: a real server on
+// 127.0.0.1 committing (fsync) into a real buffer.db, clients POSTing
+// requests of rows rows over keep-alive connections, each waiting for its
+// answer before the next (as publish --http does). It reports rows/s and
+// the answer latency per request (send to answer, the ack latency of a
+// WebSocket publisher's frame) at p50 and p99.
+func BenchmarkHTTPPublish(b *testing.B) {
+	for _, c := range []struct{ rows, clients int }{{1, 1}, {1, 8}, {1000, 1}} {
+		b.Run(fmt.Sprintf("rows=%d/clients=%d", c.rows, c.clients), func(b *testing.B) {
+			cfg := testConfig(b)
+			cfg.Limits.MaxMessageBytes = 4 << 20
+			srv := startServer(b, cfg)
+			body := trade(1)
+			if c.rows > 1 {
+				body = batch(1, c.rows)
+			}
+			lat := make([][]time.Duration, c.clients)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			began := time.Now()
+			for k := range c.clients {
+				p := newHTTPPub(b, srv.Addr().String())
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						t0 := time.Now()
+						req, _ := http.NewRequest(http.MethodPost, p.base+"/trades", strings.NewReader(body))
+						req.Header.Set("Content-Type", "application/json")
+						res, err := p.c.Do(req)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						_, _ = io.Copy(io.Discard, res.Body)
+						res.Body.Close()
+						if res.StatusCode != 200 {
+							b.Errorf("status %d", res.StatusCode)
+							return
+						}
+						lat[k] = append(lat[k], time.Since(t0))
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(began)
+			b.StopTimer()
+			var all []time.Duration
+			for _, l := range lat {
+				all = append(all, l...)
+			}
+			slices.Sort(all)
+			if len(all) == 0 {
+				return
+			}
+			b.ReportMetric(float64(len(all)*c.rows)/elapsed.Seconds(), "rows/s")
+			b.ReportMetric(float64(all[len(all)/2].Microseconds())/1e3, "p50-ms")
+			b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1e3, "p99-ms")
+		})
+	}
 }
