@@ -392,10 +392,20 @@ func sameRow(t *testing.T, stored, sent string) bool {
 // requests of rows rows over keep-alive connections, each waiting for its
 // answer before the next (as publish --http does). It reports rows/s and
 // the answer latency per request (send to answer, the ack latency of a
-// WebSocket publisher's frame) at p50 and p99.
+// WebSocket publisher's frame) at p50 and p99. The websocket cases send
+// the same bodies as frames, each waiting for its reply, for comparison
+// (a pipelining WebSocket publisher goes much faster; see
+// BenchmarkPublishOneRowFramesWire).
 func BenchmarkHTTPPublish(b *testing.B) {
-	for _, c := range []struct{ rows, clients int }{{1, 1}, {1, 8}, {1000, 1}} {
-		b.Run(fmt.Sprintf("rows=%d/clients=%d", c.rows, c.clients), func(b *testing.B) {
+	for _, c := range []struct {
+		ws            bool
+		rows, clients int
+	}{{false, 1, 1}, {false, 1, 8}, {false, 1000, 1}, {true, 1, 1}, {true, 1, 8}, {true, 1000, 1}} {
+		via := "http"
+		if c.ws {
+			via = "websocket"
+		}
+		b.Run(fmt.Sprintf("%s/rows=%d/clients=%d", via, c.rows, c.clients), func(b *testing.B) {
 			cfg := testConfig(b)
 			cfg.Limits.MaxMessageBytes = 4 << 20
 			srv := startServer(b, cfg)
@@ -411,6 +421,30 @@ func BenchmarkHTTPPublish(b *testing.B) {
 			for k := range c.clients {
 				p := newHTTPPub(b, srv.Addr().String())
 				wg.Add(1)
+				if c.ws {
+					go func() {
+						defer wg.Done()
+						wp, err := wire.Publish(context.Background(), wsURL(srv, "/trades"), wire.PublishOptions{})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						defer wp.Close()
+						for next.Add(1) <= int64(b.N) {
+							t0 := time.Now()
+							a, err := wp.Submit(context.Background(), []byte(body))
+							if err == nil {
+								_, err = a.Wait(context.Background())
+							}
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							lat[k] = append(lat[k], time.Since(t0))
+						}
+					}()
+					continue
+				}
 				go func() {
 					defer wg.Done()
 					for next.Add(1) <= int64(b.N) {
