@@ -108,6 +108,9 @@ func PublishHTTP(ctx context.Context, rawURL string, opts PublishOptions) (*HTTP
 		hdr.Set(PublisherHeader, req.Publisher)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// A batch is one body of up to max_message_bytes: written through
+	// the default 4 KiB buffer it costs a system call per 4 KiB.
+	tr.WriteBufferSize = 64 << 10
 	if opts.TLS != nil {
 		tr.TLSClientConfig = opts.TLS.Clone()
 	}
@@ -153,9 +156,13 @@ func (p *HTTPPublisher) Submit(ctx context.Context, frame []byte) (*Ack, error) 
 	case '{':
 		rows = 1
 	case '[':
-		var ok bool
-		if rows, ok = countElements(frame); !ok || rows == 0 {
-			return nil, fmt.Errorf("publish frame is not a non-empty JSON array of rows: %s", clip(frame, 40))
+		// Counted only where the seq needs it, as Publisher.Submit does: a
+		// count costs a scan of the whole batch.
+		if p.req.Publisher != "" {
+			var ok bool
+			if rows, ok = countElements(frame); !ok || rows == 0 {
+				return nil, fmt.Errorf("publish frame is not a non-empty JSON array of rows: %s", clip(frame, 40))
+			}
 		}
 	default:
 		return nil, fmt.Errorf("publish frame is not a row (JSON object) or a batch (array of objects): %s", clip(frame, 40))
@@ -173,11 +180,11 @@ func (p *HTTPPublisher) Submit(ctx context.Context, frame []byte) (*Ack, error) 
 	perr := ParseReply(body, &r)
 	switch {
 	case perr == nil && r.Error == "" && status == http.StatusOK:
-		if len(r.OK) != rows {
+		if rows > 0 && len(r.OK) != rows {
 			a.settle(nil, false, &ProtocolError{Msg: fmt.Sprintf("a %d-row publish was answered with %d offsets", rows, len(r.OK))})
 			break
 		}
-		p.seq += int64(rows)
+		p.seq += int64(len(r.OK))
 		a.settle(r.OK, r.Duplicate, nil)
 	case perr == nil && (r.Error == ReplyRejected || r.Error == ReplyCommitFailed || r.Error == ReplySequenceGap || r.Error == ReplyBadFrame):
 		a.settle(nil, false, r.Err())
@@ -218,6 +225,7 @@ func (p *HTTPPublisher) post(ctx context.Context, body []byte) ([]byte, int, err
 	if err != nil {
 		return nil, 0, fmt.Errorf("publish to %s: reading the answer: %w", p.url, err)
 	}
+	b = bytes.TrimSpace(b) // the newline after the reply: ParseReply's fast path takes the reply alone
 	if res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden ||
 		(res.StatusCode == http.StatusServiceUnavailable && !bytes.HasPrefix(b, []byte(`{`))) {
 		return nil, 0, &AccessDenied{Status: res.StatusCode, URL: p.url, Stream: p.req.Stream, Publish: true,
