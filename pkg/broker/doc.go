@@ -1,7 +1,8 @@
 // Package broker is streamcast's server: it opens each configured stream's
 // log, accepts publishers and subscribers over WebSocket (protocol 4, see
-// pkg/wire), commits rows and fans them out, and serves /stats, /health and
-// /metrics.
+// pkg/wire) and publishers over plain HTTP (POST /<stream>, one batch per
+// request through the same committer: httppublish.go), commits rows and
+// fans them out, and serves /stats, /health and /metrics.
 //
 // It carries the delivery invariants. A stream's committer appends a group of
 // rows in one transaction (I1), and only then, under the stream's fan-out

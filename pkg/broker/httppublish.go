@@ -79,6 +79,7 @@ func (s *Server) servePublishHTTP(w http.ResponseWriter, r *http.Request) {
 		s.gate.Refuse(w, acc, fmt.Sprintf("%s stream %q", config.ActionPublish, q.Stream))
 		return
 	}
+	rw := w // net/http's own: MaxBytesReader closes the connection through it
 	if s.accessLog.Load() {
 		aw := &accessWriter{ResponseWriter: w}
 		w = aw
@@ -121,7 +122,7 @@ func (s *Server) servePublishHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Header.Get("Content-Type"), wire.ContentTypeJSON, wire.ContentTypeNDJSON)))
 		return
 	}
-	body, status, reply := readPublishBody(w, r, st.limits.MaxMessageBytes)
+	body, status, reply := readPublishBody(rw, r, st.limits.MaxMessageBytes)
 	if reply != nil {
 		httpReply(w, status, reply)
 		return
