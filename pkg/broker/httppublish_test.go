@@ -483,3 +483,75 @@ func BenchmarkHTTPPublish(b *testing.B) {
 		})
 	}
 }
+
+// TestAWebSocketTakingAnIDWaitsForTheHTTPRequestUnderIt: a WebSocket
+// publisher that claims an id while an HTTP request's rows under it are
+// queued does not cut the request off: the request is committed and
+// answered, and the WebSocket is greeted after, its mark counting the rows.
+func TestAWebSocketTakingAnIDWaitsForTheHTTPRequestUnderIt(t *testing.T) {
+	hook, entered, release := holdFirstAppend(t)
+	srv := startServer(t, eoConfig(t), Options{appendHook: hook})
+	t.Cleanup(release)
+	p := newHTTPPub(t, srv.Addr().String())
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, p.base+"/eo", strings.NewReader(seqRow("h", 1)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(wire.PublisherHeader, "h")
+		req.Header.Set(wire.SeqHeader, "1")
+		res, err := p.c.Do(req)
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		answered <- answer{res.StatusCode, strings.TrimSpace(string(b)), err}
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request's row never reached the log")
+	}
+	type greeted struct {
+		pub *wire.Publisher
+		err error
+	}
+	ws := make(chan greeted, 1)
+	go func() {
+		pub, err := wire.Publish(context.Background(), wsURL(srv, "/eo"), wire.PublishOptions{Publisher: "h"})
+		ws <- greeted{pub, err}
+	}()
+	marks := srv.reg.Get("eo").marks
+	waitFor(t, "the WebSocket publisher to claim the id", 10*time.Second, func() bool {
+		marks.mu.Lock()
+		defer marks.mu.Unlock()
+		ps := marks.pubs["h"]
+		return ps != nil && ps.owner != nil && ps.owner.supersede != nil
+	})
+	select {
+	case g := <-ws:
+		t.Fatalf("the WebSocket was greeted (%v) while the request's row was still uncommitted", g.err)
+	default:
+	}
+	release()
+	if a := <-answered; a.err != nil || a.code != 200 || a.body != `{"ok":[1]}` {
+		t.Fatalf("the request: %d %s %v; want 200 with offset 1", a.code, a.body, a.err)
+	}
+	g := <-ws
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	defer g.pub.Close()
+	if m := g.pub.Greeting().Publisher; m == nil || m.LastSeq != 1 || m.LastOffset != 1 {
+		t.Fatalf("the WebSocket's greeting: %+v; want last_seq 1 at offset 1", m)
+	}
+	if offs, err := g.pub.SendBatch(context.Background(), [][]byte{[]byte(seqRow("h", 2))}); err != nil || len(offs) != 1 || offs[0] != 2 {
+		t.Fatalf("seq 2 over the WebSocket: %v %v", offs, err)
+	}
+}
