@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -553,5 +554,23 @@ func TestAWebSocketTakingAnIDWaitsForTheHTTPRequestUnderIt(t *testing.T) {
 	}
 	if offs, err := g.pub.SendBatch(context.Background(), [][]byte{[]byte(seqRow("h", 2))}); err != nil || len(offs) != 1 || offs[0] != 2 {
 		t.Fatalf("seq 2 over the WebSocket: %v %v", offs, err)
+	}
+}
+
+// TestHTTPPublishToARelayNamesItsUpstream: as a WebSocket publisher is
+// closed 4421, an HTTP publish to a relay is answered 421 naming the
+// upstream, and the client library reads it as the same error.
+func TestHTTPPublishToARelayNamesItsUpstream(t *testing.T) {
+	origin := startNode(t, originConfig(t))
+	up := wsURL(origin, "/trades")
+	relay := startRelay(t, relayConfig(t, up, true))
+	p := newHTTPPub(t, relay.Addr().String())
+	if code, _, body := p.json("/trades", trade(1)); code != http.StatusMisdirectedRequest || !strings.Contains(body, `"error":"relay"`) || !strings.Contains(body, up) {
+		t.Fatalf("publish to a relay: %d %s; want 421 naming %s", code, body, up)
+	}
+	_, err := wire.PublishHTTP(context.Background(), wsURL(relay, "/trades"), wire.PublishOptions{})
+	var ro *wire.RelayOnly
+	if !errors.As(err, &ro) || ro.Upstream != up {
+		t.Fatalf("PublishHTTP to a relay: %v; want a *wire.RelayOnly naming %s", err, up)
 	}
 }
