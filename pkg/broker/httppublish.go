@@ -101,6 +101,29 @@ func (s *Server) servePublishHTTP(w http.ResponseWriter, r *http.Request) {
 		refuseHTTP(w, http.StatusNotFound, &wire.StreamNotFound{Serves: acc.Filter(config.ActionRead, s.reg.Names())})
 		return
 	}
+	ndjson, ok := publishType(r.Header.Get("Content-Type"))
+	if !ok {
+		httpReply(w, http.StatusUnsupportedMediaType, wire.AppendErrorReply(nil, wire.ReplyUnsupportedType, fmt.Sprintf(
+			"the body's Content-Type is %q; send rows as %s (one row, or an array of rows) or %s (one row per line)",
+			r.Header.Get("Content-Type"), wire.ContentTypeJSON, wire.ContentTypeNDJSON)))
+		return
+	}
+	if id == "" && seq != 0 {
+		httpReply(w, http.StatusBadRequest, wire.AppendErrorReply(nil, wire.ReplyBadFrame, wire.SeqHeader+" is given without "+wire.PublisherHeader+
+			"; an exactly-once request sends both, a plain one neither"))
+		return
+	}
+	// Read before the hold: a slow client must not hold up a migration.
+	body, status, reply := readPublishBody(rw, r, st.limits.MaxMessageBytes)
+	if reply != nil {
+		httpReply(w, status, reply)
+		return
+	}
+
+	// What the request reads of st (its schema, log, marks, retirement) is
+	// read under the hold; a migration that swaps them afterwards fences
+	// the request through the generation, as it fences a WebSocket
+	// publisher.
 	release := st.hold()
 	defer release()
 	switch {
@@ -114,43 +137,22 @@ func (s *Server) servePublishHTTP(w http.ResponseWriter, r *http.Request) {
 	case id != "" && !st.cfg.ExactlyOnce:
 		refuseHTTP(w, http.StatusPreconditionFailed, &wire.ExactlyOnceUnavailable{Why: "stream"})
 		return
-	}
-	ndjson, ok := publishType(r.Header.Get("Content-Type"))
-	if !ok {
-		httpReply(w, http.StatusUnsupportedMediaType, wire.AppendErrorReply(nil, wire.ReplyUnsupportedType, fmt.Sprintf(
-			"the body's Content-Type is %q; send rows as %s (one row, or an array of rows) or %s (one row per line)",
-			r.Header.Get("Content-Type"), wire.ContentTypeJSON, wire.ContentTypeNDJSON)))
-		return
-	}
-	body, status, reply := readPublishBody(rw, r, st.limits.MaxMessageBytes)
-	if reply != nil {
-		httpReply(w, status, reply)
-		return
-	}
-	if len(trimSpace(body)) == 0 {
+	case len(trimSpace(body)) == 0:
 		httpReply(w, http.StatusOK, framePayload(s.httpGreeting(st, id)))
 		return
-	}
-	if id != "" && seq == 0 {
+	case id != "" && seq == 0:
 		httpReply(w, http.StatusBadRequest, wire.AppendErrorReply(nil, wire.ReplyBadFrame, "the request names publisher "+strconv.Quote(id)+
 			" but no "+wire.SeqHeader+"; send the seq of the body's first row (the greeting's last_seq + 1 to go on)"))
 		return
 	}
-	if id == "" && seq != 0 {
-		httpReply(w, http.StatusBadRequest, wire.AppendErrorReply(nil, wire.ReplyBadFrame, wire.SeqHeader+" is given without "+wire.PublisherHeader+
-			"; an exactly-once request sends both, a plain one neither"))
-		return
-	}
-
-	// What the request reads of st (its schema, log and marks) is read
-	// under the hold; a migration that swaps them fences the request
-	// through the generation, as it fences a WebSocket publisher.
 	gen := st.life.Generation()
+	dec := pubDecoder{Schema: st.sch}
+	release()
+
 	j := &job{done: make(chan []byte, 1)}
 	if st.m != nil {
 		j.read = time.Now()
 	}
-	dec := pubDecoder{Schema: st.sch}
 	var code, detail string
 	if ndjson {
 		j.rows, j.arena, code, detail = dec.decodeLines(nil, nil, body)
@@ -173,8 +175,6 @@ func (s *Server) servePublishHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	release()
-
 	if !st.life.AddReader(gen) {
 		w.Header().Set("Retry-After", "1")
 		httpReply(w, http.StatusServiceUnavailable, []byte(st.life.GoingAway()))
