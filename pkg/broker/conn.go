@@ -59,6 +59,9 @@ type wsConn struct {
 	// nil over TLS and where the platform has no writev.
 	direct syscall.RawConn
 	st     *stream // nil while refusing a request for an unknown stream
+	// events is set on a Server-Sent Events subscriber (sse.go): it is nc,
+	// and there is no ws, as the peer sends nothing.
+	events *eventWriter
 
 	ctx    context.Context // cancelled when the connection ends (stops a replay)
 	cancel context.CancelFunc
@@ -590,6 +593,10 @@ func (c *wsConn) takeCtrl() [][]byte {
 // readLoop reads until the peer closes or fails, discarding data frames (a
 // subscriber has nothing to say); gorilla calls the control handlers above.
 func (c *wsConn) readLoop() {
+	if c.events != nil {
+		c.events.wait()
+		return
+	}
 	for {
 		_, r, err := c.ws.NextReader()
 		if err != nil {

@@ -102,27 +102,35 @@ func (s *Server) routes() http.Handler {
 // (wscat, the Go client, any non-browser) is not a browser's cross-site
 // request, and passes.
 func (s *Server) checkOrigin(next http.Handler) http.Handler {
-	allowed := s.cfg.AllowedOrigins
-	anyOrigin := slices.Contains(allowed, "*")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		origin := r.Header.Get("Origin")
-		if origin == "" || anyOrigin || !websocket.IsWebSocketUpgrade(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		switch {
-		case len(allowed) > 0:
-			if !slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, origin) }) {
-				http.Error(w, fmt.Sprintf("origin %q may not open WebSockets on this server; allowed_origins lists the origins that may", origin), http.StatusForbidden)
+		if websocket.IsWebSocketUpgrade(r) {
+			if msg := s.originRefusal(r); msg != "" {
+				http.Error(w, msg, http.StatusForbidden)
 				return
 			}
-		case s.gate.Enabled() && !sameOrigin(origin, r.Host):
-			http.Error(w, fmt.Sprintf("origin %q is another site than this server (%s), and with an auth: section only the server's own pages may open WebSockets; "+
-				"list the origin in allowed_origins to let its pages in", origin, r.Host), http.StatusForbidden)
-			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// originRefusal is checkOrigin's verdict on a request for a stream, a
+// WebSocket upgrade or an event stream: "" to admit it, or why not.
+func (s *Server) originRefusal(r *http.Request) string {
+	allowed := s.cfg.AllowedOrigins
+	origin := r.Header.Get("Origin")
+	if origin == "" || slices.Contains(allowed, "*") {
+		return ""
+	}
+	switch {
+	case len(allowed) > 0:
+		if !slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, origin) }) {
+			return fmt.Sprintf("origin %q may not open WebSockets or event streams on this server; allowed_origins lists the origins that may", origin)
+		}
+	case s.gate.Enabled() && !sameOrigin(origin, r.Host):
+		return fmt.Sprintf("origin %q is another site than this server (%s), and with an auth: section only the server's own pages may open WebSockets or event streams; "+
+			"list the origin in allowed_origins to let its pages in", origin, r.Host)
+	}
+	return ""
 }
 
 // sameOrigin reports whether origin (scheme://host[:port]) names host, the
