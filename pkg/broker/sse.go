@@ -260,6 +260,13 @@ func (ev *eventWriter) Write(b []byte) (int, error) {
 		}
 	}
 	ev.out = out[:0]
+	if pinged && ev.alive != nil {
+		// Counted as the comment is handed over, not once flushed: the
+		// next tick must see it however soon it comes. A client that
+		// reads nothing blocks this write, takes no later comment, and is
+		// dropped one tick later.
+		ev.alive.Add(1)
+	}
 	if len(out) > 0 {
 		if !ev.started {
 			h := ev.w.Header()
@@ -275,9 +282,6 @@ func (ev *eventWriter) Write(b []byte) (int, error) {
 		if err := ev.rc.Flush(); err != nil {
 			return 0, err
 		}
-	}
-	if pinged && ev.alive != nil {
-		ev.alive.Add(1)
 	}
 	if cap(ev.out) > 1<<20 {
 		ev.out = nil // a large replay chunk's buffer is not kept for an idle stream
