@@ -87,7 +87,9 @@ func openEvents(t testing.TB, srv *Server, path string, header http.Header) *htt
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	res, err := http.DefaultClient.Do(req)
+	// A bound on the whole response: a stream that never sends what a
+	// test waits for fails it rather than hang.
+	res, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +361,7 @@ func TestEventStreamResumesWithLastEventIDAcrossARestartWithCurl(t *testing.T) {
 		t.Fatalf("publish: %+v", r)
 	}
 	url := "http://" + cfg.Listen + "/trades?offset=1"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	first := exec.CommandContext(ctx, curl, "-sSN", url)
 	out, err := first.StdoutPipe()
