@@ -244,7 +244,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			also = "GET " + strings.Join(routes[:n-1], ", ") + " and " + routes[n-1]
 		}
 		names := auth.AccessOf(r).Filter(config.ActionRead, s.reg.Names())
-		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(names)+"), "+also+", and its web console at "+s.consolePath(), http.StatusNotFound)
+		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(names)+") and as Server-Sent Events (curl -N http://host/"+firstName(names)+"), "+also+", and its web console at "+s.consolePath(), http.StatusNotFound)
 	}
 }
 
