@@ -458,3 +458,19 @@ func freeLoopback(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// TestAnEventsDataNeverHoldsALineBreak: a payload with a line break (not
+// canonical JSON, but the framing must not depend on it) becomes several
+// data: lines, which a client joins back with \n.
+func TestAnEventsDataNeverHoldsALineBreak(t *testing.T) {
+	got := string(appendEvent(nil, []byte("[7,1,{\"a\":\n1}]")))
+	want := "id: 7\ndata: [7,1,{\"a\":\ndata: 1}]\n\n"
+	if got != want {
+		t.Fatalf("event %q, want %q", got, want)
+	}
+	sc := bufio.NewScanner(strings.NewReader(got))
+	ev, err := readEvent(sc)
+	if err != nil || ev.Data != "[7,1,{\"a\":\n1}]" || ev.ID != "7" {
+		t.Fatalf("read back %+v (%v)", ev, err)
+	}
+}
