@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os/exec"
 	"strconv"
@@ -472,5 +473,42 @@ func TestAnEventsDataNeverHoldsALineBreak(t *testing.T) {
 	ev, err := readEvent(sc)
 	if err != nil || ev.Data != "[7,1,{\"a\":\n1}]" || ev.ID != "7" {
 		t.Fatalf("read back %+v (%v)", ev, err)
+	}
+}
+
+// TestEventStreamOverHTTP2: the handler serves an event stream over
+// HTTP/2 (TLS) too, through net/http's own flushing: a front end that
+// speaks h2 to its clients can hand the server's handler on.
+func TestEventStreamOverHTTP2(t *testing.T) {
+	srv := startServer(t, testConfig(t))
+	h2 := httptest.NewUnstartedServer(srv)
+	h2.EnableHTTP2 = true
+	h2.StartTLS()
+	defer h2.Close()
+	req, err := http.NewRequest("GET", h2.URL+"/trades", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	client := h2.Client()
+	client.Timeout = 20 * time.Second
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.ProtoMajor != 2 || res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%s %d %s; want HTTP/2 200 text/event-stream", res.Proto, res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	sc := bufio.NewScanner(res.Body)
+	if ev, err := readEvent(sc); err != nil || ev.Type != "greeting" {
+		t.Fatalf("first event %+v (%v), want the greeting", ev, err)
+	}
+	p := dialPublisher(t, srv, "trades")
+	if r := p.roundTrip(trade(0)); r.Error != "" {
+		t.Fatalf("publish: %+v", r)
+	}
+	if ev, err := readEvent(sc); err != nil || eventOffset(t, ev) != 1 {
+		t.Fatalf("event %+v (%v), want the row at offset 1", ev, err)
 	}
 }
