@@ -1,7 +1,9 @@
 // Package broker is streamcast's server: it opens each configured stream's
 // log, accepts publishers and subscribers over WebSocket (protocol 4, see
 // pkg/wire), commits rows and fans them out, and serves /stats, /health and
-// /metrics.
+// /metrics. A subscriber may also read a stream as Server-Sent Events
+// (sse.go): the same connection type, queue, bound and replay, its frames
+// re-framed as events.
 //
 // It carries the delivery invariants. A stream's committer appends a group of
 // rows in one transaction (I1), and only then, under the stream's fan-out
