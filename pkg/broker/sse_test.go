@@ -512,3 +512,54 @@ func TestEventStreamOverHTTP2(t *testing.T) {
 		t.Fatalf("event %+v (%v), want the row at offset 1", ev, err)
 	}
 }
+
+// TestWhichRequestsGetAnEventStream: a GET without an upgrade whose Accept
+// allows text/event-stream at least as much as text/html; curl's */*
+// does, a browser's address bar and a request without Accept do not.
+func TestWhichRequestsGetAnEventStream(t *testing.T) {
+	for _, tc := range []struct {
+		method, accept string
+		upgrade        bool
+		want           bool
+	}{
+		{"GET", "text/event-stream", false, true},
+		{"GET", "*/*", false, true},    // curl
+		{"GET", "text/*", false, true}, // a range naming the type
+		{"GET", "", false, false},      // Go's http.Get: the plain page
+		{"GET", "application/json", false, false},
+		{"GET", "text/event-stream;q=0, */*", false, false},
+		{"GET", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", false, false}, // an address bar
+		{"GET", "text/html;q=0.5, text/event-stream", false, true},
+		{"POST", "*/*", false, false},
+		{"GET", "*/*", true, false}, // a WebSocket upgrade
+	} {
+		r := httptest.NewRequest(tc.method, "/trades", nil)
+		if tc.accept != "" {
+			r.Header.Set("Accept", tc.accept)
+		}
+		if tc.upgrade {
+			r.Header.Set("Connection", "Upgrade")
+			r.Header.Set("Upgrade", "websocket")
+		}
+		if got := wantsEvents(r); got != tc.want {
+			t.Errorf("%s Accept %q upgrade %v: event stream %v, want %v", tc.method, tc.accept, tc.upgrade, got, tc.want)
+		}
+	}
+}
+
+// TestEventStreamAnAllowedOriginMayReadIt: a page from an origin
+// allowed_origins lists gets the stream with the CORS headers that let it
+// read it; another origin gets 403.
+func TestEventStreamAnAllowedOriginMayReadIt(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.AllowedOrigins = []string{"https://app.example"}
+	srv := startServer(t, cfg)
+	res := openEvents(t, srv, "/trades", http.Header{"Origin": {"https://app.example"}})
+	if res.StatusCode != 200 || res.Header.Get("Access-Control-Allow-Origin") != "https://app.example" || res.Header.Get("Access-Control-Allow-Credentials") != "true" {
+		t.Fatalf("allowed origin: %d, Access-Control-Allow-Origin %q", res.StatusCode, res.Header.Get("Access-Control-Allow-Origin"))
+	}
+	res = openEvents(t, srv, "/trades", http.Header{"Origin": {"https://elsewhere.example"}})
+	if res.StatusCode != 403 || res.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("another origin: %d, Access-Control-Allow-Origin %q; want 403 without it", res.StatusCode, res.Header.Get("Access-Control-Allow-Origin"))
+	}
+}
