@@ -2,7 +2,9 @@
 // log, accepts publishers and subscribers over WebSocket (protocol 4, see
 // pkg/wire) and publishers over plain HTTP (POST /<stream>, one batch per
 // request through the same committer: httppublish.go), commits rows and
-// fans them out, and serves /stats, /health and /metrics.
+// fans them out, and serves /stats, /health and /metrics. A subscriber may
+// also read a stream as Server-Sent Events (sse.go): the same connection
+// type, queue, bound and replay, its frames re-framed as events.
 //
 // It carries the delivery invariants. A stream's committer appends a group of
 // rows in one transaction (I1), and only then, under the stream's fan-out

@@ -94,7 +94,8 @@ func (s *Server) routes() http.Handler {
 }
 
 // checkOrigin refuses, before the upgrade, a browser's WebSocket request
-// (or HTTP publish: a form on another site may POST without asking) from an origin allowed_origins does not list (403). Without a list, a
+// (or HTTP publish: a form on another site may POST without asking) from
+// an origin allowed_origins does not list (403). Without a list, a
 // server with an auth: section admits only pages from its own origin: a
 // browser sends a logged-in user's Basic credentials to any page's
 // WebSocket, so another site could otherwise read and publish as that
@@ -102,27 +103,36 @@ func (s *Server) routes() http.Handler {
 // (wscat, the Go client, any non-browser) is not a browser's cross-site
 // request, and passes.
 func (s *Server) checkOrigin(next http.Handler) http.Handler {
-	allowed := s.cfg.AllowedOrigins
-	anyOrigin := slices.Contains(allowed, "*")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		origin := r.Header.Get("Origin")
-		if origin == "" || anyOrigin || !(websocket.IsWebSocketUpgrade(r) || isHTTPPublish(r)) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		switch {
-		case len(allowed) > 0:
-			if !slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, origin) }) {
-				http.Error(w, fmt.Sprintf("origin %q may not open WebSockets or publish on this server; allowed_origins lists the origins that may", origin), http.StatusForbidden)
+		if websocket.IsWebSocketUpgrade(r) || isHTTPPublish(r) {
+			if msg := s.originRefusal(r); msg != "" {
+				http.Error(w, msg, http.StatusForbidden)
 				return
 			}
-		case s.gate.Enabled() && !sameOrigin(origin, r.Host):
-			http.Error(w, fmt.Sprintf("origin %q is another site than this server (%s), and with an auth: section only the server's own pages may open WebSockets or publish; "+
-				"list the origin in allowed_origins to let its pages in", origin, r.Host), http.StatusForbidden)
-			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// originRefusal is checkOrigin's verdict on a request for a stream, a
+// WebSocket upgrade, an HTTP publish or an event stream: "" to admit it, or
+// why not.
+func (s *Server) originRefusal(r *http.Request) string {
+	allowed := s.cfg.AllowedOrigins
+	origin := r.Header.Get("Origin")
+	if origin == "" || slices.Contains(allowed, "*") {
+		return ""
+	}
+	switch {
+	case len(allowed) > 0:
+		if !slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, origin) }) {
+			return fmt.Sprintf("origin %q may not open WebSockets or event streams, or publish, on this server; allowed_origins lists the origins that may", origin)
+		}
+	case s.gate.Enabled() && !sameOrigin(origin, r.Host):
+		return fmt.Sprintf("origin %q is another site than this server (%s), and with an auth: section only the server's own pages may open WebSockets or event streams, or publish; "+
+			"list the origin in allowed_origins to let its pages in", origin, r.Host)
+	}
+	return ""
 }
 
 // sameOrigin reports whether origin (scheme://host[:port]) names host, the

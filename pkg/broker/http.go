@@ -3,7 +3,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 
@@ -48,7 +47,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	acc := auth.AccessOf(r)
 	go func() {
 		defer s.untrack()
-		s.serveConn(ws, hj.Raw, &hj.Scan.Frames, st, q, qerr, acc)
+		s.serveConn(newConn(s, ws, hj.Raw, &hj.Scan.Frames, st), st, q, qerr, acc)
 	}()
 }
 
@@ -67,12 +66,10 @@ func (s *Server) relayChain(st *stream) http.Header {
 	return http.Header{wire.RelayChainHeader: {chain}}
 }
 
-// serveConn serves one upgraded connection until it ends. nc is the raw
-// connection the server writes to; gorilla reads ws through a peerConn
-// whose frames it is. acc is who the connection was admitted as: it keeps
-// that access for its life, whatever a reload changes.
-func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFollower, st *stream, q wire.Request, qerr error, acc auth.Access) {
-	c := newConn(s, ws, nc, frames, st)
+// serveConn serves one connection, upgraded or an event stream, until it
+// ends. acc is who the connection was admitted as: it keeps that access
+// for its life, whatever a reload changes.
+func (s *Server) serveConn(c *wsConn, st *stream, q wire.Request, qerr error, acc auth.Access) {
 	// Deferred first, so it runs last: once the connection has ended.
 	defer s.logAccess(c, acc.Who, q.Stream, q.Publish)
 	// What the connection reads of st while it sets up (its schema,
@@ -234,6 +231,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.servePublishHTTP(w, r)
 			return
 		}
+		if wantsEvents(r) {
+			s.serveEvents(w, r)
+			return
+		}
 		var routes []string
 		if stats != "" {
 			routes = append(routes, stats)
@@ -247,7 +248,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			also = "GET " + strings.Join(routes[:n-1], ", ") + " and " + routes[n-1]
 		}
 		names := auth.AccessOf(r).Filter(config.ActionRead, s.reg.Names())
-		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(names)+"), "+also+", and its web console at "+s.consolePath(), http.StatusNotFound)
+		http.Error(w, "streamcast serves streams over WebSocket at /<stream> (e.g. wscat -c ws://host/"+firstName(names)+") and as Server-Sent Events (curl -N http://host/"+firstName(names)+"), "+also+", and its web console at "+s.consolePath(), http.StatusNotFound)
 	}
 }
 

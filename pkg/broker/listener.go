@@ -46,6 +46,10 @@ type connListener struct {
 	http   *http.Server
 	failed chan struct{} // closed when Serve returns
 	err    error         // Serve's result, set before failed is closed
+
+	stopOnce   sync.Once
+	stopped    chan struct{} // closed when the Shutdown Stop began returns
+	stopCancel context.CancelFunc
 }
 
 // listenConns opens a TCP listener on addr and starts serving h on it, within
@@ -106,13 +110,34 @@ func (l *connListener) Err() error {
 	return l.err
 }
 
-// Close stops accepting connections, gives requests in flight up to grace
-// to finish, and waits for serving to end. It returns what ended serving,
-// nil when it was Close.
+// Stop stops accepting connections and ends each keep-alive connection
+// after its request; requests in flight go on. An event stream is one
+// (sse.go): it ends when the server closes it, after the rows committed
+// before the stop, as a WebSocket subscriber does. Close waits for them.
+func (l *connListener) Stop() {
+	l.stopOnce.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		l.stopped, l.stopCancel = make(chan struct{}), cancel
+		go func() {
+			defer close(l.stopped)
+			_ = l.http.Shutdown(ctx)
+		}()
+	})
+}
+
+// Close stops accepting connections (Stop), gives requests in flight up to
+// grace to finish, and waits for serving to end. It returns what ended
+// serving, nil when it was Close.
 func (l *connListener) Close(grace time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
-	_ = l.http.Shutdown(ctx)
-	cancel()
+	l.Stop()
+	t := time.NewTimer(grace)
+	select {
+	case <-l.stopped:
+	case <-t.C:
+	}
+	t.Stop()
+	l.stopCancel()
+	<-l.stopped
 	_ = l.http.Close()
 	if err := l.Err(); !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -415,8 +415,9 @@ func (s *Server) teardown(ent *connListener) error {
 	s.stopping = true
 	s.mu.Unlock()
 
-	// 1. Stop accepting.
-	_ = ent.Close(closeGrace)
+	// 1. Stop accepting. Plain requests in flight (an event stream among
+	// them) go on: they are waited for once the subscribers are closed.
+	ent.Stop()
 
 	streams := s.reg.List()
 	conns := make([][]*wsConn, len(streams))
@@ -448,6 +449,7 @@ func (s *Server) teardown(ent *connListener) error {
 		s.mu.Unlock()
 		s.handlers.Wait()
 	}
+	_ = ent.Close(closeGrace)
 
 	// 5. Writes are fenced and the committers drained: flush and stop the
 	// maintenance children (see supervise.Group.Stop for the order).
