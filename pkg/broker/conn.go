@@ -59,6 +59,9 @@ type wsConn struct {
 	// nil over TLS and where the platform has no writev.
 	direct syscall.RawConn
 	st     *stream // nil while refusing a request for an unknown stream
+	// deflate is what permessage-deflate the connection negotiated
+	// (deflate.go); set before it is served.
+	deflate deflateMode
 
 	ctx    context.Context // cancelled when the connection ends (stops a replay)
 	cancel context.CancelFunc
@@ -589,6 +592,9 @@ func (c *wsConn) takeCtrl() [][]byte {
 
 // readLoop reads until the peer closes or fails, discarding data frames (a
 // subscriber has nothing to say); gorilla calls the control handlers above.
+// A compressed message is skipped unread, never inflated: the next
+// NextReader discards its bytes as they came, so a subscriber cannot make
+// the server inflate anything.
 func (c *wsConn) readLoop() {
 	for {
 		_, r, err := c.ws.NextReader()
@@ -596,6 +602,9 @@ func (c *wsConn) readLoop() {
 			return
 		}
 		c.reads.Add(1)
+		if c.deflate != deflateOff {
+			continue
+		}
 		if _, err := discard(r); err != nil {
 			return
 		}

@@ -37,10 +37,21 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		up = &s.pubUp
 	}
 	hj := &peerHijack{ResponseWriter: w}
+	var z deflateOffer
+	if s.cfg.Compression {
+		if z = negotiateDeflate(r.Header, up == &s.pubUp); z.Mode != deflateOff {
+			zu := *up
+			zu.EnableCompression = true
+			up, hj.DeflateLine = &zu, z.Line
+		}
+	}
 	ws, err := up.Upgrade(hj, r, s.relayChain(st))
 	if err != nil {
 		s.untrack()
 		return // gorilla answered with an HTTP error
+	}
+	if z.Mode != deflateOff && !hj.Scan.deflated {
+		z.Mode = deflatePlain // gorilla's own line went out: no server context takeover
 	}
 	// Serve the connection on a goroutine of its own and return: net/http's
 	// goroutine would otherwise keep its request buffers (about 10 KiB)
@@ -48,7 +59,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	acc := auth.AccessOf(r)
 	go func() {
 		defer s.untrack()
-		s.serveConn(ws, hj.Raw, &hj.Scan.Frames, st, q, qerr, acc)
+		s.serveConn(ws, hj.Raw, &hj.Scan.Frames, z.Mode, st, q, qerr, acc)
 	}()
 }
 
@@ -71,8 +82,9 @@ func (s *Server) relayChain(st *stream) http.Header {
 // connection the server writes to; gorilla reads ws through a peerConn
 // whose frames it is. acc is who the connection was admitted as: it keeps
 // that access for its life, whatever a reload changes.
-func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFollower, st *stream, q wire.Request, qerr error, acc auth.Access) {
+func (s *Server) serveConn(ws *websocket.Conn, nc net.Conn, frames *peerFollower, z deflateMode, st *stream, q wire.Request, qerr error, acc auth.Access) {
 	c := newConn(s, ws, nc, frames, st)
+	c.deflate = z
 	// Deferred first, so it runs last: once the connection has ended.
 	defer s.logAccess(c, acc.Who, q.Stream, q.Publish)
 	// What the connection reads of st while it sets up (its schema,

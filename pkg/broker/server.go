@@ -77,6 +77,10 @@ type Options struct {
 	// the write is a claimed one (conn.go, writeClaimed), made by the
 	// goroutine that delivers the group, which waits for it.
 	writeHook func(c *wsConn, n int, claimed bool)
+	// deflatePerConn, when set (tests and benchmarks only), gives every
+	// compressing subscriber a compressor of its own in place of the
+	// shared groups, to measure the two against each other.
+	deflatePerConn bool
 	// keepaliveTicks, when set (tests only), drives keepalive in place of
 	// a PingInterval ticker: each value received is one tick.
 	keepaliveTicks <-chan time.Time
