@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"crypto/rand"
+	"encoding/json"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -369,5 +371,70 @@ func (c *rawClient) send(p []byte, compressed bool) {
 	}
 	if _, err := c.nc.Write(append(hdr, masked...)); err != nil {
 		c.t.Fatal(err)
+	}
+}
+
+// TestACompressingSubscriberDroppedFor4429ResumesExactly stalls one
+// compressing subscriber of a group past max_backlog: it decodes a
+// contiguous prefix, then 4429 names the offset to resume at, and a
+// compressing resume from there decodes the rest; the group's other
+// member, which kept reading, decodes every row meanwhile.
+func TestACompressingSubscriberDroppedFor4429ResumesExactly(t *testing.T) {
+	const maxBacklog = 64
+	cfg := compressionConfig(t)
+	cfg.Limits.MaxBacklog = maxBacklog
+	release := make(chan struct{})
+	var slowAddr atomic.Value
+	slowAddr.Store("")
+	srv := startServerWith(t, cfg, Options{}, func(s *Server) {
+		s.opts.writeHook = func(c *wsConn, n int, _ bool) {
+			if c.nc.RemoteAddr().String() == slowAddr.Load().(string) {
+				<-release
+			}
+		}
+	})
+	plain := dialDeflate(t, srv, "/trades", "")
+	slow := dialDeflate(t, srv, "/trades", browserOffer)
+	fast := dialDeflate(t, srv, "/trades", browserOffer)
+	plain.greeting()
+	slow.greeting()
+	fast.greeting()
+	slowAddr.Store(slow.nc.LocalAddr().String())
+	for i := 0; i < 200; i += 10 {
+		// A batch at a time, so only the stalled subscriber falls behind.
+		publishTrades(t, srv, "trades", i, 10, 10)
+	}
+	close(release)
+	want := plain.rows(200)
+	if d := firstDiff(want, fast.rows(200)); d != "" {
+		t.Fatalf("the member that kept reading: %s", d)
+	}
+	var got []string
+	var closeMsg []byte
+	for {
+		m, ok := slow.next()
+		if !ok {
+			closeMsg = m
+			break
+		}
+		got = append(got, string(m))
+	}
+	if code := int(binary.BigEndian.Uint16(closeMsg)); code != wire.CloseTooSlow {
+		t.Fatalf("closed %d %s, want 4429", code, closeMsg[2:])
+	}
+	if d := firstDiff(want[:len(got)], got); d != "" || len(got) == 0 || len(got) > maxBacklog+5 {
+		t.Fatalf("prefix of %d rows: %s", len(got), d)
+	}
+	var ts wire.TooSlow
+	if err := json.Unmarshal(closeMsg[2:], &ts); err != nil {
+		t.Fatalf("4429 reason %q: %v", closeMsg[2:], err)
+	}
+	resume := dialDeflate(t, srv, fmt.Sprintf("/trades?offset=%d", ts.Offset), browserOffer)
+	resume.greeting()
+	if d := firstDiff(want[len(got):], resume.rows(200-len(got))); d != "" {
+		t.Fatalf("resumed at %d: %s", ts.Offset, d)
+	}
+	if resume.zmsg == 0 {
+		t.Error("the resumed replay was not compressed")
 	}
 }
