@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"compress/flate"
 	"crypto/rand"
 	"encoding/base64"
@@ -436,5 +437,53 @@ func TestACompressingSubscriberDroppedFor4429ResumesExactly(t *testing.T) {
 	}
 	if resume.zmsg == 0 {
 		t.Error("the resumed replay was not compressed")
+	}
+}
+
+// TestTheGoClientNegotiatesCompression: the Go client (tail, publish, the
+// relay) offers permessage-deflate without context takeover; its batches
+// arrive compressed and commit, and as a subscriber it reads the plain
+// frames the server then sends.
+func TestTheGoClientNegotiatesCompression(t *testing.T) {
+	srv := startServer(t, compressionConfig(t))
+	ctx := context.Background()
+	sub, err := wire.Subscribe(ctx, wsURL(srv, "/trades"), wire.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	pub, err := wire.Publish(ctx, wsURL(srv, "/trades"), wire.PublishOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	modes := map[bool]deflateMode{}
+	srv.mu.Lock()
+	for c := range srv.conns {
+		modes[c.pub != nil] = c.deflate
+	}
+	srv.mu.Unlock()
+	if modes[true] != deflatePlain || modes[false] != deflatePlain {
+		t.Fatalf("publisher negotiated %d, subscriber %d; want deflatePlain (%d) for both", modes[true], modes[false], deflatePlain)
+	}
+	var rows [][]byte
+	for i := range 100 {
+		rows = append(rows, fmt.Appendf(nil, `{"event_ts":%d,"symbol":"BTC-USD","price":1.5,"amount":2.0,"side":1,"trade_id":null}`, i)) // canonical, as delivered
+	}
+	a, err := pub.SubmitBatch(ctx, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		m, err := sub.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Row) != string(rows[i]) {
+			t.Fatalf("row %d: %s, want %s", i, m.Row, rows[i])
+		}
 	}
 }
