@@ -3,8 +3,8 @@ package broker
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"compress/flate"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
