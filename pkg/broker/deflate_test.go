@@ -487,3 +487,31 @@ func TestTheGoClientNegotiatesCompression(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaysPastTheCompressorBoundGoPlain: with maxReplayDeflaters
+// replays compressing already, the next one is written plain, rows intact.
+func TestReplaysPastTheCompressorBoundGoPlain(t *testing.T) {
+	srv := startServer(t, compressionConfig(t))
+	publishTrades(t, srv, "trades", 0, 100, 10)
+	plain := dialDeflate(t, srv, "/trades?offset=1", "")
+	plain.greeting()
+	want := plain.rows(100)
+	srv.replaysDeflating.Add(maxReplayDeflaters)
+	c := dialDeflate(t, srv, "/trades?offset=1", browserOffer)
+	c.greeting()
+	if d := firstDiff(want, c.rows(100)); d != "" {
+		t.Fatal(d)
+	}
+	if c.zmsg != 0 {
+		t.Errorf("%d rows were compressed past the bound", c.zmsg)
+	}
+	srv.replaysDeflating.Add(-maxReplayDeflaters)
+	c = dialDeflate(t, srv, "/trades?offset=1", browserOffer)
+	c.greeting()
+	if d := firstDiff(want, c.rows(100)); d != "" {
+		t.Fatal(d)
+	}
+	if c.zmsg != 100 {
+		t.Errorf("%d of 100 rows were compressed within the bound", c.zmsg)
+	}
+}

@@ -175,6 +175,10 @@ type Server struct {
 	// queues end (reclaim.go).
 	reclaim *reclaimer
 
+	// replaysDeflating counts the replays to compressing subscribers under
+	// way, against maxReplayDeflaters (subscriber.replay).
+	replaysDeflating atomic.Int32
+
 	// filters holds the subscribers' compiled where= filters, shared and
 	// bounded by limits.max_filter_bytes (filtercache.go).
 	filters *filterCache

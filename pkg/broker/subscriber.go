@@ -207,6 +207,11 @@ const replayChunk = 128 << 10
 
 var replayBufs = sync.Pool{New: func() any { b := make([]byte, 0, replayChunk+4096); return &b }}
 
+// maxReplayDeflaters bounds the replays compressed at once, and so their
+// compressors' memory (wire.DeflaterBytes each, 51 MiB in all); a replay
+// past it is written plain, which the extension allows.
+const maxReplayDeflaters = 64
+
 // replayDeflaters holds the compressors of replays to compressing
 // subscribers: one is held only while a replay runs.
 var replayDeflaters = sync.Pool{New: func() any { return wire.NewDeflater() }}
@@ -228,10 +233,13 @@ func (sub *subscriber) replay(greet []byte, start, frontier int64) {
 	// when the replay ends: the live frames after it either refer to
 	// nothing before them or are plain.
 	var z *wire.Deflater
-	if c.deflate == deflateContext {
+	if c.deflate == deflateContext && c.srv.replaysDeflating.Add(1) <= maxReplayDeflaters {
 		z = replayDeflaters.Get().(*wire.Deflater)
 		z.Reset()
 		defer replayDeflaters.Put(z)
+	}
+	if c.deflate == deflateContext {
+		defer c.srv.replaysDeflating.Add(-1)
 	}
 	var werr error
 	sent := false
