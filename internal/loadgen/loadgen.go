@@ -411,11 +411,11 @@ type subscription interface {
 // benchSub is one subscriber of a run.
 type benchSub struct {
 	sub      subscription
-	compress bool // a deflateSub: a drop ends it
-	key  []byte // `"event_ts":`
-	unit int64
-	url  string
-	dial wire.DialOptions
+	compress bool   // a deflateSub: a drop ends it
+	key      []byte // `"event_ts":`
+	unit     int64
+	url      string
+	dial     wire.DialOptions
 
 	frames atomic.Int64 // frames received
 	seen   atomic.Int64 // highest offset received
