@@ -123,22 +123,30 @@ var ErrInflatedTooBig = errors.New("compressed message inflates past the limit")
 // that would inflate to more bytes, without inflating the rest. The result
 // is valid until the next call.
 func (f *Inflater) Inflate(payload []byte, limit int) ([]byte, error) {
+	if len(f.window) > 4*windowSize {
+		// Slide the history to the front now, not after the last call:
+		// the message that call returned stays valid until this one.
+		n := copy(f.window, f.window[len(f.window)-windowSize:])
+		f.window = f.window[:n]
+	}
 	f.in = append(append(f.in[:0], payload...), syncTail...)
 	f.src.Reset(f.in)
+	dict := f.window[max(0, len(f.window)-windowSize):]
 	if f.fr == nil {
-		f.fr = flate.NewReaderDict(&f.src, f.window)
-	} else if err := f.fr.(flate.Resetter).Reset(&f.src, f.window); err != nil {
+		f.fr = flate.NewReaderDict(&f.src, dict)
+	} else if err := f.fr.(flate.Resetter).Reset(&f.src, dict); err != nil {
 		return nil, err
 	}
 	start := len(f.window)
 	out := f.window
 	for {
 		if len(out) == cap(out) {
-			out = append(out, 0)[:len(out)]
+			out = append(out, make([]byte, max(4<<10, len(out)))...)[:len(out)]
 		}
 		n, err := f.fr.Read(out[len(out):cap(out)])
 		out = out[:len(out)+n]
 		if limit > 0 && len(out)-start > limit {
+			f.window = out[:start]
 			return nil, ErrInflatedTooBig
 		}
 		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -147,13 +155,10 @@ func (f *Inflater) Inflate(payload []byte, limit int) ([]byte, error) {
 			break
 		}
 		if err != nil {
+			f.window = out[:start]
 			return nil, fmt.Errorf("inflate a compressed message: %w", err)
 		}
 	}
-	msg := append([]byte(nil), out[start:]...)
-	if len(out) > windowSize {
-		out = append(out[:0:0], out[len(out)-windowSize:]...)
-	}
 	f.window = out
-	return msg, nil
+	return out[start:], nil
 }
