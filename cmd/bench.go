@@ -137,6 +137,7 @@ stats on "*" for the server's CPU and memory figures.`,
 	f.DurationVar(&cfg.Drain, "drain", cfg.Drain, "after publishing stops, how long subscribers may take to catch up")
 	f.IntVar(&idle.Subscribers, "idle", 0, "instead of a load, hold `N` idle subscribers and report the server's RSS per subscriber (use a freshly started server)")
 	f.DurationVar(&idle.Settle, "idle-settle", idle.Settle, "with --idle, how long to wait before reading the server's RSS")
+	f.BoolVar(&cfg.Compress, "compress", false, "subscribers offer permessage-deflate as browsers do and receive compressed frames; one in 25 inflates and times its rows, the others count frames")
 	f.BoolVar(&cfg.IntoExisting, "into-existing", false, "publish even into a durable stream that already holds rows (the test rows stay there for good)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object, even on a terminal")
 	tlsFl = addClientTLSFlags(f)

@@ -38,7 +38,11 @@ type Config struct {
 	// holds rows. Without it Run refuses such a stream with *HoldsRows:
 	// every row bench publishes there stays for good, beside the user's.
 	IntoExisting bool
-	Dial         wire.DialOptions
+	// Compress makes the subscribers offer permessage-deflate with context
+	// takeover, as browsers do (deflate.go); one in 25 inflates and times
+	// its rows, the others count frames.
+	Compress bool
+	Dial     wire.DialOptions
 }
 
 // DefaultConfig returns the defaults of `streamcast bench`: one publisher of
@@ -179,7 +183,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	subs := make([]*benchSub, cfg.Subscribers)
 	var subWG sync.WaitGroup
 	for i := range subs {
-		s, err := wire.Subscribe(ctx, cfg.URL, wire.SubscribeOptions{DialOptions: cfg.Dial})
+		var s subscription
+		var err error
+		if cfg.Compress {
+			var d *deflateSub
+			if d, err = dialDeflateSub(ctx, cfg.URL, cfg.Dial, i%compressTimed == 0); err == nil {
+				if d.Ext == "" {
+					d.Close()
+					err = errors.New("the server did not negotiate permessage-deflate (compression: false?)")
+				}
+				s = d
+			}
+		} else {
+			s, err = wire.Subscribe(ctx, cfg.URL, wire.SubscribeOptions{DialOptions: cfg.Dial})
+		}
 		if err != nil {
 			for _, b := range subs[:i] {
 				b.sub.Close()
@@ -190,7 +207,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if last != wire.Null {
 			last-- // the frame before the first one expected
 		}
-		subs[i] = &benchSub{sub: s, key: key, unit: unit, url: cfg.URL, dial: cfg.Dial, last: last}
+		subs[i] = &benchSub{sub: s, key: key, unit: unit, url: cfg.URL, dial: cfg.Dial, last: last, compress: cfg.Compress}
 	}
 
 	statsURL := statsURLOf(cfg.URL)
@@ -379,13 +396,26 @@ func (b *benchPub) run(ctx context.Context, pace *pacer, deadline time.Time, not
 // latencyEvery is the sampling interval of publish→receive latency, in frames.
 const latencyEvery = 4
 
+// compressTimed is how many compressing subscribers share one that
+// inflates and times its rows.
+const compressTimed = 25
+
+// subscription is what a bench subscriber reads: the Go client's, or a
+// compressing one (deflateSub).
+type subscription interface {
+	Recv(ctx context.Context) (*wire.Message, error)
+	Resume() int64
+	Close() error
+}
+
 // benchSub is one subscriber of a run.
 type benchSub struct {
-	sub  *wire.Subscription
-	key  []byte // `"event_ts":`
-	unit int64
-	url  string
-	dial wire.DialOptions
+	sub      subscription
+	compress bool   // a deflateSub: a drop ends it
+	key      []byte // `"event_ts":`
+	unit     int64
+	url      string
+	dial     wire.DialOptions
 
 	frames atomic.Int64 // frames received
 	seen   atomic.Int64 // highest offset received
@@ -407,6 +437,12 @@ func (b *benchSub) run(ctx context.Context, noteErr func(error)) {
 				return
 			}
 			var slow *wire.TooSlow
+			if errors.As(err, &slow) && b.compress {
+				b.mu.Lock()
+				b.drops++
+				b.mu.Unlock()
+				return
+			}
 			if errors.As(err, &slow) && slow.Offset != wire.Null {
 				b.mu.Lock()
 				b.drops++

@@ -169,3 +169,25 @@ func TestIdleMeasuresTheServersMemoryPerSubscriber(t *testing.T) {
 		t.Errorf("result %+v: want both RSS readings, and the server holding more goroutines with 20 subscribers", res)
 	}
 }
+
+// TestACompressedRunReceivesEveryRow: compressing subscribers (one timing,
+// the others counting) receive every row, and the timing one decodes them.
+func TestACompressedRunReceivesEveryRow(t *testing.T) {
+	base := serve(t)
+	res, err := Run(ctxT(t), runConfig(base+"/trades", func(c *Config) {
+		c.Publishers, c.RowsPerFrame, c.Subscribers, c.Duration = 1, 10, 3, 500*time.Millisecond
+		c.Rate, c.Compress = 5000, true
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RowsPublished == 0 || res.FramesDelivered == 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if res.Drops != 0 || res.Gaps != 0 || res.Missing != 0 || res.SubscriberErrors != 0 {
+		t.Errorf("lost frames: %+v", res)
+	}
+	if res.DeliveryLatency.Count == 0 {
+		t.Errorf("the timing subscriber timed no row: %+v", res.DeliveryLatency)
+	}
+}

@@ -62,6 +62,9 @@ type wsConn struct {
 	// events is set on a Server-Sent Events subscriber (sse.go): it is nc,
 	// and there is no ws, as the peer sends nothing.
 	events *eventWriter
+	// deflate is what permessage-deflate the connection negotiated
+	// (deflate.go); set before it is served.
+	deflate deflateMode
 
 	ctx    context.Context // cancelled when the connection ends (stops a replay)
 	cancel context.CancelFunc
@@ -599,6 +602,9 @@ func (c *wsConn) takeCtrl() [][]byte {
 
 // readLoop reads until the peer closes or fails, discarding data frames (a
 // subscriber has nothing to say); gorilla calls the control handlers above.
+// A compressed message is skipped unread, never inflated: the next
+// NextReader discards its bytes as they came, so a subscriber cannot make
+// the server inflate anything.
 func (c *wsConn) readLoop() {
 	if c.events != nil {
 		c.events.wait()
@@ -610,6 +616,9 @@ func (c *wsConn) readLoop() {
 			return
 		}
 		c.reads.Add(1)
+		if c.deflate != deflateOff {
+			continue
+		}
 		if _, err := discard(r); err != nil {
 			return
 		}

@@ -100,6 +100,25 @@ type peerConn struct {
 	// Frames follows what was read; only the goroutine that reads the
 	// connection touches it.
 	Frames peerFollower
+	// deflateLine, when set, replaces gorilla's permessage-deflate line
+	// in the 101 answer, the first thing written (deflate.go); deflated
+	// reports that it did.
+	deflateLine string
+	deflated    bool
+}
+
+// Write writes p; the handshake's answer is the only write gorilla makes
+// through it.
+func (c *peerConn) Write(p []byte) (int, error) {
+	if c.deflateLine == "" {
+		return c.Conn.Write(p)
+	}
+	q, ok := rewriteDeflateLine(p, c.deflateLine)
+	c.deflateLine, c.deflated = "", ok
+	if _, err := c.Conn.Write(q); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // Read reads from the connection and shows what it read to Frames.
@@ -117,6 +136,9 @@ type peerHijack struct {
 	http.ResponseWriter
 	Raw  net.Conn
 	Scan *peerConn
+	// DeflateLine is the permessage-deflate line the answer carries in
+	// place of gorilla's; "" when none was negotiated.
+	DeflateLine string
 }
 
 // Hijack implements http.Hijacker.
@@ -129,6 +151,6 @@ func (h *peerHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.Raw, h.Scan = nc, &peerConn{Conn: nc}
+	h.Raw, h.Scan = nc, &peerConn{Conn: nc, deflateLine: h.DeflateLine}
 	return h.Scan, brw, nil
 }

@@ -36,10 +36,21 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		up = &s.pubUp
 	}
 	hj := &peerHijack{ResponseWriter: w}
+	var z deflateOffer
+	if s.cfg.Compression {
+		if z = negotiateDeflate(r.Header, up == &s.pubUp); z.Mode != deflateOff {
+			zu := *up
+			zu.EnableCompression = true
+			up, hj.DeflateLine = &zu, z.Line
+		}
+	}
 	ws, err := up.Upgrade(hj, r, s.relayChain(st))
 	if err != nil {
 		s.untrack()
 		return // gorilla answered with an HTTP error
+	}
+	if z.Mode != deflateOff && !hj.Scan.deflated {
+		z.Mode = deflatePlain // gorilla's own line went out: no server context takeover
 	}
 	// Serve the connection on a goroutine of its own and return: net/http's
 	// goroutine would otherwise keep its request buffers (about 10 KiB)
@@ -47,7 +58,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	acc := auth.AccessOf(r)
 	go func() {
 		defer s.untrack()
-		s.serveConn(newConn(s, ws, hj.Raw, &hj.Scan.Frames, st), st, q, qerr, acc)
+		c := newConn(s, ws, hj.Raw, &hj.Scan.Frames, st)
+		c.deflate = z.Mode
+		s.serveConn(c, st, q, qerr, acc)
 	}()
 }
 

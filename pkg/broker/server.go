@@ -77,6 +77,10 @@ type Options struct {
 	// the write is a claimed one (conn.go, writeClaimed), made by the
 	// goroutine that delivers the group, which waits for it.
 	writeHook func(c *wsConn, n int, claimed bool)
+	// deflatePerConn, when set (tests and benchmarks only), gives every
+	// compressing subscriber a compressor of its own in place of the
+	// shared groups, to measure the two against each other.
+	deflatePerConn bool
 	// keepaliveTicks, when set (tests only), drives keepalive in place of
 	// a PingInterval ticker: each value received is one tick.
 	keepaliveTicks <-chan time.Time
@@ -170,6 +174,10 @@ type Server struct {
 	// reclaim gives memory back to the OS after connections holding large
 	// queues end (reclaim.go).
 	reclaim *reclaimer
+
+	// replaysDeflating counts the replays to compressing subscribers under
+	// way, against maxReplayDeflaters (subscriber.replay).
+	replaysDeflating atomic.Int32
 
 	// filters holds the subscribers' compiled where= filters, shared and
 	// bounded by limits.max_filter_bytes (filtercache.go).

@@ -57,6 +57,10 @@ type stream struct {
 	mu   sync.Mutex
 	end  int64         // frontier: the offset the next row gets (durable only)
 	subs []*subscriber // attached subscribers; subscriber.idx is the position
+	// deflate is the compressing subscribers' groups: a group compresses
+	// each delivery under this lock, so its frames go to its members in
+	// the order it compressed them.
+	deflate deflateGroups
 
 	// Stats, read without the lock.
 	endOffset   atomic.Int64 // copy of end for /stats
@@ -76,6 +80,7 @@ func newStream(srv *Server, cfg config.Stream, sch *schema.Schema, limits config
 		s.schemaJSON = sch.JSON()
 	}
 	s.inbox.Init(limits.MaxInbound)
+	s.deflate.perConn = srv.opts.deflatePerConn
 	if srv.metrics != nil {
 		s.m = new(metrics.Stream)
 	}
@@ -186,10 +191,18 @@ func (s *stream) deliverStamped(frames, rows [][]byte, first, next, ts int64) {
 		s.end = next
 		s.endOffset.Store(next)
 	}
+	z := &s.deflate
+	if z.byKey != nil {
+		z.admit()
+	}
 	var matches map[*schema.Filter][]bool
 	for _, sub := range s.subs {
 		if sub.filter == nil {
-			sub.offer(frames, nil, first, next)
+			f := frames
+			if sub.group != nil {
+				f = z.frames(sub.group, frames, nil)
+			}
+			sub.offer(f, nil, first, next)
 			continue
 		}
 		m, ok := matches[sub.filter]
@@ -203,7 +216,14 @@ func (s *stream) deliverStamped(frames, rows [][]byte, first, next, ts int64) {
 			}
 			matches[sub.filter] = m
 		}
-		sub.offer(frames, m, first, next)
+		f := frames
+		if sub.group != nil {
+			f = z.frames(sub.group, frames, m)
+		}
+		sub.offer(f, m, first, next)
+	}
+	if z.byKey != nil {
+		z.forget()
 	}
 	s.mu.Unlock()
 	s.lastSend.Store(int64(time.Since(s.srv.started)) | 1)
@@ -217,6 +237,9 @@ func (s *stream) attachLocked(sub *subscriber) {
 	sub.idx = len(s.subs)
 	s.subs = append(s.subs, sub)
 	s.subscribers.Add(1)
+	if sub.c.deflate == deflateContext {
+		s.deflate.add(sub)
+	}
 }
 
 // detach removes sub from the fan-out set (a no-op when sub is not in it)
@@ -235,6 +258,7 @@ func (s *stream) detach(sub *subscriber) {
 		s.subs = s.subs[:last]
 		sub.idx = -1
 		s.subscribers.Add(-1)
+		s.deflate.remove(sub)
 	}
 	s.mu.Unlock()
 	s.srv.filters.releaseFilter(held)

@@ -20,6 +20,11 @@ type subscriber struct {
 	held       *schema.Filter // the hold on the server's filterCache to let go at detach; guarded by st.mu
 	idx        int            // position in st.subs; -1 when detached; guarded by st.mu
 	maxBacklog int
+	// group is the compression group whose frames sub gets, nil while it
+	// gets plain ones; waitIdx its place among the subscribers waiting to
+	// join one, -1 when not waiting (deflate.go). Guarded by st.mu.
+	group   *deflateGroup
+	waitIdx int
 }
 
 // offer queues the frames sub's filter takes (match nil: all of them). It
@@ -73,7 +78,7 @@ func (sub *subscriber) offer(frames [][]byte, match []bool, first, next int64) {
 // caller's hold on filter (filterCache.acquire): the subscriber lets go of
 // it at detach, and subscribe itself when it returns nil.
 func (srv *Server) subscribe(c *wsConn, st *stream, req replayRequest, filter *schema.Filter, where []byte, release func()) (got *subscriber) {
-	sub := &subscriber{c: c, st: st, filter: filter, held: filter, idx: -1, maxBacklog: st.limits.MaxBacklog}
+	sub := &subscriber{c: c, st: st, filter: filter, held: filter, idx: -1, waitIdx: -1, maxBacklog: st.limits.MaxBacklog}
 	defer func() {
 		if got == nil {
 			st.detach(sub) // attached or not, its filter is let go
@@ -202,6 +207,15 @@ const replayChunk = 128 << 10
 
 var replayBufs = sync.Pool{New: func() any { b := make([]byte, 0, replayChunk+4096); return &b }}
 
+// maxReplayDeflaters bounds the replays compressed at once, and so their
+// compressors' memory (wire.DeflaterBytes each, 51 MiB in all); a replay
+// past it is written plain, which the extension allows.
+const maxReplayDeflaters = 64
+
+// replayDeflaters holds the compressors of replays to compressing
+// subscribers: one is held only while a replay runs.
+var replayDeflaters = sync.Pool{New: func() any { return wire.NewDeflater() }}
+
 // replay writes the greeting and the frames of [start, frontier) read from
 // the log, filtered by the subscriber's where=. It runs on the goroutine that
 // owns the socket; on failure the connection is closed with a reason.
@@ -215,12 +229,25 @@ func (sub *subscriber) replay(greet []byte, start, frontier int64) {
 			replayBufs.Put(bp)
 		}
 	}()
+	// A compressing subscriber's replay has a compressor of its own, let go
+	// when the replay ends: the live frames after it either refer to
+	// nothing before them or are plain.
+	var z *wire.Deflater
+	if c.deflate == deflateContext && c.srv.replaysDeflating.Add(1) <= maxReplayDeflaters {
+		z = replayDeflaters.Get().(*wire.Deflater)
+		z.Reset()
+		defer replayDeflaters.Put(z)
+	}
+	if c.deflate == deflateContext {
+		defer c.srv.replaysDeflating.Add(-1)
+	}
 	var werr error
 	sent := false
 	// Counted in plain variables and published once per chunk: no atomic
 	// per row.
 	var tiers logstore.TierRows
 	pending := int64(0) // frames in buf
+	var zbuf []byte     // one plain frame, while z compresses it
 	if m := st.m; m != nil {
 		defer func() { m.Replayed(&tiers) }()
 	}
@@ -234,7 +261,15 @@ func (sub *subscriber) replay(greet []byte, start, frontier int64) {
 		pending = 0
 	}
 	err := st.log.ScanCounting(c.ctx, start, frontier, sub.filter, &tiers, func(offset, ts int64, row []byte) error {
-		buf = wire.AppendDataFrame(buf, offset, ts, row)
+		if z != nil {
+			start := len(buf)
+			buf = wire.AppendDataFrame(buf, offset, ts, row)
+			frame := append(zbuf[:0], buf[start:]...)
+			zbuf = frame
+			buf = z.AppendFrame(buf[:start], frame)
+		} else {
+			buf = wire.AppendDataFrame(buf, offset, ts, row)
+		}
 		sent = true
 		pending++
 		if len(buf) >= replayChunk {

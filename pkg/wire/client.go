@@ -104,12 +104,17 @@ func (o *DialOptions) dialer() *websocket.Dialer {
 		d.TLSClientConfig = o.TLS
 		return &d
 	}
+	// EnableCompression offers permessage-deflate as gorilla does, without
+	// context takeover either way: a publisher's batches go out compressed
+	// (Publisher.writeFrame), and a server compressing with context
+	// takeover sends this client plain frames, which it may.
 	return &websocket.Dialer{
-		Proxy:            http.ProxyFromEnvironment,
-		HandshakeTimeout: 10 * time.Second,
-		ReadBufferSize:   64 << 10,
-		WriteBufferSize:  64 << 10,
-		TLSClientConfig:  o.TLS,
+		Proxy:             http.ProxyFromEnvironment,
+		HandshakeTimeout:  10 * time.Second,
+		ReadBufferSize:    64 << 10,
+		WriteBufferSize:   64 << 10,
+		TLSClientConfig:   o.TLS,
+		EnableCompression: true,
 	}
 }
 

@@ -308,8 +308,14 @@ func (p *Publisher) submit(ctx context.Context, rows int, build func([]byte) []b
 	return a, nil
 }
 
+// compressFrom is the smallest publish frame sent compressed, where the
+// server negotiated permessage-deflate: each message is compressed on its
+// own, and a row or a few shrink too little to pay for it.
+const compressFrom = 1 << 10
+
 // writeFrame writes one frame, held when the publisher coalesces.
 func (p *Publisher) writeFrame(b []byte) error {
+	p.conn.EnableWriteCompression(len(b) >= compressFrom) // a no-op unless negotiated
 	if p.held == nil {
 		return p.conn.WriteMessage(websocket.TextMessage, b)
 	}

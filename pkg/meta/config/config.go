@@ -115,6 +115,12 @@ type Config struct {
 	// another absolute path (stats: /ops/stats), or false to serve them
 	// nowhere. Applies when serve starts.
 	Stats Stats `yaml:"stats"`
+	// Compression lets WebSocket connections negotiate permessage-deflate
+	// (RFC 7692) when the client offers it: subscribers then receive
+	// compressed frames, publishers may send them. false answers every
+	// offer with no extension, as a server without it. Applies when serve
+	// starts.
+	Compression bool `yaml:"compression"`
 
 	// origin says where each key's value came from, for errors; nil for a
 	// Config built in code. Load sets it.
@@ -406,6 +412,8 @@ func Default() Config {
 		Log:       DefaultLog(),
 		Metrics:   DefaultMetrics(),
 		Stats:     DefaultStatsPath,
+
+		Compression: true,
 	}
 }
 

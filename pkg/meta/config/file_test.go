@@ -158,7 +158,7 @@ func TestEveryOverrideKeyReachesTheConfig(t *testing.T) {
 			value = "json"
 		case "listen", "root":
 			value = "x:1"
-		case "metrics.enabled":
+		case "metrics.enabled", "compression":
 			value = "false" // true is its default
 		}
 		if value == "" {
