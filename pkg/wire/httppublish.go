@@ -151,21 +151,9 @@ func (p *HTTPPublisher) Submit(ctx context.Context, frame []byte) (*Ack, error) 
 	if p.closed {
 		return nil, ErrClosed
 	}
-	rows := 0
-	switch firstByte(frame) {
-	case '{':
-		rows = 1
-	case '[':
-		// Counted only where the seq needs it, as Publisher.Submit does: a
-		// count costs a scan of the whole batch.
-		if p.req.Publisher != "" {
-			var ok bool
-			if rows, ok = countElements(frame); !ok || rows == 0 {
-				return nil, fmt.Errorf("publish frame is not a non-empty JSON array of rows: %s", clip(frame, 40))
-			}
-		}
-	default:
-		return nil, fmt.Errorf("publish frame is not a row (JSON object) or a batch (array of objects): %s", clip(frame, 40))
+	rows, err := frameRows(frame, p.req.Publisher != "")
+	if err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -203,21 +203,32 @@ func (p *Publisher) SendBatch(ctx context.Context, rows [][]byte) ([]int64, erro
 // objects (one batch), without waiting for the reply. It waits only for
 // window room (MaxInFlight frames unanswered) and the write.
 func (p *Publisher) Submit(ctx context.Context, frame []byte) (*Ack, error) {
-	rows := 0
-	switch firstByte(frame) {
-	case '{':
-		rows = 1
-	case '[':
-		if p.req.Publisher != "" {
-			var ok bool
-			if rows, ok = countElements(frame); !ok || rows == 0 {
-				return nil, fmt.Errorf("publish frame is not a non-empty JSON array of rows: %s", clip(frame, 40))
-			}
-		}
-	default:
-		return nil, fmt.Errorf("publish frame is not a row (JSON object) or a batch (array of objects): %s", clip(frame, 40))
+	rows, err := frameRows(frame, p.req.Publisher != "")
+	if err != nil {
+		return nil, err
 	}
 	return p.submit(ctx, rows, func(dst []byte) []byte { return append(dst, frame...) })
+}
+
+// frameRows checks that frame is a row (a JSON object) or a batch (an
+// array), and returns how many rows it holds when counted is set: an
+// exactly-once publisher's seq needs the count, which costs a scan of the
+// whole batch, so a plain publisher's batch is not counted (0).
+func frameRows(frame []byte, counted bool) (int, error) {
+	switch firstByte(frame) {
+	case '{':
+		return 1, nil
+	case '[':
+		if !counted {
+			return 0, nil
+		}
+		rows, ok := countElements(frame)
+		if !ok || rows == 0 {
+			return 0, fmt.Errorf("publish frame is not a non-empty JSON array of rows: %s", clip(frame, 40))
+		}
+		return rows, nil
+	}
+	return 0, fmt.Errorf("publish frame is not a row (JSON object) or a batch (array of objects): %s", clip(frame, 40))
 }
 
 // SubmitBatch is Submit of the batch [rows…].
