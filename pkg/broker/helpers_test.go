@@ -110,19 +110,32 @@ func startServer(t testing.TB, cfg config.Config, opts ...Options) *Server {
 	return startServerWith(t, cfg, o, nil)
 }
 
+// leakChecked holds the names of the top-level tests whose first server has registered its
+// goroutine-leak check.
+var leakChecked sync.Map
+
 // startServerWith is startServer with a hook run on the server after New and
 // before Run (to set test hooks the committer reads); hook may be nil.
 func startServerWith(t testing.TB, cfg config.Config, o Options, hook func(*Server)) *Server {
 	t.Helper()
 	if tt, ok := t.(*testing.T); ok {
-		// Registered before the server's own cleanup, so it runs after it:
-		// once the server is closed, nothing it started may still run.
-		before := goleak.IgnoreCurrent()
-		t.Cleanup(func() {
-			if !tt.Failed() {
-				goleak.VerifyNone(tt, before)
-			}
-		})
+		// Only a top-level test's first server checks for leaks (no test
+		// here runs in parallel). Its cleanup runs after every later
+		// server's, subtests' included, so by then all of them are closed;
+		// a later server's own check would see the goroutines the earlier,
+		// still open server started after the later one's snapshot.
+		top, _, _ := strings.Cut(tt.Name(), "/")
+		if _, checked := leakChecked.LoadOrStore(top, true); !checked {
+			// Registered before the server's own cleanup, so it runs after
+			// it: once the server is closed, nothing it started may run.
+			before := goleak.IgnoreCurrent()
+			t.Cleanup(func() {
+				leakChecked.Delete(top)
+				if !tt.Failed() {
+					goleak.VerifyNone(tt, before)
+				}
+			})
+		}
 	}
 	srv, err := New(cfg, o)
 	if err != nil {
