@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -170,11 +171,44 @@ type deflateGroup struct {
 	out     [][]byte
 }
 
+// deflateBudget bounds the compressors the server holds at once
+// (limits.max_compression_bytes, wire.DeflaterBytes each): the groups'
+// and the compressed replays'. One past it is not refused; its subscriber
+// gets plain frames, which the extension allows: compression saves bytes,
+// it is never needed to deliver a row.
+type deflateBudget struct {
+	max  int64
+	held atomic.Int64
+	// deferred counts subscribers that got plain frames for want of a
+	// compressor: each live subscriber once, each replay once.
+	deferred atomic.Int64
+}
+
+func newDeflateBudget(maxBytes int) *deflateBudget {
+	return &deflateBudget{max: int64(maxBytes) / wire.DeflaterBytes}
+}
+
+// acquire takes a compressor's place, reporting false when none is free.
+func (b *deflateBudget) acquire() bool {
+	for {
+		n := b.held.Load()
+		if n >= b.max {
+			return false
+		}
+		if b.held.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (b *deflateBudget) release() { b.held.Add(-1) }
+
 // deflateGroups is a stream's compression groups; guarded by the fan-out lock.
 type deflateGroups struct {
 	byKey   map[any]*deflateGroup
 	waiting []*subscriber // compressing subscribers not in a group yet
 	gen     uint64        // deliveries so far
+	budget  *deflateBudget
 	// perConn gives every subscriber a compressor of its own (measured
 	// against the shared groups; see docs/benchmarks.md).
 	perConn bool
@@ -238,14 +272,19 @@ func (gs *deflateGroups) remove(sub *subscriber) {
 func (gs *deflateGroups) dropIfEmpty(g *deflateGroup) {
 	if g.members == 0 && g.waiting == 0 {
 		delete(gs.byKey, g.key)
+		if g.d != nil {
+			gs.budget.release()
+		}
 		g.d, g.out = nil, nil
 	}
 }
 
 // admit lets the waiting subscribers join their groups where a group can
 // take them now: one with no members starts afresh, one that compressed
-// deflateMinRun messages since its reset resets. Called at the start of a
-// delivery, under the fan-out lock, before anything of it is compressed.
+// deflateMinRun messages since its reset resets. A group that has no
+// compressor yet takes one from the budget, or its subscribers wait on,
+// receiving plain frames. Called at the start of a delivery, under the
+// fan-out lock, before anything of it is compressed.
 func (gs *deflateGroups) admit() {
 	gs.gen++
 	if len(gs.waiting) == 0 {
@@ -255,6 +294,14 @@ func (gs *deflateGroups) admit() {
 	for _, sub := range gs.waiting {
 		g := gs.byKey[gs.keyOf(sub)]
 		switch {
+		case g.members == 0 && g.d == nil && !gs.budget.acquire():
+			if !sub.deflateDeferred {
+				sub.deflateDeferred = true
+				gs.budget.deferred.Add(1)
+			}
+			sub.waitIdx = len(kept)
+			kept = append(kept, sub)
+			continue
 		case g.members == 0:
 			if g.d == nil {
 				g.d = wire.NewDeflater()

@@ -488,30 +488,73 @@ func TestTheGoClientNegotiatesCompression(t *testing.T) {
 	}
 }
 
-// TestReplaysPastTheCompressorBoundGoPlain: with maxReplayDeflaters
-// replays compressing already, the next one is written plain, rows intact.
-func TestReplaysPastTheCompressorBoundGoPlain(t *testing.T) {
-	srv := startServer(t, compressionConfig(t))
+// TestSubscribersPastTheCompressorBudgetGetPlainFrames: with
+// limits.max_compression_bytes room for one compressor, the group that
+// has it compresses; a replay and a group with another filter get plain
+// frames with every row intact (never a refusal), counted in /metrics;
+// when the first group's subscribers leave, the waiting group takes the
+// compressor at its next delivery.
+func TestSubscribersPastTheCompressorBudgetGetPlainFrames(t *testing.T) {
+	cfg := compressionConfig(t)
+	cfg.Limits.MaxCompressionBytes = wire.DeflaterBytes
+	srv := startServer(t, cfg)
 	publishTrades(t, srv, "trades", 0, 100, 10)
 	plain := dialDeflate(t, srv, "/trades?offset=1", "")
 	plain.greeting()
 	want := plain.rows(100)
-	srv.replaysDeflating.Add(maxReplayDeflaters)
-	c := dialDeflate(t, srv, "/trades?offset=1", browserOffer)
-	c.greeting()
-	if d := firstDiff(want, c.rows(100)); d != "" {
-		t.Fatal(d)
+
+	first := dialDeflate(t, srv, "/trades", browserOffer)
+	first.greeting()
+	where := "/trades?where=" + urlEscape(`{"symbol":"ETH-USD"}`)
+	plainWhere := dialDeflate(t, srv, where, "")
+	other := dialDeflate(t, srv, where, browserOffer)
+	plainWhere.greeting()
+	other.greeting()
+	publishTrades(t, srv, "trades", 100, 100, 10)
+	if d := firstDiff(plain.rows(100), first.rows(100)); d != "" {
+		t.Fatalf("the group with the compressor: %s", d)
 	}
-	if c.zmsg != 0 {
-		t.Errorf("%d rows were compressed past the bound", c.zmsg)
+	if first.zmsg == 0 {
+		t.Fatal("the group with the budget's one compressor sent no compressed row")
 	}
-	srv.replaysDeflating.Add(-maxReplayDeflaters)
-	c = dialDeflate(t, srv, "/trades?offset=1", browserOffer)
-	c.greeting()
-	if d := firstDiff(want, c.rows(100)); d != "" {
-		t.Fatal(d)
+	wantWhere := plainWhere.rows(25)
+	if d := firstDiff(wantWhere, other.rows(25)); d != "" {
+		t.Fatalf("the group past the budget: %s", d)
 	}
-	if c.zmsg != 100 {
-		t.Errorf("%d of 100 rows were compressed within the bound", c.zmsg)
+	if other.zmsg != 0 {
+		t.Errorf("the group past the budget got %d compressed rows", other.zmsg)
+	}
+
+	replay := dialDeflate(t, srv, "/trades?offset=1", browserOffer)
+	replay.greeting()
+	if d := firstDiff(want, replay.rows(100)); d != "" {
+		t.Fatalf("the replay past the budget: %s", d)
+	}
+	if replay.zmsg != 0 {
+		t.Errorf("the replay past the budget got %d compressed rows", replay.zmsg)
+	}
+	fams := scrape(t, srv)
+	if got := metricValue(t, fams, "streamcast_compression_bytes"); got != wire.DeflaterBytes {
+		t.Errorf("streamcast_compression_bytes %v, want one compressor's %d", got, wire.DeflaterBytes)
+	}
+	if got := metricValue(t, fams, "streamcast_compression_deferred_total"); got != 2 {
+		t.Errorf("streamcast_compression_deferred_total %v, want 2 (the filtered group, the replay)", got)
+	}
+
+	// Caught up, the replay waits to join the first group; the server lets
+	// that group's compressor go when it sees both close.
+	first.nc.Close()
+	replay.nc.Close()
+	for deadline := time.Now().Add(10 * time.Second); srv.deflaters.held.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the compressor of a group whose subscribers left is still held after 10 s")
+		}
+	}
+	publishTrades(t, srv, "trades", 200, 40, 1)
+	if d := firstDiff(plainWhere.rows(10), other.rows(10)); d != "" {
+		t.Fatalf("after the compressor came free: %s", d)
+	}
+	if other.zmsg == 0 {
+		t.Error("the waiting group did not take the compressor that came free")
 	}
 }

@@ -53,6 +53,7 @@ func (s *Server) sampleMetrics() metrics.Sample {
 	out := metrics.Sample{Unrouted: &m.unrouted, Restarts: s.children.Restarts()}
 	out.Unauthenticated, out.Forbidden = m.authFailures.Load()
 	out.FilterBytes, out.FilterRefusals = s.filters.held.Load(), s.filters.refused.Load()
+	out.CompressionBytes, out.CompressionDeferred = s.deflaters.held.Load()*wire.DeflaterBytes, s.deflaters.deferred.Load()
 	out.Backoff, out.Busy = m.authFailures.LoadThrottled()
 	if ent := s.entry.Load(); ent != nil {
 		c := ent.Counts()

@@ -175,9 +175,9 @@ type Server struct {
 	// queues end (reclaim.go).
 	reclaim *reclaimer
 
-	// replaysDeflating counts the replays to compressing subscribers under
-	// way, against maxReplayDeflaters (subscriber.replay).
-	replaysDeflating atomic.Int32
+	// deflaters bounds the permessage-deflate compressors held at once
+	// (limits.max_compression_bytes; deflate.go).
+	deflaters *deflateBudget
 
 	// filters holds the subscribers' compiled where= filters, shared and
 	// bounded by limits.max_filter_bytes (filtercache.go).
@@ -249,6 +249,7 @@ func New(cfg config.Config, opts Options) (*Server, error) {
 	}
 	s.accessLog.Store(cfg.Log.Access)
 	s.filters = newFilterCache(int64(cfg.Limits.MaxFilterBytes), opts.Logger)
+	s.deflaters = newDeflateBudget(cfg.Limits.MaxCompressionBytes)
 	if opts.TuneGC {
 		s.filters.headroom = newGCHeadroom()
 	}

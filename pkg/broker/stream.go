@@ -81,6 +81,7 @@ func newStream(srv *Server, cfg config.Stream, sch *schema.Schema, limits config
 	}
 	s.inbox.Init(limits.MaxInbound)
 	s.deflate.perConn = srv.opts.deflatePerConn
+	s.deflate.budget = srv.deflaters
 	if srv.metrics != nil {
 		s.m = new(metrics.Stream)
 	}

@@ -25,6 +25,9 @@ type subscriber struct {
 	// join one, -1 when not waiting (deflate.go). Guarded by st.mu.
 	group   *deflateGroup
 	waitIdx int
+	// deflateDeferred: sub has waited for a compressor the budget could
+	// not give (counted once in deflateBudget.deferred).
+	deflateDeferred bool
 }
 
 // offer queues the frames sub's filter takes (match nil: all of them). It
@@ -207,11 +210,6 @@ const replayChunk = 128 << 10
 
 var replayBufs = sync.Pool{New: func() any { b := make([]byte, 0, replayChunk+4096); return &b }}
 
-// maxReplayDeflaters bounds the replays compressed at once, and so their
-// compressors' memory (wire.DeflaterBytes each, 51 MiB in all); a replay
-// past it is written plain, which the extension allows.
-const maxReplayDeflaters = 64
-
 // replayDeflaters holds the compressors of replays to compressing
 // subscribers: one is held only while a replay runs.
 var replayDeflaters = sync.Pool{New: func() any { return wire.NewDeflater() }}
@@ -232,14 +230,20 @@ func (sub *subscriber) replay(greet []byte, start, frontier int64) {
 	// A compressing subscriber's replay has a compressor of its own, let go
 	// when the replay ends: the live frames after it either refer to
 	// nothing before them or are plain.
+	// One past the server's compressor budget is written plain, which the
+	// extension allows.
 	var z *wire.Deflater
-	if c.deflate == deflateContext && c.srv.replaysDeflating.Add(1) <= maxReplayDeflaters {
-		z = replayDeflaters.Get().(*wire.Deflater)
-		z.Reset()
-		defer replayDeflaters.Put(z)
-	}
 	if c.deflate == deflateContext {
-		defer c.srv.replaysDeflating.Add(-1)
+		if b := c.srv.deflaters; b.acquire() {
+			z = replayDeflaters.Get().(*wire.Deflater)
+			z.Reset()
+			defer func() {
+				replayDeflaters.Put(z)
+				b.release()
+			}()
+		} else {
+			b.deferred.Add(1)
+		}
 	}
 	var werr error
 	sent := false

@@ -16,6 +16,11 @@ type Sample struct {
 	// hold now (limits.max_filter_bytes bounds it); FilterRefusals counts
 	// the subscribers refused (1013) because theirs would pass the bound.
 	FilterBytes, FilterRefusals int64
+	// CompressionBytes is the memory the permessage-deflate compressors
+	// hold now (limits.max_compression_bytes bounds it);
+	// CompressionDeferred counts the subscribers and replays that got plain
+	// frames because a compressor would pass the bound.
+	CompressionBytes, CompressionDeferred int64
 	// Unrouted holds the refusals of requests no served stream took (4404,
 	// a 4400 for a path that names no stream): reported with stream="".
 	// Only its refusals are read.
@@ -75,6 +80,7 @@ type Collector struct {
 	buffered, files, pubThrough, lagRows, lagSecs  *prometheus.Desc
 	replThrough, replLagRows, replLagSecs          *prometheus.Desc
 	filterBytes, filterDenied                      *prometheus.Desc
+	compressionBytes, compressionDeferred          *prometheus.Desc
 	restarts, authFailures, conns, connsRefused    *prometheus.Desc
 }
 
@@ -85,33 +91,35 @@ func NewCollector(sample func() Sample) *Collector {
 		return prometheus.NewDesc("streamcast_"+name, help, labels, nil)
 	}
 	return &Collector{
-		sample:       sample,
-		rows:         d("rows_committed_total", "Rows committed to the stream's log (fsync done); on a live-only stream, rows accepted and fanned out.", stream...),
-		groups:       d("commit_groups_total", "Commits (group commits) that carried the rows.", stream...),
-		commitLat:    d("commit_seconds", "Time to append one commit group to the log, fsync included.", stream...),
-		ackLat:       d("ack_seconds", "Time from reading a publish frame to queueing its reply (validation, inbox wait, commit, fan-out).", stream...),
-		frames:       d("frames_delivered_total", "Data frames written to subscribers, replayed and live.", stream...),
-		bytes:        d("bytes_sent_total", "Bytes written to the stream's connections (frames, replies, greetings, control frames).", stream...),
-		subs:         d("subscribers", "Subscribers connected now.", stream...),
-		pubs:         d("publishers", "Publishers connected now.", stream...),
-		drops:        d("slow_subscriber_drops_total", "Subscribers closed with 4429 for falling max_backlog frames behind.", stream...),
-		refusals:     d("refusals_total", "Connections closed with a refusal, by close code (1009, 4400, 4404, 4409, 4410, 4412, 4416); stream is empty for a request no served stream took.", "stream", "code"),
-		replayed:     d("rows_replayed_total", "Rows replayed to subscribers, by the tier they were read from (buffer, local, published).", "stream", "tier"),
-		endOff:       d("end_offset", "The offset the stream's next row gets (durable streams).", stream...),
-		buffered:     d("buffered_rows", "Rows in the log's SQLite buffer (some also in files until clean evicts them).", stream...),
-		files:        d("local_files", "Parquet files under the log's files/ directory.", stream...),
-		pubThrough:   d("published_through", "The last offset the published Iceberg table holds; 0 when none.", stream...),
-		lagRows:      d("publish_lag_rows", "Rows committed and not yet published.", stream...),
-		lagSecs:      d("publish_lag_seconds", "Age of the oldest row not yet published; 0 when none.", stream...),
-		replThrough:  d("replicated_through", "The last offset the WAL replica holds; 0 when none (streams with replicate: true).", stream...),
-		replLagRows:  d("replication_lag_rows", "Rows committed and not yet shipped to the WAL replica.", stream...),
-		replLagSecs:  d("replication_lag_seconds", "While rows wait to be shipped to the WAL replica, the time since the last round that shipped (a bound on their age); 0 when none wait.", stream...),
-		filterBytes:  d("filter_bytes", "Bytes the subscribers' compiled where= filters hold now, identical filters counted once (bounded by limits.max_filter_bytes)."),
-		filterDenied: d("filter_refusals_total", "Subscribers refused with 1013 because their where= filter would take the filters' memory over limits.max_filter_bytes."),
-		restarts:     d("maintain_restarts_total", "Restarts of serve's maintenance child for a role since serve started.", "role"),
-		conns:        d("connections", "TCP connections open now, WebSocket ones included."),
-		connsRefused: d("connections_refused_total", "Connections closed at accept for a bound: total (limits.max_connections) or address (limits.max_connections_per_address).", "reason"),
-		authFailures: d("auth_failures_total", "Requests refused before the upgrade: unauthenticated (401), forbidden (403), backoff (429: a login failing too often) or busy (503: too many logins checked at once).", "reason"),
+		sample:              sample,
+		rows:                d("rows_committed_total", "Rows committed to the stream's log (fsync done); on a live-only stream, rows accepted and fanned out.", stream...),
+		groups:              d("commit_groups_total", "Commits (group commits) that carried the rows.", stream...),
+		commitLat:           d("commit_seconds", "Time to append one commit group to the log, fsync included.", stream...),
+		ackLat:              d("ack_seconds", "Time from reading a publish frame to queueing its reply (validation, inbox wait, commit, fan-out).", stream...),
+		frames:              d("frames_delivered_total", "Data frames written to subscribers, replayed and live.", stream...),
+		bytes:               d("bytes_sent_total", "Bytes written to the stream's connections (frames, replies, greetings, control frames).", stream...),
+		subs:                d("subscribers", "Subscribers connected now.", stream...),
+		pubs:                d("publishers", "Publishers connected now.", stream...),
+		drops:               d("slow_subscriber_drops_total", "Subscribers closed with 4429 for falling max_backlog frames behind.", stream...),
+		refusals:            d("refusals_total", "Connections closed with a refusal, by close code (1009, 4400, 4404, 4409, 4410, 4412, 4416); stream is empty for a request no served stream took.", "stream", "code"),
+		replayed:            d("rows_replayed_total", "Rows replayed to subscribers, by the tier they were read from (buffer, local, published).", "stream", "tier"),
+		endOff:              d("end_offset", "The offset the stream's next row gets (durable streams).", stream...),
+		buffered:            d("buffered_rows", "Rows in the log's SQLite buffer (some also in files until clean evicts them).", stream...),
+		files:               d("local_files", "Parquet files under the log's files/ directory.", stream...),
+		pubThrough:          d("published_through", "The last offset the published Iceberg table holds; 0 when none.", stream...),
+		lagRows:             d("publish_lag_rows", "Rows committed and not yet published.", stream...),
+		lagSecs:             d("publish_lag_seconds", "Age of the oldest row not yet published; 0 when none.", stream...),
+		replThrough:         d("replicated_through", "The last offset the WAL replica holds; 0 when none (streams with replicate: true).", stream...),
+		replLagRows:         d("replication_lag_rows", "Rows committed and not yet shipped to the WAL replica.", stream...),
+		replLagSecs:         d("replication_lag_seconds", "While rows wait to be shipped to the WAL replica, the time since the last round that shipped (a bound on their age); 0 when none wait.", stream...),
+		filterBytes:         d("filter_bytes", "Bytes the subscribers' compiled where= filters hold now, identical filters counted once (bounded by limits.max_filter_bytes)."),
+		filterDenied:        d("filter_refusals_total", "Subscribers refused with 1013 because their where= filter would take the filters' memory over limits.max_filter_bytes."),
+		compressionBytes:    d("compression_bytes", "Bytes the permessage-deflate compressors hold now, one per group of live subscribers sharing a stream and a filter and one per compressed replay (bounded by limits.max_compression_bytes)."),
+		compressionDeferred: d("compression_deferred_total", "Subscribers and replays that received plain frames because another compressor would take the compressors' memory over limits.max_compression_bytes."),
+		restarts:            d("maintain_restarts_total", "Restarts of serve's maintenance child for a role since serve started.", "role"),
+		conns:               d("connections", "TCP connections open now, WebSocket ones included."),
+		connsRefused:        d("connections_refused_total", "Connections closed at accept for a bound: total (limits.max_connections) or address (limits.max_connections_per_address).", "reason"),
+		authFailures:        d("auth_failures_total", "Requests refused before the upgrade: unauthenticated (401), forbidden (403), backoff (429: a login failing too often) or busy (503: too many logins checked at once).", "reason"),
 	}
 }
 
@@ -123,6 +131,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.buffered, c.files, c.pubThrough, c.lagRows, c.lagSecs,
 		c.replThrough, c.replLagRows, c.replLagSecs,
 		c.filterBytes, c.filterDenied,
+		c.compressionBytes, c.compressionDeferred,
 		c.restarts, c.authFailures, c.conns, c.connsRefused,
 	} {
 		ch <- d
@@ -178,6 +187,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.filterBytes, float64(s.FilterBytes))
 	counter(c.filterDenied, s.FilterRefusals)
+	gauge(c.compressionBytes, float64(s.CompressionBytes))
+	counter(c.compressionDeferred, s.CompressionDeferred)
 	for role, n := range s.Restarts {
 		counter(c.restarts, n, role)
 	}

@@ -34,9 +34,11 @@ const (
 	DefaultMaxMessageBytes = 1 << 20
 	DefaultMaxWhereBytes   = 64 << 10
 	DefaultMaxFilterBytes  = 256 << 20
-	DefaultIdleTimeout     = 30 * time.Second
-	DefaultMaxConnsPerAddr = 1024
-	DefaultMaxReplay       = 100000
+	// DefaultMaxCompressionBytes holds 160 compressors of about 800 KiB.
+	DefaultMaxCompressionBytes = 128 << 20
+	DefaultIdleTimeout         = 30 * time.Second
+	DefaultMaxConnsPerAddr     = 1024
+	DefaultMaxReplay           = 100000
 
 	// How often serve's maintenance children run their roles (maintain:).
 	DefaultSealEvery           = 250 * time.Millisecond
@@ -152,6 +154,13 @@ type Limits struct {
 	// compiled form and count once). A subscriber whose filter would take
 	// the total over it is refused with 1013 (try again later).
 	MaxFilterBytes int `yaml:"max_filter_bytes"`
+	// MaxCompressionBytes bounds the memory the permessage-deflate
+	// compressors hold together, server-wide: one per group of live
+	// subscribers sharing a stream and a filter, one per compressed replay
+	// running. A subscriber that would need a compressor past it receives
+	// plain frames, which the extension allows, until one is free; it is
+	// never refused for it.
+	MaxCompressionBytes int `yaml:"max_compression_bytes"`
 	// IdleTimeout closes an HTTP keep-alive connection (/health, /stats, the
 	// console, the control API) that waits this long for its next request.
 	// WebSocket connections have their own keepalive and are not affected.
@@ -397,13 +406,14 @@ func Default() Config {
 		Listen: DefaultListen,
 		Root:   DefaultRoot,
 		Limits: Limits{
-			MaxBacklog:      DefaultMaxBacklog,
-			MaxInbound:      DefaultMaxInbound,
-			MaxInFlight:     DefaultMaxInFlight,
-			MaxMessageBytes: DefaultMaxMessageBytes,
-			MaxWhereBytes:   DefaultMaxWhereBytes,
-			MaxFilterBytes:  DefaultMaxFilterBytes,
-			IdleTimeout:     DefaultIdleTimeout,
+			MaxBacklog:          DefaultMaxBacklog,
+			MaxInbound:          DefaultMaxInbound,
+			MaxInFlight:         DefaultMaxInFlight,
+			MaxMessageBytes:     DefaultMaxMessageBytes,
+			MaxWhereBytes:       DefaultMaxWhereBytes,
+			MaxFilterBytes:      DefaultMaxFilterBytes,
+			MaxCompressionBytes: DefaultMaxCompressionBytes,
+			IdleTimeout:         DefaultIdleTimeout,
 
 			MaxConnectionsPerAddress: DefaultMaxConnsPerAddr,
 		},
@@ -561,6 +571,7 @@ func (c *Config) compileServe() ([]*schema.Schema, error) {
 		{"max_message_bytes", c.Limits.MaxMessageBytes},
 		{"max_where_bytes", c.Limits.MaxWhereBytes},
 		{"max_filter_bytes", c.Limits.MaxFilterBytes},
+		{"max_compression_bytes", c.Limits.MaxCompressionBytes},
 	} {
 		if l.v < 1 {
 			return nil, keyErrorf("limits."+l.key, "limits.%s is %d; it must be at least 1", l.key, l.v)
