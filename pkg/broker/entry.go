@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/gorilla/websocket"
+	"github.com/streamcast/streamcast/pkg/broker/control"
+	"github.com/streamcast/streamcast/pkg/wire"
 )
 
 // This file is the one place connections come in: the listener
@@ -102,16 +104,62 @@ func (s *Server) routes() http.Handler {
 // user. "*" admits every origin. A request without an Origin header
 // (wscat, the Go client, any non-browser) is not a browser's cross-site
 // request, and passes.
+//
+// A page from an admitted origin may also read an event stream and publish
+// with fetch: those answers, refusals included, carry the CORS headers
+// that let it read them, and a CORS preflight for a stream (the browser's
+// OPTIONS before a POST with a JSON body or an Authorization header, sent
+// without credentials) is answered here, before authentication.
 func (s *Server) checkOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if websocket.IsWebSocketUpgrade(r) || isHTTPPublish(r) {
+		preflight := isPreflight(r)
+		if websocket.IsWebSocketUpgrade(r) || isHTTPPublish(r) || preflight {
 			if msg := s.originRefusal(r); msg != "" {
 				http.Error(w, msg, http.StatusForbidden)
 				return
 			}
 		}
+		// An event stream's origin refusal is serveEvents's, after the
+		// grants; its headers go only to an origin it will admit.
+		if origin := r.Header.Get("Origin"); origin != "" && (preflight || isHTTPPublish(r) || wantsEvents(r) && s.originRefusal(r) == "") {
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Set("Access-Control-Allow-Credentials", "true")
+			h.Add("Vary", "Origin")
+			if !preflight {
+				h.Set("Access-Control-Expose-Headers", "Retry-After")
+			}
+		}
+		if preflight {
+			h := w.Header()
+			h.Set("Access-Control-Allow-Methods", "GET, POST")
+			h.Set("Access-Control-Allow-Headers", corsRequestHeaders)
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// corsRequestHeaders are the headers a page may send with an event stream
+// or a publish: credentials, the body's type, an EventSource's resume
+// point and an exactly-once publisher's marks.
+const corsRequestHeaders = "Authorization, Content-Type, Last-Event-ID, " + wire.PublisherHeader + ", " + wire.SeqHeader
+
+// isPreflight reports whether r is a CORS preflight for a stream's GET or
+// POST (the control API's paths are not a stream's).
+func isPreflight(r *http.Request) bool {
+	if r.Method != http.MethodOptions || r.Header.Get("Origin") == "" {
+		return false
+	}
+	switch r.Header.Get("Access-Control-Request-Method") {
+	case http.MethodGet, http.MethodPost:
+	default:
+		return false
+	}
+	p := r.URL.Path
+	return p != control.Prefix && !strings.HasPrefix(p, control.Prefix+"/")
 }
 
 // originRefusal is checkOrigin's verdict on a request for a stream, a

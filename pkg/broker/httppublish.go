@@ -53,6 +53,13 @@ func isHTTPPublish(r *http.Request) bool {
 
 // servePublishHTTP serves POST /<stream>.
 func (s *Server) servePublishHTTP(w http.ResponseWriter, r *http.Request) {
+	// A request that arrives while the server starts waits for the start,
+	// as an event stream does: answering it "stopping" would be untrue.
+	select {
+	case <-s.ready:
+	case <-r.Context().Done():
+		return
+	}
 	if s.state.Load() != stateReady || !s.track() {
 		w.Header().Set("Retry-After", "1")
 		httpReply(w, http.StatusServiceUnavailable, []byte(wire.GoingAwayReason(wire.WhyServerStopping)))

@@ -139,13 +139,6 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ev := newEventWriter(w, r)
-	if origin := r.Header.Get("Origin"); origin != "" {
-		// originRefusal admitted it: let the page read the stream.
-		h := w.Header()
-		h.Set("Access-Control-Allow-Origin", origin)
-		h.Set("Access-Control-Allow-Credentials", "true")
-		h.Add("Vary", "Origin")
-	}
 	st := s.reg.Get(q.Stream)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &wsConn{srv: s, nc: ev, raw: eventAbort{ev}, sealed: true, events: ev, st: st, ctx: ctx, cancel: cancel, began: time.Now()}
