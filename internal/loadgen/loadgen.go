@@ -210,6 +210,23 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		subs[i] = &benchSub{sub: s, key: key, unit: unit, url: cfg.URL, dial: cfg.Dial, last: last, compress: cfg.Compress}
 	}
 
+	// Publishers connect before the clock starts: the window is the time
+	// they publish, however long their handshakes take.
+	pubs := make([]*benchPub, cfg.Publishers)
+	var pubWG sync.WaitGroup
+	for i := range pubs {
+		p, err := wire.Publish(ctx, cfg.URL, wire.PublishOptions{DialOptions: cfg.Dial, MaxInFlight: cfg.MaxInFlight, Coalesce: cfg.Coalesce})
+		if err != nil {
+			for _, b := range pubs[:i] {
+				b.pub.Close()
+			}
+			for _, s := range subs {
+				s.sub.Close()
+			}
+			return res, fmt.Errorf("bench: publisher %d: %w", i+1, err)
+		}
+		pubs[i] = &benchPub{pub: p, gen: gen, rows: cfg.RowsPerFrame, unit: unit, inFlight: cfg.MaxInFlight}
+	}
 	statsURL := statsURLOf(cfg.URL)
 	cpu0, haveCPU := serverCPU(ctx, statsURL, cfg.Dial)
 	client0, _ := rusage.Self()
@@ -222,23 +239,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}()
 	}
 
-	pubs := make([]*benchPub, cfg.Publishers)
-	var pubWG sync.WaitGroup
-	for i := range pubs {
-		p, err := wire.Publish(ctx, cfg.URL, wire.PublishOptions{DialOptions: cfg.Dial, MaxInFlight: cfg.MaxInFlight, Coalesce: cfg.Coalesce})
-		if err != nil {
-			for _, b := range pubs[:i] {
-				b.pub.Close()
-			}
-			cancel()
-			for _, s := range subs {
-				s.sub.Close()
-			}
-			subWG.Wait()
-			return res, fmt.Errorf("bench: publisher %d: %w", i+1, err)
-		}
-		pubs[i] = &benchPub{pub: p, gen: gen, rows: cfg.RowsPerFrame, unit: unit, inFlight: cfg.MaxInFlight}
-	}
 	deadline := start.Add(cfg.Duration)
 	for _, p := range pubs {
 		pubWG.Add(1)
