@@ -137,7 +137,7 @@ func TestResolveErrorsNameTheKeyAndWhereItsValueCameFrom(t *testing.T) {
 		{
 			name: "unknown key in the file",
 			yaml: "listen: x:1\nlimits:\n  max_backlogs: 3\n",
-			want: "config file streamcast.yaml, line 3: unknown key limits.max_backlogs (known here: max_backlog, max_inbound, max_in_flight, max_message_bytes, max_where_bytes, max_filter_bytes, idle_timeout, max_connections, max_connections_per_address)",
+			want: "config file streamcast.yaml, line 3: unknown key limits.max_backlogs (known here: max_backlog, max_inbound, max_in_flight, max_message_bytes, max_where_bytes, max_filter_bytes, max_compression_bytes, idle_timeout, max_connections, max_connections_per_address)",
 		},
 		{
 			name: "wrong type in the file",
