@@ -104,10 +104,10 @@ func (o *DialOptions) dialer() *websocket.Dialer {
 		d.TLSClientConfig = o.TLS
 		return &d
 	}
-	// EnableCompression offers permessage-deflate as gorilla does, without
-	// context takeover either way: a publisher's batches go out compressed
-	// (Publisher.writeFrame), and a server compressing with context
-	// takeover sends this client plain frames, which it may.
+	// EnableCompression offers permessage-deflate: a publisher's batches
+	// go out compressed (Publisher.writeFrame), and the connection, dialled
+	// through an inflateConn (takeoverDialer), lets the server compress
+	// with context takeover.
 	return &websocket.Dialer{
 		Proxy:             http.ProxyFromEnvironment,
 		HandshakeTimeout:  10 * time.Second,
@@ -180,7 +180,11 @@ func connect(ctx context.Context, raw string, o *DialOptions, merge func(*Reques
 // dial opens the WebSocket and reads the greeting. A close before the
 // greeting is returned as the typed error of its code.
 func dial(ctx context.Context, u *url.URL, req Request, o *DialOptions) (*websocket.Conn, *Greeting, error) {
-	d := o.dialer()
+	limit := o.ReadLimit
+	if limit <= 0 {
+		limit = DefaultReadLimit
+	}
+	d := takeoverDialer(o.dialer(), u, limit)
 	hdr := o.header(u.User)
 	conn, resp, err := d.DialContext(ctx, dialURL(u), hdr)
 	if err != nil {
@@ -199,10 +203,6 @@ func dial(ctx context.Context, u *url.URL, req Request, o *DialOptions) (*websoc
 	}
 	if o.OnHandshake != nil && resp != nil {
 		o.OnHandshake(resp.Header)
-	}
-	limit := o.ReadLimit
-	if limit <= 0 {
-		limit = DefaultReadLimit
 	}
 	conn.SetReadLimit(limit)
 	stop := watch(ctx, conn)
