@@ -244,9 +244,9 @@ func TestInflateConnRefusesBrokenCompressedMessages(t *testing.T) {
 	for name, in := range map[string][]byte{
 		"a data frame inside a compressed message": append(appendFrag(nil, 0, 2, opText, rsv1Bit, z("ab")[:1]), TextFrame([]byte("x"))...),
 		"RSV1 on a continuation":                   append(appendFrag(nil, 0, 2, opText, rsv1Bit, z("ab")[:1]), 0x80|rsv1Bit, 0),
-		"RSV2 on a compressed frame":                {0xE1, 1, 0},
-		"a masked compressed frame":                 {0xC1, 0x81, 1, 2, 3, 4, 5},
-		"a payload that does not inflate":           {0xC1, 3, 0xff, 0xff, 0xff},
+		"RSV2 on a compressed frame":               {0xE1, 1, 0},
+		"a masked compressed frame":                {0xC1, 0x81, 1, 2, 3, 4, 5},
+		"a payload that does not inflate":          {0xC1, 3, 0xff, 0xff, 0xff},
 	} {
 		if _, err := readThrough(t, in, nil, 4096, DefaultReadLimit); !errors.As(err, new(*ProtocolError)) {
 			t.Errorf("%s: got %v, want a ProtocolError", name, err)
