@@ -254,6 +254,55 @@ func TestInflateConnRefusesBrokenCompressedMessages(t *testing.T) {
 	}
 }
 
+// TestInflaterReadsAnyMixOfMessages inflates messages a compressor with
+// context takeover may send: each one compressed by a fresh compressor
+// given the whole history as its dictionary, ending in a sync flush (the
+// tail taken off), in several sync-flushed parts, or in a final block
+// (BFINAL, the tail left on), mixed with plain messages that never enter
+// the history. The Inflater, which reads one message after another as one
+// stream where it can, must return every one.
+func TestInflaterReadsAnyMixOfMessages(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	var history, z bytes.Buffer
+	var in Inflater
+	for i, f := range tradeFrames(600) {
+		_, p := payloadOf(f)
+		if i%50 == 7 {
+			p = bytes.Repeat(p, 400) // past the window and the 4 KiB reads
+		}
+		kind := r.Intn(4)
+		if kind == 0 {
+			continue // plain
+		}
+		dict := history.Bytes()[max(0, history.Len()-windowSize):]
+		z.Reset()
+		fw, _ := flate.NewWriterDict(&z, r.Intn(9)+1, dict)
+		switch kind {
+		case 1:
+			_, _ = fw.Write(p)
+			_ = fw.Flush()
+		case 2:
+			k := r.Intn(len(p) + 1)
+			_, _ = fw.Write(p[:k])
+			_ = fw.Flush()
+			_, _ = fw.Write(p[k:])
+			_ = fw.Flush()
+		case 3:
+			_, _ = fw.Write(p)
+			_ = fw.Close()
+		}
+		msg := z.Bytes()
+		if kind != 3 {
+			msg = bytes.TrimSuffix(msg, syncTail)
+		}
+		got, err := in.Inflate(msg, 0)
+		if err != nil || !bytes.Equal(got, p) {
+			t.Fatalf("message %d (kind %d): %v; %s", i, kind, err, diffAt(got, p))
+		}
+		history.Write(p)
+	}
+}
+
 func TestTakeoverAnswer(t *testing.T) {
 	head := func(ext ...string) string {
 		h := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: x\r\n"
