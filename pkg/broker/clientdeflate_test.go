@@ -290,3 +290,36 @@ func publishGo(t testing.TB, url string, tc *tls.Config, n int) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkGoSubscriberReplay replays 20,000 trades rows from a real
+// server to one Go client, plain and with context takeover (the server
+// compresses the replay with a compressor of its own, the client
+// inflates): rows/s, and the bytes read from the socket per row.
+func BenchmarkGoSubscriberReplay(b *testing.B) {
+	const rows = 20000
+	srv := startServer(b, compressionConfig(b))
+	publishTrades(b, srv, "trades", 0, rows, 100)
+	url := wsURL(srv, "/trades")
+	for _, compress := range []bool{false, true} {
+		name := "plain"
+		if compress {
+			name = "takeover"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			var read int64
+			for range b.N {
+				s := subscribeGo(b, url, compress, nil, wire.SubscribeOptions{Offset: wire.At(1)})
+				for i := range rows {
+					if _, err := s.Recv(ctx); err != nil {
+						b.Fatalf("row %d: %v", i, err)
+					}
+				}
+				read += s.read.Load()
+				s.Close()
+			}
+			b.ReportMetric(float64(b.N*rows)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(read)/float64(b.N*rows), "B/row")
+		})
+	}
+}
