@@ -542,7 +542,10 @@ func (c *inflateConn) frameEnd() (bool, error) {
 		return false, c.tooBig()
 	}
 	if err != nil {
-		return false, &ProtocolError{Msg: "a compressed message from the server: " + err.Error()}
+		if cause := errors.Unwrap(err); cause != nil {
+			err = cause
+		}
+		return false, &ProtocolError{Msg: "inflate a compressed message from the server: " + err.Error()}
 	}
 	if cap(c.msg) > 256<<10 {
 		c.msg = nil // a rare large message's buffer is not kept
