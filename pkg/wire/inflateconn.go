@@ -179,16 +179,11 @@ type inflateConn struct {
 	op       byte   // its opcode
 	msg      []byte // its compressed payload so far
 	inf      Inflater
-	inflated int // compressed messages inflated
 }
 
 func newInflateConn(c net.Conn, limit int64) *inflateConn {
 	return &inflateConn{Conn: c, limit: int(min(limit, 1<<30)), hlen: 2}
 }
-
-// Takeover reports whether the server granted context takeover, so that
-// compressed messages are inflated here; known once the handshake is read.
-func (c *inflateConn) Takeover() bool { return c.mode == readFrames }
 
 // Write holds back the handshake request until its head ends, then writes
 // it with the offer rewritten; later writes go straight through.
@@ -550,7 +545,6 @@ func (c *inflateConn) frameEnd() (bool, error) {
 	if cap(c.msg) > 256<<10 {
 		c.msg = nil // a rare large message's buffer is not kept
 	}
-	c.inflated++
 	c.pend = appendHeader(c.out[:0], c.op, len(out))
 	c.body = out
 	return true, nil
