@@ -318,7 +318,8 @@ func (c *inflateConn) answer() {
 // server context takeover in a form this client inflates. Otherwise it
 // returns head unchanged and false.
 func takeoverAnswer(head []byte) ([]byte, bool) {
-	if !bytes.HasPrefix(head, []byte("HTTP/1.1 101 ")) {
+	status, _, _ := bytes.Cut(head, []byte("\r\n"))
+	if s := string(status); s != "HTTP/1.1 101" && !strings.HasPrefix(s, "HTTP/1.1 101 ") {
 		return head, false
 	}
 	at, n := -1, 0

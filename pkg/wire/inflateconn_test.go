@@ -318,6 +318,7 @@ func TestTakeoverAnswer(t *testing.T) {
 	}{
 		{head("permessage-deflate; client_no_context_takeover"), true},
 		{head("permessage-deflate"), true},
+		{strings.Replace(head("permessage-deflate"), "101 Switching Protocols", "101", 1), true},
 		{head("permessage-deflate; server_max_window_bits=10"), true},
 		{head("permessage-deflate;client_no_context_takeover ; server_max_window_bits=\"15\""), true},
 		{head(gorilla), false},
@@ -329,11 +330,15 @@ func TestTakeoverAnswer(t *testing.T) {
 		{head("permessage-deflate, x-other"), false},
 		{head("permessage-deflate", "permessage-deflate"), false},
 		{strings.Replace(head("permessage-deflate"), "101 Switching Protocols", "401 Unauthorized", 1), false},
+		{strings.Replace(head("permessage-deflate"), "101 Switching Protocols", "1010", 1), false},
 	} {
 		got, ok := takeoverAnswer([]byte(tc.head))
 		want := tc.head
 		if tc.ok {
 			want = head(gorilla)
+		}
+		if tc.ok && strings.HasPrefix(tc.head, "HTTP/1.1 101\r\n") {
+			want = strings.Replace(want, "101 Switching Protocols", "101", 1)
 		}
 		if ok != tc.ok || string(got) != want {
 			t.Errorf("%q: %v %q, want %v %q", tc.head, ok, got, tc.ok, want)
