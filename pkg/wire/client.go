@@ -33,8 +33,13 @@ const closeWait = 2 * time.Second
 // DialOptions are the connection settings shared by Subscribe and Publish.
 type DialOptions struct {
 	Header    http.Header       // extra handshake headers
-	Dialer    *websocket.Dialer // nil: a dialer with 64 KiB buffers and a 10 s handshake timeout
-	ReadLimit int64             // largest frame accepted; 0 = DefaultReadLimit
+	// Dialer nil is a dialer with 64 KiB buffers, a 10 s handshake
+	// timeout and permessage-deflate. One of the caller's with
+	// EnableCompression set lets the server compress with context
+	// takeover too, unless it sets NetDialTLSContext (the inflating
+	// connection must sit above TLS) or a proxy applies to the URL.
+	Dialer    *websocket.Dialer
+	ReadLimit int64 // largest message accepted, a compressed one's inflated size; 0 = DefaultReadLimit
 	// TLS configures wss:// connections: the CAs trusted (RootCAs), a
 	// client certificate for mutual TLS (Certificates). nil verifies the
 	// server against the system's CAs. It is the Dialer's TLSClientConfig
