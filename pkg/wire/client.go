@@ -32,7 +32,7 @@ const closeWait = 2 * time.Second
 
 // DialOptions are the connection settings shared by Subscribe and Publish.
 type DialOptions struct {
-	Header    http.Header       // extra handshake headers
+	Header http.Header // extra handshake headers
 	// Dialer nil is a dialer with 64 KiB buffers, a 10 s handshake
 	// timeout and permessage-deflate. One of the caller's with
 	// EnableCompression set lets the server compress with context
