@@ -441,9 +441,9 @@ func TestACompressingSubscriberDroppedFor4429ResumesExactly(t *testing.T) {
 }
 
 // TestTheGoClientNegotiatesCompression: the Go client (tail, publish, the
-// relay) offers permessage-deflate without context takeover; its batches
-// arrive compressed and commit, and as a subscriber it reads the plain
-// frames the server then sends.
+// relay) offers permessage-deflate with server context takeover; its
+// batches arrive compressed and commit, a publisher is answered plain,
+// and as a subscriber it reads the compressed frames the server sends.
 func TestTheGoClientNegotiatesCompression(t *testing.T) {
 	srv := startServer(t, compressionConfig(t))
 	ctx := context.Background()
@@ -463,8 +463,8 @@ func TestTheGoClientNegotiatesCompression(t *testing.T) {
 		modes[c.pub != nil] = c.deflate
 	}
 	srv.mu.Unlock()
-	if modes[true] != deflatePlain || modes[false] != deflatePlain {
-		t.Fatalf("publisher negotiated %d, subscriber %d; want deflatePlain (%d) for both", modes[true], modes[false], deflatePlain)
+	if modes[true] != deflatePlain || modes[false] != deflateContext {
+		t.Fatalf("publisher negotiated %d, subscriber %d; want deflatePlain (%d) and deflateContext (%d)", modes[true], modes[false], deflatePlain, deflateContext)
 	}
 	var rows [][]byte
 	for i := range 100 {

@@ -1,7 +1,10 @@
 package wire
 
 import (
+	"bufio"
 	"context"
+	"crypto/sha1"
+	"encoding/base64"
 	"net"
 	"net/http"
 	"strings"
@@ -94,4 +97,88 @@ func BenchmarkParseFrame(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRecvInflating is BenchmarkRecv with trades rows, plain and
+// compressed with context takeover: a raw server answers the handshake
+// (granting context takeover to the compressed run) and writes the same
+// 256 frames over and over, compressed from a reset each time, so every
+// batch inflates whatever the client's history holds. It measures the
+// client's own cost of inflating, and the bytes per frame on the wire.
+func BenchmarkRecvInflating(b *testing.B) {
+	frames := tradeFrames(256)
+	for _, compress := range []bool{false, true} {
+		name := "plain"
+		var batch []byte
+		d := NewDeflater()
+		for _, f := range frames {
+			if compress {
+				f = d.AppendFrame(nil, f)
+			}
+			batch = append(batch, f...)
+		}
+		ext := ""
+		if compress {
+			name, ext = "takeover", "permessage-deflate; client_no_context_takeover"
+		}
+		b.Run(name, func(b *testing.B) {
+			url := loopServerB(b, ext, batch)
+			ctx := context.Background()
+			s, err := Subscribe(ctx, url, SubscribeOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				s.last, s.next = Null, Null // the batches repeat their offsets
+				if _, err := s.Recv(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer() // Close waits for a close echo this server never sends
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "frames/s")
+			b.ReportMetric(float64(len(batch))/float64(len(frames)), "B/frame")
+		})
+	}
+}
+
+// loopServerB accepts one client, answers its handshake with ext as the
+// extension line ("" none), sends a greeting and then batch over and over
+// until the client goes.
+func loopServerB(b *testing.B, ext string, batch []byte) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		req, err := http.ReadRequest(bufio.NewReader(nc))
+		if err != nil {
+			return
+		}
+		h := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+		answer := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
+			base64.StdEncoding.EncodeToString(h[:]) + "\r\n"
+		if ext != "" {
+			answer += "Sec-WebSocket-Extensions: " + ext + "\r\n"
+		}
+		g := Greeting{Stream: "t", EndOffset: 0, Durable: true}
+		if _, err := nc.Write(append([]byte(answer+"\r\n"), TextFrame(g.AppendJSON(nil))...)); err != nil {
+			return
+		}
+		for {
+			if _, err := nc.Write(batch); err != nil {
+				return
+			}
+		}
+	}()
+	return "ws://" + ln.Addr().String() + "/t"
 }

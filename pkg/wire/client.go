@@ -32,9 +32,14 @@ const closeWait = 2 * time.Second
 
 // DialOptions are the connection settings shared by Subscribe and Publish.
 type DialOptions struct {
-	Header    http.Header       // extra handshake headers
-	Dialer    *websocket.Dialer // nil: a dialer with 64 KiB buffers and a 10 s handshake timeout
-	ReadLimit int64             // largest frame accepted; 0 = DefaultReadLimit
+	Header http.Header // extra handshake headers
+	// Dialer nil is a dialer with 64 KiB buffers, a 10 s handshake
+	// timeout and permessage-deflate. One of the caller's with
+	// EnableCompression set lets the server compress with context
+	// takeover too, unless it sets NetDialTLSContext (the inflating
+	// connection must sit above TLS) or a proxy applies to the URL.
+	Dialer    *websocket.Dialer
+	ReadLimit int64 // largest message accepted, a compressed one's inflated size; 0 = DefaultReadLimit
 	// TLS configures wss:// connections: the CAs trusted (RootCAs), a
 	// client certificate for mutual TLS (Certificates). nil verifies the
 	// server against the system's CAs. It is the Dialer's TLSClientConfig
@@ -104,10 +109,10 @@ func (o *DialOptions) dialer() *websocket.Dialer {
 		d.TLSClientConfig = o.TLS
 		return &d
 	}
-	// EnableCompression offers permessage-deflate as gorilla does, without
-	// context takeover either way: a publisher's batches go out compressed
-	// (Publisher.writeFrame), and a server compressing with context
-	// takeover sends this client plain frames, which it may.
+	// EnableCompression offers permessage-deflate: a publisher's batches
+	// go out compressed (Publisher.writeFrame), and the connection, dialled
+	// through an inflateConn (takeoverDialer), lets the server compress
+	// with context takeover.
 	return &websocket.Dialer{
 		Proxy:             http.ProxyFromEnvironment,
 		HandshakeTimeout:  10 * time.Second,
@@ -180,7 +185,11 @@ func connect(ctx context.Context, raw string, o *DialOptions, merge func(*Reques
 // dial opens the WebSocket and reads the greeting. A close before the
 // greeting is returned as the typed error of its code.
 func dial(ctx context.Context, u *url.URL, req Request, o *DialOptions) (*websocket.Conn, *Greeting, error) {
-	d := o.dialer()
+	limit := o.ReadLimit
+	if limit <= 0 {
+		limit = DefaultReadLimit
+	}
+	d := takeoverDialer(o.dialer(), u, limit)
 	hdr := o.header(u.User)
 	conn, resp, err := d.DialContext(ctx, dialURL(u), hdr)
 	if err != nil {
@@ -199,10 +208,6 @@ func dial(ctx context.Context, u *url.URL, req Request, o *DialOptions) (*websoc
 	}
 	if o.OnHandshake != nil && resp != nil {
 		o.OnHandshake(resp.Header)
-	}
-	limit := o.ReadLimit
-	if limit <= 0 {
-		limit = DefaultReadLimit
 	}
 	conn.SetReadLimit(limit)
 	stop := watch(ctx, conn)

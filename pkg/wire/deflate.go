@@ -109,6 +109,11 @@ type Inflater struct {
 	window []byte
 	in     []byte
 	src    bytes.Reader
+	// live says fr read every message so far as one stream and stopped
+	// at a message's end: the next message continues that stream, with
+	// no copy of the history into a fresh reader (which cost more than
+	// inflating a row).
+	live bool
 }
 
 // windowSize is deflate's history: 32 KiB.
@@ -131,11 +136,14 @@ func (f *Inflater) Inflate(payload []byte, limit int) ([]byte, error) {
 	}
 	f.in = append(append(f.in[:0], payload...), syncTail...)
 	f.src.Reset(f.in)
-	dict := f.window[max(0, len(f.window)-windowSize):]
-	if f.fr == nil {
-		f.fr = flate.NewReaderDict(&f.src, dict)
-	} else if err := f.fr.(flate.Resetter).Reset(&f.src, dict); err != nil {
-		return nil, err
+	if !f.live {
+		dict := f.window[max(0, len(f.window)-windowSize):]
+		if f.fr == nil {
+			f.fr = flate.NewReaderDict(&f.src, dict)
+		} else if err := f.fr.(flate.Resetter).Reset(&f.src, dict); err != nil {
+			return nil, err
+		}
+		f.live = true
 	}
 	start := len(f.window)
 	out := f.window
@@ -143,20 +151,32 @@ func (f *Inflater) Inflate(payload []byte, limit int) ([]byte, error) {
 		if len(out) == cap(out) {
 			out = append(out, make([]byte, max(4<<10, len(out)))...)[:len(out)]
 		}
+		room := cap(out) - len(out)
 		n, err := f.fr.Read(out[len(out):cap(out)])
 		out = out[:len(out)+n]
 		if limit > 0 && len(out)-start > limit {
-			f.window = out[:start]
+			f.window, f.live = out[:start], false
 			return nil, ErrInflatedTooBig
 		}
 		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
-			// The sync tail ends the input without a final block: the
-			// message is complete once the input is.
+			// A final block ended the stream, or the input ran out at
+			// the start of a block: the message is complete once the
+			// input is, and the next one starts a reader afresh from
+			// the window.
+			f.live = false
 			break
 		}
 		if err != nil {
-			f.window = out[:start]
+			f.window, f.live = out[:start], false
 			return nil, fmt.Errorf("inflate a compressed message: %w", err)
+		}
+		if f.src.Len() == 0 && n < room {
+			// The sync tail's empty stored block is read last, and
+			// reading it hands out all the message's output (compress/flate
+			// flushes at a stored block): with room left over, the reader
+			// holds nothing more, and waits at a block's start for the
+			// next message.
+			break
 		}
 	}
 	f.window = out

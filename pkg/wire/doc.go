@@ -8,6 +8,10 @@
 // sends and whose parse (ParseClose) is what the client returns. The client
 // checks that offsets strictly increase within a subscription (I2 seen from the
 // outside) and reports a violation as a ProtocolError rather than guessing (I6).
+// Subscribe and Publish offer permessage-deflate with server context
+// takeover and inflate what the server compressed with history beneath
+// gorilla/websocket, which alone would accept only messages compressed
+// each on its own (inflateconn.go).
 // A Publisher may coalesce the frames of a burst into one socket write
 // (PublishOptions.Coalesce): that changes how bytes meet the socket, never a
 // frame or the order of frames.
