@@ -42,7 +42,16 @@ type Config struct {
 	// takeover, as browsers do (deflate.go); one in 25 inflates and times
 	// its rows, the others count frames.
 	Compress bool
-	Dial     wire.DialOptions
+	// SSE makes the subscribers read Server-Sent Events (GET with Accept:
+	// text/event-stream) instead of WebSocket frames, with the same
+	// accounting; a drop (the close event of a 4429) resumes at the
+	// offset it names, as a WebSocket subscriber does.
+	SSE bool
+	// HTTPPublish makes the publishers POST each frame as a request on a
+	// keep-alive connection (wire.HTTPPublisher), one request in flight
+	// per publisher; MaxInFlight and Coalesce do not apply.
+	HTTPPublish bool
+	Dial        wire.DialOptions
 }
 
 // DefaultConfig returns the defaults of `streamcast bench`: one publisher of
@@ -85,6 +94,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--coalesce is %v; give 0 (a socket write per frame) or a positive duration such as 1ms", c.Coalesce)
 	case c.Drain < 0:
 		return fmt.Errorf("--drain is %v; give 0 (do not wait) or a positive duration", c.Drain)
+	case c.SSE && c.Compress:
+		return errors.New("--sse and --compress together: an event stream is not compressed with permessage-deflate; give one of them")
 	}
 	return nil
 }
@@ -108,6 +119,8 @@ type Result struct {
 	CoalesceMS   float64 `json:"coalesce_ms"` // 0: a socket write per frame
 	TargetRate   float64 `json:"target_rate"` // 0 = max
 	Subscribers  int     `json:"subscribers"`
+	SSE          bool    `json:"sse,omitempty"`          // subscribers read Server-Sent Events
+	HTTPPublish  bool    `json:"http_publish,omitempty"` // publishers POST each frame
 	DurationS    float64 `json:"duration_s"`
 
 	RowsPublished   int64   `json:"rows_published"`         // rows acknowledged
@@ -141,7 +154,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{URL: cfg.URL, Publishers: cfg.Publishers, RowsPerFrame: cfg.RowsPerFrame, CoalesceMS: float64(cfg.Coalesce) / float64(time.Millisecond), TargetRate: cfg.Rate,
-		Subscribers: cfg.Subscribers, ServerCPUSeconds: -1, ServerCPUPercent: -1}
+		Subscribers: cfg.Subscribers, SSE: cfg.SSE, HTTPPublish: cfg.HTTPPublish, ServerCPUSeconds: -1, ServerCPUPercent: -1}
+	if cfg.HTTPPublish {
+		res.CoalesceMS = 0 // a request per frame
+	}
 
 	// One probe subscription reads the greeting: schema, durability.
 	probe, err := wire.Subscribe(ctx, cfg.URL, wire.SubscribeOptions{DialOptions: cfg.Dial})
@@ -182,10 +198,27 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// Subscribers first, so every row published is one they should receive.
 	subs := make([]*benchSub, cfg.Subscribers)
 	var subWG sync.WaitGroup
+	// resub opens a subscription at offset after a drop; nil: a drop ends
+	// the subscriber.
+	resub := func(ctx context.Context, offset int64) (subscription, error) {
+		return wire.Subscribe(ctx, cfg.URL, wire.SubscribeOptions{DialOptions: cfg.Dial, Offset: wire.At(offset)})
+	}
+	if cfg.SSE {
+		client := newEventsClient(cfg.Dial, cfg.Subscribers)
+		defer client.CloseIdleConnections()
+		resub = func(ctx context.Context, offset int64) (subscription, error) {
+			return dialSSESub(ctx, client, cfg.URL, cfg.Dial, offset)
+		}
+	}
+	if cfg.Compress {
+		resub = nil
+	}
 	for i := range subs {
 		var s subscription
 		var err error
-		if cfg.Compress {
+		if cfg.SSE {
+			s, err = resub(ctx, wire.Null)
+		} else if cfg.Compress {
 			var d *deflateSub
 			if d, err = dialDeflateSub(ctx, cfg.URL, cfg.Dial, i%compressTimed == 0); err == nil {
 				if d.Ext == "" {
@@ -207,7 +240,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if last != wire.Null {
 			last-- // the frame before the first one expected
 		}
-		subs[i] = &benchSub{sub: s, key: key, unit: unit, url: cfg.URL, dial: cfg.Dial, last: last, compress: cfg.Compress}
+		subs[i] = &benchSub{sub: s, key: key, unit: unit, resub: resub, last: last}
 	}
 
 	statsURL := statsURLOf(cfg.URL)
@@ -225,7 +258,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	pubs := make([]*benchPub, cfg.Publishers)
 	var pubWG sync.WaitGroup
 	for i := range pubs {
-		p, err := wire.Publish(ctx, cfg.URL, wire.PublishOptions{DialOptions: cfg.Dial, MaxInFlight: cfg.MaxInFlight, Coalesce: cfg.Coalesce})
+		var p publisher
+		var err error
+		if cfg.HTTPPublish {
+			p, err = wire.PublishHTTP(ctx, cfg.URL, wire.PublishOptions{DialOptions: cfg.Dial})
+		} else {
+			p, err = wire.Publish(ctx, cfg.URL, wire.PublishOptions{DialOptions: cfg.Dial, MaxInFlight: cfg.MaxInFlight, Coalesce: cfg.Coalesce})
+		}
 		if err != nil {
 			for _, b := range pubs[:i] {
 				b.pub.Close()
@@ -325,9 +364,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, ctx.Err()
 }
 
+// publisher is what a bench publisher sends through: the Go client's
+// WebSocket publisher, or its HTTP one, whose Submit returns only once
+// the request is answered.
+type publisher interface {
+	Submit(ctx context.Context, frame []byte) (*wire.Ack, error)
+	Flush()
+	Close() error
+}
+
 // benchPub is one publisher of a run. Its counters are read after run returns.
 type benchPub struct {
-	pub      *wire.Publisher
+	pub      publisher
 	gen      *rowTemplate
 	rows     int
 	unit     int64
@@ -400,8 +448,8 @@ const latencyEvery = 4
 // inflates and times its rows.
 const compressTimed = 25
 
-// subscription is what a bench subscriber reads: the Go client's, or a
-// compressing one (deflateSub).
+// subscription is what a bench subscriber reads: the Go client's, a
+// compressing one (deflateSub), or an event stream (sseSub).
 type subscription interface {
 	Recv(ctx context.Context) (*wire.Message, error)
 	Resume() int64
@@ -410,12 +458,10 @@ type subscription interface {
 
 // benchSub is one subscriber of a run.
 type benchSub struct {
-	sub      subscription
-	compress bool   // a deflateSub: a drop ends it
-	key      []byte // `"event_ts":`
-	unit     int64
-	url      string
-	dial     wire.DialOptions
+	sub   subscription
+	resub func(ctx context.Context, offset int64) (subscription, error) // nil: a drop ends the subscriber
+	key   []byte                                                        // `"event_ts":`
+	unit  int64
 
 	frames atomic.Int64 // frames received
 	seen   atomic.Int64 // highest offset received
@@ -437,7 +483,7 @@ func (b *benchSub) run(ctx context.Context, noteErr func(error)) {
 				return
 			}
 			var slow *wire.TooSlow
-			if errors.As(err, &slow) && b.compress {
+			if errors.As(err, &slow) && b.resub == nil {
 				b.mu.Lock()
 				b.drops++
 				b.mu.Unlock()
@@ -448,7 +494,7 @@ func (b *benchSub) run(ctx context.Context, noteErr func(error)) {
 				b.drops++
 				b.mu.Unlock()
 				b.sub.Close()
-				s, rerr := wire.Subscribe(ctx, b.url, wire.SubscribeOptions{DialOptions: b.dial, Offset: wire.At(slow.Offset)})
+				s, rerr := b.resub(ctx, slow.Offset)
 				if rerr != nil {
 					if ctx.Err() == nil {
 						noteErr(rerr)
