@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/streamcast/streamcast/internal/rusage"
+	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -159,14 +161,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.CoalesceMS = 0 // a request per frame
 	}
 
-	// One probe subscription reads the greeting: schema, durability.
-	probe, err := wire.Subscribe(ctx, cfg.URL, wire.SubscribeOptions{DialOptions: cfg.Dial})
-	if err != nil {
-		return res, fmt.Errorf("bench: %w", err)
+	var events *http.Client // every event-stream subscriber's, a connection each
+	if cfg.SSE {
+		events = newEventsClient(cfg.Dial, cfg.Subscribers)
+		defer events.CloseIdleConnections()
 	}
-	g := probe.Greeting()
-	sch, err := probe.Schema()
-	probe.Close()
+	// One probe subscription reads the greeting: schema, durability. With
+	// --sse it is an event stream, so a run with --http-publish too needs
+	// no WebSocket at all, as behind a proxy that passes no upgrade.
+	g, sch, err := probeGreeting(ctx, cfg, events)
 	if err != nil {
 		return res, fmt.Errorf("bench: %w", err)
 	}
@@ -204,10 +207,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return wire.Subscribe(ctx, cfg.URL, wire.SubscribeOptions{DialOptions: cfg.Dial, Offset: wire.At(offset)})
 	}
 	if cfg.SSE {
-		client := newEventsClient(cfg.Dial, cfg.Subscribers)
-		defer client.CloseIdleConnections()
 		resub = func(ctx context.Context, offset int64) (subscription, error) {
-			return dialSSESub(ctx, client, cfg.URL, cfg.Dial, offset)
+			return dialSSESub(ctx, events, cfg.URL, cfg.Dial, offset)
 		}
 	}
 	if cfg.Compress {
@@ -371,6 +372,37 @@ type publisher interface {
 	Submit(ctx context.Context, frame []byte) (*wire.Ack, error)
 	Flush()
 	Close() error
+}
+
+// probeGreeting reads the stream's greeting and compiles its schema
+// (nil when the stream declares none), over an event stream when events
+// is set, else over a WebSocket.
+func probeGreeting(ctx context.Context, cfg Config, events *http.Client) (*wire.Greeting, *schema.Schema, error) {
+	var g *wire.Greeting
+	if events != nil {
+		s, err := dialSSESub(ctx, events, cfg.URL, cfg.Dial, wire.Null)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.Close()
+		g = s.greeting
+	} else {
+		probe, err := wire.Subscribe(ctx, cfg.URL, wire.SubscribeOptions{DialOptions: cfg.Dial})
+		if err != nil {
+			return nil, nil, err
+		}
+		defer probe.Close()
+		sch, err := probe.Schema()
+		return probe.Greeting(), sch, err
+	}
+	if len(g.Schema) == 0 || string(g.Schema) == "null" {
+		return g, nil, nil
+	}
+	sch, err := schema.Compile(g.Schema)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the greeting's schema does not compile: %w", err)
+	}
+	return g, sch, nil
 }
 
 // benchPub is one publisher of a run. Its counters are read after run returns.

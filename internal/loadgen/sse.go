@@ -131,6 +131,8 @@ type sseSub struct {
 	stop   func() bool        // unhooks cancel from Recv's context
 	msg    wire.Message
 	next   int64
+	// greeting is the stream's greeting event, parsed.
+	greeting *wire.Greeting
 }
 
 // eventsURL is the http(s) URL of a ws(s) stream URL, without credentials
@@ -215,7 +217,7 @@ func dialSSESub(ctx context.Context, client *http.Client, rawURL string, dial wi
 		s.Close()
 		return nil, fmt.Errorf("event stream %s: greeting: %w", target, err)
 	}
-	s.next = g.EndOffset
+	s.greeting, s.next = g, g.EndOffset
 	if g.Replay != nil {
 		s.next = g.Replay.Start
 	}

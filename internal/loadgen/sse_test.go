@@ -3,7 +3,12 @@ package loadgen
 import (
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,8 +137,36 @@ func TestACloseEventOfADropNamesTheOffsetToResumeAt(t *testing.T) {
 	}
 }
 
-func TestRunOverEventStreamsAndHTTPPublish(t *testing.T) {
-	base := serve(t)
+// noUpgrades is a proxy in front of base that passes plain HTTP and
+// refuses every WebSocket upgrade, as some proxies do. It counts the
+// requests it passed by kind.
+func noUpgrades(t *testing.T, base string) (frontURL string, posts, eventStreams *atomic.Int64) {
+	t.Helper()
+	target, err := url.Parse(strings.Replace(base, "ws://", "http://", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1 // pass each event on as it comes
+	posts, eventStreams = new(atomic.Int64), new(atomic.Int64)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Header.Get("Upgrade") != "":
+			http.Error(w, "this proxy passes no upgrade", http.StatusForbidden)
+			return
+		case r.Method == http.MethodPost:
+			posts.Add(1)
+		case r.Header.Get("Accept") == "text/event-stream":
+			eventStreams.Add(1)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return strings.Replace(front.URL, "http://", "ws://", 1), posts, eventStreams
+}
+
+func TestRunOverEventStreamsAndHTTPPublishNeedsNoWebSocket(t *testing.T) {
+	base, posts, eventStreams := noUpgrades(t, serve(t))
 	res, err := Run(ctxT(t), runConfig(base+"/trades", func(c *Config) {
 		c.SSE, c.HTTPPublish = true, true
 		c.Publishers, c.RowsPerFrame, c.Subscribers, c.Duration, c.Rate = 2, 10, 3, 500*time.Millisecond, 4000
@@ -152,5 +185,13 @@ func TestRunOverEventStreamsAndHTTPPublish(t *testing.T) {
 	}
 	if res.AckLatency.Count == 0 || res.DeliveryLatency.Count == 0 {
 		t.Errorf("latencies %+v %+v", res.AckLatency, res.DeliveryLatency)
+	}
+	// A greeting POST per publisher, then a POST per frame; an event
+	// stream per subscriber and one for the probe.
+	if want := 2 + res.RowsPublished/10; posts.Load() != want {
+		t.Errorf("%d POSTs passed, want %d", posts.Load(), want)
+	}
+	if eventStreams.Load() != 4 {
+		t.Errorf("%d event streams passed, want 4", eventStreams.Load())
 	}
 }
