@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -12,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamcast/streamcast/internal/testkit/brokertest"
+	"github.com/streamcast/streamcast/pkg/meta/config"
+	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -194,4 +198,87 @@ func TestRunOverEventStreamsAndHTTPPublishNeedsNoWebSocket(t *testing.T) {
 	if eventStreams.Load() != 4 {
 		t.Errorf("%d event streams passed, want 4", eventStreams.Load())
 	}
+}
+
+// A subscriber that reads nothing while rows pile up is dropped; the close
+// event names the offset after the last row it received, and a new event
+// stream from there goes on with no gap, as benchSub resumes.
+func TestAnEventStreamDroppedForFallingBehindResumesWithNoGap(t *testing.T) {
+	cfg := config.Default()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Root = t.TempDir()
+	cfg.Maintain.Enabled = false
+	cfg.Limits.MaxBacklog = 16
+	trades := config.DefaultStream("trades")
+	trades.Schema = config.RawJSON(config.DemoSchema)
+	cfg.Streams = []config.Stream{trades}
+	url := brokertest.Start(t, cfg) + "/trades"
+	ctx := ctxT(t)
+
+	client := newEventsClient(wire.DialOptions{}, 2)
+	t.Cleanup(client.CloseIdleConnections)
+	s, err := dialSSESub(ctx, client, url, wire.DialOptions{}, wire.Null)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	first := s.Resume()
+
+	// Rows far past what the socket's buffers hold, so the queue overflows.
+	p, err := wire.Publish(ctx, url, wire.PublishOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	sch, err := probeSchema(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := newRowTemplate(sch, "event_ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const frames, rows = 200, 500
+	var last *wire.Ack
+	for i := 0; i < frames; i++ {
+		if last, err = p.Submit(ctx, gen.frame(nil, rows, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := last.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	want := first
+	var slow *wire.TooSlow
+	for {
+		m, err := s.Recv(ctx)
+		if errors.As(err, &slow) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after offset %d: %v, want a drop", want-1, err)
+		}
+		if m.Offset != want {
+			t.Fatalf("offset %d, want %d", m.Offset, want)
+		}
+		want++
+	}
+	if slow.Offset != want {
+		t.Fatalf("the drop says resume at %d; the last row received was %d", slow.Offset, want-1)
+	}
+	r, err := dialSSESub(ctx, client, url, wire.DialOptions{}, slow.Offset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m, err := r.Recv(ctx)
+	if err != nil || m.Offset != slow.Offset {
+		t.Fatalf("resumed at %v (%v), want %d", m, err, slow.Offset)
+	}
+}
+
+func probeSchema(ctx context.Context, url string) (*schema.Schema, error) {
+	_, sch, err := probeGreeting(ctx, Config{URL: url}, nil)
+	return sch, err
 }
