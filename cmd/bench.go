@@ -43,7 +43,9 @@ empty), or pass --into-existing to write there anyway. Whenever it writes into
 a durable stream it prints on stderr the offsets its rows took, so they can be
 found. A run with --publishers 0 writes nothing and is never refused.
 
-Subscribers attach live before publishers start; after --duration,
+Subscribers read WebSocket frames, or Server-Sent Events with --sse;
+publishers send WebSocket frames, or an HTTP POST per frame with
+--http-publish. Subscribers attach live before publishers start; after --duration,
 publishers stop, subscribers catch up, and the report is written: a table on
 a terminal, JSON with --json or when stdout is not a terminal.
 
@@ -56,6 +58,8 @@ stats on "*" for the server's CPU and memory figures.`,
 		Example: `  streamcast bench --publishers 8 --rows-per-frame 100 --duration 10s ws://127.0.0.1:8765/bench
   streamcast bench --publishers 1 --rate 20000 --subscribers 100 --json ws://127.0.0.1:8765/bench
   streamcast bench --publishers 0 --subscribers 100 ws://127.0.0.1:8765/demo
+  streamcast bench --sse --publishers 1 --rate 20000 --rows-per-frame 10 --subscribers 100 ws://127.0.0.1:8765/bench
+  streamcast bench --http-publish --rows-per-frame 1000 --subscribers 0 ws://127.0.0.1:8765/bench
   streamcast bench --into-existing --rate 100 --duration 5s ws://127.0.0.1:8765/demo`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeStreamURLs,
@@ -138,6 +142,8 @@ stats on "*" for the server's CPU and memory figures.`,
 	f.IntVar(&idle.Subscribers, "idle", 0, "instead of a load, hold `N` idle subscribers and report the server's RSS per subscriber (use a freshly started server)")
 	f.DurationVar(&idle.Settle, "idle-settle", idle.Settle, "with --idle, how long to wait before reading the server's RSS")
 	f.BoolVar(&cfg.Compress, "compress", false, "subscribers offer permessage-deflate as browsers do and receive compressed frames; one in 25 inflates and times its rows, the others count frames")
+	f.BoolVar(&cfg.SSE, "sse", false, "subscribers read Server-Sent Events (GET with Accept: text/event-stream) instead of WebSocket frames")
+	f.BoolVar(&cfg.HTTPPublish, "http-publish", false, "publishers POST each frame as an HTTP request on a keep-alive connection, one request in flight each (--max-in-flight and --coalesce do not apply)")
 	f.BoolVar(&cfg.IntoExisting, "into-existing", false, "publish even into a durable stream that already holds rows (the test rows stay there for good)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object, even on a terminal")
 	tlsFl = addClientTLSFlags(f)
@@ -163,12 +169,19 @@ func writeBenchTable(w io.Writer, r loadgen.Result) error {
 		cpu = fmt.Sprintf("%.2f s (%.0f%% of a core)", r.ServerCPUSeconds, r.ServerCPUPercent)
 	}
 	writes := "one socket write per frame"
-	if r.CoalesceMS > 0 {
+	switch {
+	case r.HTTPPublish:
+		writes = "an HTTP POST per frame"
+	case r.CoalesceMS > 0:
 		writes = fmt.Sprintf("frames coalesced (held ≤ %g ms)", r.CoalesceMS)
+	}
+	subs := fmt.Sprintf("%d subscribers", r.Subscribers)
+	if r.SSE {
+		subs = fmt.Sprintf("%d event-stream subscribers", r.Subscribers)
 	}
 	rows := [][2]string{
 		{"stream", fmt.Sprintf("%s (%s)", r.Stream, r.URL)},
-		{"load", fmt.Sprintf("%d publishers × %d rows/frame at %s (%s), %d subscribers, %.1f s", r.Publishers, r.RowsPerFrame, rate, writes, r.Subscribers, r.DurationS)},
+		{"load", fmt.Sprintf("%d publishers × %d rows/frame at %s (%s), %s, %.1f s", r.Publishers, r.RowsPerFrame, rate, writes, subs, r.DurationS)},
 		{"published", fmt.Sprintf("%d rows, %.0f rows/s, %d errors", r.RowsPublished, r.PublishRowsPerS, r.PublishErrors)},
 		{"ack latency", lat(r.AckLatency)},
 		{"delivered", fmt.Sprintf("%d frames, %.0f frames/s", r.FramesDelivered, r.DeliveredPerS)},

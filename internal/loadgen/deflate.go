@@ -2,7 +2,6 @@ package loadgen
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -15,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -194,18 +192,12 @@ func (s *deflateSub) Recv(ctx context.Context) (*wire.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	// [offset,ts,row]
-	i := bytes.IndexByte(p, ',')
-	j := i + 1 + bytes.IndexByte(p[i+1:], ',')
-	if i < 1 || j <= i || p[len(p)-1] != ']' {
-		return nil, fmt.Errorf("not a data frame: %.80s", p)
+	if err := parseDataFrame(p, &s.msg); err != nil {
+		return nil, err
 	}
-	off := int64(wire.Null)
-	if o, err := strconv.ParseInt(string(p[1:i]), 10, 64); err == nil {
-		off = o
-		s.next = o + 1
+	if s.msg.Offset != wire.Null {
+		s.next = s.msg.Offset + 1
 	}
-	s.msg = wire.Message{Offset: off, TS: wire.Null, Row: p[j+1 : len(p)-1]}
 	return &s.msg, nil
 }
 

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/streamcast/streamcast/internal/rusage"
+	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -42,7 +44,16 @@ type Config struct {
 	// takeover, as browsers do (deflate.go); one in 25 inflates and times
 	// its rows, the others count frames.
 	Compress bool
-	Dial     wire.DialOptions
+	// SSE makes the subscribers read Server-Sent Events (GET with Accept:
+	// text/event-stream) instead of WebSocket frames, with the same
+	// accounting; a drop (the close event of a 4429) resumes at the
+	// offset it names, as a WebSocket subscriber does.
+	SSE bool
+	// HTTPPublish makes the publishers POST each frame as a request on a
+	// keep-alive connection (wire.HTTPPublisher), one request in flight
+	// per publisher; MaxInFlight and Coalesce do not apply.
+	HTTPPublish bool
+	Dial        wire.DialOptions
 }
 
 // DefaultConfig returns the defaults of `streamcast bench`: one publisher of
@@ -85,6 +96,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--coalesce is %v; give 0 (a socket write per frame) or a positive duration such as 1ms", c.Coalesce)
 	case c.Drain < 0:
 		return fmt.Errorf("--drain is %v; give 0 (do not wait) or a positive duration", c.Drain)
+	case c.SSE && c.Compress:
+		return errors.New("--sse and --compress together: an event stream is not compressed with permessage-deflate; give one of them")
 	}
 	return nil
 }
@@ -108,6 +121,8 @@ type Result struct {
 	CoalesceMS   float64 `json:"coalesce_ms"` // 0: a socket write per frame
 	TargetRate   float64 `json:"target_rate"` // 0 = max
 	Subscribers  int     `json:"subscribers"`
+	SSE          bool    `json:"sse,omitempty"`          // subscribers read Server-Sent Events
+	HTTPPublish  bool    `json:"http_publish,omitempty"` // publishers POST each frame
 	DurationS    float64 `json:"duration_s"`
 
 	RowsPublished   int64   `json:"rows_published"`         // rows acknowledged
@@ -141,16 +156,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{URL: cfg.URL, Publishers: cfg.Publishers, RowsPerFrame: cfg.RowsPerFrame, CoalesceMS: float64(cfg.Coalesce) / float64(time.Millisecond), TargetRate: cfg.Rate,
-		Subscribers: cfg.Subscribers, ServerCPUSeconds: -1, ServerCPUPercent: -1}
-
-	// One probe subscription reads the greeting: schema, durability.
-	probe, err := wire.Subscribe(ctx, cfg.URL, wire.SubscribeOptions{DialOptions: cfg.Dial})
-	if err != nil {
-		return res, fmt.Errorf("bench: %w", err)
+		Subscribers: cfg.Subscribers, SSE: cfg.SSE, HTTPPublish: cfg.HTTPPublish, ServerCPUSeconds: -1, ServerCPUPercent: -1}
+	if cfg.HTTPPublish {
+		res.CoalesceMS = 0 // a request per frame
 	}
-	g := probe.Greeting()
-	sch, err := probe.Schema()
-	probe.Close()
+
+	var events *http.Client // every event-stream subscriber's, a connection each
+	if cfg.SSE {
+		events = newEventsClient(cfg.Dial, cfg.Subscribers)
+		defer events.CloseIdleConnections()
+	}
+	// One probe subscription reads the greeting: schema, durability. With
+	// --sse it is an event stream, so a run with --http-publish too needs
+	// no WebSocket at all, as behind a proxy that passes no upgrade.
+	g, sch, err := probeGreeting(ctx, cfg, events)
 	if err != nil {
 		return res, fmt.Errorf("bench: %w", err)
 	}
@@ -182,10 +201,25 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// Subscribers first, so every row published is one they should receive.
 	subs := make([]*benchSub, cfg.Subscribers)
 	var subWG sync.WaitGroup
+	// resub opens a subscription at offset after a drop; nil: a drop ends
+	// the subscriber.
+	resub := func(ctx context.Context, offset int64) (subscription, error) {
+		return wire.Subscribe(ctx, cfg.URL, wire.SubscribeOptions{DialOptions: cfg.Dial, Offset: wire.At(offset)})
+	}
+	if cfg.SSE {
+		resub = func(ctx context.Context, offset int64) (subscription, error) {
+			return dialSSESub(ctx, events, cfg.URL, cfg.Dial, offset)
+		}
+	}
+	if cfg.Compress {
+		resub = nil
+	}
 	for i := range subs {
 		var s subscription
 		var err error
-		if cfg.Compress {
+		if cfg.SSE {
+			s, err = resub(ctx, wire.Null)
+		} else if cfg.Compress {
 			var d *deflateSub
 			if d, err = dialDeflateSub(ctx, cfg.URL, cfg.Dial, i%compressTimed == 0); err == nil {
 				if d.Ext == "" {
@@ -207,7 +241,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if last != wire.Null {
 			last-- // the frame before the first one expected
 		}
-		subs[i] = &benchSub{sub: s, key: key, unit: unit, url: cfg.URL, dial: cfg.Dial, last: last, compress: cfg.Compress}
+		subs[i] = &benchSub{sub: s, key: key, unit: unit, resub: resub, last: last}
 	}
 
 	// Publishers connect before the clock starts: the window is the time
@@ -215,7 +249,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	pubs := make([]*benchPub, cfg.Publishers)
 	var pubWG sync.WaitGroup
 	for i := range pubs {
-		p, err := wire.Publish(ctx, cfg.URL, wire.PublishOptions{DialOptions: cfg.Dial, MaxInFlight: cfg.MaxInFlight, Coalesce: cfg.Coalesce})
+		var p publisher
+		var err error
+		if cfg.HTTPPublish {
+			p, err = wire.PublishHTTP(ctx, cfg.URL, wire.PublishOptions{DialOptions: cfg.Dial})
+		} else {
+			p, err = wire.Publish(ctx, cfg.URL, wire.PublishOptions{DialOptions: cfg.Dial, MaxInFlight: cfg.MaxInFlight, Coalesce: cfg.Coalesce})
+		}
 		if err != nil {
 			for _, b := range pubs[:i] {
 				b.pub.Close()
@@ -325,9 +365,49 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, ctx.Err()
 }
 
+// publisher is what a bench publisher sends through: the Go client's
+// WebSocket publisher, or its HTTP one, whose Submit returns only once
+// the request is answered.
+type publisher interface {
+	Submit(ctx context.Context, frame []byte) (*wire.Ack, error)
+	Flush()
+	Close() error
+}
+
+// probeGreeting reads the stream's greeting and compiles its schema
+// (nil when the stream declares none), over an event stream when events
+// is set, else over a WebSocket.
+func probeGreeting(ctx context.Context, cfg Config, events *http.Client) (*wire.Greeting, *schema.Schema, error) {
+	var g *wire.Greeting
+	if events != nil {
+		s, err := dialSSESub(ctx, events, cfg.URL, cfg.Dial, wire.Null)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.Close()
+		g = s.greeting
+	} else {
+		probe, err := wire.Subscribe(ctx, cfg.URL, wire.SubscribeOptions{DialOptions: cfg.Dial})
+		if err != nil {
+			return nil, nil, err
+		}
+		defer probe.Close()
+		sch, err := probe.Schema()
+		return probe.Greeting(), sch, err
+	}
+	if len(g.Schema) == 0 || string(g.Schema) == "null" {
+		return g, nil, nil
+	}
+	sch, err := schema.Compile(g.Schema)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the greeting's schema does not compile: %w", err)
+	}
+	return g, sch, nil
+}
+
 // benchPub is one publisher of a run. Its counters are read after run returns.
 type benchPub struct {
-	pub      *wire.Publisher
+	pub      publisher
 	gen      *rowTemplate
 	rows     int
 	unit     int64
@@ -400,8 +480,8 @@ const latencyEvery = 4
 // inflates and times its rows.
 const compressTimed = 25
 
-// subscription is what a bench subscriber reads: the Go client's, or a
-// compressing one (deflateSub).
+// subscription is what a bench subscriber reads: the Go client's, a
+// compressing one (deflateSub), or an event stream (sseSub).
 type subscription interface {
 	Recv(ctx context.Context) (*wire.Message, error)
 	Resume() int64
@@ -410,12 +490,10 @@ type subscription interface {
 
 // benchSub is one subscriber of a run.
 type benchSub struct {
-	sub      subscription
-	compress bool   // a deflateSub: a drop ends it
-	key      []byte // `"event_ts":`
-	unit     int64
-	url      string
-	dial     wire.DialOptions
+	sub   subscription
+	resub func(ctx context.Context, offset int64) (subscription, error) // nil: a drop ends the subscriber
+	key   []byte                                                        // `"event_ts":`
+	unit  int64
 
 	frames atomic.Int64 // frames received
 	seen   atomic.Int64 // highest offset received
@@ -437,7 +515,7 @@ func (b *benchSub) run(ctx context.Context, noteErr func(error)) {
 				return
 			}
 			var slow *wire.TooSlow
-			if errors.As(err, &slow) && b.compress {
+			if errors.As(err, &slow) && b.resub == nil {
 				b.mu.Lock()
 				b.drops++
 				b.mu.Unlock()
@@ -448,7 +526,7 @@ func (b *benchSub) run(ctx context.Context, noteErr func(error)) {
 				b.drops++
 				b.mu.Unlock()
 				b.sub.Close()
-				s, rerr := wire.Subscribe(ctx, b.url, wire.SubscribeOptions{DialOptions: b.dial, Offset: wire.At(slow.Offset)})
+				s, rerr := b.resub(ctx, slow.Offset)
 				if rerr != nil {
 					if ctx.Err() == nil {
 						noteErr(rerr)
