@@ -261,7 +261,7 @@ func registryBytes(t testing.TB, path string) (db, wal int64) {
 func TestControlNoOpRequestsDoNotGrowTheRegistry(t *testing.T) {
 	t.Parallel()
 	const declBytes = 240 << 10
-	n := testkit.SoakCountShort(100, 150, 500) // 150 already carry 36 MB, 6× the bound
+	n := testkit.SoakCountShort(30, 50, 500) // 50 already carry 12 MB, twice the bound
 	s := startControl(t, false, false)
 	decl := ctlDecl(declBytes)
 	s.create(t, "", "big", decl)

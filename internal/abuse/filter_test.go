@@ -50,7 +50,7 @@ const filterBytesPerSub = 150_000
 // server's memory.
 func TestDistinctLargeFiltersCostAboutTheirSizeAndAreGivenBack(t *testing.T) {
 	t.Parallel()
-	n := testkit.SoakCountShort(100, 300, 1000) // 1,000 (the figure's count) at full; the bound scales with n
+	n := testkit.SoakCountShort(100, 150, 1000) // 1,000 (the figure's count) at full; the bound scales with n, at least 32 MiB
 	connRoom(t, n, n)                           // all n, or skip
 	// Every subscriber comes from this one address.
 	s := start(t, options{limits: "  max_connections_per_address: 0\n"})
