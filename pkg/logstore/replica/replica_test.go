@@ -378,7 +378,11 @@ func TestANewDestinationGetsTheWholeLog(t *testing.T) {
 	old := replica.FileClient(filepath.Join(t.TempDir(), "old"))
 	r := start(t, []replica.Target{{LogDir: lg.Dir(), Client: old}})
 	r.waitReady(t)
-	appendRows(t, lg, 10, 10)
+	// Two rounds, so litestream holds two local transaction files: the
+	// first round's snapshot and what the second shipped.
+	appendRows(t, lg, 1, 10)
+	waitShipped(t, lg.Dir(), 11)
+	appendRows(t, lg, 9, 10)
 	waitShipped(t, lg.Dir(), 101)
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
