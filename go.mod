@@ -155,3 +155,5 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+replace github.com/substrait-io/substrait => ./internal/third_party/substrait
