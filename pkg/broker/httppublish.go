@@ -57,8 +57,15 @@ func (s *Server) servePublishHTTP(w http.ResponseWriter, r *http.Request) {
 	// as an event stream does: answering it "stopping" would be untrue.
 	select {
 	case <-s.ready:
-	case <-r.Context().Done():
-		return
+	default:
+		if s.opts.awaitingStart != nil {
+			s.opts.awaitingStart()
+		}
+		select {
+		case <-s.ready:
+		case <-r.Context().Done():
+			return
+		}
 	}
 	if s.state.Load() != stateReady || !s.track() {
 		w.Header().Set("Retry-After", "1")

@@ -574,3 +574,50 @@ func TestHTTPPublishToARelayNamesItsUpstream(t *testing.T) {
 		t.Fatalf("PublishHTTP to a relay: %v; want a *wire.RelayOnly naming %s", err, up)
 	}
 }
+
+// TestAnHTTPPublishDuringTheStartWaitsForIt: a POST that arrives while
+// the server is still starting (listening, its logs not all open) waits
+// for the start and commits, rather than being told the server stops.
+func TestAnHTTPPublishDuringTheStartWaitsForIt(t *testing.T) {
+	starting, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	o := Options{
+		beforeReady:   func() { close(starting); <-release },
+		awaitingStart: func() { close(waiting) },
+	}
+	srv, err := New(testConfig(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Run(context.Background()) }()
+	defer func() {
+		_ = srv.Close()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	<-starting
+	type answer struct {
+		status int
+		reply  wire.Reply
+		body   string
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		status, reply, body := newHTTPPub(t, srv.Addr().String()).json("/trades", `[`+trade(1)+`]`)
+		answers <- answer{status, reply, body}
+	}()
+	select {
+	case <-waiting:
+	case a := <-answers:
+		close(release)
+		t.Fatalf("a POST while the server starts was answered %d %s at once; want it to wait for the start", a.status, a.body)
+	case <-time.After(20 * time.Second):
+		close(release)
+		t.Fatal("the POST neither waited for the start nor was answered in 20 s")
+	}
+	close(release)
+	if a := <-answers; a.status != http.StatusOK || offsetsOf(a.reply) != "1" {
+		t.Fatalf("once started: %d %s; want 200 with offset 1", a.status, a.body)
+	}
+}

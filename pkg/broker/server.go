@@ -81,6 +81,12 @@ type Options struct {
 	// compressing subscriber a compressor of its own in place of the
 	// shared groups, to measure the two against each other.
 	deflatePerConn bool
+	// beforeReady, when set (tests only), runs as the start ends, before
+	// the server becomes ready: a hook that blocks holds it starting.
+	beforeReady func()
+	// awaitingStart, when set (tests only), is called by an HTTP publish
+	// that arrives while the server starts, as it begins to wait.
+	awaitingStart func()
 	// keepaliveTicks, when set (tests only), drives keepalive in place of
 	// a PingInterval ticker: each value received is one tick.
 	keepaliveTicks <-chan time.Time
@@ -339,6 +345,9 @@ func (s *Server) Run(ctx context.Context) error {
 				defer s.keepalive.Done()
 				s.certs.Watch(stopKeepalive, s.opts.CertPollInterval)
 			}()
+		}
+		if s.opts.beforeReady != nil {
+			s.opts.beforeReady()
 		}
 		s.state.Store(stateReady)
 		if ctl := s.control.Load(); ctl != nil {
