@@ -1,10 +1,7 @@
 package wire
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha1"
-	"encoding/base64"
 	"net"
 	"net/http"
 	"strings"
@@ -149,36 +146,13 @@ func BenchmarkRecvInflating(b *testing.B) {
 // extension line ("" none), sends a greeting and then batch over and over
 // until the client goes.
 func loopServerB(b *testing.B, ext string, batch []byte) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		req, err := http.ReadRequest(bufio.NewReader(nc))
-		if err != nil {
-			return
-		}
-		h := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
-		answer := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
-			base64.StdEncoding.EncodeToString(h[:]) + "\r\n"
-		if ext != "" {
-			answer += "Sec-WebSocket-Extensions: " + ext + "\r\n"
-		}
-		g := Greeting{Stream: "t", EndOffset: 0, Durable: true}
-		if _, err := nc.Write(append([]byte(answer+"\r\n"), TextFrame(g.AppendJSON(nil))...)); err != nil {
-			return
-		}
+	g := Greeting{Stream: "t", EndOffset: 0, Durable: true}
+	url, _ := oneUpgrade(b, "/t", ext, TextFrame(g.AppendJSON(nil)), func(nc net.Conn) {
 		for {
 			if _, err := nc.Write(batch); err != nil {
 				return
 			}
 		}
-	}()
-	return "ws://" + ln.Addr().String() + "/t"
+	})
+	return url
 }

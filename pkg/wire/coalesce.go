@@ -120,20 +120,24 @@ func (c *heldConn) Close() error {
 	return c.Conn.Close()
 }
 
+// dialContextOf returns the function d dials TCP with, as gorilla picks
+// it: NetDialContext, else NetDial, else a net.Dialer.
+func dialContextOf(d *websocket.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if d.NetDialContext != nil {
+		return d.NetDialContext
+	}
+	if f := d.NetDial; f != nil {
+		return func(_ context.Context, network, addr string) (net.Conn, error) { return f(network, addr) }
+	}
+	var std net.Dialer
+	return std.DialContext
+}
+
 // holdingDialer returns d with its dials wrapped in a heldConn, and a
 // function returning the last connection it made.
 func holdingDialer(d *websocket.Dialer, flushAfter time.Duration) (*websocket.Dialer, func() *heldConn) {
 	nd := *d
-	dial := d.NetDialContext
-	if dial == nil {
-		if d.NetDial != nil {
-			f := d.NetDial
-			dial = func(_ context.Context, network, addr string) (net.Conn, error) { return f(network, addr) }
-		} else {
-			var std net.Dialer
-			dial = std.DialContext
-		}
-	}
+	dial := dialContextOf(d)
 	var mu sync.Mutex
 	var last *heldConn
 	nd.NetDial = nil

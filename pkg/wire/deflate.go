@@ -74,13 +74,7 @@ func (d *Deflater) AppendFrame(dst, frame []byte) []byte {
 	if len(frame) < 2 || frame[0]&0x70 != 0 || frame[1]&0x80 != 0 {
 		return append(dst, frame...)
 	}
-	hl := 2
-	switch frame[1] & 0x7f {
-	case 126:
-		hl = 4
-	case 127:
-		hl = 10
-	}
+	hl := frameHeaderLen(frame[1])
 	if len(frame) < hl {
 		return append(dst, frame...)
 	}

@@ -66,16 +66,7 @@ func takeoverDialer(d *websocket.Dialer, u *url.URL, limit int64) *websocket.Dia
 			return d
 		}
 	}
-	dial := d.NetDialContext
-	if dial == nil {
-		if d.NetDial != nil {
-			f := d.NetDial
-			dial = func(_ context.Context, network, addr string) (net.Conn, error) { return f(network, addr) }
-		} else {
-			var std net.Dialer
-			dial = std.DialContext
-		}
-	}
+	dial := dialContextOf(d)
 	nd := *d
 	switch u.Scheme {
 	case "ws":

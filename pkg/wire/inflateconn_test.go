@@ -351,11 +351,20 @@ func TestTakeoverAnswer(t *testing.T) {
 // frames. It returns the URL and a channel with the extension line the
 // client offered.
 func handshakeServer(t testing.TB, ext string, frames []byte) (string, <-chan string) {
+	return oneUpgrade(t, "/s", ext, frames, func(nc net.Conn) { _, _ = io.Copy(io.Discard, nc) })
+}
+
+// oneUpgrade accepts one WebSocket client on 127.0.0.1 at path, answers its
+// handshake with ext as the extension line ("" none) and first in one
+// write, as a server's frames may arrive with its answer, then hands the
+// connection to then. It returns the URL and a channel with the extension
+// line the client offered.
+func oneUpgrade(tb testing.TB, path, ext string, first []byte, then func(net.Conn)) (string, <-chan string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	tb.Cleanup(func() { ln.Close() })
 	offered := make(chan string, 1)
 	go func() {
 		nc, err := ln.Accept()
@@ -374,12 +383,12 @@ func handshakeServer(t testing.TB, ext string, frames []byte) (string, <-chan st
 		if ext != "" {
 			answer += "Sec-WebSocket-Extensions: " + ext + "\r\n"
 		}
-		// The answer and the first frames in one write, as a server's
-		// may arrive.
-		_, _ = nc.Write(append([]byte(answer+"\r\n"), frames...))
-		_, _ = io.Copy(io.Discard, nc)
+		if _, err := nc.Write(append([]byte(answer+"\r\n"), first...)); err != nil {
+			return
+		}
+		then(nc)
 	}()
-	return "ws://" + ln.Addr().String() + "/s", offered
+	return "ws://" + ln.Addr().String() + path, offered
 }
 
 // readMessages reads data messages through gorilla until the close.
