@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/gorilla/websocket"
-	"github.com/streamcast/streamcast/pkg/broker/control"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -112,16 +111,20 @@ func (s *Server) routes() http.Handler {
 // without credentials) is answered here, before authentication.
 func (s *Server) checkOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		preflight := isPreflight(r)
-		if websocket.IsWebSocketUpgrade(r) || isHTTPPublish(r) || preflight {
+		preflight, publish := isPreflight(r), isHTTPPublish(r)
+		origin := r.Header.Get("Origin")
+		cors := origin != "" && (preflight || publish)
+		if websocket.IsWebSocketUpgrade(r) || publish || preflight {
 			if msg := s.originRefusal(r); msg != "" {
 				http.Error(w, msg, http.StatusForbidden)
 				return
 			}
+		} else if origin != "" && wantsEvents(r) {
+			// An event stream's origin refusal is serveEvents's, after
+			// the grants; its headers go only to an origin it will admit.
+			cors = s.originRefusal(r) == ""
 		}
-		// An event stream's origin refusal is serveEvents's, after the
-		// grants; its headers go only to an origin it will admit.
-		if origin := r.Header.Get("Origin"); origin != "" && (preflight || isHTTPPublish(r) || wantsEvents(r) && s.originRefusal(r) == "") {
+		if cors {
 			h := w.Header()
 			h.Set("Access-Control-Allow-Origin", origin)
 			h.Set("Access-Control-Allow-Credentials", "true")
@@ -158,8 +161,7 @@ func isPreflight(r *http.Request) bool {
 	default:
 		return false
 	}
-	p := r.URL.Path
-	return p != control.Prefix && !strings.HasPrefix(p, control.Prefix+"/")
+	return !isControlPath(r.URL.Path)
 }
 
 // originRefusal is checkOrigin's verdict on a request for a stream, a

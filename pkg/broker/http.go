@@ -9,7 +9,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/streamcast/streamcast/pkg/broker/auth"
-	"github.com/streamcast/streamcast/pkg/broker/control"
 	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/schema"
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -204,7 +203,7 @@ func (c *wsConn) refuse(r wire.Refusal) {
 // serveHTTP answers plain HTTP requests.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
-	if ctl := s.control.Load(); ctl != nil && (path == control.Prefix || strings.HasPrefix(path, control.Prefix+"/")) {
+	if ctl := s.control.Load(); ctl != nil && isControlPath(path) {
 		ctl.ServeHTTP(w, r)
 		return
 	}

@@ -47,8 +47,13 @@ import (
 // isHTTPPublish reports whether r is an HTTP publish: a POST that is not
 // the control API's.
 func isHTTPPublish(r *http.Request) bool {
-	p := r.URL.Path
-	return r.Method == http.MethodPost && p != control.Prefix && !strings.HasPrefix(p, control.Prefix+"/")
+	return r.Method == http.MethodPost && !isControlPath(r.URL.Path)
+}
+
+// isControlPath reports whether path is the control API's, never a
+// stream's.
+func isControlPath(path string) bool {
+	return path == control.Prefix || strings.HasPrefix(path, control.Prefix+"/")
 }
 
 // servePublishHTTP serves POST /<stream>.
