@@ -26,6 +26,7 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +51,25 @@ func isHTTPPublish(r *http.Request) bool {
 	return r.Method == http.MethodPost && !isControlPath(r.URL.Path)
 }
 
+// awaitStart waits until the server has started, or ctx ends (false):
+// what a plain HTTP request for a stream does while the server starts.
+func (s *Server) awaitStart(ctx context.Context) bool {
+	select {
+	case <-s.ready:
+		return true
+	default:
+	}
+	if s.opts.awaitingStart != nil {
+		s.opts.awaitingStart()
+	}
+	select {
+	case <-s.ready:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // isControlPath reports whether path is the control API's, never a
 // stream's.
 func isControlPath(path string) bool {
@@ -58,19 +78,10 @@ func isControlPath(path string) bool {
 
 // servePublishHTTP serves POST /<stream>.
 func (s *Server) servePublishHTTP(w http.ResponseWriter, r *http.Request) {
-	// A request that arrives while the server starts waits for the start,
-	// as an event stream does: answering it "stopping" would be untrue.
-	select {
-	case <-s.ready:
-	default:
-		if s.opts.awaitingStart != nil {
-			s.opts.awaitingStart()
-		}
-		select {
-		case <-s.ready:
-		case <-r.Context().Done():
-			return
-		}
+	// A request that arrives while the server starts waits for the start:
+	// answering it "stopping" would be untrue.
+	if !s.awaitStart(r.Context()) {
+		return
 	}
 	if s.state.Load() != stateReady || !s.track() {
 		w.Header().Set("Retry-After", "1")

@@ -84,8 +84,9 @@ type Options struct {
 	// beforeReady, when set (tests only), runs as the start ends, before
 	// the server becomes ready: a hook that blocks holds it starting.
 	beforeReady func()
-	// awaitingStart, when set (tests only), is called by an HTTP publish
-	// that arrives while the server starts, as it begins to wait.
+	// awaitingStart, when set (tests only), is called by an HTTP publish or
+	// an event stream that arrives while the server starts, as it begins
+	// to wait (awaitStart).
 	awaitingStart func()
 	// keepaliveTicks, when set (tests only), drives keepalive in place of
 	// a PingInterval ticker: each value received is one tick.

@@ -112,9 +112,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	// An EventSource that reconnects while the server starts must not
 	// meet a 503: it would give up for good. It waits for the start.
-	select {
-	case <-s.ready:
-	case <-r.Context().Done():
+	if !s.awaitStart(r.Context()) {
 		return
 	}
 	if s.state.Load() != stateReady || !s.track() {
