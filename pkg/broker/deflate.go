@@ -295,6 +295,9 @@ func (gs *deflateGroups) admit() {
 		g := gs.byKey[gs.keyOf(sub)]
 		switch {
 		case g.members == 0 && g.d == nil && !gs.budget.acquire():
+			// No compressor free for a group that has none (a successful
+			// acquire falls through to the next case, which makes it):
+			// sub waits on, receiving plain frames.
 			if !sub.deflateDeferred {
 				sub.deflateDeferred = true
 				gs.budget.deferred.Add(1)
