@@ -21,6 +21,7 @@ func newPublishCmd(a *app) *cobra.Command {
 		tlsFlags       *clientTLS
 		fromOutbox     string
 		untilEmpty     bool
+		compression    string
 	)
 	cmd := &cobra.Command{
 		Use:   "publish URL [FILE...] | publish --from-outbox DSN --publisher ID URL",
@@ -111,6 +112,9 @@ declared with ` + "`exactly_once: true`" + `.
 				return err
 			}
 			opts.Credentials = cred
+			if opts.Compression, err = wire.ParseCompression(compression); err != nil {
+				return usageError{err}
+			}
 			tc, err := tlsFlags.config(a.logger)
 			if err != nil {
 				return err
@@ -178,6 +182,8 @@ declared with ` + "`exactly_once: true`" + `.
 	f.DurationVar(&opts.Window, "window", 0, "send a partial batch once it has waited `DUR` (0: only full batches, and at the end)")
 	f.IntVar(&opts.MaxInFlight, "max-in-flight", opts.MaxInFlight, "frames awaiting acknowledgement at once (`N`; the server's limits.max_in_flight)")
 	f.IntVar(&opts.MaxFrameBytes, "max-frame-bytes", opts.MaxFrameBytes, "largest frame sent, in `BYTES` (the server's limits.max_message_bytes)")
+	f.StringVar(&compression, "compression", "auto", "offer the server permessage-deflate: `MODE` auto (only to a server on another host), on or off; batches then go out compressed")
+	_ = cmd.RegisterFlagCompletionFunc("compression", cobra.FixedCompletions([]string{"auto", "on", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	f.BoolVar(&opts.HTTP, "http", false, "publish over plain HTTP (one POST per batch) where a WebSocket cannot reach the server")
 	f.StringVar(&quarantinePath, "quarantine", "", "write refused rows to `FILE` as NDJSON and go on (default: stop at the first)")
 	f.BoolVar(&opts.Follow, "follow", false, "keep reading the last FILE as it grows, until SIGINT or SIGTERM")

@@ -447,12 +447,13 @@ func TestACompressingSubscriberDroppedFor4429ResumesExactly(t *testing.T) {
 func TestTheGoClientNegotiatesCompression(t *testing.T) {
 	srv := startServer(t, compressionConfig(t))
 	ctx := context.Background()
-	sub, err := wire.Subscribe(ctx, wsURL(srv, "/trades"), wire.SubscribeOptions{})
+	on := wire.DialOptions{Compression: wire.CompressOn} // the server is on loopback
+	sub, err := wire.Subscribe(ctx, wsURL(srv, "/trades"), wire.SubscribeOptions{DialOptions: on})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	pub, err := wire.Publish(ctx, wsURL(srv, "/trades"), wire.PublishOptions{})
+	pub, err := wire.Publish(ctx, wsURL(srv, "/trades"), wire.PublishOptions{DialOptions: on})
 	if err != nil {
 		t.Fatal(err)
 	}

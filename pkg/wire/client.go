@@ -34,12 +34,16 @@ const closeWait = 2 * time.Second
 type DialOptions struct {
 	Header http.Header // extra handshake headers
 	// Dialer nil is a dialer with 64 KiB buffers, a 10 s handshake
-	// timeout and permessage-deflate. One of the caller's with
-	// EnableCompression set lets the server compress with context
-	// takeover too, unless it sets NetDialTLSContext (the inflating
-	// connection must sit above TLS) or a proxy applies to the URL.
-	Dialer    *websocket.Dialer
-	ReadLimit int64 // largest message accepted, a compressed one's inflated size; 0 = DefaultReadLimit
+	// timeout and permessage-deflate as Compression says. One of the
+	// caller's with EnableCompression set lets the server compress with
+	// context takeover too, unless it sets NetDialTLSContext (the
+	// inflating connection must sit above TLS) or a proxy applies to the
+	// URL; Compression does not apply to it.
+	Dialer *websocket.Dialer
+	// Compression says whether the default dialer offers
+	// permessage-deflate; the zero value is CompressAuto.
+	Compression Compression
+	ReadLimit   int64 // largest message accepted, a compressed one's inflated size; 0 = DefaultReadLimit
 	// TLS configures wss:// connections: the CAs trusted (RootCAs), a
 	// client certificate for mutual TLS (Certificates). nil verifies the
 	// server against the system's CAs. It is the Dialer's TLSClientConfig
@@ -100,7 +104,70 @@ func SplitCredentials(raw string) (string, *url.Userinfo, error) {
 	return u.String(), cred, nil
 }
 
-func (o *DialOptions) dialer() *websocket.Dialer {
+// Compression is whether a client offers permessage-deflate, with server
+// context takeover: rows arrive in about a fifth of their bytes, and each
+// one the server replays costs it several times the CPU of a plain one
+// (docs/benchmarks.md#compression). Over loopback the bytes cost nothing,
+// so the default offers it only to a server on another host.
+type Compression int
+
+const (
+	// CompressAuto offers compression unless the URL's host is localhost
+	// or a loopback address.
+	CompressAuto Compression = iota
+	// CompressOn always offers it.
+	CompressOn
+	// CompressOff never does.
+	CompressOff
+)
+
+// ParseCompression reads a Compression as a flag gives it: "auto", "on"
+// or "off".
+func ParseCompression(s string) (Compression, error) {
+	switch s {
+	case "auto":
+		return CompressAuto, nil
+	case "on":
+		return CompressOn, nil
+	case "off":
+		return CompressOff, nil
+	}
+	return 0, fmt.Errorf("compression %q is not auto, on or off", s)
+}
+
+// String returns c as ParseCompression reads it.
+func (c Compression) String() string {
+	switch c {
+	case CompressOn:
+		return "on"
+	case CompressOff:
+		return "off"
+	}
+	return "auto"
+}
+
+// offered reports whether c offers compression to the server of u; a nil
+// u counts as another host.
+func (c Compression) offered(u *url.URL) bool {
+	switch c {
+	case CompressOn:
+		return true
+	case CompressOff:
+		return false
+	}
+	if u == nil {
+		return true
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
+}
+
+// dialer returns the dialer for a connection to u (nil when not known).
+func (o *DialOptions) dialer(u *url.URL) *websocket.Dialer {
 	if o.Dialer != nil {
 		if o.TLS == nil || o.Dialer.TLSClientConfig != nil {
 			return o.Dialer
@@ -119,7 +186,7 @@ func (o *DialOptions) dialer() *websocket.Dialer {
 		ReadBufferSize:    64 << 10,
 		WriteBufferSize:   64 << 10,
 		TLSClientConfig:   o.TLS,
-		EnableCompression: true,
+		EnableCompression: o.Compression.offered(u),
 	}
 }
 
@@ -189,7 +256,7 @@ func dial(ctx context.Context, u *url.URL, req Request, o *DialOptions) (*websoc
 	if limit <= 0 {
 		limit = DefaultReadLimit
 	}
-	d := takeoverDialer(o.dialer(), u, limit)
+	d := takeoverDialer(o.dialer(u), u, limit)
 	hdr := o.header(u.User)
 	conn, resp, err := d.DialContext(ctx, dialURL(u), hdr)
 	if err != nil {

@@ -425,7 +425,7 @@ func TestGorillaReadsInflatedMessagesThroughTheDialer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conn, _, err := takeoverDialer(o.dialer(), u, DefaultReadLimit).DialContext(context.Background(), url, nil)
+		conn, _, err := takeoverDialer(o.dialer(nil), u, DefaultReadLimit).DialContext(context.Background(), url, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

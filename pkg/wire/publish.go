@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -116,7 +117,8 @@ func (a *Ack) settle(offsets []int64, dup bool, err error) {
 func Publish(ctx context.Context, rawURL string, opts PublishOptions) (*Publisher, error) {
 	var lastHeld func() *heldConn
 	if opts.Coalesce > 0 {
-		opts.Dialer, lastHeld = holdingDialer(opts.dialer(), opts.Coalesce)
+		u, _ := url.Parse(rawURL) // connect refuses a URL that does not parse
+		opts.Dialer, lastHeld = holdingDialer(opts.dialer(u), opts.Coalesce)
 	}
 	conn, req, g, err := connect(ctx, rawURL, &opts.DialOptions, func(r *Request) error {
 		if r.Offset != Null || r.Where != nil {

@@ -235,11 +235,13 @@ func (f *Follower) Open(ctx context.Context) (*wire.Greeting, error) {
 }
 
 // options are the subscribe options of a session starting at offset (nil:
-// live, from the upstream's frontier).
+// live, from the upstream's frontier). A relay follows another server,
+// across a network where it is worth one, so it always offers
+// compression, even to an upstream on its own host.
 func (f *Follower) options(offset *int64) wire.SubscribeOptions {
 	return wire.SubscribeOptions{
 		Offset:      offset,
-		DialOptions: wire.DialOptions{Credentials: f.cfg.Credentials, TLS: f.cfg.TLS, OnHandshake: f.handshake},
+		DialOptions: wire.DialOptions{Credentials: f.cfg.Credentials, TLS: f.cfg.TLS, OnHandshake: f.handshake, Compression: wire.CompressOn},
 	}
 }
 
