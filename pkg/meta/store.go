@@ -86,11 +86,11 @@ func NewStore(ctx context.Context, lay Layout, stream string, s3cfg warehouse.S3
 		st.pub = dirPlace{dir: p.Join(stream), lists: &st.lists, syncs: &st.syncs}
 		return st, nil
 	}
-	bucket, path, _ := strings.Cut(strings.TrimPrefix(p.S3, "s3://"), "/")
-	prefix := stream + "/"
-	if path != "" {
-		prefix = path + "/" + prefix
+	bucket, prefix := p.SplitS3()
+	if prefix != "" {
+		prefix += "/"
 	}
+	prefix += stream + "/"
 	client, err := newS3Client(ctx, s3cfg)
 	if err != nil {
 		return nil, fmt.Errorf("reach %s for the metadata of stream %q: %w", p.S3, stream, err)
