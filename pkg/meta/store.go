@@ -127,10 +127,10 @@ func newS3Client(ctx context.Context, cfg warehouse.S3) (*s3.Client, error) {
 func (s *Store) Stream() string { return s.stream }
 
 func (s *Store) versionName(n int) string {
-	return s.stream + ".metadata/v" + strconv.Itoa(n) + ".metadata.json"
+	return metadataDirName(s.stream) + "/v" + strconv.Itoa(n) + ".metadata.json"
 }
-func (s *Store) hintName() string  { return s.stream + ".metadata/" + HintFile }
-func (s *Store) plainName() string { return s.stream + ".metadata.json" }
+func (s *Store) hintName() string  { return metadataDirName(s.stream) + "/" + HintFile }
+func (s *Store) plainName() string { return plainMetadataName(s.stream) }
 
 // PublishedURI returns the URI of the published plain copy,
 // <prefix>/<stream>/<stream>.metadata.json (file://… or s3://…), the
@@ -199,7 +199,7 @@ func (s *Store) readLike(ctx context.Context, p place, known *Metadata, knownDat
 		n, data = n+1, next
 	}
 	if n == 0 {
-		return nil, nil, fmt.Errorf("%s: %w", p.uri(s.stream+".metadata/"), ErrNoMetadata)
+		return nil, nil, fmt.Errorf("%s: %w", p.uri(metadataDirName(s.stream)+"/"), ErrNoMetadata)
 	}
 	if data == nil {
 		data, err = p.get(ctx, s.versionName(n))

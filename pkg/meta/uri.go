@@ -73,16 +73,19 @@ func splitMetadataURI(uri string) (dir warehouse.Location, stream string, err er
 	// version file) inside <dir>/<stream>.metadata/.
 	base := baseName(loc)
 	elem := []string{base}
-	if in, ok := loc.Parent(base); ok && strings.HasSuffix(baseName(in), ".metadata") {
-		stream = strings.TrimSuffix(baseName(in), ".metadata")
+	in, ok := loc.Parent(base)
+	if ok {
+		stream, ok = streamOfMetadataDir(baseName(in))
+	}
+	if ok {
 		elem = []string{baseName(in), base}
-	} else if stream, ok = strings.CutSuffix(base, ".metadata.json"); !ok {
+	} else if stream, ok = streamOfPlainMetadata(base); !ok {
 		return none, "", bad("names neither a stream's plain metadata copy nor its version hint")
 	}
 	if err := CheckName(stream); err != nil {
 		return none, "", bad("names no stream: " + err.Error())
 	}
-	dir, ok := loc.Parent(elem...)
+	dir, ok = loc.Parent(elem...)
 	switch {
 	case !ok && s3:
 		return none, "", bad("names no bucket")
