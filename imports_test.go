@@ -39,7 +39,7 @@ var layers = []layer{
 // testOnly are the harnesses and suites that only tests may import: no
 // package's own (non-test) files import one, other than another of them.
 // They may import any layer, to drive a real server.
-var testOnly = []string{"internal/testkit/...", "internal/abuse", "internal/idlecost", "testscript", "pkg/wire/wiretest"}
+var testOnly = []string{"internal/testkit/...", "testscript", "pkg/wire/wiretest"}
 
 // joins puts a package outside pkg/ into a family of its layer: the NDJSON
 // tools (tail, publish, cursor files) are built on wire's client, and the

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -54,8 +53,8 @@ or stands by.`,
 			if args.Destination == "" && !cmd.Flags().Changed(replica.FlagDestination) {
 				// Run by hand with the config serve reads: the same place.
 				args.Destination = a.cfg.Replicate.Destination
-				if args.S3 == (warehouse.S3{}) && strings.HasPrefix(args.Destination, "s3://") {
-					args.S3 = a.cfg.S3
+				if dest, err := a.cfg.ReplicaDestination(); err == nil && args.S3 == (warehouse.S3{}) {
+					args.S3 = dest.S3 // the s3: section, for an s3:// destination only
 				}
 			}
 			if err := args.Validate(); err != nil {

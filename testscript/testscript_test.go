@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,8 +20,6 @@ import (
 
 	"github.com/streamcast/streamcast/cmd"
 	"github.com/streamcast/streamcast/internal/testkit"
-	"github.com/streamcast/streamcast/pkg/broker"
-	"github.com/streamcast/streamcast/pkg/meta/config"
 	"github.com/streamcast/streamcast/pkg/wire"
 	"github.com/streamcast/streamcast/pkg/wire/txbox"
 )
@@ -44,7 +41,6 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		UpdateScripts:       *update,
-		Condition:           condition,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode": exitCode,
 			// For the tail and publish scripts, which run a real server.
@@ -274,70 +270,6 @@ func appendFile(ts *testscript.TestScript, neg bool, args []string) {
 	_, err = f.Write(b)
 	ts.Check(err)
 	ts.Check(f.Close())
-}
-
-// condition answers the scripts' own conditions:
-//
-//	[exactlyonce]  the broker publishes exactly once (accepts ?publish&publisher=ID)
-func condition(cond string) (bool, error) {
-	switch cond {
-	case "exactlyonce":
-		exactlyOnce.once.Do(func() { exactlyOnce.ok, exactlyOnce.err = probeExactlyOnce() })
-		return exactlyOnce.ok, exactlyOnce.err
-	}
-	return false, fmt.Errorf("unknown condition %q", cond)
-}
-
-var exactlyOnce struct {
-	once sync.Once
-	ok   bool
-	err  error
-}
-
-// probeExactlyOnce runs a broker in this process with an exactly_once
-// stream and asks it for a publisher id: 4412 why=broker means the server
-// side of exactly-once is not built yet. The scripts that need it then skip,
-// and run by themselves the day it lands.
-func probeExactlyOnce() (bool, error) {
-	dir, err := os.MkdirTemp("", "streamcast-probe-")
-	if err != nil {
-		return false, err
-	}
-	defer os.RemoveAll(dir)
-	cfg := config.Default()
-	cfg.Listen, cfg.Root = "127.0.0.1:0", dir
-	cfg.Maintain.Enabled = false
-	st := config.DefaultStream("probe")
-	st.ExactlyOnce = true
-	cfg.Streams = []config.Stream{st}
-	srv, err := broker.New(cfg, broker.Options{})
-	if err != nil {
-		return false, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Run(ctx) }()
-	defer func() {
-		_ = srv.Close()
-		<-errc
-	}()
-	select {
-	case <-srv.Ready():
-	case err := <-errc:
-		return false, err
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-	p, err := wire.Publish(ctx, "ws://"+srv.Addr().String()+"/probe", wire.PublishOptions{Publisher: "probe"})
-	var eo *wire.ExactlyOnceUnavailable
-	if errors.As(err, &eo) && eo.Why == "broker" {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, p.Close()
 }
 
 // sqlExec runs SQL statements in one transaction on a database named the

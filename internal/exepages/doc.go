@@ -13,5 +13,8 @@
 // are not writable are touched, so no byte the process wrote is lost.
 //
 // It imports nothing of the module, and it never changes what the process
-// computes: only how many of the executable's pages it holds mapped.
+// computes: only how many of the executable's pages it holds mapped. It is
+// its own package because two layers call it, logstore's maintenance
+// children and cmd's replicate, and a base helper that imports nothing
+// keeps its one system call (and its build-tagged files) out of both.
 package exepages

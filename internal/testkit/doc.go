@@ -15,5 +15,7 @@
 // product, and it imports nothing of the module, so any package's tests
 // may use it, pkg/broker's own included. brokertest, which runs a real
 // broker in the test's process, is its own package because it imports
-// pkg/broker, which testkit must not.
+// pkg/broker, which testkit must not. Beneath it sit two suites with no
+// code outside their tests: abuse (attacks on a real serve) and idlecost
+// (what idle streams cost).
 package testkit

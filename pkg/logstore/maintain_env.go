@@ -18,7 +18,7 @@ const HeapProfileEnv = "STREAMCAST_HEAP_PROFILE_DIR"
 // that stay live are scattered among that garbage, so an idle child keeps
 // about twice their size in heap pages for its whole life. Collecting more
 // often while the initialisers run packs the survivors into fewer pages
-// (about 2 MB less heap in use per child, measured by internal/idlecost);
+// (about 2 MB less heap in use per child, measured by internal/testkit/idlecost);
 // past them, the child collects as any process does (AfterInit).
 const (
 	// initGOGC is the GOGC a child's package initialisers run with.

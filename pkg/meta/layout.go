@@ -13,6 +13,31 @@ import (
 // <root>/published. No stream may take it (CheckName).
 const PublishedDir = "published"
 
+// The names of a stream's metadata, in its home and under the published
+// prefix alike. The helpers below are the only place they are spelled.
+const (
+	metadataDirSuffix   = ".metadata"      // <stream>.metadata/: the versions and the hint
+	plainMetadataSuffix = ".metadata.json" // <stream>.metadata.json: the plain copy
+)
+
+// metadataDirName is <stream>.metadata, the directory that holds the
+// stream's numbered versions and its version hint.
+func metadataDirName(stream string) string { return stream + metadataDirSuffix }
+
+// plainMetadataName is <stream>.metadata.json, the plain copy of the
+// stream's current version.
+func plainMetadataName(stream string) string { return stream + plainMetadataSuffix }
+
+// streamOfMetadataDir is the stream whose metadataDirName is name.
+func streamOfMetadataDir(name string) (string, bool) {
+	return strings.CutSuffix(name, metadataDirSuffix)
+}
+
+// streamOfPlainMetadata is the stream whose plainMetadataName is name.
+func streamOfPlainMetadata(name string) (string, bool) {
+	return strings.CutSuffix(name, plainMetadataSuffix)
+}
+
 // LogName returns the name of a stream's n-th log (n ≥ 1): the first is
 // named after the stream, later ones <stream>-v2, <stream>-v3, … (a new
 // log per schema, after a migrate). n < 1 is treated as 1.
@@ -76,13 +101,13 @@ func (l Layout) LogDir(stream, log string) string { return filepath.Join(l.root,
 // MetadataDir returns the stream's metadata directory,
 // <root>/<stream>/<stream>.metadata.
 func (l Layout) MetadataDir(stream string) string {
-	return filepath.Join(l.root, stream, stream+".metadata")
+	return filepath.Join(l.root, stream, metadataDirName(stream))
 }
 
 // MetadataFile returns the plain copy of the stream's current metadata,
 // <root>/<stream>/<stream>.metadata.json.
 func (l Layout) MetadataFile(stream string) string {
-	return filepath.Join(l.root, stream, stream+".metadata.json")
+	return filepath.Join(l.root, stream, plainMetadataName(stream))
 }
 
 // Published returns the published prefix, the default resolved to the

@@ -179,7 +179,7 @@ func Resolve(ctx context.Context, st *Store) (Resolution, error) {
 	var foreign []string
 	for _, e := range entries {
 		name, dir := strings.CutSuffix(e, "/")
-		if !dir || have[name] || name == replica.WALDir || name == st.stream+".metadata" {
+		if !dir || have[name] || name == replica.WALDir || name == metadataDirName(st.stream) {
 			continue
 		}
 		foreign = append(foreign, name)
@@ -245,8 +245,11 @@ func (s *Store) upgrade(ctx context.Context, logs []string) (*Metadata, error) {
 	}
 	start := int64(1)
 	for i, name := range logs {
-		// A log too old to store its names takes the ones the layout
-		// finds it under (WithNames), never its directory's.
+		// A log too old to store its names is named by the directory
+		// the home's listing found it in (LocalLogs takes only the names
+		// LogName gives this stream): the one place a name comes from a
+		// directory, taken once here and recorded in the metadata, which
+		// names the log from then on.
 		lg, err := logstore.Open(s.lay.LogDir(s.stream, name), logstore.ReadOnly, logstore.WithNames(s.stream, name))
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: record its log %s: %w", s.stream, name, err)
@@ -424,7 +427,7 @@ func (s *Store) describeFound(pub *Metadata, entries []string) []string {
 		switch {
 		case name == replica.WALDir && dir:
 			wal = true
-		case name == s.stream+".metadata" || name == s.stream+".metadata.json":
+		case name == metadataDirName(s.stream) || name == plainMetadataName(s.stream):
 			if pub == nil {
 				found = append(found, "metadata files ("+e+")")
 			}

@@ -86,11 +86,11 @@ func NewStore(ctx context.Context, lay Layout, stream string, s3cfg warehouse.S3
 		st.pub = dirPlace{dir: p.Join(stream), lists: &st.lists, syncs: &st.syncs}
 		return st, nil
 	}
-	bucket, path, _ := strings.Cut(strings.TrimPrefix(p.S3, "s3://"), "/")
-	prefix := stream + "/"
-	if path != "" {
-		prefix = path + "/" + prefix
+	bucket, prefix := p.SplitS3()
+	if prefix != "" {
+		prefix += "/"
 	}
+	prefix += stream + "/"
 	client, err := newS3Client(ctx, s3cfg)
 	if err != nil {
 		return nil, fmt.Errorf("reach %s for the metadata of stream %q: %w", p.S3, stream, err)
@@ -127,10 +127,10 @@ func newS3Client(ctx context.Context, cfg warehouse.S3) (*s3.Client, error) {
 func (s *Store) Stream() string { return s.stream }
 
 func (s *Store) versionName(n int) string {
-	return s.stream + ".metadata/v" + strconv.Itoa(n) + ".metadata.json"
+	return metadataDirName(s.stream) + "/v" + strconv.Itoa(n) + ".metadata.json"
 }
-func (s *Store) hintName() string  { return s.stream + ".metadata/" + HintFile }
-func (s *Store) plainName() string { return s.stream + ".metadata.json" }
+func (s *Store) hintName() string  { return metadataDirName(s.stream) + "/" + HintFile }
+func (s *Store) plainName() string { return plainMetadataName(s.stream) }
 
 // PublishedURI returns the URI of the published plain copy,
 // <prefix>/<stream>/<stream>.metadata.json (file://… or s3://…), the
@@ -199,7 +199,7 @@ func (s *Store) readLike(ctx context.Context, p place, known *Metadata, knownDat
 		n, data = n+1, next
 	}
 	if n == 0 {
-		return nil, nil, fmt.Errorf("%s: %w", p.uri(s.stream+".metadata/"), ErrNoMetadata)
+		return nil, nil, fmt.Errorf("%s: %w", p.uri(metadataDirName(s.stream)+"/"), ErrNoMetadata)
 	}
 	if data == nil {
 		data, err = p.get(ctx, s.versionName(n))

@@ -3,7 +3,6 @@ package meta
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"path"
 	"path/filepath"
 	"strings"
@@ -26,8 +25,7 @@ func LoadURI(ctx context.Context, uri string, s3cfg warehouse.S3) (*Metadata, er
 	}
 	st := &Store{stream: stream}
 	var p place
-	if bucketPath, ok := strings.CutPrefix(dir, "s3://"); ok {
-		bucket, prefix, _ := strings.Cut(bucketPath, "/")
+	if bucket, prefix := dir.SplitS3(); bucket != "" {
 		if prefix != "" {
 			prefix += "/"
 		}
@@ -37,7 +35,7 @@ func LoadURI(ctx context.Context, uri string, s3cfg warehouse.S3) (*Metadata, er
 		}
 		p = s3Place{client: client, bucket: bucket, prefix: prefix, lists: &st.lists}
 	} else {
-		p = dirPlace{dir: dir, lists: &st.lists}
+		p = dirPlace{dir: dir.Dir, lists: &st.lists}
 	}
 	m, err := st.read(ctx, p)
 	if err != nil {
@@ -49,48 +47,59 @@ func LoadURI(ctx context.Context, uri string, s3cfg warehouse.S3) (*Metadata, er
 	return m, nil
 }
 
-// splitMetadataURI returns the directory a metadata URI sits in (an
-// absolute local directory, or s3://bucket/prefix without the trailing
-// '/') and the stream it names.
-func splitMetadataURI(uri string) (dir, stream string, err error) {
+// splitMetadataURI returns the location a metadata URI sits in (a local
+// directory, or an s3:// bucket and prefix) and the stream it names. It
+// reads the URI with warehouse.Parse, but refuses a relative path: a
+// greeting gives an absolute one.
+func splitMetadataURI(uri string) (dir warehouse.Location, stream string, err error) {
 	bad := func(why string) error {
 		return fmt.Errorf("metadata URI %q %s; give the greeting's metadata (…/<stream>/<stream>.metadata.json) or metadata_hint (…/<stream>.metadata/version-hint.text), as file:// or s3://", uri, why)
 	}
-	var p string
-	switch {
-	case strings.HasPrefix(uri, "s3://"):
-		p = uri
-	case strings.HasPrefix(uri, "file://"):
-		u, perr := url.Parse(uri)
-		if perr != nil || (u.Host != "" && u.Host != "localhost") {
-			return "", "", bad("is not a file:// URL of a local path")
-		}
-		p = filepath.ToSlash(u.Path)
-	case filepath.IsAbs(uri):
-		p = filepath.ToSlash(uri)
-	default:
-		return "", "", bad("is neither file:// nor s3://")
+	none := warehouse.Location{}
+	s3 := strings.HasPrefix(uri, "s3://")
+	if !s3 && !strings.HasPrefix(uri, "file://") && !filepath.IsAbs(uri) {
+		return none, "", bad("is neither file:// nor s3://")
 	}
-	base := path.Base(p)
-	parent := path.Dir(p)
+	loc, err := warehouse.Parse(uri, "")
 	switch {
-	case strings.HasSuffix(path.Base(parent), ".metadata"):
-		// The hint or a version file inside <stream>.metadata/.
-		stream = strings.TrimSuffix(path.Base(parent), ".metadata")
-		parent = path.Dir(parent)
-	case strings.HasSuffix(base, ".metadata.json"):
-		stream = strings.TrimSuffix(base, ".metadata.json")
-	default:
-		return "", "", bad("names neither a stream's plain metadata copy nor its version hint")
+	case err != nil && s3:
+		return none, "", fmt.Errorf("metadata URI: %w", err) // Parse's error echoes no secret
+	case err != nil && strings.HasPrefix(uri, "file://"):
+		return none, "", bad("is not a file:// URL of a local path")
+	case err != nil:
+		return none, "", bad("is not a local path")
+	}
+	// The plain copy <dir>/<stream>.metadata.json, or the hint (or a
+	// version file) inside <dir>/<stream>.metadata/.
+	base := baseName(loc)
+	elem := []string{base}
+	in, ok := loc.Parent(base)
+	if ok {
+		stream, ok = streamOfMetadataDir(baseName(in))
+	}
+	if ok {
+		elem = []string{baseName(in), base}
+	} else if stream, ok = streamOfPlainMetadata(base); !ok {
+		return none, "", bad("names neither a stream's plain metadata copy nor its version hint")
 	}
 	if err := CheckName(stream); err != nil {
-		return "", "", bad("names no stream: " + err.Error())
+		return none, "", bad("names no stream: " + err.Error())
 	}
-	if strings.HasPrefix(p, "s3://") {
-		if strings.Count(strings.TrimPrefix(parent, "s3:/"), "/") < 1 {
-			return "", "", bad("names no bucket")
-		}
-		return strings.Replace(parent, "s3:/", "s3://", 1), stream, nil
+	dir, ok = loc.Parent(elem...)
+	switch {
+	case !ok && s3:
+		return none, "", bad("names no bucket")
+	case !ok:
+		return none, "", bad("is in the root directory")
 	}
-	return filepath.FromSlash(parent), stream, nil
+	return dir, stream, nil
+}
+
+// baseName is the last element of loc: of its key below the bucket (the
+// bucket itself when there is no key), or of its directory.
+func baseName(loc warehouse.Location) string {
+	if bucket, prefix := loc.SplitS3(); bucket != "" {
+		return path.Base(bucket + "/" + prefix)
+	}
+	return filepath.Base(loc.Dir)
 }

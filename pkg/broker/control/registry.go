@@ -131,7 +131,8 @@ func Init(ctx context.Context, path string) (brokerID string, err error) {
 }
 
 // Open opens the registry at path, which Init made, and takes its lock.
-// It never creates one.
+// It never creates one. path comes from the config (RegistryPath), which
+// spells the default place: control never names a file under the root.
 func Open(ctx context.Context, path string) (*Registry, error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

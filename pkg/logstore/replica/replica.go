@@ -535,7 +535,7 @@ func Client(loc warehouse.Location, s3cfg warehouse.S3) litestream.ReplicaClient
 	if loc.Dir != "" {
 		return FileClient(loc.Dir)
 	}
-	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(loc.S3, "s3://"), "/")
+	bucket, prefix := loc.SplitS3()
 	c := s3.NewReplicaClient()
 	c.Bucket = bucket
 	c.Path = prefix

@@ -45,6 +45,49 @@ func (l Location) Join(elem ...string) string {
 	return filepath.Join(append([]string{l.Dir}, elem...)...)
 }
 
+// SplitS3 returns the bucket of an s3:// location and the key prefix
+// below it, without a leading or trailing '/' ("" for the bucket itself);
+// both are "" for a directory or the zero Location.
+func (l Location) SplitS3() (bucket, prefix string) {
+	if l.S3 == "" {
+		return "", ""
+	}
+	bucket, prefix, _ = strings.Cut(strings.TrimPrefix(l.S3, "s3://"), "/")
+	return bucket, strings.Trim(prefix, "/")
+}
+
+// Parent is the inverse of Join: the p with p.Join(elem...) == l's
+// String. It reports false when l does not end in elem, when elem is
+// empty, or when p would be no location (the file system's root, or an
+// s3:// URL without a bucket).
+func (l Location) Parent(elem ...string) (Location, bool) {
+	if len(elem) == 0 {
+		return Location{}, false
+	}
+	var p Location
+	switch {
+	case l.S3 != "":
+		s, ok := strings.CutSuffix(l.S3, "/"+strings.Join(elem, "/"))
+		bucket, _, _ := strings.Cut(strings.TrimPrefix(s, "s3://"), "/")
+		if !ok || !strings.HasPrefix(s, "s3://") || bucket == "" || strings.HasSuffix(s, "/") {
+			return Location{}, false
+		}
+		p.S3 = s
+	case l.Dir != "":
+		s, ok := strings.CutSuffix(l.Dir, string(filepath.Separator)+filepath.Join(elem...))
+		if !ok || s == "" || s == filepath.Dir(s) {
+			return Location{}, false
+		}
+		p.Dir = s
+	default:
+		return Location{}, false
+	}
+	if p.Join(elem...) != l.String() {
+		return Location{}, false // elem held "..", "." or an empty element
+	}
+	return p, true
+}
+
 // ErrCredentials is wrapped by Parse's error for an
 // s3:// URL that carries a user or password: credentials never go into a
 // location (it is stored in the log and printed in messages).

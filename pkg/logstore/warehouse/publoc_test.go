@@ -97,10 +97,63 @@ func TestLocationJoinPlacesATable(t *testing.T) {
 	}
 }
 
+func TestLocationSplitS3NamesTheBucketAndTheKeyPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		in             Location
+		bucket, prefix string
+	}{
+		{Location{S3: "s3://b"}, "b", ""},
+		{Location{S3: "s3://b/p"}, "b", "p"},
+		{Location{S3: "s3://b/p/q"}, "b", "p/q"},
+		{Location{Dir: "/srv/pub"}, "", ""},
+		{Location{}, "", ""},
+	} {
+		if b, p := tc.in.SplitS3(); b != tc.bucket || p != tc.prefix {
+			t.Errorf("%+v.SplitS3() = %q, %q; want %q, %q", tc.in, b, p, tc.bucket, tc.prefix)
+		}
+	}
+}
+
+// TestLocationParentUndoesJoin: Parent gives back the location Join was
+// called on, and refuses what Join cannot have made, or what would leave
+// no location (no bucket, the root directory).
+func TestLocationParentUndoesJoin(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   Location
+		elem []string
+		want Location // zero: Parent reports false
+	}{
+		{"s3 one element", Location{S3: "s3://b/p/trades"}, []string{"trades"}, Location{S3: "s3://b/p"}},
+		{"s3 two elements", Location{S3: "s3://b/p/trades/trades-v2"}, []string{"trades", "trades-v2"}, Location{S3: "s3://b/p"}},
+		{"s3 down to the bucket", Location{S3: "s3://b/trades"}, []string{"trades"}, Location{S3: "s3://b"}},
+		{"s3 the bucket itself", Location{S3: "s3://trades"}, []string{"trades"}, Location{}},
+		{"s3 a longer name ending alike", Location{S3: "s3://b/mytrades"}, []string{"trades"}, Location{}},
+		{"s3 another name", Location{S3: "s3://b/p/quotes"}, []string{"trades"}, Location{}},
+		{"s3 an empty key element", Location{S3: "s3://b/p//trades"}, []string{"trades"}, Location{}},
+		{"dir one element", Location{Dir: "/srv/pub/trades"}, []string{"trades"}, Location{Dir: "/srv/pub"}},
+		{"dir two elements", Location{Dir: "/srv/pub/trades/trades"}, []string{"trades", "trades"}, Location{Dir: "/srv/pub"}},
+		{"dir a longer name ending alike", Location{Dir: "/srv/mytrades"}, []string{"trades"}, Location{}},
+		{"dir down to the root", Location{Dir: "/trades"}, []string{"trades"}, Location{}},
+		{"no elements", Location{Dir: "/srv/pub"}, nil, Location{}},
+		{"the zero location", Location{}, []string{"trades"}, Location{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.in.Parent(tc.elem...)
+			if got != tc.want || ok == tc.want.IsZero() {
+				t.Fatalf("%+v.Parent(%q) = %+v, %v; want %+v", tc.in, tc.elem, got, ok, tc.want)
+			}
+			if ok && got.Join(tc.elem...) != tc.in.String() {
+				t.Fatalf("%+v.Join(%q) = %s; want %s back", got, tc.elem, got.Join(tc.elem...), tc.in)
+			}
+		})
+	}
+}
+
 // FuzzParse: Parse never panics, and what it accepts is
 // well formed (one of S3 and Dir, an s3 URL with a bucket and no
-// credentials, an absolute directory that is not the root) and reads back
-// to itself from String.
+// credentials, an absolute directory that is not the root), reads back
+// to itself from String, and is the Parent of a table Joined under it.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"", "s3://b", "s3://b/p/", "s3://u:p@b/p", "file:///a", "file://localhost/a/", "file://h/a",
 		"/a/b", "a/b", "../../published", "~/x", "gs://x", "s3://b?x", "file:///", "/", "s3://%zz", "file:///a#b", "a\x00b"} {
@@ -141,6 +194,14 @@ func FuzzParse(f *testing.F) {
 		again, err := Parse(loc.String(), "/other")
 		if err != nil || again != loc {
 			t.Fatalf("Parse(%q) = %+v, whose String %q reads back as %+v, %v", s, loc, loc.String(), again, err)
+		}
+		// A table placed under it gives it back.
+		table, err := Parse(loc.Join("trades", "trades-v2"), "")
+		if err != nil {
+			t.Fatalf("Parse(%q) = %+v, whose table location %q does not parse: %v", s, loc, loc.Join("trades", "trades-v2"), err)
+		}
+		if p, ok := table.Parent("trades", "trades-v2"); !ok || p != loc {
+			t.Fatalf("Parse(%q) = %+v, but the parent of its table %+v is %+v, %v", s, loc, table, p, ok)
 		}
 	})
 }

@@ -63,6 +63,16 @@ type Profile struct {
 	Replicate bool `yaml:"replicate"`
 }
 
+// The registry's default place, <root>/_control/registry.db. The registry
+// is pkg/broker/control's, but its default path is part of the config
+// (control.registry's default, which `streamcast control init` and serve
+// both read through RegistryPath), and config sits below broker, so it
+// cannot take the name from control: control takes its path from here.
+const (
+	controlDir   = "_control"
+	registryFile = "registry.db"
+)
+
 // RegistryPath returns the registry's file: control.registry, or
 // <root>/_control/registry.db.
 func (c *Config) RegistryPath() string {
@@ -72,7 +82,7 @@ func (c *Config) RegistryPath() string {
 	if c.Control.Registry != "" {
 		return c.Control.Registry
 	}
-	return filepath.Join(c.Root, "_control", "registry.db")
+	return filepath.Join(c.Root, controlDir, registryFile)
 }
 
 // ProfileNames returns the profiles' names, sorted.

@@ -20,4 +20,9 @@
 // and the tls: files (to check that they load). It never accepts a
 // credential as a config value: the auth: section holds bcrypt hashes of
 // passwords (printed redacted), never a password.
+//
+// It is its own package because the configuration is an API of its own
+// that every command and the server read (Config, Resolve, Compile), built
+// on viper, yaml and the flag set, none of which the stream metadata
+// needs: it reads meta's layout and names, and meta never reads it.
 package config

@@ -208,7 +208,9 @@ func (c *Config) validateStorage() error {
 	if err != nil {
 		return err
 	}
-	if c.S3 != (warehouse.S3{}) && lay.Published().S3 == "" && !strings.HasPrefix(c.Replicate.Destination, "s3://") {
+	// A destination that does not parse is validateReplicate's to refuse.
+	dest, err := warehouse.Parse(c.Replicate.Destination, "")
+	if c.S3 != (warehouse.S3{}) && lay.Published().S3 == "" && err == nil && dest.S3 == "" {
 		return fmt.Errorf("s3: is set, but neither published (%s) nor replicate.destination is an s3:// URL; set published: s3://bucket/path, or remove the s3: section",
 			describePublished(lay.Published(), lay.DefaultPublished()))
 	}

@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
@@ -53,24 +51,19 @@ type pfile struct {
 	lower, upper map[int][]byte // by field id
 }
 
-// locationPrefix splits a table location <prefix>/<stream>/<log> (an
-// s3:// URL or a file:// URL) into the prefix a warehouse.Table is placed
-// under.
+// locationPrefix returns the prefix a warehouse.Table is placed under
+// from a table location <prefix>/<stream>/<log> (an s3:// URL, a file://
+// URL or a directory).
 func locationPrefix(loc, stream, log string) (warehouse.Location, error) {
-	suffix := "/" + stream + "/" + log
-	s := strings.TrimSuffix(loc, "/")
-	if strings.HasPrefix(s, "file://") {
-		u, err := url.Parse(s)
-		if err != nil {
-			return warehouse.Location{}, fmt.Errorf("log %s: its location %q is not a URL: %w", log, loc, err)
-		}
-		s = u.Path
+	table, err := warehouse.Parse(loc, "")
+	if err != nil {
+		return warehouse.Location{}, fmt.Errorf("log %s: its location %q does not parse; the stream metadata is damaged: %w", log, loc, err)
 	}
-	prefix, ok := strings.CutSuffix(s, suffix)
-	if !ok || prefix == "" {
-		return warehouse.Location{}, fmt.Errorf("log %s: its location %q does not end in %s; the stream metadata is damaged", log, loc, suffix)
+	prefix, ok := table.Parent(stream, log)
+	if !ok {
+		return warehouse.Location{}, fmt.Errorf("log %s: its location %q does not end in /%s/%s; the stream metadata is damaged", log, loc, stream, log)
 	}
-	return warehouse.Parse(prefix, "")
+	return prefix, nil
 }
 
 // pin places the log's table, loads its current snapshot and lists its

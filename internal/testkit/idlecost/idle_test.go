@@ -54,7 +54,7 @@ func duration(b *testing.B, name, def string) time.Duration {
 // maintenance children together and of serve, and the most descriptors
 // any child held.
 //
-//	go test ./internal/idlecost -run '^$' -bench IdleStreams -benchtime 1x
+//	go test ./internal/testkit/idlecost -run '^$' -bench IdleStreams -benchtime 1x
 func BenchmarkIdleStreams(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts a real server with many streams and watches it idle for a while")

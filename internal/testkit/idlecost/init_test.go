@@ -21,7 +21,7 @@ import (
 // children's resident memory when idle is mostly this start-up cost (the
 // code it touches and the heap it leaves), not anything per log.
 //
-//	go test ./internal/idlecost -run '^$' -bench ProcessInit -benchtime 3x
+//	go test ./internal/testkit/idlecost -run '^$' -bench ProcessInit -benchtime 3x
 func BenchmarkProcessInit(b *testing.B) {
 	bin := binary(b)
 	var total pkgInit
