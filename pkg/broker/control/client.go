@@ -183,7 +183,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, hdr h
 				case resp.StatusCode == http.StatusNotFound:
 					// Not the API's JSON: the server has no control: section.
 					eb.Error = ErrorBody{Code: CodeNoControlAPI, Message: fmt.Sprintf("the server at %s serves no control API (%s): its config needs a control: section, "+
-						"and the registry streamcast control init makes; the streams of its config file are in its /stats", c.Base, Prefix)}
+						"and the registry streamcast control init makes; streamcast streams list still lists the streams it serves, from its /stats", c.Base, Prefix)}
 				default:
 					eb.Error = ErrorBody{Code: "http", Message: strings.TrimSpace(string(b))}
 				}
