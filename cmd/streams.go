@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/streamcast/streamcast/pkg/broker"
 	"github.com/streamcast/streamcast/pkg/broker/control"
 	"github.com/streamcast/streamcast/pkg/meta/config"
 )
@@ -43,7 +44,9 @@ The server is the one the config describes (its listen: address, over
 https when it has a tls: section) unless --server names another. For
 https, --ca-file trusts the CA that signed the server's certificate, as
 tail's does. The streams of the server's config file are listed too
-("source": "config"); they change in the file, not here.
+("source": "config"); they change in the file, not here. list works on a
+server without a control: section as well: it lists the streams the
+server's /stats shows, every one from its config file.
 
 Output is a table on a terminal and JSON when piped (one object per line).
 A change waits for its operation to succeed or fail (--wait=false returns
@@ -134,6 +137,10 @@ func newStreamsListCmd(a *app, f *streamsFlags) *cobra.Command {
 			cursor := ""
 			for {
 				p, err := c.List(ctx, cursor, 0)
+				var ce *control.ClientError
+				if cursor == "" && errors.As(err, &ce) && ce.Body.Code == control.CodeNoControlAPI {
+					return a.listServed(ctx, c)
+				}
 				if err != nil {
 					return err
 				}
@@ -171,6 +178,33 @@ func newStreamsListCmd(a *app, f *streamsFlags) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// listServed lists the streams of a server without a control API, from
+// its /stats: each is its config file's, shown as the API shows those.
+func (a *app) listServed(ctx context.Context, c *control.Client) error {
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	served, err := broker.ListServed(ctx, hc, c.Base, a.cfg.Stats.Path(), c.User)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "streams list: the server at %s has no control API, so these are the streams its %s lists, all from its config file\n", c.Base, a.cfg.Stats.Path())
+	if benchOnTerminal(a.stdout) {
+		rows := make([][]string, 0, len(served))
+		for _, s := range served {
+			rows = append(rows, []string{s.Name, s.Source, s.Desired, s.Observed.State, "-", ""})
+		}
+		return renderTable(a.stdout, []string{"name", "source", "desired", "observed", "revision", "stream id"}, rows)
+	}
+	for _, s := range served {
+		if err := a.printJSON(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func renderTable(w io.Writer, header []string, rows [][]string) error {

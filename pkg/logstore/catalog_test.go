@@ -307,6 +307,12 @@ func TestHoles(t *testing.T) {
 		t.Fatalf("readHoles of a log never restored = %v, %v; want none", hs, err)
 	}
 
+	// The hole is no row to publish: the holed log's lag is the 15 rows
+	// it holds (1-10 and 20-24), not the 24 offsets below its end.
+	if st, err := holed(t).Status(ctx); err != nil || st.End != 25 || st.PublishLagRows != 15 {
+		t.Fatalf("Status of the holed log = end %d, publish lag %d rows (%v); want end 25, lag 15", st.End, st.PublishLagRows, err)
+	}
+
 	two := []Span{{Start: 11, End: 20}, {Start: 20, End: 25}, {Start: 40, End: 50}}
 	for _, tc := range []struct {
 		name      string
@@ -322,6 +328,9 @@ func TestHoles(t *testing.T) {
 		{"heldEnd below holes reaching up to the end", heldEnd(two, 25), int64(11)},
 		{"heldEnd with no hole at the end", heldEnd(two, 30), int64(30)},
 		{"heldEnd inside a hole", heldEnd(two, 45), int64(40)},
+		{"holeRows across two adjacent holes and a held range", holeRows(two, 1, 41), int64(15)},
+		{"holeRows clipped at both ends", holeRows(two, 15, 45), int64(15)},
+		{"holeRows of a range no hole touches", holeRows(two, 25, 40), int64(0)},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, tc.got, tc.want)

@@ -36,6 +36,15 @@ func holeSpans(hs []Span, from, to int64) bool {
 	return next == to && from < to
 }
 
+// holeRows returns how many offsets of [from, to) the holes of hs cover.
+func holeRows(hs []Span, from, to int64) int64 {
+	var n int64
+	for _, h := range hs {
+		n += max(0, min(h.End, to)-max(h.Start, from))
+	}
+	return n
+}
+
 // heldEnd returns the end of the rows held below end, given the log's
 // holes hs: end itself, or the start of the holes that reach up to end.
 func heldEnd(hs []Span, end int64) int64 {

@@ -18,7 +18,7 @@ type Status struct {
 	LocalBytes       int64   // their size on disk
 	PublishedFiles   int64   // data files of the published table, as recorded
 	PublishedThrough int64   // the last offset the published table holds (0: none)
-	PublishLagRows   int64   // rows committed but not yet published
+	PublishLagRows   int64   // rows committed but not yet published (a recorded hole holds none)
 	PublishLagSecs   float64 // age of the oldest unpublished row (its streamcast_ts against now); 0 when none
 	PendingDeletes   int64   // files and objects waiting in the delete queue
 }
@@ -52,7 +52,15 @@ func readStatus(ctx context.Context, q querier, tiers bool, end int64, now time.
 	if st.PublishedThrough == 0 {
 		first = st.Start
 	}
-	st.PublishLagRows = st.End - first
+	// A restore resumes past a fence and records the range it skipped as a
+	// hole: no row will ever fill it, so it is nothing left to publish.
+	// Counting it would report a million unpublished rows after every
+	// restore and keep a stop waiting for a publish that cannot happen.
+	hs, err := readHoles(ctx, q)
+	if err != nil {
+		return st, err
+	}
+	st.PublishLagRows = st.End - first - holeRows(hs, first, st.End)
 	if st.PublishLagRows > 0 {
 		// The first unpublished row is in a local file or still buffered.
 		err := q.QueryRowContext(ctx, `SELECT min_ts FROM files WHERE end_offset > ? ORDER BY start_offset LIMIT 1`, first).Scan(&oldestTS)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -23,7 +24,8 @@ import (
 // lost answer sends the same key and gets the first answer back instead
 // of acting twice; a change made since has another ETag, and so another
 // key. The client retries 429 and 503 (after Retry-After) and network
-// errors with the same key.
+// errors with the same key, but not a dial that found no server
+// (*Unreachable): that request reached nothing.
 type Client struct {
 	// Base is the server's URL, http(s)://host:port, without user info.
 	Base string
@@ -45,11 +47,42 @@ func (e *ClientError) Error() string {
 	return fmt.Sprintf("%s (%d %s)", e.Body.Message, e.Status, e.Body.Code)
 }
 
+// CodeNoControlAPI is the code of a ClientError from a server that
+// answered, but serves no control API (its config has no control:
+// section): a plain 404 where the API's paths would be.
+const CodeNoControlAPI = "no_control_api"
+
 // NoStream is Get's error for a name the server serves no stream of.
 type NoStream struct{ Name string }
 
 func (e *NoStream) Error() string {
 	return fmt.Sprintf("stream %q does not exist on this server; streamcast streams list shows the streams it serves, and streams apply FILE declares a new one", e.Name)
+}
+
+// Unreachable is the error of a request no server answered: nothing
+// listens at Base (or its name does not resolve), so the request never
+// reached one and nothing was done.
+type Unreachable struct {
+	Base string
+	Err  error // the dial's error
+}
+
+func (e *Unreachable) Error() string {
+	return fmt.Sprintf("no server answered at %s (%s): start one with streamcast serve, or give the address of the one that runs with --server URL", e.Base, cause(e.Err))
+}
+
+func (e *Unreachable) Unwrap() error { return e.Err }
+
+// cause is the innermost error of err's chain, the one that says what
+// happened ("connection refused") without the request around it.
+func cause(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
 }
 
 // StreamView is GET /control/v1/streams/{name}'s answer.
@@ -119,6 +152,12 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, hdr h
 			if hinted := wire.TLSHint(err); hinted != err {
 				return nil, 0, hinted
 			}
+			// Nothing listens there: the request reached no server, and a
+			// retry a second later would find none either.
+			var op *net.OpError
+			if errors.As(err, &op) && op.Op == "dial" {
+				return nil, 0, &Unreachable{Base: c.Base, Err: err}
+			}
 		}
 		if err == nil {
 			b, rerr := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -143,8 +182,8 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, hdr h
 					eb.Error = ErrorBody{Code: "https_only", Message: fmt.Sprintf("the server at %s speaks https only; give --server https://… (a config with the server's tls: section does)", c.Base)}
 				case resp.StatusCode == http.StatusNotFound:
 					// Not the API's JSON: the server has no control: section.
-					eb.Error = ErrorBody{Code: "no_control_api", Message: fmt.Sprintf("the server at %s serves no control API (%s): its config needs a control: section, "+
-						"and the registry streamcast control init makes; the streams of its config file are in its /stats", c.Base, Prefix)}
+					eb.Error = ErrorBody{Code: CodeNoControlAPI, Message: fmt.Sprintf("the server at %s serves no control API (%s): its config needs a control: section, "+
+						"and the registry streamcast control init makes; streamcast streams list still lists the streams it serves, from its /stats", c.Base, Prefix)}
 				default:
 					eb.Error = ErrorBody{Code: "http", Message: strings.TrimSpace(string(b))}
 				}
