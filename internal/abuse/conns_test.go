@@ -185,8 +185,9 @@ func grepLines(s, sub string) string {
 // then holds every place serve gives, and one POST to each stream, over a
 // connection opened before the flood, must commit: the descriptors a log
 // reopens are reserved from the sockets, however many logs serve holds.
-// 64 streams here (more than the fixed reserve alone would leave room
-// for), 150 under STREAMCAST_SOAK=full.
+// 64 streams here (more than a fixed reserve of 256 would leave room
+// for), 150 under STREAMCAST_SOAK=full; those need more of the limit than
+// leaves room for many connections, and serve warns, naming ulimit -n.
 func TestASocketFloodNeverFailsACommitToManyStreams(t *testing.T) {
 	t.Parallel() // its own server process; see TestMain
 	n := testkit.SoakCount(64, 150)
@@ -261,5 +262,10 @@ func TestASocketFloodNeverFailsACommitToManyStreams(t *testing.T) {
 		n, idle, len(kept), refused, flooded, failed, n, s.fds())
 	if failed > 0 {
 		t.Errorf("%d of %d commits failed during a socket flood", failed, n)
+	}
+	// 150 logs may need more of 1024 descriptors than leaves room for a
+	// useful number of connections: serve says how to raise the limit.
+	if n >= 150 && !strings.Contains(s.logs.String(), "ulimit -n") {
+		t.Errorf("serve did not warn that ulimit -n 1024 is too small for %d durable streams; its log:\n%s", n, grepLines(s.logs.String(), "WARN"))
 	}
 }
