@@ -73,14 +73,16 @@ func (s *Server) connLimits(nofile uint64, logs int, warn bool) connLimits {
 	if !warn || nofile == 0 {
 		return lim
 	}
+	kept := fmt.Sprintf("the descriptor limit is %d, and serve keeps %d descriptors from connections for its %d durable logs (%d a log) and the rest of the process",
+		nofile, reserve(nofile, logs), logs, LogDescriptors)
 	raise := "raise the limit (ulimit -n, or LimitNOFILE= in a systemd unit)"
 	switch {
 	case clamped:
-		s.logger.Warn(fmt.Sprintf("limits.max_connections is %d, but the descriptor limit is %d and %d durable logs need a reserve of %d of it: serving at most %d connections; %s to %d to serve %d",
-			want, nofile, logs, reserve(nofile, logs), lim.MaxConns, raise, nofileFor(want, logs), want))
+		s.logger.Warn(fmt.Sprintf("limits.max_connections is %d, but %s: serving at most %d connections; %s to %d to serve %d",
+			want, kept, lim.MaxConns, raise, nofileFor(want, logs), want))
 	case want == 0 && lim.MaxConns < ReserveMin:
-		s.logger.Warn(fmt.Sprintf("the descriptor limit is %d and %d durable logs need a reserve of %d of it, so serve holds at most %d connections; %s to at least %d",
-			nofile, logs, reserve(nofile, logs), lim.MaxConns, raise, nofileFor(ReserveMin, logs)))
+		s.logger.Warn(fmt.Sprintf("%s, so it holds at most %d connections; %s to at least %d",
+			kept, lim.MaxConns, raise, nofileFor(ReserveMin, logs)))
 	}
 	return lim
 }

@@ -192,8 +192,8 @@ func TestALimitTooSmallForTheLogsIsWarnedAbout(t *testing.T) {
 		warn   string // "" for none
 	}{
 		{1024, 10, 0, ""},
-		{1024, 150, 0, "the descriptor limit is 1024 and 150 durable logs need a reserve of 1156 of it, so serve holds at most 16 connections; raise the limit (ulimit -n, or LimitNOFILE= in a systemd unit) to at least 1412"},
-		{4096, 10, 5000, "limits.max_connections is 5000, but the descriptor limit is 4096 and 10 durable logs need a reserve of 572 of it: serving at most 3524 connections; raise the limit (ulimit -n, or LimitNOFILE= in a systemd unit) to 5782 to serve 5000"},
+		{1024, 150, 0, "the descriptor limit is 1024, and serve keeps 1156 descriptors from connections for its 150 durable logs (6 a log) and the rest of the process, so it holds at most 16 connections; raise the limit (ulimit -n, or LimitNOFILE= in a systemd unit) to at least 1412"},
+		{4096, 10, 5000, "limits.max_connections is 5000, but the descriptor limit is 4096, and serve keeps 572 descriptors from connections for its 10 durable logs (6 a log) and the rest of the process: serving at most 3524 connections; raise the limit (ulimit -n, or LimitNOFILE= in a systemd unit) to 5782 to serve 5000"},
 		{4096, 10, 1000, ""},
 	} {
 		cfg := testConfig(t)
