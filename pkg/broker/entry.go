@@ -20,28 +20,71 @@ import (
 // wrapped in it) and metrics plug in here.
 
 // listen opens the listener and starts serving the handler chain, within
-// the limits: section's bounds on connections.
+// the limits: section's bounds on connections. The bound in total leaves
+// a reserve of descriptors for the durable streams configured; start
+// resolves it again once it knows every log served (reserveForLogs).
 func (s *Server) listen() (*connListener, error) {
 	var conf *tls.Config
 	if s.certs != nil {
 		conf = s.certs.ListenerConfig()
 	}
-	nofile := descriptorLimit()
-	lim, clamped := connLimits{
-		IdleTimeout:     s.cfg.Limits.IdleTimeout,
-		MaxConns:        s.cfg.Limits.MaxConnections,
-		MaxConnsPerAddr: s.cfg.Limits.MaxConnectionsPerAddress,
-	}.Resolve(nofile)
-	if clamped {
-		s.logger.Warn(fmt.Sprintf("limits.max_connections is %d, but the descriptor limit is %d and the logs need a reserve of it: serving at most %d connections; raise the limit (ulimit -n, or LimitNOFILE= in a systemd unit) to serve more",
-			s.cfg.Limits.MaxConnections, nofile, lim.MaxConns))
+	logs := 0
+	for _, st := range s.reg.List() {
+		if st.cfg.Durable {
+			logs++
+		}
 	}
+	lim := s.connLimits(descriptorLimit(), logs, true)
 	ent, err := listenConns(s.cfg.Listen, conf, s, lim, stdlog.New(httpErrorLog{s}, "", 0))
 	if err != nil {
 		return nil, err
 	}
+	ent.logs = logs
 	s.entry.Store(ent)
 	return ent, nil
+}
+
+// reserveForLogs resolves the bound on connections again for logs durable
+// logs, the ones served now: a stream started or retired changes what the
+// logs may need to commit. It warns when the limit is too small for them
+// as they grow. lifeMu is held.
+func (s *Server) reserveForLogs(logs int) {
+	ent := s.entry.Load()
+	if ent == nil || ent.logs == logs {
+		return
+	}
+	grew := logs > ent.logs
+	ent.logs = logs
+	ent.SetMaxConns(s.connLimits(descriptorLimit(), logs, grew).MaxConns)
+}
+
+// connLimits resolves the limits: section's bounds for the descriptor
+// limit nofile and logs durable logs (connLimits.Resolve), and with warn
+// set says when nofile leaves fewer connections than
+// limits.max_connections asks for, or, when it asks for none in
+// particular, fewer than ReserveMin.
+func (s *Server) connLimits(nofile uint64, logs int, warn bool) connLimits {
+	want := s.cfg.Limits.MaxConnections
+	lim, clamped := connLimits{
+		IdleTimeout:     s.cfg.Limits.IdleTimeout,
+		MaxConns:        want,
+		MaxConnsPerAddr: s.cfg.Limits.MaxConnectionsPerAddress,
+	}.Resolve(nofile, logs)
+	if !warn || nofile == 0 {
+		return lim
+	}
+	kept := fmt.Sprintf("the descriptor limit is %d, and serve keeps %d descriptors from connections for its %d durable logs (%d a log) and the rest of the process",
+		nofile, reserve(nofile, logs), logs, LogDescriptors)
+	raise := "raise the limit (ulimit -n, or LimitNOFILE= in a systemd unit)"
+	switch {
+	case clamped:
+		s.logger.Warn(fmt.Sprintf("limits.max_connections is %d, but %s: serving at most %d connections; %s to %d to serve %d",
+			want, kept, lim.MaxConns, raise, nofileFor(want, logs), want))
+	case want == 0 && lim.MaxConns < ReserveMin:
+		s.logger.Warn(fmt.Sprintf("%s, so it holds at most %d connections; %s to at least %d",
+			kept, lim.MaxConns, raise, nofileFor(ReserveMin, logs)))
+	}
+	return lim
 }
 
 // httpErrorLog takes net/http's own error lines. A failing accept (the

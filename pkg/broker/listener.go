@@ -8,7 +8,10 @@
 //
 // Sockets must never take the descriptors the logs need: a commit that
 // fails for want of a descriptor is an outage of the data path, so the
-// total bound leaves a reserve under the process's descriptor limit.
+// total bound leaves a reserve under the process's descriptor limit, and
+// the reserve grows with the durable logs served. A log idle for a while
+// holds one descriptor, yet its next commit opens its SQLite files again:
+// the reserve is what the logs may need, not what they hold now.
 
 package broker
 
@@ -33,7 +36,7 @@ type connLimits struct {
 	// long for its next request.
 	IdleTimeout time.Duration
 	// MaxConns bounds the connections open at once, WebSocket ones
-	// included; 0 takes the descriptor limit less Reserve of it.
+	// included; 0 takes the descriptor limit less the reserve (Resolve).
 	MaxConns int
 	// MaxConnsPerAddr bounds the connections one remote address holds
 	// open; 0 sets no bound per address.
@@ -43,6 +46,7 @@ type connLimits struct {
 // connListener serves one handler on one address until Close.
 type connListener struct {
 	ln     *limitListener
+	logs   int // the durable logs MaxConns was resolved for; Server.lifeMu guards it
 	http   *http.Server
 	failed chan struct{} // closed when Serve returns
 	err    error         // Serve's result, set before failed is closed
@@ -62,7 +66,8 @@ func listenConns(addr string, conf *tls.Config, h http.Handler, lim connLimits, 
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	limited := &limitListener{Listener: tcp, max: lim.MaxConns, maxPerAddr: lim.MaxConnsPerAddr, plain: conf == nil, perAddr: map[string]int{}}
+	limited := &limitListener{Listener: tcp, maxPerAddr: lim.MaxConnsPerAddr, plain: conf == nil, perAddr: map[string]int{}}
+	limited.max.Store(int64(lim.MaxConns))
 	var ln net.Listener = limited
 	if conf != nil {
 		ln = tls.NewListener(ln, conf)
@@ -99,6 +104,11 @@ type connCounts struct {
 func (l *connListener) Counts() connCounts {
 	return connCounts{Open: l.ln.open.Load(), RefusedTotal: l.ln.refusedTotal.Load(), RefusedPerAddr: l.ln.refusedPerAddr.Load()}
 }
+
+// SetMaxConns changes the bound on the connections open at once, as the
+// durable logs served change. Connections open over a lowered bound stay
+// until they close; new ones wait for room.
+func (l *connListener) SetMaxConns(n int) { l.ln.max.Store(int64(n)) }
 
 // Failed is closed when serving ends before Close is called; Err then
 // says why.
@@ -145,20 +155,54 @@ func (l *connListener) Close(grace time.Duration) error {
 	return nil
 }
 
-// Reserve is the share of the descriptor limit that MaxConns 0 keeps from
-// connections, and ReserveMin its floor: each log holds a few descriptors
-// (its SQLite files, its readers), a commit may open more, and the
-// maintenance children's pipes are serve's too.
+// The reserve of descriptors the connections may never take. Reserve is
+// the share of the descriptor limit kept whatever the logs, and ReserveMin
+// its floor: the maintenance children's pipes, a replay's data files, read
+// connections beyond a log's first, a migration's second log. Each durable
+// log served adds LogDescriptors, what it opens to commit and read: its
+// lock file, buffer.db, -wal and -shm for the write connection, and
+// buffer.db and -wal for a read connection (the -shm is shared). MinConns
+// is the least the bound goes to, however small the limit, so that the
+// server can still be reached; a limit that small is warned about.
 const (
-	Reserve    = 8 // one eighth
-	ReserveMin = 256
+	Reserve        = 8 // one eighth
+	ReserveMin     = 256
+	LogDescriptors = 6
+	MinConns       = 16
 )
 
+// reserve is the descriptors of the limit nofile kept from connections
+// while logs durable logs are served.
+func reserve(nofile uint64, logs int) int {
+	n := int(min(nofile, 1<<30))
+	return max(n/Reserve, ReserveMin) + logs*LogDescriptors
+}
+
+// connsLeft is what the limit nofile leaves to connections beside logs
+// durable logs: nofile less its reserve, at least MinConns.
+func connsLeft(nofile uint64, logs int) int {
+	return max(int(min(nofile, 1<<30))-reserve(nofile, logs), MinConns)
+}
+
+// nofileFor is the least descriptor limit that leaves conns connections
+// beside logs durable logs, for a warning to suggest.
+func nofileFor(conns, logs int) uint64 {
+	need := conns + logs*LogDescriptors
+	// connsLeft grows with n; start just under where an eighth is the
+	// reserve and step up.
+	n := max(need+ReserveMin, need*Reserve/(Reserve-1)-Reserve)
+	for connsLeft(uint64(n), logs) < conns {
+		n++
+	}
+	return uint64(n)
+}
+
 // Resolve fills in MaxConns 0 from the process's descriptor limit nofile
-// (0 when unknown): nofile less max(nofile/Reserve, ReserveMin), and at
-// least 16. A MaxConns set above that is lowered to it; clamped reports
-// that it was, so the caller can say so.
-func (lim connLimits) Resolve(nofile uint64) (out connLimits, clamped bool) {
+// (0 when unknown) and the durable logs served: nofile less its reserve
+// (Reserve, ReserveMin and LogDescriptors a log), and at least MinConns. A
+// MaxConns set above that is lowered to it; clamped reports that it was,
+// so the caller can say so.
+func (lim connLimits) Resolve(nofile uint64, logs int) (out connLimits, clamped bool) {
 	out = lim
 	if nofile == 0 {
 		if out.MaxConns == 0 {
@@ -166,9 +210,7 @@ func (lim connLimits) Resolve(nofile uint64) (out connLimits, clamped bool) {
 		}
 		return out, false
 	}
-	budget := int(min(nofile, 1<<30))
-	budget -= max(budget/Reserve, ReserveMin)
-	budget = max(budget, 16)
+	budget := connsLeft(nofile, logs)
 	switch {
 	case out.MaxConns == 0:
 		out.MaxConns = budget
@@ -184,8 +226,9 @@ func (lim connLimits) Resolve(nofile uint64) (out connLimits, clamped bool) {
 // (its client expects a handshake, not HTTP).
 type limitListener struct {
 	net.Listener
-	max, maxPerAddr int
-	plain           bool
+	max        atomic.Int64 // SetMaxConns changes it as the logs served change
+	maxPerAddr int
+	plain      bool
 
 	open                         atomic.Int64
 	refusedTotal, refusedPerAddr atomic.Int64
@@ -202,8 +245,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		host := hostOf(c.RemoteAddr())
+		bound := int(l.max.Load())
 		l.mu.Lock()
-		overTotal := l.total >= l.max
+		overTotal := l.total >= bound
 		overAddr := !overTotal && l.maxPerAddr > 0 && l.perAddr[host] >= l.maxPerAddr
 		if !overTotal && !overAddr {
 			l.total++
@@ -215,7 +259,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		l.mu.Unlock()
 		if overTotal {
 			l.refusedTotal.Add(1)
-			l.refuse(c, fmt.Sprintf("the server holds as many connections as it allows (%d, limits.max_connections); retry shortly", l.max))
+			l.refuse(c, fmt.Sprintf("the server holds as many connections as it allows (%d, limits.max_connections); retry shortly", bound))
 		} else {
 			l.refusedPerAddr.Add(1)
 			l.refuse(c, fmt.Sprintf("your address holds as many connections as one address may (%d, limits.max_connections_per_address); close some of them, then retry", l.maxPerAddr))

@@ -534,6 +534,8 @@ func (s *Server) restartMaintenance(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// What the logs may need of the descriptors changes with them.
+	s.reserveForLogs(len(logs.Live) + len(logs.Retired) + len(logs.Cache))
 	m := s.cfg.Maintain
 	rep, err := s.cfg.ReplicaArgs() // the destination, resolved against serve's working directory
 	if err != nil {

@@ -17,27 +17,40 @@ import (
 
 	"github.com/gorilla/websocket"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/streamcast/streamcast/internal/testkit"
 )
 
 // The users of the authenticated servers: alice is guessed at, bob
-// publishes. Their hashes are at bcrypt's default cost of 12, what
-// `streamcast auth hash` writes, so each comparison costs what it costs in
-// production.
+// publishes. Their hashes are at cost 12, what `streamcast auth hash`
+// writes, so each comparison costs what it costs in production (about a
+// quarter of a CPU-second).
 const (
-	alicePW = "alice-Correct-horse"
-	bobPW   = "bob-Battery-staple"
+	alicePW   = "alice-Correct-horse"
+	bobPW     = "bob-Battery-staple"
+	loginCost = 12
 )
 
 // authYAML is an auth: section over alice and bob at cost 12: bob may do
 // everything, alice may read.
 func authYAML(t testing.TB) string {
 	t.Helper()
-	hash := func(pw string) string {
-		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+	y, err := authSection()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return y
+}
+
+// authSection is authYAML's text, hashed once for every test that uses it.
+var authSection = sync.OnceValues(func() (string, error) {
+	var hashes [2]string
+	for i, pw := range []string{alicePW, bobPW} {
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), loginCost)
 		if err != nil {
-			t.Fatal(err)
+			return "", err
 		}
-		return string(h)
+		hashes[i] = string(h)
 	}
 	return fmt.Sprintf(`auth:
   users:
@@ -52,8 +65,8 @@ func authYAML(t testing.TB) string {
     - principals: [alice]
       actions: [read]
       streams: ["t"]
-`, hash(alicePW), hash(bobPW))
-}
+`, hashes[0], hashes[1]), nil
+})
 
 func basicAuth(user, pw string) string {
 	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))
@@ -132,25 +145,35 @@ func countStatuses(statuses []int) string {
 	return strings.Join(parts, " ")
 }
 
-// pacedPublisher publishes one row per frame at rate frames a second as
-// bob, and records each frame's ack latency.
+// pacedPublisher publishes one row per frame at a fixed rate as bob, and
+// records when each acknowledgement came and how long after its frame.
 type pacedPublisher struct {
 	mu   sync.Mutex
-	lats []time.Duration
+	acks []paceAck // in the order they came
 	errs int
+
+	began, ended time.Time // the first frame's time and run's return
 }
 
-// run publishes for d and returns the acks it got.
-func (p *pacedPublisher) run(t testing.TB, s *server, rate int, d time.Duration) {
+type paceAck struct {
+	at  time.Time
+	lat time.Duration
+}
+
+// run publishes rate frames a second until stop is closed, then waits
+// for the acknowledgements owed.
+func (p *pacedPublisher) run(t testing.TB, s *server, rate int, stop <-chan struct{}) {
 	t.Helper()
 	h := http.Header{"Authorization": {basicAuth("bob", bobPW)}}
 	ws, _, err := dialer(0).Dial(s.url("/t?publish"), h)
 	if err != nil {
-		t.Fatalf("bob's publisher: %v", err)
+		t.Errorf("bob's publisher: %v", err)
+		return
 	}
 	defer ws.Close()
 	if _, _, err := ws.ReadMessage(); err != nil { // the greeting
-		t.Fatalf("bob's publisher: no greeting: %v", err)
+		t.Errorf("bob's publisher: no greeting: %v", err)
+		return
 	}
 	sent := make(chan time.Time, 4*rate)
 	done := make(chan struct{})
@@ -162,6 +185,7 @@ func (p *pacedPublisher) run(t testing.TB, s *server, rate int, d time.Duration)
 			if err != nil {
 				return
 			}
+			now := time.Now()
 			var r struct {
 				Error string `json:"error"`
 			}
@@ -170,75 +194,109 @@ func (p *pacedPublisher) run(t testing.TB, s *server, rate int, d time.Duration)
 			if r.Error != "" {
 				p.errs++
 			} else {
-				p.lats = append(p.lats, time.Since(at))
+				p.acks = append(p.acks, paceAck{at: now, lat: now.Sub(at)})
 			}
 			p.mu.Unlock()
 		}
 	}()
 	interval := time.Second / time.Duration(rate)
-	start := time.Now()
+	p.began = time.Now()
 	for i := 0; ; i++ {
-		next := start.Add(time.Duration(i) * interval)
-		if next.Sub(start) >= d {
-			break
+		select {
+		case <-stop:
+		case <-time.After(time.Until(p.began.Add(time.Duration(i) * interval))):
+			sent <- time.Now()
+			frame := fmt.Sprintf(`[{"id":"bob-%d","pad":%q}]`, i, pad)
+			if err := ws.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
+				t.Errorf("bob's publisher: %v", err)
+				break
+			}
+			continue
 		}
-		time.Sleep(time.Until(next))
-		sent <- time.Now()
-		frame := fmt.Sprintf(`[{"id":"bob-%d","pad":%q}]`, i, pad)
-		if err := ws.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
-			t.Errorf("bob's publisher: %v", err)
-			break
-		}
+		break
 	}
 	close(sent)
 	<-done
+	p.ended = time.Now()
 }
 
-// figures returns the acks and their p99.
-func (p *pacedPublisher) figures() (acks int, p99 time.Duration) {
+// window returns the rows acknowledged from from to to, a second, and
+// the 99th percentile of their acknowledgements' latency.
+func (p *pacedPublisher) window(from, to time.Time) (rate float64, p99 time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	l := slices.Clone(p.lats)
-	slices.Sort(l)
-	if len(l) == 0 {
+	var lats []time.Duration
+	for _, a := range p.acks {
+		if !a.at.Before(from) && !a.at.After(to) {
+			lats = append(lats, a.lat)
+		}
+	}
+	if len(lats) == 0 {
 		return 0, 0
 	}
-	return len(l), l[len(l)*99/100]
+	slices.Sort(lats)
+	return float64(len(lats)) / to.Sub(from).Seconds(), lats[len(lats)*99/100]
 }
 
 // TestConcurrentBadLoginsCostTheServerBoundedCPU sends 150 wrong passwords
 // for one user, and then 150 unknown user names, from one address, each on
 // its own connection and all written before any answer is read, while bob
-// publishes 1,000 rows a second. Each burst costs the server at most a
-// few bcrypt comparisons (the free attempts and the one that starts the
-// backoff): at most 2 CPU-seconds, where an unbounded check ran all 150.
-// The rest get 429 at once. bob, another user behind the same address, is
-// not locked out, and alice's own password works once her backoff ends.
+// publishes 1,000 rows a second. The hashes are at cost 12. Each burst
+// costs the server at most a few bcrypt comparisons (the free attempts
+// and the one that starts the backoff): at most 2 CPU-seconds, where an
+// unbounded check ran all 150. The rest get 429 at once. bob's publisher
+// keeps at least 90% of its rate: the rows acknowledged during the
+// attack, a second, against its rate before the attack. The 99th
+// percentile of its acknowledgements' latency must stay within 50 ms
+// under STREAMCAST_SOAK=full, and is logged otherwise: on a machine
+// shared with other tests it is noise. bob, another user behind the same
+// address, is not locked out, and alice's own password works once her
+// backoff ends.
 func TestConcurrentBadLoginsCostTheServerBoundedCPU(t *testing.T) {
 	t.Parallel() // its own server process; see TestMain
 	s := start(t, options{extra: authYAML(t)})
-	const rate, phase = 1000, 3 * time.Second
+	const rate = 1000
 
 	var quiet pacedPublisher
-	quiet.run(t, s, rate, phase)
+	quiet.run(t, s, rate, timeAfter(3*time.Second))
+	quietRate, quietP99 := quiet.window(quiet.began, quiet.ended)
 
 	var attacked pacedPublisher
-	pubDone := make(chan struct{})
+	stop, pubDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(pubDone)
-		attacked.run(t, s, rate, phase)
+		attacked.run(t, s, rate, stop)
 	}()
+	// The attack begins once the publisher's acknowledgements flow.
+	waitUntil(t, 10*time.Second, func() (bool, string) {
+		r, _ := attacked.window(time.Now().Add(-500*time.Millisecond), time.Now())
+		return r > 0, "bob's publisher has no acknowledgement yet"
+	})
+	from := time.Now()
 	cpu0 := s.cpuSeconds()
 	wrong := burst(t, s.addr, 150, "/stats", func(i int) string { return basicAuth("alice", fmt.Sprintf("guess%d", i)) })
+	cpu1 := s.cpuSeconds()
 	unknown := burst(t, s.addr, 150, "/stats", func(i int) string { return basicAuth(fmt.Sprintf("user%d", i), "guess") })
-	cpu := s.cpuSeconds() - cpu0
+	cpu2 := s.cpuSeconds()
+	to := time.Now()
+	close(stop)
 	<-pubDone
+	attackedRate, attackedP99 := attacked.window(from, to)
 
-	t.Logf("150 wrong passwords for alice: %s; 150 unknown users: %s; server CPU for both bursts %.2f s", countStatuses(wrong), countStatuses(unknown), cpu)
-	qn, qp99 := quiet.figures()
-	an, ap99 := attacked.figures()
-	t.Logf("bob's publisher at %d rows/s over %v: %d acks, p99 %v without the attack; %d acks, p99 %v during it (%.0f%% of its rate)",
-		rate, phase, qn, qp99, an, ap99, 100*float64(an)/float64(max(qn, 1)))
+	t.Logf("150 wrong passwords for alice: %s, server CPU %.2f s; 150 unknown users: %s, server CPU %.2f s", countStatuses(wrong), cpu1-cpu0, countStatuses(unknown), cpu2-cpu1)
+	t.Logf("bob's publisher at %d rows/s: %.0f rows/s, ack p99 %v without the attack; %.0f rows/s (%.0f%%), ack p99 %v during its %v",
+		rate, quietRate, quietP99.Round(10*time.Microsecond), attackedRate, 100*attackedRate/max(quietRate, 1), attackedP99.Round(10*time.Microsecond), to.Sub(from).Round(time.Millisecond))
+	for name, cpu := range map[string]float64{"wrong passwords": cpu1 - cpu0, "unknown users": cpu2 - cpu1} {
+		if cpu > 2 {
+			t.Errorf("the server used %.2f CPU-seconds for 150 %s; want at most 2", cpu, name)
+		}
+	}
+	if attackedRate < 0.9*quietRate {
+		t.Errorf("bob's publisher: %.0f rows/s during the attack, %.0f%% of its %.0f rows/s before; want at least 90%%", attackedRate, 100*attackedRate/quietRate, quietRate)
+	}
+	if attackedP99 > 50*time.Millisecond && testkit.SoakFull() {
+		t.Errorf("bob's publisher: ack p99 %v during the attack; want at most 50ms", attackedP99)
+	}
 	for name, st := range map[string][]int{"wrong passwords": wrong, "unknown users": unknown} {
 		if n := strings.Count(countStatuses(st), "401"); n == 0 {
 			t.Errorf("%s: %s; want the first few checked (401)", name, countStatuses(st))
@@ -257,9 +315,6 @@ func TestConcurrentBadLoginsCostTheServerBoundedCPU(t *testing.T) {
 			t.Errorf("%s: %d of 150 were checked with bcrypt (401); want at most 4 (3 free and the one that starts the backoff)", name, checked)
 		}
 	}
-	if cpu > 2 {
-		t.Errorf("the server used %.2f CPU-seconds for 300 bad logins; want at most 2", cpu)
-	}
 	if attacked.errs > 0 || quiet.errs > 0 {
 		t.Errorf("bob's publisher got %d error replies", attacked.errs+quiet.errs)
 	}
@@ -276,4 +331,11 @@ func TestConcurrentBadLoginsCostTheServerBoundedCPU(t *testing.T) {
 		return st[0] == http.StatusBadRequest || st[0] == http.StatusNotFound || st[0] == http.StatusOK,
 			fmt.Sprintf("alice's right password from the attacked address: HTTP %d", st[0])
 	})
+}
+
+// timeAfter is a channel closed after d.
+func timeAfter(d time.Duration) <-chan struct{} {
+	c := make(chan struct{})
+	time.AfterFunc(d, func() { close(c) })
+	return c
 }

@@ -36,6 +36,8 @@ type Policy struct {
 	now    func() time.Time
 	cache  *cache
 	limit  *Limiter
+	// decoy is what an unknown user's password is compared with (verify).
+	decoy []byte
 	// compare is bcrypt's comparison; tests count its calls.
 	compare func(hash, password []byte) error
 }
@@ -60,6 +62,11 @@ func New(a *config.Auth, now func() time.Time, limit *Limiter) *Policy {
 	for _, u := range a.Users {
 		p.users[u.Name] = []byte(u.PasswordHash)
 	}
+	// The decoy is made now, at the start or the reload, so that the
+	// first unknown user does not pay for it: a burst of unknown names
+	// would otherwise cost a bcrypt hash more than one of wrong passwords,
+	// and the first such request would take twice as long as any other.
+	p.decoy = makeDecoy(p.users)
 	return p
 }
 
@@ -125,27 +132,25 @@ func (p *Policy) result(user string, ok bool) (Principal, error) {
 func (p *Policy) verify(user, password string) bool {
 	h, ok := p.users[user]
 	if !ok {
-		_ = p.compare(p.decoy(), []byte(password))
+		_ = p.compare(p.decoy, []byte(password))
 		return false
 	}
 	return p.compare(h, []byte(password)) == nil
 }
 
-// decoy is a hash of a random password at the cost of the first user's
-// hash, made once.
-func (p *Policy) decoy() []byte {
-	p.cache.decoyOnce.Do(func() {
-		cost := bcrypt.MinCost
-		for _, h := range p.users {
-			if c, err := bcrypt.Cost(h); err == nil && c > cost {
-				cost = c
-			}
+// makeDecoy returns a hash of a random password at the highest cost of
+// the users' hashes.
+func makeDecoy(users map[string][]byte) []byte {
+	cost := bcrypt.MinCost
+	for _, h := range users {
+		if c, err := bcrypt.Cost(h); err == nil && c > cost {
+			cost = c
 		}
-		var pw [16]byte
-		_, _ = rand.Read(pw[:])
-		p.cache.decoy, _ = bcrypt.GenerateFromPassword(pw[:], cost)
-	})
-	return p.cache.decoy
+	}
+	var pw [16]byte
+	_, _ = rand.Read(pw[:])
+	h, _ := bcrypt.GenerateFromPassword(pw[:], cost)
+	return h
 }
 
 // IsUser reports whether name is a configured user (for log lines, which
@@ -223,9 +228,6 @@ type cache struct {
 	mu      sync.Mutex
 	good    map[[32]byte]time.Time // key → expiry
 	pending map[[32]byte]*call     // bcrypt running for this key
-
-	decoyOnce sync.Once
-	decoy     []byte
 }
 
 // call is one bcrypt comparison others wait for. abandoned says its
