@@ -168,9 +168,9 @@ type Limits struct {
 	// MaxConnections bounds the TCP connections serve holds open at once,
 	// WebSocket ones included; one over it is closed at accept (plain HTTP
 	// first gets a 503 saying why). 0 takes the process's descriptor limit
-	// less an eighth of it (at least 256), which stay for the logs, so a
-	// flood of sockets cannot make a commit fail; a larger value is lowered
-	// to that, with a warning.
+	// less an eighth of it (at least 256) and 6 for each durable log
+	// served, which stay for the logs, so a flood of sockets cannot make a
+	// commit fail; a larger value is lowered to that, with a warning.
 	MaxConnections int `yaml:"max_connections"`
 	// MaxConnectionsPerAddress bounds the connections one remote address
 	// holds open, so one client cannot take every place; 0 sets no bound.
