@@ -10,10 +10,12 @@
 //       -> {"ev":"paused"|"resumed","name":N}   (ws.pause(): the socket is
 //          not read, so the server's writes stall once the kernel's buffers fill)
 //   {"op":"wait","name":N,"rows":K,"dump":bool}
-//       -> {"ev":"rows","name":N,"count":…,"bytes":…,"close":…,"rows":[…]}
+//       -> {"ev":"rows","name":N,"count":…,"bytes":…,"close":…,"error":…,"rows":[…]}
 //          once N has K data frames or was closed; bytes is what the socket
 //          read after the greeting (frame headers included), at the moment
-//          the K-th frame arrived; rows (the frames, as text) only with dump
+//          the K-th frame arrived; error is what ws failed on (a message
+//          it could not inflate, say); rows (the frames, as text) only
+//          with dump
 //   {"op":"close","name":N} -> {"ev":"closed","name":N}
 //
 // ws offers permessage-deflate with context takeover both ways, as a
@@ -32,7 +34,7 @@ function say(ev) {
 
 function open(cmd) {
   const ws = new WebSocket(cmd.url, { perMessageDeflate: cmd.deflate });
-  const s = { ws, ext: '', rows: [], greeted: false, base: 0, at: new Map(), close: null, waiters: [] };
+  const s = { ws, ext: '', rows: [], greeted: false, base: 0, at: new Map(), close: null, error: undefined, waiters: [] };
   subs.set(cmd.name, s);
   ws.on('upgrade', (res) => {
     s.ext = res.headers['sec-websocket-extensions'] || '';
@@ -56,8 +58,9 @@ function open(cmd) {
     settle(cmd.name, s);
   });
   ws.on('error', (err) => {
+    s.error = String(err);
     if (!s.greeted) {
-      say({ ev: 'error', name: cmd.name, error: String(err) });
+      say({ ev: 'error', name: cmd.name, error: s.error });
     }
   });
 }
@@ -70,7 +73,7 @@ function settle(name, s) {
     }
     const n = Math.min(w.rows, s.rows.length);
     say({
-      ev: 'rows', name, count: s.rows.length, bytes: s.at.get(n) || 0, close: s.close,
+      ev: 'rows', name, count: s.rows.length, bytes: s.at.get(n) || 0, close: s.close, error: s.error,
       rows: w.dump ? s.rows.slice(0, n) : undefined,
     });
     return false;
