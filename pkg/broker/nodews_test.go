@@ -40,10 +40,10 @@ func nodeWSPath(t testing.TB) string {
 	msg := ""
 	switch {
 	case err != nil:
-		msg = "node is not installed, so the node ws compression tests cannot run; install Debian's nodejs and npm packages, then run npm ci --prefix pkg/broker/testdata/nodews"
+		msg = "node is not installed, so the node ws compression tests cannot run; install Debian's nodejs and npm packages (apt-get install nodejs npm), then run npm ci --prefix pkg/broker/testdata/nodews from the repository's root"
 	default:
 		if _, err := os.Stat(filepath.Join(nodeWSDir, "node_modules", "ws", "package.json")); err != nil {
-			msg = "the node ws harness is not installed, so its compression tests cannot run; run npm ci --prefix pkg/broker/testdata/nodews"
+			msg = "the node ws harness is not installed, so its compression tests cannot run; run npm ci --prefix pkg/broker/testdata/nodews from the repository's root"
 		}
 	}
 	if msg == "" {
