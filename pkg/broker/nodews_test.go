@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamcast/streamcast/internal/testkit"
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
@@ -62,7 +63,7 @@ type nodeWS struct {
 	t      testing.TB
 	stdin  io.WriteCloser
 	events chan nodeEvent
-	stderr *strings.Builder
+	stderr *testkit.SyncBuffer
 }
 
 // nodeEvent is one line client.js writes.
@@ -97,7 +98,7 @@ func startNodeWS(t testing.TB) *nodeWS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &nodeWS{t: t, stdin: stdin, events: make(chan nodeEvent, 16), stderr: &strings.Builder{}}
+	n := &nodeWS{t: t, stdin: stdin, events: make(chan nodeEvent, 16), stderr: &testkit.SyncBuffer{}}
 	cmd.Stderr = n.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
