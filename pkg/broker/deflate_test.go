@@ -25,10 +25,13 @@ import (
 	"github.com/streamcast/streamcast/pkg/wire"
 )
 
-// rawClient is a WebSocket client written for these tests, not
-// streamcast's and not gorilla's: it offers permessage-deflate as a
-// browser does (context takeover both ways) and inflates with history,
-// as RFC 7692 says a receiver does.
+// rawClient is a WebSocket client written for these tests (not
+// gorilla's): it offers permessage-deflate as a browser does (context
+// takeover both ways) and inflates with history, as RFC 7692 says a
+// receiver does. It inflates with pkg/wire's Inflater, streamcast's own,
+// so it cannot catch a mistake the two sides share; nodews_test.go reads
+// the same streams with node's ws, and pkg/broker/console's
+// TestChromiumDecodesCompressedFramesAsPlainOnes with Chromium.
 type rawClient struct {
 	t    testing.TB
 	nc   net.Conn
