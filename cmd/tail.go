@@ -32,6 +32,7 @@ func newTailCmd(a *app) *cobra.Command {
 		tlsFlags   *clientTLS
 		catchUp    bool
 		metadata   string
+		output     string
 	)
 	cmd := &cobra.Command{
 		Use:   "tail URL",
@@ -54,12 +55,25 @@ atomically at most once a second and again on a clean exit (SIGINT, SIGTERM,
 --count, --until-caught-up), and never moves backwards on its own. A cursor
 file that cannot be read or is empty counts as absent, with a warning.
 
+--output FILE appends the lines to FILE instead of printing them, and with
+--cursor FILE makes the pair exactly once: each cursor save first syncs the
+output and records its length with the offset, and a run killed after
+writing lines it had not saved yet finds them past that length; the next run
+cuts them off (saying how many bytes and rows on stderr) and writes those
+rows again. A FILE the cursor did not record (rotated, replaced, or cut
+shorter by something else) is never cut: the tail appends to it and says so.
+Printing to stdout (> FILE, | consumer) is at least once: after a kill, the
+rows printed since the last save are printed again. --output needs a local
+--cursor FILE (an s3:// cursor alone cannot record the length) and does not
+apply to --into.
+
 --reset-position OFFSET|earliest|latest moves a saved position, the one way
 back (or forward): the file (or the table's place) is rewritten as the tail
 connects, before any row, and the tail starts there, whatever --offset says. With --into the table's rows
 at and above the new start are deleted in the same transaction and land
-again, so the table still holds each row once. Run it once by hand, not from
-cron, or every run starts over.
+again, so the table still holds each row once. With --output the file is not
+rewritten: the rows from the new start are appended again after what it
+holds. Run it once by hand, not from cron, or every run starts over.
 
 --until-caught-up exits once every row below the frontier the server greeted
 with has been printed (at once when there is nothing to replay); --count N
@@ -107,6 +121,7 @@ A refusal exits 1 with one line saying what to rerun with.
 		Example: `  streamcast tail ws://127.0.0.1:8765/demo
   streamcast tail --offset earliest --until-caught-up --rows ws://127.0.0.1:8765/demo > demo.ndjson
   streamcast tail --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo | ./consume
+  streamcast tail --cursor demo.cursor --output demo.ndjson --offset earliest --until-caught-up --rows ws://127.0.0.1:8765/demo
   streamcast tail --where '{"symbol":"BTC-USD"}' --count 10 ws://127.0.0.1:8765/demo
   streamcast tail --catch-up --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo
   streamcast tail --cursor .demo.cursor --cursor s3://my-bucket/consumer1/demo.offset ws://127.0.0.1:8765/demo
@@ -115,7 +130,7 @@ A refusal exits 1 with one line saying what to rerun with.
   streamcast tail --ca-file ca.crt wss://broker.example.com:8765/demo`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeStreamURLs,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if offset != "" {
 				n, err := parseOffset(offset)
 				if err != nil {
@@ -141,6 +156,9 @@ A refusal exits 1 with one line saying what to rerun with.
 			}
 			opts.TLS = tc
 			if into != "" || table != "" {
+				if output != "" {
+					return usageError{errors.New("--output does not apply to --into: the rows land in the table, which keeps its own place exactly once; drop --output")}
+				}
 				if err := checkInto(cmd, into, table); err != nil {
 					return usageError{err}
 				}
@@ -157,6 +175,9 @@ A refusal exits 1 with one line saying what to rerun with.
 			}
 			local, remote, err := splitCursors(cursors)
 			if err != nil {
+				return usageError{err}
+			}
+			if err := checkOutput(output, local, remote); err != nil {
 				return usageError{err}
 			}
 			if opts.Reset != nil && len(cursors) == 0 {
@@ -192,6 +213,19 @@ A refusal exits 1 with one line saying what to rerun with.
 				defer rc.Close()
 			}
 			opts.Logger = a.logger
+			out := a.stdout
+			if output != "" {
+				o, err := ndjson.OpenOutput(output, opts.Cursor, a.logger)
+				if err != nil {
+					return err
+				}
+				defer func() {
+					if cerr := o.Close(); cerr != nil && err == nil {
+						err = cerr
+					}
+				}()
+				out = o
+			}
 
 			// A reader that goes away (| head) is an ordinary end: get EPIPE
 			// from the write instead of dying of SIGPIPE, so the cursor is saved.
@@ -199,7 +233,7 @@ A refusal exits 1 with one line saying what to rerun with.
 			signal.Notify(pipe, syscall.SIGPIPE)
 			defer signal.Stop(pipe)
 
-			res, err := ndjson.Tail(cmd.Context(), u, a.stdout, opts)
+			res, err := ndjson.Tail(cmd.Context(), u, out, opts)
 			if errors.Is(err, syscall.EPIPE) {
 				err = nil
 			}
@@ -216,6 +250,7 @@ A refusal exits 1 with one line saying what to rerun with.
 	f.BoolVar(&opts.Reconnect, "reconnect", false, "on 1001, a network error or 4429, reconnect with backoff and resume after the last row")
 	f.BoolVar(&opts.Rows, "rows", false, "print only each row's object, not [offset,ts,row]")
 	f.StringArrayVar(&cursors, "cursor", nil, "keep the last offset finished with in `FILE` or s3://bucket/key (give both to keep both), and resume one above it")
+	f.StringVar(&output, "output", "", "append the lines to `FILE` instead of stdout; with a local --cursor the pair is exactly once across crashes (lines written after the last save are cut and sent again); --reset-position appends the rows again")
 	f.StringVar(&into, "into", "", "land the rows in a table of the database at `DSN` (sqlite:///abs.db, sqlite://rel.db, postgres://…), exactly once")
 	f.StringVar(&table, "table", "", "the `NAME` of the table --into lands the rows in")
 	f.DurationVar(&uploadEach, "upload-every", ndjson.DefaultUploadEvery, "how often an s3:// --cursor is uploaded while it moves")
@@ -243,6 +278,18 @@ func checkInto(cmd *cobra.Command, into, table string) error {
 		}
 	}
 	return nil
+}
+
+// checkOutput refuses --output without a local cursor file, the one place
+// its length can be recorded with the offset.
+func checkOutput(output, local, remote string) error {
+	switch {
+	case output == "" || local != "":
+		return nil
+	case remote != "":
+		return fmt.Errorf("--output needs a local --cursor FILE besides %s: the output's length is recorded in the local file, in the same atomic write as the offset; add --cursor FILE", remote)
+	}
+	return errors.New("--output needs --cursor FILE: the cursor records how much of the output its offset covers, which makes the pair exactly once; add --cursor FILE (or print to stdout, at least once)")
 }
 
 // tailInto runs `tail --into`: txbox.Land until SIGINT/SIGTERM (the
