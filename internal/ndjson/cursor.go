@@ -52,12 +52,15 @@ type Cursor struct {
 // outputMark is the second line of a cursor bound to an Output: which file
 // the lines went to and how long it was when the offset on the first line
 // was reached. Dev and Ino (0 where the platform has none) tell the same
-// file from one put in its place.
+// file from one put in its place; Sum, the CRC-32C of the (up to)
+// sumWindow bytes before Bytes, tells it from the same file rewritten in
+// place by something else ("" when not recorded).
 type outputMark struct {
 	Path  string `json:"output"`
 	Bytes int64  `json:"bytes"`
 	Dev   uint64 `json:"dev,omitempty"`
 	Ino   uint64 `json:"ino,omitempty"`
+	Sum   string `json:"sum,omitempty"`
 }
 
 // noOffset is the first line of a cursor that keeps an output's mark but
@@ -257,7 +260,11 @@ func (c *Cursor) writeLocked(last int64) error {
 	if err := c.out.f.Sync(); err != nil {
 		return fmt.Errorf("sync output %s: %w", c.out.path, err)
 	}
-	return writeFileAtomic(c.path, cursorText(last, c.out.mark(c.outSize)))
+	m, err := c.out.mark(c.outSize)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(c.path, cursorText(last, m))
 }
 
 // bound reports whether an Output is bound to the cursor.

@@ -3,9 +3,11 @@ package ndjson
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/streamcast/streamcast/pkg/wire"
@@ -20,7 +22,8 @@ import (
 // OpenOutput cuts them off, and the tail sends those rows again.
 //
 // It never cuts a file the cursor did not record: one that is shorter
-// than recorded, or another file at the path (rotated or replaced), is
+// than recorded, another file at the path (rotated or replaced), or one
+// whose bytes before the recorded length changed (rewritten in place) is
 // appended to as it is, with a notice.
 type Output struct {
 	f        *os.File
@@ -49,7 +52,8 @@ func OpenOutput(path string, c *Cursor, log Logger) (*Output, error) {
 	if cabs, err := filepath.Abs(c.path); err == nil && cabs == abs {
 		return nil, fmt.Errorf("--output %s is the --cursor file; give the lines a file of their own", path)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	// Read too: a save records a sum of the bytes before its length.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open output %s: %w", path, unwrapPath(err))
 	}
@@ -99,7 +103,18 @@ func (o *Output) reconcile(c *Cursor, log Logger) error {
 	case size < m.Bytes:
 		log.Warn(fmt.Sprintf("%s holds %d bytes, fewer than the %d cursor %s recorded: it was cut or rewritten by something else, so nothing is cut; appending from %s", o.path, size, m.Bytes, c.path, resume))
 		return nil
-	case size == m.Bytes:
+	}
+	if m.Sum != "" {
+		sum, err := o.sum(m.Bytes)
+		if err != nil {
+			return err
+		}
+		if sum != m.Sum {
+			log.Warn(fmt.Sprintf("%s does not end as cursor %s recorded at byte %d: it was rewritten by something else, so nothing is cut; appending from %s", o.path, c.path, m.Bytes, resume))
+			return nil
+		}
+	}
+	if size == m.Bytes {
 		return nil
 	}
 	lines, err := o.countLines(m.Bytes)
@@ -172,8 +187,30 @@ func linesText(n int64) string {
 
 // mark is what a cursor records of o when the lines up to its offset end
 // at byte size.
-func (o *Output) mark(size int64) *outputMark {
-	return &outputMark{Path: o.abs, Bytes: size, Dev: o.dev, Ino: o.ino}
+func (o *Output) mark(size int64) (*outputMark, error) {
+	sum, err := o.sum(size)
+	if err != nil {
+		return nil, err
+	}
+	return &outputMark{Path: o.abs, Bytes: size, Dev: o.dev, Ino: o.ino, Sum: sum}, nil
+}
+
+// sumWindow is how many bytes before a mark's length its Sum covers: the
+// last line or more of a tail's output, which holds the row's offset or
+// its own values.
+const sumWindow = 4 << 10
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sum returns the CRC-32C, in hex, of the (up to) sumWindow bytes of the
+// file before end.
+func (o *Output) sum(end int64) (string, error) {
+	from := max(end-sumWindow, 0)
+	b := make([]byte, end-from)
+	if _, err := o.f.ReadAt(b, from); err != nil {
+		return "", fmt.Errorf("read back output %s: %w", o.path, unwrapPath(err))
+	}
+	return strconv.FormatUint(uint64(crc32.Checksum(b, castagnoli)), 16), nil
 }
 
 // Path returns the file's path as given.

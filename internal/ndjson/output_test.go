@@ -154,6 +154,28 @@ func TestOpenOutputAppendsToAFileShorterThanRecordedWithoutCutting(t *testing.T)
 	}
 }
 
+func TestOpenOutputAppendsToAFileRewrittenInPlaceWithoutCutting(t *testing.T) {
+	dir := t.TempDir()
+	cursor, output := filepath.Join(dir, "c"), filepath.Join(dir, "out.ndjson")
+	first := openOutputRun(t, cursor, output)
+	first.write(1, 3)
+	first.save()
+	// Rewritten through the same inode (> out.ndjson, cp over it): longer
+	// than recorded, but not what the cursor recorded.
+	theirs := strings.Repeat("a line the cursor never recorded\n", 10)
+	if err := os.WriteFile(output, []byte(theirs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := openOutputRun(t, cursor, output)
+	if got := fileText(t, output); got != theirs {
+		t.Fatalf("the rewritten file holds %q; want it untouched", got)
+	}
+	want := fmt.Sprintf("%s does not end as cursor %s recorded at byte %d: it was rewritten by something else, so nothing is cut; appending from offset 4", output, cursor, len(linesOf(1, 3)))
+	if got := second.log.text(); got != want {
+		t.Errorf("the rerun said %q; want once %q", got, want)
+	}
+}
+
 func TestOpenOutputAppendsToARotatedFileWithoutCutting(t *testing.T) {
 	dir := t.TempDir()
 	cursor, output := filepath.Join(dir, "c"), filepath.Join(dir, "out.ndjson")
@@ -260,9 +282,10 @@ func TestParseCursorReadsAnOffsetAloneAndAnOffsetWithAMark(t *testing.T) {
 		{"41", 41, nil, true},
 		{"41\n", 41, nil, true},
 		{"0\n", 0, nil, true},
-		{"41\n{\"output\":\"/d/o\",\"bytes\":7,\"dev\":1,\"ino\":2}\n", 41, &outputMark{"/d/o", 7, 1, 2}, true},
+		{"41\n{\"output\":\"/d/o\",\"bytes\":7,\"dev\":1,\"ino\":2}\n", 41, &outputMark{Path: "/d/o", Bytes: 7, Dev: 1, Ino: 2}, true},
 		{"none\n{\"output\":\"/d/o\",\"bytes\":0}", wire.Null, &outputMark{Path: "/d/o"}, true},
 		{"41\n{\"output\":\"/d/o\",\"bytes\":7,\"later\":true}", 41, &outputMark{Path: "/d/o", Bytes: 7}, true},
+		{"41\n{\"output\":\"/d/o\",\"bytes\":7,\"sum\":\"e3069283\"}", 41, &outputMark{Path: "/d/o", Bytes: 7, Sum: "e3069283"}, true},
 		{"none", wire.Null, nil, false},
 		{"41\n42", wire.Null, nil, false},
 		{"41\n{\"bytes\":7}", wire.Null, nil, false},
