@@ -300,7 +300,11 @@ func tailInto(cmd *cobra.Command, a *app, url string, dial wire.DialOptions, dsn
 		return usageError{err}
 	}
 	defer db.Close()
-	where := "table " + table + " in " + dsn
+	shown := dsn
+	if d == txbox.Postgres {
+		shown = txbox.Redact(dsn)
+	}
+	where := "table " + table + " in " + shown
 	res, err := txbox.Land(cmd.Context(), db, d, url, table, txbox.LandOptions{
 		DialOptions: dial, Offset: offset, Reset: reset, UntilCaughtUp: untilCaughtUp,
 		Notice: func(msg string, kv ...any) { a.logger.Warn(msg, kv...) },
@@ -314,7 +318,7 @@ func tailInto(cmd *cobra.Command, a *app, url string, dial wire.DialOptions, dsn
 		},
 	})
 	a.logger.Info("tail --into ended", "table", table, "rows", res.Rows, "last_offset", res.Last)
-	return intoError(err, table)
+	return intoError(err, table, shown, d)
 }
 
 // startText names where a --reset-position starts: the earliest row, or
@@ -328,15 +332,20 @@ func startText(reset, next int64) string {
 
 // intoError words a failed --into for the command line: what the user can
 // do with streamcast's flags, naming neither the txbox package nor the
-// state table that keeps the table's place.
-func intoError(err error, table string) error {
+// state table that keeps the table's place, which the user never made
+// (except in the statement a role without CREATE rights needs run for it).
+func intoError(err error, table, dsn string, d txbox.Dialect) error {
 	if err == nil {
 		return nil
 	}
 	var (
 		sm *txbox.StreamMismatch
 		nr *wire.NotReplayable
+		se *txbox.StateError
 	)
+	if errors.As(err, &se) {
+		return intoMessage{msg: stateMessage(se, table, dsn, d), err: err}
+	}
 	switch {
 	case errors.As(err, &sm):
 		return fmt.Errorf("table %s was landed from stream id %s, but the server now serves stream id %s: the stream was recreated, or the URL names another stream; point the URL at the original stream, or land this one in a new --table", table, sm.Stored, sm.Got)
@@ -344,6 +353,28 @@ func intoError(err error, table string) error {
 		return fmt.Errorf("table %s cannot go on where it is saved: %v; rerun with --reset-position earliest (or a later offset the server still serves) to move its position, or land the stream in a new --table", table, nr)
 	}
 	return intoMessage{msg: strings.TrimPrefix(err.Error(), "txbox: "), err: err}
+}
+
+// stateMessage words a failure on the place tail --into keeps for table
+// in the database at dsn.
+func stateMessage(se *txbox.StateError, table, dsn string, d txbox.Dialect) string {
+	cause := "no cause given"
+	if se.Err != nil {
+		cause = se.Err.Error()
+	}
+	switch se.Op {
+	case txbox.StateCreate:
+		out := "make the database file and its directory writable, or give --into a database that is"
+		if d == txbox.Postgres {
+			out = "grant the role CREATE on the schema, or have an owner of the database run once: " + se.DDL
+		}
+		return fmt.Sprintf("cannot create the table where tail --into keeps the place of table %s in %s: %s;\n%s", table, dsn, cause, out)
+	case txbox.StateRead:
+		return fmt.Sprintf("cannot read the place saved for table %s in %s: %s; check that the database is reachable and readable, then rerun", table, dsn, cause)
+	case txbox.StateGone:
+		return fmt.Sprintf("the place saved for table %s in %s was deleted while the tail ran; rerun with --reset-position set one above the table's highest streamcast_offset", table, dsn)
+	}
+	return fmt.Sprintf("cannot save the place of table %s in %s: %s; make the database writable and rerun (the place moves with the rows, so nothing lands twice)", table, dsn, cause)
 }
 
 // intoMessage rewords an error and keeps it for errors.As.
