@@ -243,7 +243,7 @@ A refusal exits 1 with one line saying what to rerun with.
 	}
 	f := cmd.Flags()
 	f.StringVar(&offset, "offset", "", "where a tail with no saved position starts: offset `N` (inclusive), or \"earliest\", the oldest row still served (default: live); a position saved by --cursor or --into wins")
-	f.StringVar(&reset, "reset-position", "", "move the position saved by --cursor or --into to `OFFSET` (inclusive), \"earliest\" or \"latest\", then tail from there; run it once, not from cron")
+	f.StringVar(&reset, "reset-position", "", "move the position saved by --cursor or --into to `OFFSET` (inclusive), \"earliest\" or \"latest\", then tail from there (an --output file is not rewritten: the rows are appended again); run it once, not from cron")
 	f.StringVar(&where, "where", "", "only rows matching this `JSON` object of column to value (or list of values), filtered by the server")
 	f.Int64Var(&opts.Count, "count", 0, "exit after `N` rows (0: no limit)")
 	f.BoolVar(&opts.UntilCaughtUp, "until-caught-up", false, "exit once every row below the frontier at connect has been printed")
