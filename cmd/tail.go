@@ -60,8 +60,9 @@ file that cannot be read or is empty counts as absent, with a warning.
 output and records its length with the offset, and a run killed after
 writing lines it had not saved yet finds them past that length; the next run
 cuts them off (saying how many bytes and rows on stderr) and writes those
-rows again. A FILE the cursor did not record (rotated, replaced, or cut
-shorter by something else) is never cut: the tail appends to it and says so.
+rows again. A FILE the cursor did not record (rotated, replaced, rewritten
+or cut shorter by something else) is never cut: the tail appends to it and
+says so.
 Printing to stdout (> FILE, | consumer) is at least once: after a kill, the
 rows printed since the last save are printed again. --output needs a local
 --cursor FILE (an s3:// cursor alone cannot record the length) and does not

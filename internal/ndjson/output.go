@@ -90,7 +90,7 @@ func (o *Output) reconcile(c *Cursor, log Logger) error {
 	}
 	switch {
 	case m == nil:
-		if c.Loaded() != wire.Null && size > 0 {
+		if c.Last() != wire.Null && size > 0 {
 			log.Warn(fmt.Sprintf("cursor %s records no length of %s (it was saved without --output), so nothing is cut; appending from %s: rows written after its last save may appear twice, this once", c.path, o.path, resume))
 		}
 		return nil
