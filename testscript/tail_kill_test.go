@@ -42,14 +42,26 @@ func TestTailCursorWithOutputRerunAfterSIGKILLWritesEveryRowOnce(t *testing.T) {
 		var out bytes.Buffer
 		var errs string
 		if round < killRounds() {
+			var published <-chan error
 			errs = runKilled(t, dir, args, &out, func() {
-				publishRows(t, dir, url, round)
+				published = startPublish(dir, url, round)
 				if round%2 == 0 {
-					waitUnsaved(t, cursor, output)
-				} else {
-					randomMoment()
+					// Killed while the rows arrive, once some are
+					// written but not saved.
+					waitUnsaved(cursor, output)
+					return
 				}
+				if err := <-published; err != nil {
+					t.Fatal(err)
+				}
+				published = nil
+				randomMoment()
 			})
+			if published != nil {
+				if err := <-published; err != nil {
+					t.Fatal(err)
+				}
+			}
 		} else {
 			errs = runToFrontier(t, dir, args, &out)
 		}
@@ -202,8 +214,7 @@ func randomMoment() {
 // recorded: the moment a kill leaves lines for the next run to cut. After
 // 5 s it gives up waiting (a save got in first each time), which only
 // makes the kill an ordinary one.
-func waitUnsaved(t *testing.T, cursor, output string) {
-	t.Helper()
+func waitUnsaved(cursor, output string) {
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		info, err := os.Stat(output)
 		b, cerr := os.ReadFile(cursor)
@@ -237,15 +248,30 @@ func runToFrontier(t *testing.T, dir string, args []string, out *bytes.Buffer) s
 // so they arrive while the tail runs.
 func publishRows(t *testing.T, dir, url string, round int) {
 	t.Helper()
+	if err := <-startPublish(dir, url, round); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startPublish publishes the round's rows in the background; the channel
+// gets the outcome.
+func startPublish(dir, url string, round int) <-chan error {
+	done := make(chan error, 1)
 	var b []byte
 	for i := round * killRowsPerRound; i < (round+1)*killRowsPerRound; i++ {
 		b = fmt.Appendf(b, `{"event_ts":%d,"symbol":"BTC-USD","price":85000.5,"amount":0.015,"side":%d}`+"\n", 1790038800000000+i, i%2)
 	}
 	file := filepath.Join(dir, fmt.Sprintf("round%d.ndjson", round))
 	if err := os.WriteFile(file, b, 0o644); err != nil {
-		t.Fatal(err)
+		done <- err
+		return done
 	}
-	if out, err := exec.Command("streamcast", "publish", "--batch-size", "10", url, file).CombinedOutput(); err != nil {
-		t.Fatalf("publish: %v: %s", err, out)
-	}
+	go func() {
+		out, err := exec.Command("streamcast", "publish", "--batch-size", "10", url, file).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("publish: %v: %s", err, out)
+		}
+		done <- err
+	}()
+	return done
 }
