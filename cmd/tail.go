@@ -33,6 +33,7 @@ func newTailCmd(a *app) *cobra.Command {
 		catchUp     bool
 		metadata    string
 		compression string
+		output      string
 	)
 	cmd := &cobra.Command{
 		Use:   "tail URL",
@@ -55,12 +56,26 @@ atomically at most once a second and again on a clean exit (SIGINT, SIGTERM,
 --count, --until-caught-up), and never moves backwards on its own. A cursor
 file that cannot be read or is empty counts as absent, with a warning.
 
+--output FILE appends the lines to FILE instead of printing them, and with
+--cursor FILE makes the pair exactly once: each cursor save first syncs the
+output and records its length with the offset, and a run killed after
+writing lines it had not saved yet finds them past that length; the next run
+cuts them off (saying how many bytes and rows on stderr) and writes those
+rows again. A FILE the cursor did not record (rotated, replaced, rewritten
+or cut shorter by something else) is never cut: the tail appends to it and
+says so.
+Printing to stdout (> FILE, | consumer) is at least once: after a kill, the
+rows printed since the last save are printed again. --output needs a local
+--cursor FILE (an s3:// cursor alone cannot record the length) and does not
+apply to --into.
+
 --reset-position OFFSET|earliest|latest moves a saved position, the one way
 back (or forward): the file (or the table's place) is rewritten as the tail
 connects, before any row, and the tail starts there, whatever --offset says. With --into the table's rows
 at and above the new start are deleted in the same transaction and land
-again, so the table still holds each row once. Run it once by hand, not from
-cron, or every run starts over.
+again, so the table still holds each row once. With --output the file is not
+rewritten: the rows from the new start are appended again after what it
+holds. Run it once by hand, not from cron, or every run starts over.
 
 --until-caught-up exits once every row below the frontier the server greeted
 with has been printed (at once when there is nothing to replay); --count N
@@ -108,6 +123,7 @@ A refusal exits 1 with one line saying what to rerun with.
 		Example: `  streamcast tail ws://127.0.0.1:8765/demo
   streamcast tail --offset earliest --until-caught-up --rows ws://127.0.0.1:8765/demo > demo.ndjson
   streamcast tail --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo | ./consume
+  streamcast tail --cursor demo.cursor --output demo.ndjson --offset earliest --until-caught-up --rows ws://127.0.0.1:8765/demo
   streamcast tail --where '{"symbol":"BTC-USD"}' --count 10 ws://127.0.0.1:8765/demo
   streamcast tail --catch-up --cursor demo.cursor --reconnect ws://127.0.0.1:8765/demo
   streamcast tail --cursor .demo.cursor --cursor s3://my-bucket/consumer1/demo.offset ws://127.0.0.1:8765/demo
@@ -116,7 +132,7 @@ A refusal exits 1 with one line saying what to rerun with.
   streamcast tail --ca-file ca.crt wss://broker.example.com:8765/demo`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeStreamURLs,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if offset != "" {
 				n, err := parseOffset(offset)
 				if err != nil {
@@ -145,6 +161,9 @@ A refusal exits 1 with one line saying what to rerun with.
 			}
 			opts.TLS = tc
 			if into != "" || table != "" {
+				if output != "" {
+					return usageError{errors.New("--output does not apply to --into: the rows land in the table, which keeps its own place exactly once; drop --output")}
+				}
 				if err := checkInto(cmd, into, table); err != nil {
 					return usageError{err}
 				}
@@ -161,6 +180,9 @@ A refusal exits 1 with one line saying what to rerun with.
 			}
 			local, remote, err := splitCursors(cursors)
 			if err != nil {
+				return usageError{err}
+			}
+			if err := checkOutput(output, local, remote); err != nil {
 				return usageError{err}
 			}
 			if opts.Reset != nil && len(cursors) == 0 {
@@ -196,6 +218,19 @@ A refusal exits 1 with one line saying what to rerun with.
 				defer rc.Close()
 			}
 			opts.Logger = a.logger
+			out := a.stdout
+			if output != "" {
+				o, err := ndjson.OpenOutput(output, opts.Cursor, a.logger)
+				if err != nil {
+					return err
+				}
+				defer func() {
+					if cerr := o.Close(); cerr != nil && err == nil {
+						err = cerr
+					}
+				}()
+				out = o
+			}
 
 			// A reader that goes away (| head) is an ordinary end: get EPIPE
 			// from the write instead of dying of SIGPIPE, so the cursor is saved.
@@ -203,7 +238,7 @@ A refusal exits 1 with one line saying what to rerun with.
 			signal.Notify(pipe, syscall.SIGPIPE)
 			defer signal.Stop(pipe)
 
-			res, err := ndjson.Tail(cmd.Context(), u, a.stdout, opts)
+			res, err := ndjson.Tail(cmd.Context(), u, out, opts)
 			if errors.Is(err, syscall.EPIPE) {
 				err = nil
 			}
@@ -213,7 +248,7 @@ A refusal exits 1 with one line saying what to rerun with.
 	}
 	f := cmd.Flags()
 	f.StringVar(&offset, "offset", "", "where a tail with no saved position starts: offset `N` (inclusive), or \"earliest\", the oldest row still served (default: live); a position saved by --cursor or --into wins")
-	f.StringVar(&reset, "reset-position", "", "move the position saved by --cursor or --into to `OFFSET` (inclusive), \"earliest\" or \"latest\", then tail from there; run it once, not from cron")
+	f.StringVar(&reset, "reset-position", "", "move the position saved by --cursor or --into to `OFFSET` (inclusive), \"earliest\" or \"latest\", then tail from there (an --output file is not rewritten: the rows are appended again); run it once, not from cron")
 	f.StringVar(&compression, "compression", "auto", "offer the server permessage-deflate: `MODE` auto (only to a server on another host), on or off; rows then take about a fifth of their bytes on the wire, and the server spends several times the CPU on each")
 	_ = cmd.RegisterFlagCompletionFunc("compression", cobra.FixedCompletions([]string{"auto", "on", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	f.StringVar(&where, "where", "", "only rows matching this `JSON` object of column to value (or list of values), filtered by the server")
@@ -222,6 +257,7 @@ A refusal exits 1 with one line saying what to rerun with.
 	f.BoolVar(&opts.Reconnect, "reconnect", false, "on 1001, a network error or 4429, reconnect with backoff and resume after the last row")
 	f.BoolVar(&opts.Rows, "rows", false, "print only each row's object, not [offset,ts,row]")
 	f.StringArrayVar(&cursors, "cursor", nil, "keep the last offset finished with in `FILE` or s3://bucket/key (give both to keep both), and resume one above it")
+	f.StringVar(&output, "output", "", "append the lines to `FILE` instead of stdout; with a local --cursor the pair is exactly once across crashes (lines written after the last save are cut and sent again); --reset-position appends the rows again")
 	f.StringVar(&into, "into", "", "land the rows in a table of the database at `DSN` (sqlite:///abs.db, sqlite://rel.db, postgres://…), exactly once")
 	f.StringVar(&table, "table", "", "the `NAME` of the table --into lands the rows in")
 	f.DurationVar(&uploadEach, "upload-every", ndjson.DefaultUploadEvery, "how often an s3:// --cursor is uploaded while it moves")
@@ -251,6 +287,18 @@ func checkInto(cmd *cobra.Command, into, table string) error {
 	return nil
 }
 
+// checkOutput refuses --output without a local cursor file, the one place
+// its length can be recorded with the offset.
+func checkOutput(output, local, remote string) error {
+	switch {
+	case output == "" || local != "":
+		return nil
+	case remote != "":
+		return fmt.Errorf("--output needs a local --cursor FILE besides %s: the output's length is recorded in the local file, in the same atomic write as the offset; add --cursor FILE", remote)
+	}
+	return errors.New("--output needs --cursor FILE: the cursor records how much of the output its offset covers, which makes the pair exactly once; add --cursor FILE (or print to stdout, at least once)")
+}
+
 // tailInto runs `tail --into`: txbox.Land until SIGINT/SIGTERM (the
 // command's context) or, with --until-caught-up, until it caught up.
 func tailInto(cmd *cobra.Command, a *app, url string, dial wire.DialOptions, dsn, table string, offset, reset *int64, untilCaughtUp bool) error {
@@ -259,7 +307,11 @@ func tailInto(cmd *cobra.Command, a *app, url string, dial wire.DialOptions, dsn
 		return usageError{err}
 	}
 	defer db.Close()
-	where := "table " + table + " in " + dsn
+	shown := dsn
+	if d == txbox.Postgres {
+		shown = txbox.Redact(dsn)
+	}
+	where := "table " + table + " in " + shown
 	res, err := txbox.Land(cmd.Context(), db, d, url, table, txbox.LandOptions{
 		DialOptions: dial, Offset: offset, Reset: reset, UntilCaughtUp: untilCaughtUp,
 		Notice: func(msg string, kv ...any) { a.logger.Warn(msg, kv...) },
@@ -273,7 +325,7 @@ func tailInto(cmd *cobra.Command, a *app, url string, dial wire.DialOptions, dsn
 		},
 	})
 	a.logger.Info("tail --into ended", "table", table, "rows", res.Rows, "last_offset", res.Last)
-	return intoError(err, table)
+	return intoError(err, table, shown, d)
 }
 
 // startText names where a --reset-position starts: the earliest row, or
@@ -287,15 +339,20 @@ func startText(reset, next int64) string {
 
 // intoError words a failed --into for the command line: what the user can
 // do with streamcast's flags, naming neither the txbox package nor the
-// state table that keeps the table's place.
-func intoError(err error, table string) error {
+// state table that keeps the table's place, which the user never made
+// (except in the statement a role without CREATE rights needs run for it).
+func intoError(err error, table, dsn string, d txbox.Dialect) error {
 	if err == nil {
 		return nil
 	}
 	var (
 		sm *txbox.StreamMismatch
 		nr *wire.NotReplayable
+		se *txbox.StateError
 	)
+	if errors.As(err, &se) {
+		return intoMessage{msg: stateMessage(se, table, dsn, d), err: err}
+	}
 	switch {
 	case errors.As(err, &sm):
 		return fmt.Errorf("table %s was landed from stream id %s, but the server now serves stream id %s: the stream was recreated, or the URL names another stream; point the URL at the original stream, or land this one in a new --table", table, sm.Stored, sm.Got)
@@ -303,6 +360,28 @@ func intoError(err error, table string) error {
 		return fmt.Errorf("table %s cannot go on where it is saved: %v; rerun with --reset-position earliest (or a later offset the server still serves) to move its position, or land the stream in a new --table", table, nr)
 	}
 	return intoMessage{msg: strings.TrimPrefix(err.Error(), "txbox: "), err: err}
+}
+
+// stateMessage words a failure on the place tail --into keeps for table
+// in the database at dsn.
+func stateMessage(se *txbox.StateError, table, dsn string, d txbox.Dialect) string {
+	cause := "no cause given"
+	if se.Err != nil {
+		cause = se.Err.Error()
+	}
+	switch se.Op {
+	case txbox.StateCreate:
+		out := "make the database file and its directory writable, or give --into a database that is"
+		if d == txbox.Postgres {
+			out = "grant the role CREATE on the schema, or have an owner of the database run once: " + se.DDL
+		}
+		return fmt.Sprintf("cannot create the table where tail --into keeps the place of table %s in %s: %s;\n%s", table, dsn, cause, out)
+	case txbox.StateRead:
+		return fmt.Sprintf("cannot read the place saved for table %s in %s: %s; check that the database is reachable and readable, then rerun", table, dsn, cause)
+	case txbox.StateGone:
+		return fmt.Sprintf("the place saved for table %s in %s was deleted while the tail ran; rerun with --reset-position set one above the table's highest streamcast_offset", table, dsn)
+	}
+	return fmt.Sprintf("cannot save the place of table %s in %s: %s; make the database writable and rerun (the place moves with the rows, so nothing lands twice)", table, dsn, cause)
 }
 
 // intoMessage rewords an error and keeps it for errors.As.

@@ -1,7 +1,6 @@
 package testscript_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -23,51 +22,77 @@ import (
 // (SIGKILL) at a random point five times (twice locally; STREAMCAST_SOAK=full
 // runs all five) while rows are published, then run once more to the
 // frontier. A saved position always wins over --offset earliest, so no run
-// starts over.
+// starts over; --cursor with --output and --into hold every row once.
 
 const killRowsPerRound = 300
 
 // killRounds is how many killed runs precede the last one.
 func killRounds() int { return testkit.SoakCount(2, 5) }
 
-func TestTailCursorRerunAfterSIGKILLSkipsNothingAndNeverStartsOver(t *testing.T) {
+func TestTailCursorWithOutputRerunAfterSIGKILLWritesEveryRowOnce(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server and a dozen processes")
 	}
 	dir, url := startKillServer(t)
-	cursor := filepath.Join(dir, "tail.cursor")
-	args := []string{"tail", "--cursor", cursor, "--offset", "earliest", url}
-	var printed []int64
+	cursor, output := filepath.Join(dir, "tail.cursor"), filepath.Join(dir, "tail.ndjson")
+	args := []string{"tail", "--cursor", cursor, "--output", output, "--offset", "earliest", url}
+	cuts := 0
 	for round := 0; round <= killRounds(); round++ {
-		saved := int64(-1)
-		if b, err := os.ReadFile(cursor); err == nil {
-			saved, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		}
 		var out bytes.Buffer
+		var errs string
 		if round < killRounds() {
-			runKilled(t, dir, args, &out, func() { publishRows(t, dir, url, round) })
+			var published <-chan error
+			errs = runKilled(t, dir, args, &out, func() {
+				published = startPublish(dir, url, round)
+				if round%2 == 0 {
+					// Killed while the rows arrive, once some are
+					// written but not saved.
+					waitUnsaved(cursor, output)
+					return
+				}
+				if err := <-published; err != nil {
+					t.Fatal(err)
+				}
+				published = nil
+				randomMoment()
+			})
+			if published != nil {
+				if err := <-published; err != nil {
+					t.Fatal(err)
+				}
+			}
 		} else {
-			runToFrontier(t, dir, args, &out)
+			errs = runToFrontier(t, dir, args, &out)
 		}
-		offs := frameOffsets(t, out.Bytes())
-		if len(offs) > 0 && saved >= 0 && offs[0] != saved+1 {
-			t.Fatalf("run %d started at offset %d with %d saved in the cursor; want %d: the saved position must win over --offset earliest", round+1, offs[0], saved, saved+1)
+		if out.Len() > 0 {
+			t.Fatalf("run %d printed %d bytes on stdout; --output must get every line", round+1, out.Len())
 		}
-		printed = append(printed, offs...)
+		cuts += strings.Count(errs, "cut the last")
 	}
-	// At least once: a killed run may have printed rows its cursor had not
-	// saved yet (saves are throttled to once a second), never skipped one.
-	seen := map[int64]bool{}
-	for _, o := range printed {
-		seen[o] = true
+	b, err := os.ReadFile(output)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for o := int64(1); o <= int64(killRounds()*killRowsPerRound); o++ {
-		if !seen[o] {
-			t.Fatalf("offset %d was never printed across %d runs", o, killRounds()+1)
+	// Exactly once: every line whole, offsets 1 to the last, each once, in
+	// order. A kill after lines the cursor had not saved yet (saves are
+	// throttled to once a second) leaves them past the recorded length,
+	// and the next run cuts them before it sends them again.
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	want := int64(killRounds() * killRowsPerRound)
+	for i, line := range lines {
+		var frame []json.RawMessage
+		if err := json.Unmarshal([]byte(line), &frame); err != nil || len(frame) != 3 {
+			t.Fatalf("line %d of %s is not a frame: %.80q", i+1, output, line)
+		}
+		if o, _ := strconv.ParseInt(string(frame[0]), 10, 64); o != int64(i+1) {
+			t.Fatalf("line %d of %s holds offset %d; want %d: each row once, in order (%d lines, %d rows published)", i+1, output, o, i+1, len(lines), want)
 		}
 	}
-	t.Logf("%d rows printed, %d of them again after a kill", len(printed), len(printed)-len(seen))
+	if int64(len(lines)) != want {
+		t.Fatalf("%s holds %d lines; want %d, each row once", output, len(lines), want)
+	}
+	t.Logf("%d rows once in %s after %d killed runs; %d reruns cut lines written after the last save", want, output, killRounds(), cuts)
 }
 
 func TestTailIntoRerunAfterSIGKILLLandsEveryRowOnce(t *testing.T) {
@@ -81,7 +106,7 @@ func TestTailIntoRerunAfterSIGKILLLandsEveryRowOnce(t *testing.T) {
 	for round := 0; round <= killRounds(); round++ {
 		var out bytes.Buffer
 		if round < killRounds() {
-			runKilled(t, dir, args, &out, func() { publishRows(t, dir, url, round) })
+			runKilled(t, dir, args, &out, func() { publishRows(t, dir, url, round); randomMoment() })
 		} else {
 			runToFrontier(t, dir, args, &out)
 		}
@@ -157,9 +182,10 @@ streams:
 	}
 }
 
-// runKilled starts the command, runs during (which publishes), waits a
-// random moment and kills the command with SIGKILL.
-func runKilled(t *testing.T, dir string, args []string, out *bytes.Buffer, during func()) {
+// runKilled starts the command, runs during (which publishes and waits
+// for the moment to kill) and kills the command with SIGKILL. It returns
+// what the command said on stderr.
+func runKilled(t *testing.T, dir string, args []string, out *bytes.Buffer, during func()) string {
 	t.Helper()
 	c := exec.Command("streamcast", args...)
 	c.Dir, c.Stdout = dir, out
@@ -169,18 +195,43 @@ func runKilled(t *testing.T, dir string, args []string, out *bytes.Buffer, durin
 		t.Fatal(err)
 	}
 	during()
-	// Past a second now and then, so some runs save the cursor again
-	// after their first save (saves are throttled to once a second).
-	time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond)
 	c.Process.Kill()
 	c.Wait()
 	if ws, ok := c.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
 		t.Fatalf("%s exited (%v) before it was killed: %s", strings.Join(args, " "), c.ProcessState, errs.String())
 	}
+	return errs.String()
 }
 
-// runToFrontier runs the command with --until-caught-up to its end.
-func runToFrontier(t *testing.T, dir string, args []string, out *bytes.Buffer) {
+// randomMoment waits up to 1.5 s: past a second now and then, so some
+// runs save the cursor again after their first save (saves are throttled
+// to once a second), and a kill may land in the middle of a write.
+func randomMoment() {
+	time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond)
+}
+
+// waitUnsaved waits until output holds lines past the length cursor
+// recorded: the moment a kill leaves lines for the next run to cut. After
+// 5 s it gives up waiting (a save got in first each time), which only
+// makes the kill an ordinary one.
+func waitUnsaved(cursor, output string) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		info, err := os.Stat(output)
+		b, cerr := os.ReadFile(cursor)
+		if err != nil || cerr != nil {
+			continue
+		}
+		_, mark, _ := strings.Cut(string(b), "\n")
+		var m struct{ Bytes int64 }
+		if json.Unmarshal([]byte(mark), &m) == nil && info.Size() > m.Bytes {
+			return
+		}
+	}
+}
+
+// runToFrontier runs the command with --until-caught-up to its end and
+// returns what it said on stderr.
+func runToFrontier(t *testing.T, dir string, args []string, out *bytes.Buffer) string {
 	t.Helper()
 	full := append(append([]string{}, args[:len(args)-1]...), "--until-caught-up", args[len(args)-1])
 	c := exec.Command("streamcast", full...)
@@ -190,46 +241,37 @@ func runToFrontier(t *testing.T, dir string, args []string, out *bytes.Buffer) {
 	if err := c.Run(); err != nil {
 		t.Fatalf("%s: %v: %s", strings.Join(full, " "), err, errs.String())
 	}
+	return errs.String()
 }
 
 // publishRows publishes the round's killRowsPerRound rows in small batches,
 // so they arrive while the tail runs.
 func publishRows(t *testing.T, dir, url string, round int) {
 	t.Helper()
+	if err := <-startPublish(dir, url, round); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startPublish publishes the round's rows in the background; the channel
+// gets the outcome.
+func startPublish(dir, url string, round int) <-chan error {
+	done := make(chan error, 1)
 	var b []byte
 	for i := round * killRowsPerRound; i < (round+1)*killRowsPerRound; i++ {
 		b = fmt.Appendf(b, `{"event_ts":%d,"symbol":"BTC-USD","price":85000.5,"amount":0.015,"side":%d}`+"\n", 1790038800000000+i, i%2)
 	}
 	file := filepath.Join(dir, fmt.Sprintf("round%d.ndjson", round))
 	if err := os.WriteFile(file, b, 0o644); err != nil {
-		t.Fatal(err)
+		done <- err
+		return done
 	}
-	if out, err := exec.Command("streamcast", "publish", "--batch-size", "10", url, file).CombinedOutput(); err != nil {
-		t.Fatalf("publish: %v: %s", err, out)
-	}
-}
-
-// frameOffsets reads the offsets of [offset,ts,row] lines, checking they
-// rise.
-func frameOffsets(t *testing.T, out []byte) []int64 {
-	t.Helper()
-	var offs []int64
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var frame []json.RawMessage
-		if err := json.Unmarshal(sc.Bytes(), &frame); err != nil || len(frame) != 3 {
-			// A SIGKILL may cut the last line short.
-			continue
-		}
-		o, err := strconv.ParseInt(string(frame[0]), 10, 64)
+	go func() {
+		out, err := exec.Command("streamcast", "publish", "--batch-size", "10", url, file).CombinedOutput()
 		if err != nil {
-			t.Fatalf("line %q: offset: %v", sc.Text(), err)
+			err = fmt.Errorf("publish: %v: %s", err, out)
 		}
-		if len(offs) > 0 && o <= offs[len(offs)-1] {
-			t.Fatalf("offset %d after %d within one run", o, offs[len(offs)-1])
-		}
-		offs = append(offs, o)
-	}
-	return offs
+		done <- err
+	}()
+	return done
 }

@@ -2,6 +2,7 @@ package ndjson
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,7 +20,13 @@ import (
 const DefaultSaveEvery = time.Second
 
 // Cursor is a consumer's position kept in a file: the decimal text of the
-// last offset it finished with, so the next run resumes one above it.
+// last offset it finished with, so the next run resumes one above it. A
+// Cursor bound to an Output (`tail --output`) adds a second line, the
+// output's mark: a JSON object naming the file and its length when that
+// offset was reached, so a rerun can cut what was appended after the save
+// (see OpenOutput). The first line is "none" when such a cursor has no
+// offset yet. A file of one offset, as every cursor held before outputs
+// were kept, still reads: it is a position without a mark.
 //
 // A Cursor only moves forward on its own (Advance ignores offsets at or below
 // the highest it has seen); only Move, the explicit reset, rewinds it. Saves are atomic: a temporary file beside the target is
@@ -36,6 +43,66 @@ type Cursor struct {
 	highest int64      // the furthest offset finished with; wire.Null when none
 	saved   int64      // the value the file holds (as far as this process knows)
 	lastAt  time.Time  // when the file was last written
+
+	mark    *outputMark // the output mark read at open; nil when the file had none
+	out     *Output     // the file the lines go to, once bound; nil for stdout
+	outSize int64       // out's length when highest was reached: what a save records
+}
+
+// outputMark is the second line of a cursor bound to an Output: which file
+// the lines went to and how long it was when the offset on the first line
+// was reached. Dev and Ino (0 where the platform has none) tell the same
+// file from one put in its place; Sum, the CRC-32C of the (up to)
+// sumWindow bytes before Bytes, tells it from the same file rewritten in
+// place by something else ("" when not recorded).
+type outputMark struct {
+	Path  string `json:"output"`
+	Bytes int64  `json:"bytes"`
+	Dev   uint64 `json:"dev,omitempty"`
+	Ino   uint64 `json:"ino,omitempty"`
+	Sum   string `json:"sum,omitempty"`
+}
+
+// noOffset is the first line of a cursor that keeps an output's mark but
+// no offset yet.
+const noOffset = "none"
+
+// parseCursor reads a cursor file's text: the offset on the first line
+// (wire.Null for "none") and, on an optional second line, an output mark.
+// ok is false for text that is neither.
+func parseCursor(text []byte) (last int64, mark *outputMark, ok bool) {
+	first, rest, _ := bytes.Cut(bytes.TrimSpace(text), []byte("\n"))
+	first, rest = bytes.TrimSpace(first), bytes.TrimSpace(rest)
+	if len(rest) > 0 {
+		mark = new(outputMark)
+		if rest[0] != '{' || json.Unmarshal(rest, mark) != nil || mark.Path == "" || mark.Bytes < 0 {
+			return wire.Null, nil, false
+		}
+	}
+	if string(first) == noOffset && mark != nil {
+		return wire.Null, mark, true
+	}
+	n, err := strconv.ParseInt(string(first), 10, 64)
+	if err != nil || n < 0 {
+		return wire.Null, nil, false
+	}
+	return n, mark, true
+}
+
+// cursorText is what a cursor file holds for last (wire.Null: none) and
+// mark (nil: none), without the final newline.
+func cursorText(last int64, mark *outputMark) []byte {
+	if mark == nil {
+		return strconv.AppendInt(nil, last, 10)
+	}
+	var b []byte
+	if last == wire.Null {
+		b = append(b, noOffset...)
+	} else {
+		b = strconv.AppendInt(b, last, 10)
+	}
+	m, _ := json.Marshal(mark) // strings and integers: cannot fail
+	return append(append(b, '\n'), m...)
 }
 
 // OpenCursor reads the cursor file at path. A missing file is an absent
@@ -60,11 +127,11 @@ func OpenCursor(path string) (c *Cursor, warn error, err error) {
 	if len(text) == 0 {
 		return c, fmt.Errorf("cursor %s is empty; starting as if it were absent", path), nil
 	}
-	n, perr := strconv.ParseInt(string(text), 10, 64)
-	if perr != nil || n < 0 {
+	n, mark, ok := parseCursor(text)
+	if !ok {
 		return c, fmt.Errorf("cursor %s holds %.30q, not an offset; starting as if it were absent", path, text), nil
 	}
-	c.loaded, c.highest, c.saved = n, n, n
+	c.loaded, c.highest, c.saved, c.mark = n, n, n, mark
 	return c, nil, nil
 }
 
@@ -121,6 +188,11 @@ func (c *Cursor) Advance(offset int64) bool {
 		return false
 	}
 	c.highest = offset
+	if c.out != nil {
+		// Advance follows the Write that carried offset's line, on the
+		// same goroutine: the length now ends exactly after that line.
+		c.outSize = c.out.size.Load()
+	}
 	return true
 }
 
@@ -137,12 +209,19 @@ func (c *Cursor) Move(last int64) error {
 	}
 	switch {
 	case c.mem:
+	case c.out != nil:
+		// The output is not rewritten: the rows from the new start are
+		// appended again, after everything it holds now.
+		c.outSize = c.out.size.Load()
+		if err := c.writeLocked(last); err != nil {
+			return fmt.Errorf("move cursor %s to offset %d: %w", c.path, last, err)
+		}
 	case last == wire.Null:
 		if err := os.Remove(c.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("move cursor %s: %w", c.path, err)
 		}
 	default:
-		if err := writeFileAtomic(c.path, strconv.AppendInt(nil, last, 10)); err != nil {
+		if err := writeFileAtomic(c.path, cursorText(last, nil)); err != nil {
 			return fmt.Errorf("move cursor %s to offset %d: %w", c.path, last, err)
 		}
 	}
@@ -163,10 +242,50 @@ func (c *Cursor) Save(force bool) error {
 	if !force && !c.lastAt.IsZero() && now.Sub(c.lastAt) < c.every {
 		return nil
 	}
-	if err := writeFileAtomic(c.path, strconv.AppendInt(nil, c.highest, 10)); err != nil {
+	if err := c.writeLocked(c.highest); err != nil {
 		return fmt.Errorf("save cursor %s at offset %d: %w", c.path, c.highest, err)
 	}
 	c.saved, c.lastAt = c.highest, now
+	return nil
+}
+
+// writeLocked writes last, with the output's mark when one is bound. The
+// output is synced first: the mark must never count bytes a crash of the
+// machine could still take back, or a rerun would append after a hole.
+// c.mu is held.
+func (c *Cursor) writeLocked(last int64) error {
+	if c.out == nil {
+		return writeFileAtomic(c.path, cursorText(last, nil))
+	}
+	if err := c.out.f.Sync(); err != nil {
+		return fmt.Errorf("sync output %s: %w", c.out.path, err)
+	}
+	m, err := c.out.mark(c.outSize)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(c.path, cursorText(last, m))
+}
+
+// bound reports whether an Output is bound to the cursor.
+func (c *Cursor) bound() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out != nil
+}
+
+// bind makes o the file whose mark the cursor keeps, and writes the
+// cursor at once with o's length now, so that from here on whatever o
+// gets beyond the last save is known to be unsaved. o's length must match
+// the cursor's position (OpenOutput cut it so).
+func (c *Cursor) bind(o *Output) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out, c.outSize = o, o.size.Load()
+	if err := c.writeLocked(c.highest); err != nil {
+		return fmt.Errorf("save cursor %s with output %s: %w", c.path, o.path, err)
+	}
+	c.saved = c.highest
 	return nil
 }
 

@@ -153,13 +153,16 @@ func (r *RemoteCursor) get(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	defer out.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(out.Body, 64))
+	b, err := io.ReadAll(io.LimitReader(out.Body, 4096))
 	if err != nil {
 		return 0, err
 	}
+	// The object holds an offset alone; a local cursor file copied there
+	// by hand reads too, without its output's mark, which describes a
+	// file on another machine.
 	text := bytes.TrimSpace(b)
-	n, perr := strconv.ParseInt(string(text), 10, 64)
-	if perr != nil || n < 0 {
+	n, _, ok := parseCursor(text)
+	if !ok || n == wire.Null {
 		return 0, fmt.Errorf("the object holds %.30q, not an offset", text)
 	}
 	return n, nil

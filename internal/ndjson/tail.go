@@ -272,6 +272,16 @@ func Tail(ctx context.Context, rawURL string, out io.Writer, opts TailOptions) (
 		if first {
 			first = false
 			res.Frontier = g.EndOffset
+			if next == wire.Null && opts.Reset == nil && opts.Cursor != nil && opts.Cursor.bound() && sub.Resume() != wire.Null {
+				// A live start is saved before any line: a rerun after a
+				// kill must resend the lines OpenOutput cuts, and a
+				// cursor with no offset would start live again, past them.
+				opts.Cursor.Advance(sub.Resume() - 1)
+				if err := opts.Cursor.Save(true); err != nil {
+					sub.Close()
+					return res, err
+				}
+			}
 			if opts.Reset != nil && *opts.Reset == ResetLatest {
 				if err := moveCursor(opts.Cursor, sub.Resume()-1, sub.Resume(), log); err != nil {
 					sub.Close()

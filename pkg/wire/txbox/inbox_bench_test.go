@@ -89,3 +89,34 @@ func BenchmarkLand(b *testing.B) {
 		b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rows/s")
 	})
 }
+
+// BenchmarkTailOutput measures `tail --cursor F --output FILE`, the
+// exactly-once file, over the same rows as BenchmarkLand's tail-to-file:
+// the cursor saves (each syncing the file first) at most once a second.
+// Reported in rows/s.
+func BenchmarkTailOutput(b *testing.B) {
+	br := startInboxBroker(b, b.TempDir())
+	br.publish(0, b.N)
+	dir := b.TempDir()
+	c, _, err := ndjson.OpenCursor(filepath.Join(dir, "out.cursor"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	o, err := ndjson.OpenOutput(filepath.Join(dir, "out.ndjson"), c, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer o.Close()
+	b.ResetTimer()
+	start := time.Now()
+	opts := ndjson.DefaultTailOptions()
+	opts.Offset = wire.At(0)
+	opts.UntilCaughtUp = true
+	opts.Cursor = c
+	res, err := ndjson.Tail(context.Background(), br.url(), o, opts)
+	elapsed := time.Since(start)
+	if err != nil || res.Rows != int64(b.N) {
+		b.Fatalf("tailed %d of %d rows: %v", res.Rows, b.N, err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rows/s")
+}

@@ -93,8 +93,11 @@ func Land(ctx context.Context, db *sql.DB, d Dialect, url, table string, opts La
 	}
 	receiveDefaults(&opts.BatchRows, &opts.MinBackoff, &opts.MaxBackoff)
 	if !opts.NoCreate {
-		if _, err := db.ExecContext(ctx, inboxDDL(d)[1]); err != nil {
-			return res, fmt.Errorf("txbox: create %s: %w; a role without DDL rights needs it made from txbox.DDL once", InboxStateTable, err)
+		ddl := inboxDDL(d)[1]
+		if _, err := db.ExecContext(ctx, ddl); err != nil {
+			se := stateError(StateCreate, "", err, "create "+InboxStateTable, "; a role without DDL rights needs it created once from DDL's statements")
+			se.DDL = ddl
+			return res, se
 		}
 	}
 	land := &tableLanding{d: d, table: table}
@@ -204,7 +207,7 @@ func (l *tableLanding) move(ctx context.Context, db *sql.DB, subscriber, streamI
 	defer tx.Rollback()
 	up, err := tx.ExecContext(ctx, l.d.Rebind("UPDATE "+InboxStateTable+" SET last_offset = ? WHERE subscriber = ? AND stream_id = ?"), last, subscriber, streamID)
 	if err != nil {
-		return fmt.Errorf("txbox: move table %s to offset %d: %w", l.table, last, err)
+		return stateError(StateWrite, subscriber, err, fmt.Sprintf("move table %s to offset %d", l.table, last), "")
 	}
 	if n, err := up.RowsAffected(); err == nil && n != 1 {
 		return fmt.Errorf("txbox: table %s lost its saved position while it was being moved (another process reset or dropped it); run again", l.table)

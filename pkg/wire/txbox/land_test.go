@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,4 +159,27 @@ func TestLandLetsSavedStateWinOverOffsetAndResetMovesIt(t *testing.T) {
 			t.Fatalf("Reset to the frontier: %d rows, start %+v; want none, at 7", res.Rows, start)
 		}
 	})
+}
+
+// TestLandOnADatabaseItMayNotWriteReturnsAStateErrorWithTheStatement: a
+// caller that words errors for people who never made the state table (the
+// command line) needs to know what failed and the statement to hand on.
+func TestLandOnADatabaseItMayNotWriteReturnsAStateErrorWithTheStatement(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ro.db")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, d, err := OpenDSN("sqlite://" + path + "?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = Land(inboxCtx(t), db, d, "ws://127.0.0.1:1/trades", "trades", LandOptions{})
+	var se *StateError
+	if !errors.As(err, &se) || se.Op != StateCreate || !strings.HasPrefix(se.DDL, "CREATE TABLE IF NOT EXISTS "+InboxStateTable) || se.Err == nil {
+		t.Fatalf("Land on a read-only database: %v (%#v); want a StateError of StateCreate carrying the statement and the database's error", err, se)
+	}
+	if strings.Contains(err.Error(), "txbox.DDL") {
+		t.Errorf("%q names a Go identifier", err)
+	}
 }

@@ -179,7 +179,7 @@ func (r *receiver) reconnect(ctx context.Context) (*wire.Subscription, error) {
 		return nil, &dbError{err}
 	}
 	if !st.found {
-		return nil, fmt.Errorf("txbox: the %s row of subscriber %q is gone; it was deleted while the inbox ran, so there is no offset to resume at: restart the inbox to start it over", InboxStateTable, r.subscriber)
+		return nil, stateError(StateGone, r.subscriber, nil, fmt.Sprintf("the %s row of subscriber %q is gone", InboxStateTable, r.subscriber), "; it was deleted while the inbox ran, so there is no offset to resume at: restart the inbox to start it over")
 	}
 	sub, err := wire.Subscribe(ctx, r.url, wire.SubscribeOptions{DialOptions: r.dial, Offset: wire.At(st.last + 1)})
 	if err != nil {
@@ -436,14 +436,14 @@ func (r *receiver) commitTx(ctx context.Context, batch []item) (int64, error) {
 	// (PostgreSQL) before the offset is read, so two receivers of one
 	// subscriber serialize instead of both landing the same rows.
 	if _, err := tx.ExecContext(ctx, r.d.Rebind("UPDATE "+InboxStateTable+" SET last_offset = last_offset WHERE subscriber = ?"), r.subscriber); err != nil {
-		return 0, fmt.Errorf("txbox: lock the %s row of subscriber %q: %w", InboxStateTable, r.subscriber, err)
+		return 0, stateError(StateWrite, r.subscriber, err, fmt.Sprintf("lock the %s row of subscriber %q", InboxStateTable, r.subscriber), "")
 	}
 	st, err := loadState(ctx, tx, r.d, r.subscriber)
 	if err != nil {
 		return 0, err
 	}
 	if !st.found {
-		return 0, fmt.Errorf("txbox: the %s row of subscriber %q is gone; it was deleted while the inbox ran: restart the inbox to start it over", InboxStateTable, r.subscriber)
+		return 0, stateError(StateGone, r.subscriber, nil, fmt.Sprintf("the %s row of subscriber %q is gone", InboxStateTable, r.subscriber), "; it was deleted while the inbox ran: restart the inbox to start it over")
 	}
 	if st.streamID != r.streamID {
 		return 0, &StreamMismatch{Table: InboxStateTable, Key: r.subscriber, Stored: st.streamID, Got: r.streamID}
@@ -461,7 +461,7 @@ func (r *receiver) commitTx(ctx context.Context, batch []item) (int64, error) {
 	}
 	last := fresh[len(fresh)-1].offset
 	if _, err := tx.ExecContext(ctx, r.d.Rebind("UPDATE "+InboxStateTable+" SET last_offset = ? WHERE subscriber = ?"), last, r.subscriber); err != nil {
-		return 0, fmt.Errorf("txbox: move subscriber %q to offset %d: %w", r.subscriber, last, err)
+		return 0, stateError(StateWrite, r.subscriber, err, fmt.Sprintf("move subscriber %q to offset %d", r.subscriber, last), "")
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("txbox: commit %d rows up to offset %d: %w", len(fresh), last, err)

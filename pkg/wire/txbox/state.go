@@ -26,7 +26,7 @@ func loadState(ctx context.Context, q interface {
 	case errors.Is(err, sql.ErrNoRows):
 		return subState{}, nil
 	case err != nil:
-		return subState{}, fmt.Errorf("txbox: read %s for subscriber %q: %w", InboxStateTable, subscriber, err)
+		return subState{}, stateError(StateRead, subscriber, err, fmt.Sprintf("read %s for subscriber %q", InboxStateTable, subscriber), "")
 	}
 	s.found = true
 	return s, nil
@@ -39,7 +39,7 @@ func bindState(ctx context.Context, db *sql.DB, d Dialect, subscriber, streamID 
 	_, err := db.ExecContext(ctx, d.Rebind("INSERT INTO "+InboxStateTable+" (subscriber, stream_id, last_offset) VALUES (?, ?, ?) ON CONFLICT (subscriber) DO NOTHING"),
 		subscriber, streamID, last)
 	if err != nil {
-		return fmt.Errorf("txbox: bind subscriber %q to stream id %s in %s: %w", subscriber, streamID, InboxStateTable, err)
+		return stateError(StateWrite, subscriber, err, fmt.Sprintf("bind subscriber %q to stream id %s in %s", subscriber, streamID, InboxStateTable), "")
 	}
 	return nil
 }
