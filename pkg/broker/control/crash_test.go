@@ -296,7 +296,7 @@ func TestAKilledServeTakesItsMigrationWorkerWithIt(t *testing.T) {
 	c.exited <- nil
 	// Not ours to reap: the worker is gone once /proc has no entry for it
 	// but a zombie's.
-	for deadline := time.Now().Add(20 * time.Second); parentOf(t, worker) != 0; {
+	for deadline := time.Now().Add(20 * time.Second); !exited(worker); {
 		if time.Now().After(deadline) {
 			t.Fatalf("the migration worker (pid %d) still runs 20 s after its server was killed", worker)
 		}
@@ -332,6 +332,27 @@ func parentOf(t *testing.T, pid int) int {
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	return ppid
+}
+
+// exited reports whether every thread of pid has exited, so its files
+// and locks are released: /proc has no entry for it, or only its main
+// thread's, a zombie. A killed process's main thread turns zombie while
+// its other threads may still be closing the files they share, so a
+// zombie main thread alone is not enough.
+func exited(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return true
+	}
+	if len(tasks) > 1 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
 }
 
 // killedServeRows is what killedServeAttempt publishes: enough that

@@ -316,10 +316,12 @@ func expectOffset(t testing.TB, ws, name, row string, want int, what string) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_, _, _ = conn.ReadMessage() // greeting
+	if _, _, err := conn.ReadMessage(); err != nil {
+		t.Fatalf("%s: no greeting (%v)", what, err)
+	}
 	_ = conn.WriteMessage(websocket.TextMessage, []byte(row))
-	if _, b, _ := conn.ReadMessage(); string(b) != fmt.Sprintf(`{"ok":[%d]}`, want) {
-		t.Fatalf("%s, the row %s got %s; want offset %d", what, row, b, want)
+	if _, b, err := conn.ReadMessage(); string(b) != fmt.Sprintf(`{"ok":[%d]}`, want) {
+		t.Fatalf("%s, the row %s got %s (%v); want offset %d", what, row, b, err, want)
 	}
 }
 
