@@ -18,6 +18,7 @@ import (
 // process does too, and scans random ranges the whole time: every scan
 // yields exactly the acknowledged rows of its range.
 func TestScanMatchesAppendsWhileSealAndEvictRun(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	// Small reads, and scanners that dawdle, so that seals and evictions
 	// land in the middle of scans.

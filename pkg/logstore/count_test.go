@@ -24,6 +24,7 @@ func countByScan(t testing.TB, l *Log, from, to int64) int64 {
 }
 
 func TestCountRowsMatchesTheRowsEveryTierHolds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cfg := tierConfig()
 	cfg.Start = 101

@@ -197,6 +197,7 @@ func TestRunFlushesAtWallClockMultiples(t *testing.T) {
 // or a few rows at the next flush boundary) and evicted from the buffer by
 // clean.
 func TestRunSealsAndCleansALogThatWakesAfterIdling(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		flushEvery time.Duration
@@ -459,6 +460,7 @@ func TestRunIsReadyBeforeItsFirstPass(t *testing.T) {
 // and publish's; retain, whose every pass steps every log, keeps its own
 // cadence (waking it at each minute's boundary would open every log).
 func TestRunFlushBoundaryWakesOnlySealAndPublish(t *testing.T) {
+	t.Parallel()
 	l := newLog(t, Config{})
 	// 100ms before a 10s boundary, with an hour between passes: only the
 	// boundary could bring the second pass within the test.

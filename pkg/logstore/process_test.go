@@ -221,6 +221,7 @@ func TestASecondWriterIsRefusedUntilTheFirstDies(t *testing.T) {
 // moments; after each reopen every acknowledged offset is there with its
 // bytes, offsets stay dense, and no offset is reused by the next writer.
 func TestAcknowledgedAppendsSurviveSIGKILL(t *testing.T) {
+	t.Parallel()
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))
@@ -333,6 +334,7 @@ func waitSealed(t *testing.T, l *Log) {
 // recovery that the next open runs, every row is in exactly one place, and
 // files/ holds only completed files.
 func TestSealAndEvictSurviveSIGKILL(t *testing.T) {
+	t.Parallel()
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 2))
