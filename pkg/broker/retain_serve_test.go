@@ -56,7 +56,7 @@ maintain: {seal_every: 100ms, compact_every: 1h, publish_every: 200ms, clean_eve
 		t.Fatalf("before retain, offset=1 replays %+v; want from 1", g.Replay)
 	}
 
-	out, err := exec.Command(exe, "retain", "--config", configFile, "trades", "--max-age", "5s").CombinedOutput()
+	out, err := exec.Command(exe, "retain", "--config", configFile, "trades", "--max-age", "2s").CombinedOutput()
 	if err != nil {
 		t.Fatalf("streamcast retain: %v\n%s", err, out)
 	}
@@ -89,7 +89,7 @@ maintain: {seal_every: 100ms, compact_every: 1h, publish_every: 200ms, clean_eve
 	}
 
 	// offset=0 starts at the floor: a row published now is newer than the
-	// window (for five seconds) and is the first one replayed.
+	// window (for two seconds) and is the first one replayed.
 	if r := p.roundTrip(batch(per*frames, 1)); r.Error != "" || len(r.OK) != 1 || r.OK[0] != end {
 		t.Fatalf("publish after the floor: %+v", r)
 	}
