@@ -247,9 +247,9 @@ func (p *pacedPublisher) window(from, to time.Time) (rate float64, p99 time.Dura
 // unbounded check ran all 150. The rest get 429 at once. bob's publisher
 // keeps at least 90% of its rate: the rows acknowledged during the
 // attack, a second, against its rate before the attack. The 99th
-// percentile of its acknowledgements' latency must stay within 50 ms
-// under STREAMCAST_SOAK=full, and is logged otherwise: on a machine
-// shared with other tests it is noise. bob, another user behind the same
+// percentile of its acknowledgements' latency must stay within 50 ms, or
+// three times its quiet p99 on a box busy enough to exceed that without
+// an attack, under STREAMCAST_SOAK=full; it is logged otherwise. bob, another user behind the same
 // address, is not locked out, and alice's own password works once her
 // backoff ends.
 func TestConcurrentBadLoginsCostTheServerBoundedCPU(t *testing.T) {
@@ -296,8 +296,14 @@ func TestConcurrentBadLoginsCostTheServerBoundedCPU(t *testing.T) {
 	if attackedRate < 0.9*quietRate {
 		t.Errorf("bob's publisher: %.0f rows/s during the attack, %.0f%% of its %.0f rows/s before; want at least 90%%", attackedRate, 100*attackedRate/quietRate, quietRate)
 	}
-	if attackedP99 > 50*time.Millisecond && testkit.SoakFull() {
-		t.Errorf("bob's publisher: ack p99 %v during the attack; want at most 50ms", attackedP99)
+	// The p99 follows the box as much as the attack: on a machine that
+	// gives the publisher a p99 of 30 ms without any attack (CI, running
+	// the other suites beside this one), 50 ms says nothing about bcrypt.
+	// So the bound is 50 ms or three times the quiet p99, whichever is
+	// larger: a stall behind bcrypt (324 ms against 15 ms quiet, with the
+	// backoff check removed) fails either way.
+	if limit := max(50*time.Millisecond, 3*quietP99); attackedP99 > limit && testkit.SoakFull() {
+		t.Errorf("bob's publisher: ack p99 %v during the attack, %v without it; want at most %v", attackedP99, quietP99, limit)
 	}
 	for name, st := range map[string][]int{"wrong passwords": wrong, "unknown users": unknown} {
 		if n := strings.Count(countStatuses(st), "401"); n == 0 {
