@@ -248,7 +248,7 @@ func (p *pacedPublisher) window(from, to time.Time) (rate float64, p99 time.Dura
 // keeps at least 90% of its rate: the rows acknowledged during the
 // attack, a second, against its rate before the attack. The 99th
 // percentile of its acknowledgements' latency must stay within 50 ms, or
-// three times its quiet p99 on a box busy enough to exceed that without
+// four times its quiet p99 on a box busy enough to exceed that without
 // an attack, under STREAMCAST_SOAK=full; it is logged otherwise. bob, another user behind the same
 // address, is not locked out, and alice's own password works once her
 // backoff ends.
@@ -299,10 +299,10 @@ func TestConcurrentBadLoginsCostTheServerBoundedCPU(t *testing.T) {
 	// The p99 follows the box as much as the attack: on a machine that
 	// gives the publisher a p99 of 30 ms without any attack (CI, running
 	// the other suites beside this one), 50 ms says nothing about bcrypt.
-	// So the bound is 50 ms or three times the quiet p99, whichever is
+	// So the bound is 50 ms or four times the quiet p99, whichever is
 	// larger: a stall behind bcrypt (324 ms against 15 ms quiet, with the
 	// backoff check removed) fails either way.
-	if limit := max(50*time.Millisecond, 3*quietP99); attackedP99 > limit && testkit.SoakFull() {
+	if limit := max(50*time.Millisecond, 4*quietP99); attackedP99 > limit && testkit.SoakFull() {
 		t.Errorf("bob's publisher: ack p99 %v during the attack, %v without it; want at most %v", attackedP99, quietP99, limit)
 	}
 	for name, st := range map[string][]int{"wrong passwords": wrong, "unknown users": unknown} {
