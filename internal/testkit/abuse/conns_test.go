@@ -127,15 +127,7 @@ func TestASocketFloodNeverFailsACommit(t *testing.T) {
 		return l.count() >= 1000, fmt.Sprintf("%d rows acknowledged", l.count())
 	})
 	kept, others := keepAlive(t, s.addr, 1500, "/health", http.StatusOK)
-	refused := 0
-	for _, o := range others {
-		if strings.HasPrefix(o, "503 ") && strings.Contains(o, "limits.max_connections") {
-			refused++
-		} else {
-			t.Errorf("after %d connections held and %d refused, one that is neither: %s", len(kept), refused, o)
-			break
-		}
-	}
+	refused := countRefused(t, len(kept), others)
 	t.Logf("1,500 connections under ulimit -n 1024: %d held, %d refused with 503; the server holds %d FDs", len(kept), refused, s.fds())
 	if refused == 0 {
 		t.Errorf("no connection was refused: the bound leaves no descriptors for the logs")
@@ -233,15 +225,7 @@ func TestASocketFloodNeverFailsACommitToManyStreams(t *testing.T) {
 			c.Close()
 		}
 	}()
-	refused := 0
-	for _, o := range others {
-		if strings.HasPrefix(o, "503 ") && strings.Contains(o, "limits.max_connections") {
-			refused++
-		} else {
-			t.Errorf("after %d connections held and %d refused, one that is neither: %s", len(kept), refused, o)
-			break
-		}
-	}
+	refused := countRefused(t, len(kept), others)
 	flooded := s.fds()
 
 	failed := 0
@@ -268,4 +252,20 @@ func TestASocketFloodNeverFailsACommitToManyStreams(t *testing.T) {
 	if n >= 150 && !strings.Contains(s.logs.String(), "ulimit -n") {
 		t.Errorf("serve did not warn that ulimit -n 1024 is too small for %d durable streams; its log:\n%s", n, grepLines(s.logs.String(), "WARN"))
 	}
+}
+
+// countRefused counts the connections keepAlive could not keep that serve
+// refused for its connection bound (503 naming limits.max_connections),
+// and fails the test at the first that ended any other way.
+func countRefused(t *testing.T, held int, others []string) int {
+	t.Helper()
+	refused := 0
+	for _, o := range others {
+		if !strings.HasPrefix(o, "503 ") || !strings.Contains(o, "limits.max_connections") {
+			t.Errorf("after %d connections held and %d refused, one that is neither: %s", held, refused, o)
+			break
+		}
+		refused++
+	}
+	return refused
 }
