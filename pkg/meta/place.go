@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/streamcast/streamcast/internal/durable"
+	"github.com/streamcast/streamcast/pkg/logstore/warehouse"
 )
 
 // place is one of the two places a stream's metadata lives: its home
@@ -212,6 +213,20 @@ type s3Place struct {
 	bucket string
 	prefix string
 	lists  *atomic.Int64
+}
+
+// newS3Place returns the place of the objects under loc, an s3://
+// location, reached with the endpoint and region of s3cfg.
+func newS3Place(ctx context.Context, loc warehouse.Location, s3cfg warehouse.S3, lists *atomic.Int64) (s3Place, error) {
+	bucket, prefix := loc.SplitS3()
+	if prefix != "" {
+		prefix += "/"
+	}
+	client, err := newS3Client(ctx, s3cfg)
+	if err != nil {
+		return s3Place{}, err
+	}
+	return s3Place{client: client, bucket: bucket, prefix: prefix, lists: lists}, nil
 }
 
 func (p s3Place) key(name string) string { return p.prefix + name }

@@ -86,16 +86,11 @@ func NewStore(ctx context.Context, lay Layout, stream string, s3cfg warehouse.S3
 		st.pub = dirPlace{dir: p.Join(stream), lists: &st.lists, syncs: &st.syncs}
 		return st, nil
 	}
-	bucket, prefix := p.SplitS3()
-	if prefix != "" {
-		prefix += "/"
-	}
-	prefix += stream + "/"
-	client, err := newS3Client(ctx, s3cfg)
+	sp, err := newS3Place(ctx, warehouse.Location{S3: p.Join(stream)}, s3cfg, &st.lists)
 	if err != nil {
 		return nil, fmt.Errorf("reach %s for the metadata of stream %q: %w", p.S3, stream, err)
 	}
-	st.pub = s3Place{client: client, bucket: bucket, prefix: prefix, lists: &st.lists}
+	st.pub = sp
 	return st, nil
 }
 

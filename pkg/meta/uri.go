@@ -25,15 +25,12 @@ func LoadURI(ctx context.Context, uri string, s3cfg warehouse.S3) (*Metadata, er
 	}
 	st := &Store{stream: stream}
 	var p place
-	if bucket, prefix := dir.SplitS3(); bucket != "" {
-		if prefix != "" {
-			prefix += "/"
-		}
-		client, err := newS3Client(ctx, s3cfg)
+	if dir.S3 != "" {
+		sp, err := newS3Place(ctx, dir, s3cfg, &st.lists)
 		if err != nil {
 			return nil, fmt.Errorf("reach %s for the metadata of stream %q: %w", uri, stream, err)
 		}
-		p = s3Place{client: client, bucket: bucket, prefix: prefix, lists: &st.lists}
+		p = sp
 	} else {
 		p = dirPlace{dir: dir.Dir, lists: &st.lists}
 	}
